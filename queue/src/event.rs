@@ -1,0 +1,261 @@
+//! The durable event log of a run: append (fenced), read after a `seq`, and follow live.
+//!
+//! Every insert into `run_events` notifies in its own transaction (a trigger does it, so no
+//! statement can forget). `seq` numbers a run's events from 1 without gaps; it is the SSE event id.
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+use sqlx::{PgExecutor, PgPool};
+
+use crate::claim::{Lease, lost_leases};
+use crate::listener::{Listener, RunSignal, RunSubscription};
+use crate::run::RunId;
+use crate::{Error, Result};
+
+/// How many events [`EventFollower`] reads per query when it catches up.
+const READ_PAGE: i64 = 500;
+
+/// An event to append to a run's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// The SSE event name: a stream mode (`values`, `updates`, `messages`, …), or `end`.
+    pub event: String,
+    pub data: Value,
+}
+
+impl NewEvent {
+    pub fn new(event: impl Into<String>, data: Value) -> Self {
+        Self {
+            event: event.into(),
+            data,
+        }
+    }
+}
+
+/// An event of a run's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvent {
+    pub run_id: RunId,
+    pub seq: i64,
+    pub event: String,
+    pub data: Value,
+}
+
+/// Appends events to a held run's log; returns the `seq` of the last one.
+///
+/// # Errors
+///
+/// [`Error::LeaseLost`]: nothing was appended.
+pub async fn append(
+    executor: impl PgExecutor<'_>,
+    lease: Lease,
+    events: &[NewEvent],
+) -> Result<i64> {
+    let (lost, last_seqs) = append_many(executor, &[(lease, events)]).await?;
+    match (lost.is_empty(), last_seqs.first()) {
+        (true, Some((_, last_seq))) => Ok(*last_seq),
+        (true, None) => Ok(0),
+        (false, _) => Err(Error::LeaseLost {
+            run_id: lease.run_id,
+            attempt: lease.attempt,
+        }),
+    }
+}
+
+/// Appends the events of many held runs with one statement, so a worker flushes all its runs'
+/// buffered events in one commit. Runs whose lease was lost get nothing appended.
+///
+/// Returns the lost leases, and the last `seq` of each run that got events.
+pub async fn append_many(
+    executor: impl PgExecutor<'_>,
+    batches: &[(Lease, &[NewEvent])],
+) -> Result<(Vec<Lease>, Vec<(RunId, i64)>)> {
+    let mut run_ids = Vec::new();
+    let mut attempts = Vec::new();
+    let mut names = Vec::new();
+    let mut datas = Vec::new();
+    for (lease, events) in batches {
+        for event in *events {
+            run_ids.push(lease.run_id.0);
+            attempts.push(lease.attempt);
+            names.push(event.event.as_str());
+            datas.push(&event.data);
+        }
+    }
+    // N.B. Bumping `runs.event_seq` both hands out the run's next `seq` numbers and fences the
+    // append: the update takes the run's row lock, so a concurrent sweep or release either
+    // commits first (and the fence matches nothing) or waits for this append.
+    let appended = sqlx::query!(
+        r#"
+        with input as (
+            select *
+            from unnest($1::uuid[], $2::int[], $3::text[], $4::jsonb[]) with ordinality
+                as i(run_id, attempt, event, data, ord)
+        ),
+        counts as (
+            select run_id, attempt, count(*) as n
+            from input
+            group by run_id, attempt
+        ),
+        bumped as (
+            update mostrador.runs r
+            set event_seq = r.event_seq + c.n
+            from counts c
+            where r.run_id = c.run_id
+              and r.attempt = c.attempt
+              and r.status = 'running'
+            returning r.run_id, r.event_seq - c.n as base, r.event_seq as last_seq
+        ),
+        inserted as (
+            insert into mostrador.run_events (run_id, seq, event, data)
+            select
+                i.run_id,
+                b.base + row_number() over (partition by i.run_id order by i.ord),
+                i.event,
+                i.data
+            from input i
+            join bumped b on b.run_id = i.run_id
+            order by i.run_id, i.ord
+        )
+        select run_id as "run_id!: RunId", last_seq as "last_seq!"
+        from bumped
+        "#,
+        &run_ids,
+        &attempts,
+        &names as &[&str],
+        &datas as &[&Value],
+    )
+    .fetch_all(executor)
+    .await?;
+    let done: Vec<RunId> = appended.iter().map(|row| row.run_id).collect();
+    let lost = lost_leases(batches.iter().map(|(lease, _)| *lease), &done);
+    let last_seqs = appended
+        .into_iter()
+        .map(|row| (row.run_id, row.last_seq))
+        .collect();
+    Ok((lost, last_seqs))
+}
+
+/// Reads up to `limit` events of a run with `seq > after_seq`, in order.
+pub async fn read_since(
+    executor: impl PgExecutor<'_>,
+    run_id: RunId,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<RunEvent>> {
+    let events = sqlx::query_as!(
+        RunEvent,
+        r#"
+        select run_id as "run_id: RunId", seq, event, data
+        from mostrador.run_events
+        where run_id = $1
+          and seq > $2
+        order by seq
+        limit $3
+        "#,
+        run_id.0,
+        after_seq,
+        limit,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(events)
+}
+
+/// Follows one run's events from a `seq` on: first what the log holds, then live events as they
+/// are notified, each exactly once and in order, across listener reconnects and lagging.
+///
+/// It subscribes before it reads, so nothing committed between the read and the subscription is
+/// missed; live events at or below the last delivered `seq` are dropped as duplicates; a gap, a
+/// marker notification, a lag or a listener reconnect makes it re-read the log.
+#[derive(Debug)]
+pub struct EventFollower {
+    pool: PgPool,
+    subscription: RunSubscription,
+    last_seq: i64,
+    backlog: VecDeque<RunEvent>,
+    /// The last read filled its page: the log may hold more than the backlog.
+    more_in_log: bool,
+}
+
+impl EventFollower {
+    /// Starts following `run_id` after `after_seq` (0 for the whole log; an SSE `Last-Event-ID`
+    /// otherwise).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`] when the run does not exist.
+    pub async fn start(
+        pool: PgPool,
+        listener: &Listener,
+        run_id: RunId,
+        after_seq: i64,
+    ) -> Result<Self> {
+        let subscription = listener.subscribe_run(run_id);
+        let mut follower = Self {
+            pool,
+            subscription,
+            last_seq: after_seq,
+            backlog: VecDeque::new(),
+            more_in_log: false,
+        };
+        follower.reread().await?;
+        Ok(follower)
+    }
+
+    /// The `seq` of the last event delivered.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// The next event. Waits for it when the log holds nothing newer. Returns `None` once the
+    /// listener has shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`] when the run was deleted (rolled back) while followed.
+    pub async fn next(&mut self) -> Result<Option<RunEvent>> {
+        loop {
+            if let Some(event) = self.backlog.pop_front() {
+                self.last_seq = event.seq;
+                return Ok(Some(event));
+            }
+            // Events committed before the subscription will never be notified: read them all.
+            if self.more_in_log {
+                self.reread().await?;
+                continue;
+            }
+            match self.subscription.recv().await {
+                None => return Ok(None),
+                Some(RunSignal::Event(event)) if event.seq <= self.last_seq => {}
+                Some(RunSignal::Event(event)) if event.seq == self.last_seq + 1 => {
+                    self.last_seq = event.seq;
+                    return Ok(Some(event));
+                }
+                Some(RunSignal::Event(_) | RunSignal::Reread) => self.reread().await?,
+            }
+        }
+    }
+
+    async fn reread(&mut self) -> Result {
+        let run_id = self.subscription.run_id();
+        let events = read_since(&self.pool, run_id, self.last_seq, READ_PAGE).await?;
+        if events.is_empty() && !run_exists(&self.pool, run_id).await? {
+            return Err(Error::RunNotFound(run_id));
+        }
+        self.more_in_log = events.len() as i64 == READ_PAGE;
+        self.backlog.extend(events);
+        Ok(())
+    }
+}
+
+async fn run_exists(executor: impl PgExecutor<'_>, run_id: RunId) -> Result<bool> {
+    let exists = sqlx::query_scalar!(
+        r#"select exists (select 1 from mostrador.runs where run_id = $1) as "exists!""#,
+        run_id.0
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(exists)
+}

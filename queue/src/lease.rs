@@ -1,0 +1,252 @@
+//! Workers and their leases: registration, the per-process heartbeat, and the sweeper that gives
+//! back the runs of workers that stopped heartbeating.
+//!
+//! A run's lease is its owner's lease. A heartbeat is one statement per worker process, however
+//! many runs it holds: a pod with 1,000 runs parked on slow model calls writes one row, not 1,000.
+
+use std::fmt;
+use std::time::Duration;
+
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use crate::claim::Lease;
+use crate::listener::RUNS_CHANNEL;
+use crate::run::{CancelAction, RunId, RunStatus};
+use crate::{Error, Result};
+
+/// A worker process start. Never reused: a restarted process registers a new id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct WorkerId(pub Uuid);
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A registered worker: who it is, what it serves and how long its lease lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLease {
+    pub worker_id: WorkerId,
+    /// For people: the pod or host name.
+    pub name: String,
+    pub graphs: Vec<String>,
+    /// How long the worker's runs stay its own without a heartbeat. Heartbeat every third of it.
+    pub lease: Duration,
+}
+
+/// What a heartbeat learned about the runs the worker believes it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Runs no longer held under that attempt: stop them at once and write nothing more.
+    pub lost: Vec<Lease>,
+    /// Held runs that a user asked to cancel (the row is the truth; the control NOTIFY is only
+    /// the fast path).
+    pub cancels: Vec<(Lease, CancelAction)>,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Runs whose lease expired, back to `pending` with their attempt used up.
+    pub requeued: Vec<RunId>,
+    /// Runs whose lease expired on their last attempt, ended `error`.
+    pub errored: Vec<RunId>,
+}
+
+impl WorkerLease {
+    /// A new worker identity with a fresh id.
+    pub fn new(name: impl Into<String>, graphs: Vec<String>, lease: Duration) -> Self {
+        Self {
+            worker_id: WorkerId(Uuid::now_v7()),
+            name: name.into(),
+            graphs,
+            lease,
+        }
+    }
+
+    /// Registers the worker (or renews it): its lease starts now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for a lease under one second.
+    pub async fn register(&self, executor: impl PgExecutor<'_>) -> Result {
+        self.heartbeat(executor, &[]).await.map(drop)
+    }
+
+    /// Extends the worker's lease, and reports which of `held` it no longer holds and which a user
+    /// asked to cancel. Re-registers a worker whose row was swept away, so a worker that was only
+    /// slow carries on with the runs it still holds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for a lease under one second.
+    pub async fn heartbeat(
+        &self,
+        executor: impl PgExecutor<'_>,
+        held: &[Lease],
+    ) -> Result<Heartbeat> {
+        if self.lease < Duration::from_secs(1) {
+            return Err(Error::Invalid {
+                field: "lease",
+                reason: "must be at least one second".into(),
+            });
+        }
+        let run_ids: Vec<Uuid> = held.iter().map(|lease| lease.run_id.0).collect();
+        let attempts: Vec<i32> = held.iter().map(|lease| lease.attempt).collect();
+        let rows = sqlx::query!(
+            r#"
+            with beat as (
+                insert into mostrador.workers (worker_id, name, graphs, lease, expires_at)
+                values ($1, $2, $3, make_interval(secs => $4), now() + make_interval(secs => $4))
+                on conflict (worker_id) do update
+                set heartbeat_at = now(),
+                    expires_at = excluded.expires_at
+            )
+            select
+                h.run_id as "run_id!: RunId",
+                h.attempt as "attempt!",
+                r.run_id is not null as "held!",
+                r.cancel_action as "cancel_action: CancelAction"
+            from unnest($5::uuid[], $6::int[]) as h(run_id, attempt)
+            left join mostrador.runs r
+              on r.run_id = h.run_id
+             and r.attempt = h.attempt
+             and r.status = 'running'
+             and r.lease_owner = $1
+            "#,
+            self.worker_id.0,
+            self.name,
+            &self.graphs,
+            self.lease.as_secs_f64(),
+            &run_ids,
+            &attempts,
+        )
+        .fetch_all(executor)
+        .await?;
+
+        let mut heartbeat = Heartbeat::default();
+        for row in rows {
+            let lease = Lease {
+                run_id: row.run_id,
+                attempt: row.attempt,
+            };
+            match (row.held, row.cancel_action) {
+                (false, _) => heartbeat.lost.push(lease),
+                (true, Some(action)) => heartbeat.cancels.push((lease, action)),
+                (true, None) => {}
+            }
+        }
+        Ok(heartbeat)
+    }
+
+    /// Removes the worker's row on a clean exit, after it released or finished its runs. Runs it
+    /// still holds are swept as soon as the sweeper sees them.
+    pub async fn deregister(&self, executor: impl PgExecutor<'_>) -> Result {
+        sqlx::query!(
+            "delete from mostrador.workers where worker_id = $1",
+            self.worker_id.0
+        )
+        .execute(executor)
+        .await?;
+        Ok(())
+    }
+}
+
+/// Gives back the runs of workers whose lease expired (or that are gone): `pending` again with
+/// their attempt used up, or `error` (with `error` and `end` events, the thread resting in
+/// `error`) when that was their last attempt. Claimers are woken for the requeued runs. Workers
+/// expired for ten leases and holding nothing are forgotten.
+///
+/// Safe to run on every pod at once: runs another sweeper or their holder is touching are skipped.
+pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
+    let rows = sqlx::query!(
+        r#"
+        with expired as (
+            select r.run_id, r.attempt - r.drain_count >= r.max_attempts as last_attempt
+            from mostrador.runs r
+            where r.status = 'running'
+              and not exists (
+                  select 1
+                  from mostrador.workers w
+                  where w.worker_id = r.lease_owner
+                    and w.expires_at > now()
+              )
+            for update of r skip locked
+        ),
+        swept as (
+            update mostrador.runs r
+            set status = case
+                    when e.last_attempt then 'error'
+                    else 'pending'
+                end::mostrador.run_status,
+                lease_owner = null,
+                finished_at = case when e.last_attempt then now() end,
+                error = case
+                    when e.last_attempt then jsonb_build_object(
+                        'error', 'LeaseExpired',
+                        'message', format(
+                            'the worker running attempt %s of %s stopped heartbeating',
+                            r.attempt,
+                            r.max_attempts
+                        )
+                    )
+                    else r.error
+                end,
+                event_seq = r.event_seq + case when e.last_attempt then 2 else 0 end,
+                updated_at = now()
+            from expired e
+            where r.run_id = e.run_id
+            returning r.run_id, r.thread_id, r.graph_id, r.status, r.error, r.event_seq
+        ),
+        ended as (
+            insert into mostrador.run_events (run_id, seq, event, data)
+            select run_id, event_seq - 1, 'error', error
+            from swept
+            where status = 'error'
+            union all
+            select run_id, event_seq, 'end', '{"status": "error"}'::jsonb
+            from swept
+            where status = 'error'
+        ),
+        rested as (
+            update mostrador.threads t
+            set status = 'error',
+                last_activity_at = now(),
+                updated_at = now()
+            from swept s
+            where t.thread_id = s.thread_id
+              and s.status = 'error'
+        ),
+        forgotten as (
+            delete from mostrador.workers w
+            where w.expires_at < now() - w.lease * 10
+              and not exists (
+                  select 1
+                  from mostrador.runs r
+                  where r.lease_owner = w.worker_id
+                    and r.status = 'running'
+              )
+        )
+        select
+            s.run_id as "run_id!: RunId",
+            s.status as "status!: RunStatus",
+            case when s.status = 'pending' then pg_notify($1, s.graph_id)::text end as "woken"
+        from swept s
+        "#,
+        RUNS_CHANNEL,
+    )
+    .fetch_all(executor)
+    .await?;
+
+    let mut sweep = Sweep::default();
+    for row in rows {
+        match row.status {
+            RunStatus::Error => sweep.errored.push(row.run_id),
+            _ => sweep.requeued.push(row.run_id),
+        }
+    }
+    Ok(sweep)
+}

@@ -1,0 +1,46 @@
+//! The run queue of mostrador and every SQL statement it runs.
+//!
+//! This crate owns the schema (`migrations/`, embedded as [`MIGRATOR`]) and exposes typed
+//! functions over it; `api` and `worker` contain no SQL. It knows nothing about HTTP, SSE or graph
+//! execution.
+//!
+//! # Layout
+//!
+//! * [`db`]: connection options and the pool.
+//! * [`schema`]: the migrator, the schema-version check and the runtime role's grants.
+//! * [`thread`]: threads, the unit of ownership and authorization.
+//! * [`run`]: run records, `enqueue` with its multitask strategies and backpressure, `cancel`.
+//! * [`claim`]: `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
+//!   run (`complete`, `fail`, `release`, event append).
+//! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
+//! * [`event`]: the durable event log of a run and its notifications.
+//! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
+//!
+//! # Guarantees
+//!
+//! * A claim is one `FOR UPDATE SKIP LOCKED` statement: no run is claimed twice, and only the
+//!   oldest unfinished run of a thread is ever claimable, so a thread never has two running runs.
+//! * Every transition of a claimed run is conditional on `(run_id, attempt, status = running)`;
+//!   when that matches nothing the caller gets [`Error::LeaseLost`] and nothing was written.
+//! * NOTIFY is only a hint. The tables are the truth, and the listener tells subscribers to re-read
+//!   them after any reconnect.
+
+pub mod claim;
+pub mod db;
+pub mod event;
+pub mod lease;
+pub mod listener;
+pub mod run;
+pub mod schema;
+pub mod thread;
+
+mod error;
+
+pub use claim::{ClaimedRun, Lease, claim};
+pub use error::{Error, Result};
+pub use event::{NewEvent, RunEvent};
+pub use lease::{WorkerId, WorkerLease};
+pub use listener::Listener;
+pub use run::{CancelAction, MultitaskStrategy, NewRun, QueueLimit, Run, RunId, RunStatus};
+pub use schema::MIGRATOR;
+pub use thread::{NewThread, Thread, ThreadId, ThreadStatus};
