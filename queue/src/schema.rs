@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::PgPool;
+use sqlx::{Acquire, PgPool, Postgres};
 use sqlx::migrate::Migrator;
 
 use crate::{Error, Result};
@@ -33,17 +33,18 @@ pub async fn migrate(pool: &PgPool) -> Result {
 ///
 /// [`Error::Schema`] with a message that names `mostrador migrate` when the database is behind the
 /// binary, ahead of it (a newer binary migrated it), or was migrated from different files.
-pub async fn check_schema(pool: &PgPool) -> Result {
+pub async fn check_schema<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
+    let mut conn = db.acquire().await?;
     // N.B. Runtime-checked queries: `_sqlx_migrations` is sqlx's own table and may not exist yet.
     let has_table: bool =
         sqlx::query_scalar("select to_regclass('public._sqlx_migrations') is not null")
-            .fetch_one(pool)
+            .fetch_one(&mut *conn)
             .await?;
     let applied: BTreeMap<i64, (bool, Vec<u8>)> = if has_table {
         sqlx::query_as::<_, (i64, bool, Vec<u8>)>(
             "select version, success, checksum from public._sqlx_migrations",
         )
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?
         .into_iter()
         .map(|(version, success, checksum)| (version, (success, checksum)))

@@ -1,0 +1,196 @@
+//! Claiming: exactly once, by priority and due time, one running run per thread, woken by NOTIFY.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::listener::Queued;
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{Listener, RunId, RunStatus, ThreadStatus, claim};
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+
+use crate::support::{self, GRAPH, claim_one, enqueue, graphs, new_thread, new_worker, within};
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn concurrent_claims_never_double_claim(pool: PgPool) -> anyhow::Result<()> {
+    const RUNS: usize = 5_000;
+    const CLAIMERS: usize = 8;
+    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); RUNS]).await?;
+    let news: Vec<NewRun> = threads.iter().map(|t| NewRun::new(t.thread_id, GRAPH)).collect();
+    let enqueued = run::enqueue_batch(&pool, &news, None).await?;
+    assert_eq!(enqueued.len(), RUNS);
+
+    let wide = support::wide_pool(&pool, CLAIMERS as u32 + 1).await;
+    let mut claimers = JoinSet::new();
+    for _ in 0..CLAIMERS {
+        let worker = new_worker(&wide).await;
+        let wide = wide.clone();
+        claimers.spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = claim(&wide, worker.worker_id, &graphs(), 25).await?;
+                if claimed.is_empty() {
+                    return anyhow::Ok(mine);
+                }
+                mine.extend(claimed.into_iter().map(|run| (run.run_id, run.attempt)));
+            }
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(res) = claimers.join_next().await {
+        all.extend(res??);
+    }
+
+    let distinct: HashSet<RunId> = all.iter().map(|(run_id, _)| *run_id).collect();
+    assert_eq!(all.len(), RUNS, "every run claimed exactly once in total");
+    assert_eq!(distinct.len(), RUNS, "no run claimed twice");
+    assert!(all.iter().all(|(_, attempt)| *attempt == 1));
+    let running: i64 = sqlx::query_scalar(
+        "select count(*) from mostrador.runs where status = 'running' and attempt = 1",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(running, RUNS as i64);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
+    // In order: only the oldest run of a thread is claimable while it is unfinished.
+    let thread = new_thread(&pool).await;
+    let mut run_ids = Vec::new();
+    for _ in 0..3 {
+        let new = NewRun { multitask_strategy: MultitaskStrategy::Enqueue, ..NewRun::new(thread.thread_id, GRAPH) };
+        run_ids.push(enqueue(&pool, new).await.run_id);
+    }
+    let worker = new_worker(&pool).await;
+    for expected in &run_ids {
+        let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
+        assert_eq!(claimed.len(), 1, "one run of the thread at a time");
+        assert_eq!(claimed[0].run_id, *expected, "runs of a thread go in enqueue order");
+        assert!(claim(&pool, worker.worker_id, &graphs(), 10).await?.is_empty());
+        claimed[0].complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
+    }
+
+    // Under concurrent claimers: 40 threads with 5 runs each.
+    const THREADS: usize = 40;
+    const RUNS_PER_THREAD: usize = 5;
+    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); THREADS]).await?;
+    let mut news = Vec::new();
+    for _ in 0..RUNS_PER_THREAD {
+        news.extend(threads.iter().map(|t| NewRun::new(t.thread_id, GRAPH)));
+    }
+    run::enqueue_batch(&pool, &news, None).await?;
+
+    let wide = support::wide_pool(&pool, 9).await;
+    let running = Arc::new(Mutex::new(HashSet::new()));
+    let mut claimers = JoinSet::new();
+    for _ in 0..8 {
+        let worker = new_worker(&wide).await;
+        let (wide, running) = (wide.clone(), Arc::clone(&running));
+        claimers.spawn(async move {
+            let mut done = 0;
+            let mut idle_rounds = 0;
+            while idle_rounds < 50 {
+                let claimed = claim(&wide, worker.worker_id, &graphs(), 4).await?;
+                if claimed.is_empty() {
+                    idle_rounds += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                idle_rounds = 0;
+                for run in &claimed {
+                    let fresh = running.lock().expect("lock").insert(run.thread_id);
+                    assert!(fresh, "thread {} has two running runs", run.thread_id);
+                }
+                let completions: Vec<Completion> = claimed
+                    .iter()
+                    .map(|run| Completion {
+                        lease: run.lease(),
+                        status: RunStatus::Success,
+                        thread_status: ThreadStatus::Idle,
+                    })
+                    .collect();
+                // Leave the set before the completion commits: another claimer can only take
+                // the thread's next run after that commit.
+                for run in &claimed {
+                    running.lock().expect("lock").remove(&run.thread_id);
+                }
+                assert!(complete_many(&wide, &completions).await?.is_empty());
+                done += claimed.len();
+            }
+            anyhow::Ok(done)
+        });
+    }
+    let mut done = 0;
+    while let Some(res) = claimers.join_next().await {
+        done += res??;
+    }
+    assert_eq!(done, THREADS * RUNS_PER_THREAD);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()> {
+    let later = enqueue(&pool, NewRun { after: Duration::from_secs(3600), ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH) }).await;
+    let normal = enqueue(&pool, NewRun::new(new_thread(&pool).await.thread_id, GRAPH)).await;
+    let urgent = enqueue(&pool, NewRun { priority: -1, ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH) }).await;
+    let other_graph = {
+        let thread = thread::create(&pool, &NewThread::new("fichas", "bot")).await?;
+        enqueue(&pool, NewRun::new(thread.thread_id, "fichas")).await
+    };
+    let worker = new_worker(&pool).await;
+
+    let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
+    let order: Vec<RunId> = claimed.iter().map(|run| run.run_id).collect();
+    assert_eq!(order, vec![urgent.run_id, normal.run_id], "due runs of the claimer's graphs, by priority");
+    assert!(!order.contains(&later.run_id) && !order.contains(&other_graph.run_id));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn unregistered_worker_claims_nothing(pool: PgPool) -> anyhow::Result<()> {
+    support::new_run(&pool).await;
+    let worker = mostrador_queue::WorkerLease::new("ghost", graphs(), Duration::from_secs(30));
+    assert!(claim(&pool, worker.worker_id, &graphs(), 10).await?.is_empty());
+    assert_eq!(support::count_runs(&pool).await, 1);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn notify_wakes_a_waiting_claimer(pool: PgPool) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let worker = new_worker(&pool).await;
+    // Subscribed before the claimer looks, so a wake-up sent in between is not lost.
+    let mut queued = listener.queued();
+    let (parked_tx, parked) = tokio::sync::oneshot::channel();
+    let claimer = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            assert!(claim_one(&pool, &worker).await.is_none(), "nothing to claim yet");
+            parked_tx.send(()).expect("test is waiting");
+            let mut wake_ups = 0;
+            loop {
+                // No poll interval: only a notification can wake this claimer.
+                match queued.recv().await? {
+                    Queued::Graph(graph_id) if graph_id == GRAPH => wake_ups += 1,
+                    _ => continue,
+                }
+                if let Some(run) = claim_one(&pool, &worker).await {
+                    return anyhow::Ok((run, wake_ups));
+                }
+            }
+        })
+    };
+    within(parked).await?;
+    let thread = new_thread(&pool).await;
+    let enqueued = enqueue(&pool, NewRun::new(thread.thread_id, GRAPH)).await;
+
+    let (claimed, wake_ups) = within(claimer).await??;
+    assert_eq!(claimed.run_id, enqueued.run_id);
+    assert_eq!(wake_ups, 1, "one enqueue, one wake-up");
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Database tests of the queue's guarantees. Each test gets a database of its own, migrated with
+//! the binary's `MIGRATOR`, which also isolates its notifications.
+
+mod cancel;
+mod claim;
+mod enqueue;
+mod events;
+mod lifecycle;
+mod schema;
+mod support;
