@@ -176,21 +176,31 @@ create table mostrador.tool_effects (
 -- to wake its subscribers. The payload carries the whole event when it fits under Postgres' limit
 -- (payloads must be shorter than 8000 bytes); otherwise only `(run_id, seq)`, and subscribers read
 -- the row. Either way NOTIFY is a hint: subscribers re-read the table after any gap.
-create function mostrador.notify_run_event() returns trigger
+-- N.B. A statement-level trigger over the transition table: a row-level plpgsql trigger cost about
+-- 60 µs per event, a third of a run's completion.
+create function mostrador.notify_run_events() returns trigger
 language plpgsql as $$
-declare
-    payload text := json_build_object(
-        'run_id', new.run_id, 'seq', new.seq, 'event', new.event, 'data', new.data
-    )::text;
 begin
-    if octet_length(payload) >= 8000 then
-        payload := json_build_object('run_id', new.run_id, 'seq', new.seq)::text;
-    end if;
-    perform pg_notify('mostrador_run_events', payload);
+    perform pg_notify(
+        'mostrador_run_events',
+        case
+            when octet_length(payload) < 8000 then payload
+            else json_build_object('run_id', run_id, 'seq', seq)::text
+        end
+    )
+    from (
+        select
+            run_id,
+            seq,
+            json_build_object('run_id', run_id, 'seq', seq, 'event', event, 'data', data)::text as payload
+        from appended
+        order by run_id, seq
+    ) events;
     return null;
 end
 $$;
 
 create trigger run_events_notify
     after insert on mostrador.run_events
-    for each row execute function mostrador.notify_run_event();
+    referencing new table as appended
+    for each statement execute function mostrador.notify_run_events();

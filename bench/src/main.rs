@@ -1,1 +1,365 @@
-fn main() {}
+//! `queue-bench`: the queue's throughput and latency against a real Postgres.
+//!
+//! Scenarios, each repeated and reported as the median:
+//!
+//! * `enqueue-single`: one client enqueues runs one at a time (one transaction each).
+//! * `enqueue-batch`: one client enqueues runs in batches with one statement each.
+//! * `claim-complete`: 16 concurrent workers drain a backlog of no-op runs, claiming up to
+//!   `--claim-batch` per statement and completing each claimed batch with one statement.
+//! * `pickup`: an idle claimer woken by NOTIFY; latency from the enqueue call to the claim.
+//! * `baseline-enqueue-batch`, `baseline-claim-complete`: the same two loads in raw SQL on a
+//!   minimal jobs table (one partial index, delete on completion, no thread, no event), the
+//!   ceiling a Postgres queue can reach on this machine. Run side by side with ours, their ratio
+//!   is what to compare across machines. (The only SQL outside `mostrador-queue`, on purpose.)
+//!
+//! It drops and recreates its own database (`--database-url`) on every start.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::db::DbConfig;
+use mostrador_queue::listener::Queued;
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::thread::{self, NewThread, Thread};
+use mostrador_queue::{Listener, RunStatus, ThreadStatus, WorkerLease, claim, schema};
+use sqlx::PgPool;
+use sqlx::migrate::MigrateDatabase;
+use sqlx::postgres::PgPoolOptions;
+use tokio::task::JoinSet;
+
+mod baseline;
+
+const GRAPH: &str = "bench";
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// A database this benchmark may drop and recreate.
+    #[arg(
+        long,
+        env = "BENCH_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/mostrador_bench"
+    )]
+    database_url: String,
+    /// Scenarios to run (all by default).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "enqueue-single,enqueue-batch,baseline-enqueue-batch,claim-complete,baseline-claim-complete,pickup"
+    )]
+    scenarios: Vec<String>,
+    /// Times each scenario runs; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, default_value_t = 2_000)]
+    single_runs: usize,
+    #[arg(long, default_value_t = 100_000)]
+    batch_runs: usize,
+    #[arg(long, default_value_t = 1_000)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 50_000)]
+    drain_runs: usize,
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+    /// Runs claimed (and then completed) per statement in `claim-complete`.
+    #[arg(long, default_value_t = 50)]
+    claim_batch: i64,
+    #[arg(long, default_value_t = 500)]
+    pickups: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if sqlx::Postgres::database_exists(&args.database_url).await? {
+        sqlx::Postgres::force_drop_database(&args.database_url).await?;
+    }
+    sqlx::Postgres::create_database(&args.database_url).await?;
+    let db = DbConfig {
+        pool_size: args.workers as u32 + 4,
+        ..DbConfig::new(&args.database_url, "queue-bench")
+    };
+    let pool = db.connect_lazy()?;
+    schema::migrate(&pool)
+        .await
+        .context("migrate the bench database")?;
+    // The baseline gets Postgres' default settings, not the queue's connection options.
+    let plain = PgPoolOptions::new()
+        .max_connections(args.workers as u32 + 4)
+        .connect(&args.database_url)
+        .await?;
+
+    println!("| scenario | median | runs |");
+    println!("|---|---|---|");
+    for scenario in &args.scenarios {
+        let mut results = Vec::new();
+        for _ in 0..args.repeat {
+            reset(&pool).await?;
+            results.push(match scenario.as_str() {
+                "enqueue-single" => Measure::Rate(enqueue_single(&pool, args.single_runs).await?),
+                "enqueue-batch" => {
+                    Measure::Rate(enqueue_batch(&pool, args.batch_runs, args.batch_size).await?)
+                }
+                "claim-complete" => Measure::Rate(claim_complete(&pool, &args).await?),
+                "baseline-enqueue-batch" => {
+                    Measure::Rate(baseline::enqueue_batch(&plain, &args).await?)
+                }
+                "baseline-claim-complete" => {
+                    Measure::Rate(baseline::claim_complete(&plain, &args).await?)
+                }
+                "pickup" => Measure::Latency(pickup(&pool, args.pickups).await?),
+                other => anyhow::bail!("unknown scenario {other:?}"),
+            });
+            eprintln!("{scenario}: {}", results.last().expect("just pushed"));
+        }
+        println!(
+            "| {scenario} | {} | {} |",
+            Measure::median(&results),
+            results
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    Ok(())
+}
+
+enum Measure {
+    /// Runs per second.
+    Rate(f64),
+    /// p50 and p99.
+    Latency((Duration, Duration)),
+}
+
+impl Measure {
+    fn median(results: &[Measure]) -> String {
+        let mut rates: Vec<f64> = results
+            .iter()
+            .filter_map(|m| {
+                if let Measure::Rate(r) = m {
+                    Some(*r)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut p50s: Vec<Duration> = results
+            .iter()
+            .filter_map(|m| {
+                if let Measure::Latency((p50, _)) = m {
+                    Some(*p50)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut p99s: Vec<Duration> = results
+            .iter()
+            .filter_map(|m| {
+                if let Measure::Latency((_, p99)) = m {
+                    Some(*p99)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        if !rates.is_empty() {
+            rates.sort_by(f64::total_cmp);
+            return format!("{:.0} runs/s", rates[rates.len() / 2]);
+        }
+        p50s.sort();
+        p99s.sort();
+        Measure::Latency((p50s[p50s.len() / 2], p99s[p99s.len() / 2])).to_string()
+    }
+}
+
+impl std::fmt::Display for Measure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Measure::Rate(rate) => write!(f, "{rate:.0} runs/s"),
+            Measure::Latency((p50, p99)) => write!(
+                f,
+                "p50 {:.2} ms, p99 {:.2} ms",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3
+            ),
+        }
+    }
+}
+
+/// Empties the queue between repetitions, so each starts from the same state.
+async fn reset(pool: &PgPool) -> anyhow::Result<()> {
+    baseline::reset(pool).await?;
+    sqlx::raw_sql(
+        "truncate mostrador.runs, mostrador.run_events, mostrador.threads, mostrador.workers",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::raw_sql("vacuum analyze mostrador.runs, mostrador.threads")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+async fn threads(pool: &PgPool, n: usize) -> anyhow::Result<Vec<Thread>> {
+    let mut threads = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
+        threads.extend(
+            thread::create_many(pool, &vec![NewThread::new(GRAPH, "bench"); chunk.len()]).await?,
+        );
+    }
+    Ok(threads)
+}
+
+fn run_on(thread: &Thread) -> NewRun {
+    NewRun {
+        input: Some(serde_json::json!({"messages": [{"role": "user", "content": "hola"}]})),
+        ..NewRun::new(thread.thread_id, GRAPH)
+    }
+}
+
+async fn enqueue_single(pool: &PgPool, n: usize) -> anyhow::Result<f64> {
+    let threads = threads(pool, n).await?;
+    let start = Instant::now();
+    for thread in &threads {
+        run::enqueue(pool, &run_on(thread), None).await?;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn enqueue_batch(pool: &PgPool, n: usize, batch_size: usize) -> anyhow::Result<f64> {
+    let threads = threads(pool, n).await?;
+    let batches: Vec<Vec<NewRun>> = threads
+        .chunks(batch_size)
+        .map(|chunk| chunk.iter().map(run_on).collect())
+        .collect();
+    let start = Instant::now();
+    for batch in &batches {
+        run::enqueue_batch(pool, batch, None).await?;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
+    let threads = threads(pool, args.drain_runs).await?;
+    for chunk in threads.chunks(args.batch_size) {
+        run::enqueue_batch(pool, &chunk.iter().map(run_on).collect::<Vec<_>>(), None).await?;
+    }
+    sqlx::raw_sql("vacuum analyze mostrador.runs")
+        .execute(pool)
+        .await?;
+
+    let start = Instant::now();
+    let mut workers = JoinSet::new();
+    for i in 0..args.workers {
+        let worker = WorkerLease::new(
+            format!("bench-{i}"),
+            vec![GRAPH.to_owned()],
+            Duration::from_secs(60),
+        );
+        worker.register(pool).await?;
+        let (pool, claim_batch) = (pool.clone(), args.claim_batch);
+        workers.spawn(async move {
+            let mut done = 0;
+            loop {
+                let claimed = claim(&pool, worker.worker_id, &worker.graphs, claim_batch).await?;
+                if claimed.is_empty() {
+                    return anyhow::Ok(done);
+                }
+                let completions: Vec<Completion> = claimed
+                    .iter()
+                    .map(|run| Completion {
+                        lease: run.lease(),
+                        status: RunStatus::Success,
+                        thread_status: ThreadStatus::Idle,
+                    })
+                    .collect();
+                anyhow::ensure!(
+                    complete_many(&pool, &completions).await?.is_empty(),
+                    "lost a lease"
+                );
+                done += claimed.len();
+            }
+        });
+    }
+    let mut done = 0;
+    while let Some(res) = workers.join_next().await {
+        done += res??;
+    }
+    let elapsed = start.elapsed();
+    anyhow::ensure!(
+        done == args.drain_runs,
+        "drained {done} of {}",
+        args.drain_runs
+    );
+    Ok(done as f64 / elapsed.as_secs_f64())
+}
+
+async fn pickup(pool: &PgPool, n: usize) -> anyhow::Result<(Duration, Duration)> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listener = Listener::start(pool.clone(), async { stopped.await.unwrap_or(()) }).await?;
+    let worker = WorkerLease::new(
+        "bench-pickup",
+        vec![GRAPH.to_owned()],
+        Duration::from_secs(60),
+    );
+    worker.register(pool).await?;
+    let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
+    let mut queued = listener.queued();
+    let claimer = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            loop {
+                let claimed = claim(&pool, worker.worker_id, &worker.graphs, 1).await?;
+                if let Some(run) = claimed.first() {
+                    let at = Instant::now();
+                    run.complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+                        .await?;
+                    if claimed_tx.send(at).await.is_err() {
+                        return anyhow::Ok(());
+                    }
+                    continue;
+                }
+                // Idle: only a notification wakes the claimer.
+                if queued.recv().await.is_err() {
+                    return Ok(());
+                }
+                while let Ok(Queued::Graph(_) | Queued::Reconnected) = queued.try_recv() {}
+            }
+        })
+    };
+
+    let threads = threads(pool, n).await?;
+    let pool = Arc::new(pool.clone());
+    let mut latencies = Vec::with_capacity(n);
+    let mut after_commit = Vec::with_capacity(n);
+    for thread in &threads {
+        let start = Instant::now();
+        run::enqueue(&*pool, &run_on(thread), None).await?;
+        let committed = Instant::now();
+        let claimed_at = tokio::time::timeout(Duration::from_secs(10), claimed_rx.recv())
+            .await
+            .context("no pickup within 10 s")?
+            .context("claimer stopped")?;
+        latencies.push(claimed_at - start);
+        after_commit.push(claimed_at.saturating_duration_since(committed));
+    }
+    after_commit.sort();
+    eprintln!(
+        "pickup after the enqueue returned: p50 {:.2} ms, p99 {:.2} ms",
+        after_commit[n / 2].as_secs_f64() * 1e3,
+        after_commit[n * 99 / 100].as_secs_f64() * 1e3
+    );
+    drop(claimed_rx);
+    let _ = stop.send(());
+    listener.join().await;
+    claimer.abort();
+    latencies.sort();
+    Ok((
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() * 99 / 100],
+    ))
+}

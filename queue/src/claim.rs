@@ -82,7 +82,9 @@ pub async fn claim(
     // N.B. The candidate CTE filters exactly on `runs_claim_idx` (`status = 'pending'`) and orders
     // by its columns, so it is an index range scan that stops after `n` usable rows. A run behind
     // another unfinished run of its thread is never a candidate: two claimers therefore never
-    // take two runs of one thread, and no claim can trip `runs_one_running_per_thread`.
+    // take two runs of one thread, and no claim can trip `runs_one_running_per_thread`. (A running
+    // run was its thread's head when claimed, so its `seq` is below every pending run's of that
+    // thread, and `e.seq < r.seq` covers it; the probe is one entry of `runs_thread_active_idx`.)
     // SKIP LOCKED passes over rows another claimer is taking; rows it has already taken fail the
     // `status = 'pending'` recheck.
     let claimed = sqlx::query_as!(
@@ -107,33 +109,44 @@ pub async fn claim(
                   from mostrador.runs e
                   where e.thread_id = r.thread_id
                     and e.status in ('pending', 'running')
-                    and (e.status = 'running' or e.seq < r.seq)
+                    and e.seq < r.seq
               )
             order by r.priority, r.available_at, r.seq
             limit $3
             for update of r skip locked
+        ),
+        claimed as (
+            update mostrador.runs r
+            set status = 'running',
+                attempt = r.attempt + 1,
+                lease_owner = $1,
+                started_at = coalesce(r.started_at, now()),
+                updated_at = now()
+            -- N.B. `= any(array(...))` keeps this a primary-key lookup of the claimed rows. As a
+            -- join, the generic plan (which cannot see the limit) hashes a sequential scan of
+            -- all runs.
+            where r.run_id = any(array(select run_id from candidate))
+            returning
+                r.run_id, r.attempt, r.thread_id, r.graph_id, r.input, r.command, r.config,
+                r.metadata, r.max_attempts, r.drain_count, r.cancel_action, r.trace_id,
+                r.priority, r.available_at, r.seq
         )
-        update mostrador.runs r
-        set status = 'running',
-            attempt = r.attempt + 1,
-            lease_owner = $1,
-            started_at = coalesce(r.started_at, now()),
-            updated_at = now()
-        from candidate c
-        where r.run_id = c.run_id
-        returning
-            r.run_id as "run_id: RunId",
-            r.attempt,
-            r.thread_id as "thread_id: ThreadId",
-            r.graph_id,
-            r.input,
-            r.command,
-            r.config,
-            r.metadata,
-            r.max_attempts,
-            r.drain_count,
-            r.cancel_action as "cancel_action: CancelAction",
-            r.trace_id
+        select
+            run_id as "run_id: RunId",
+            attempt,
+            thread_id as "thread_id: ThreadId",
+            graph_id,
+            input,
+            command,
+            config,
+            metadata,
+            max_attempts,
+            drain_count,
+            cancel_action as "cancel_action: CancelAction",
+            trace_id
+        from claimed
+        -- In queue order, as the candidates were chosen.
+        order by priority, available_at, seq
         "#,
         worker_id.0,
         graphs,

@@ -51,7 +51,14 @@ impl DbConfig {
             .url
             .parse::<PgConnectOptions>()?
             .application_name(&self.application_name)
-            .options([("statement_timeout", timeout_ms.as_str())]);
+            .options([
+                ("statement_timeout", timeout_ms.as_str()),
+                // N.B. The queue's statements are written so that their generic plan is the
+                // right one (primary-key lookups, the claim index, `offset 0` fences), and
+                // re-planning them on every execution costs 0.5 to 1 ms on these machines:
+                // about 15 % of claim-complete throughput.
+                ("plan_cache_mode", "force_generic_plan"),
+            ]);
         Ok(options)
     }
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::{Acquire, PgPool, Postgres};
 use sqlx::migrate::Migrator;
+use sqlx::{Acquire, PgPool, Postgres};
 
 use crate::{Error, Result};
 

@@ -18,21 +18,43 @@ async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
     assert!(now.finished_at.is_some());
     assert_eq!(event_names(&pool, run.run_id).await, vec!["end"]);
     let again = run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
-    assert_eq!(again, CancelOutcome::AlreadyFinished(RunStatus::Interrupted), "finished runs stay");
+    assert_eq!(
+        again,
+        CancelOutcome::AlreadyFinished(RunStatus::Interrupted),
+        "finished runs stay"
+    );
 
     let doomed = new_run(&pool).await;
-    let outcome = run::cancel(&pool, doomed.thread_id, doomed.run_id, CancelAction::Rollback).await?;
+    let outcome = run::cancel(
+        &pool,
+        doomed.thread_id,
+        doomed.run_id,
+        CancelAction::Rollback,
+    )
+    .await?;
     assert_eq!(outcome, CancelOutcome::Deleted);
-    assert!(matches!(run::get(&pool, doomed.thread_id, doomed.run_id).await, Err(Error::RunNotFound(_))));
+    assert!(matches!(
+        run::get(&pool, doomed.thread_id, doomed.run_id).await,
+        Err(Error::RunNotFound(_))
+    ));
 
     let worker = new_worker(&pool).await;
-    assert!(claim_one(&pool, &worker).await.is_none(), "cancelled runs are never claimed");
+    assert!(
+        claim_one(&pool, &worker).await.is_none(),
+        "cancelled runs are never claimed"
+    );
 
     // Unknown runs, and runs of another thread, are not found.
     let unknown = RunId(Uuid::now_v7());
     let res = run::cancel(&pool, run.thread_id, unknown, CancelAction::Interrupt).await;
     assert!(matches!(res, Err(Error::RunNotFound(_))));
-    let res = run::cancel(&pool, ThreadId(Uuid::now_v7()), run.run_id, CancelAction::Interrupt).await;
+    let res = run::cancel(
+        &pool,
+        ThreadId(Uuid::now_v7()),
+        run.run_id,
+        CancelAction::Interrupt,
+    )
+    .await;
     assert!(matches!(res, Err(Error::RunNotFound(_))));
     Ok(())
 }
@@ -46,24 +68,41 @@ async fn cancel_running_run_notifies_the_holder(pool: PgPool) -> anyhow::Result<
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
 
     let outcome = run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
-    assert_eq!(outcome, CancelOutcome::Signalled { holder: Some(worker.worker_id) });
+    assert_eq!(
+        outcome,
+        CancelOutcome::Signalled {
+            holder: Some(worker.worker_id)
+        }
+    );
     let signal = within(control.recv()).await?;
     assert_eq!(
         signal,
-        Control::Cancel { run_id: run.run_id, action: CancelAction::Interrupt, holder: Some(worker.worker_id) }
+        Control::Cancel {
+            run_id: run.run_id,
+            action: CancelAction::Interrupt,
+            holder: Some(worker.worker_id)
+        }
     );
 
     // The row is the truth: a heartbeat reports the cancel even if the notification was lost.
     let heartbeat = worker.heartbeat(&pool, &[claimed.lease()]).await?;
-    assert_eq!(heartbeat.cancels, vec![(claimed.lease(), CancelAction::Interrupt)]);
+    assert_eq!(
+        heartbeat.cancels,
+        vec![(claimed.lease(), CancelAction::Interrupt)]
+    );
     assert!(heartbeat.lost.is_empty());
 
     // Rollback is stronger than interrupt, and not weakened by a later interrupt.
     run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
     run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
     let heartbeat = worker.heartbeat(&pool, &[claimed.lease()]).await?;
-    assert_eq!(heartbeat.cancels, vec![(claimed.lease(), CancelAction::Rollback)]);
+    assert_eq!(
+        heartbeat.cancels,
+        vec![(claimed.lease(), CancelAction::Rollback)]
+    );
 
-    claimed.complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle).await?;
+    claimed
+        .complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle)
+        .await?;
     Ok(())
 }

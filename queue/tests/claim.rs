@@ -19,7 +19,10 @@ async fn concurrent_claims_never_double_claim(pool: PgPool) -> anyhow::Result<()
     const RUNS: usize = 5_000;
     const CLAIMERS: usize = 8;
     let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); RUNS]).await?;
-    let news: Vec<NewRun> = threads.iter().map(|t| NewRun::new(t.thread_id, GRAPH)).collect();
+    let news: Vec<NewRun> = threads
+        .iter()
+        .map(|t| NewRun::new(t.thread_id, GRAPH))
+        .collect();
     let enqueued = run::enqueue_batch(&pool, &news, None).await?;
     assert_eq!(enqueued.len(), RUNS);
 
@@ -63,16 +66,28 @@ async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
     let thread = new_thread(&pool).await;
     let mut run_ids = Vec::new();
     for _ in 0..3 {
-        let new = NewRun { multitask_strategy: MultitaskStrategy::Enqueue, ..NewRun::new(thread.thread_id, GRAPH) };
+        let new = NewRun {
+            multitask_strategy: MultitaskStrategy::Enqueue,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        };
         run_ids.push(enqueue(&pool, new).await.run_id);
     }
     let worker = new_worker(&pool).await;
     for expected in &run_ids {
         let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
         assert_eq!(claimed.len(), 1, "one run of the thread at a time");
-        assert_eq!(claimed[0].run_id, *expected, "runs of a thread go in enqueue order");
-        assert!(claim(&pool, worker.worker_id, &graphs(), 10).await?.is_empty());
-        claimed[0].complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
+        assert_eq!(
+            claimed[0].run_id, *expected,
+            "runs of a thread go in enqueue order"
+        );
+        assert!(
+            claim(&pool, worker.worker_id, &graphs(), 10)
+                .await?
+                .is_empty()
+        );
+        claimed[0]
+            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+            .await?;
     }
 
     // Under concurrent claimers: 40 threads with 5 runs each.
@@ -135,9 +150,23 @@ async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()> {
-    let later = enqueue(&pool, NewRun { after: Duration::from_secs(3600), ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH) }).await;
+    let later = enqueue(
+        &pool,
+        NewRun {
+            after: Duration::from_secs(3600),
+            ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH)
+        },
+    )
+    .await;
     let normal = enqueue(&pool, NewRun::new(new_thread(&pool).await.thread_id, GRAPH)).await;
-    let urgent = enqueue(&pool, NewRun { priority: -1, ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH) }).await;
+    let urgent = enqueue(
+        &pool,
+        NewRun {
+            priority: -1,
+            ..NewRun::new(new_thread(&pool).await.thread_id, GRAPH)
+        },
+    )
+    .await;
     let other_graph = {
         let thread = thread::create(&pool, &NewThread::new("fichas", "bot")).await?;
         enqueue(&pool, NewRun::new(thread.thread_id, "fichas")).await
@@ -146,7 +175,11 @@ async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()
 
     let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
     let order: Vec<RunId> = claimed.iter().map(|run| run.run_id).collect();
-    assert_eq!(order, vec![urgent.run_id, normal.run_id], "due runs of the claimer's graphs, by priority");
+    assert_eq!(
+        order,
+        vec![urgent.run_id, normal.run_id],
+        "due runs of the claimer's graphs, by priority"
+    );
     assert!(!order.contains(&later.run_id) && !order.contains(&other_graph.run_id));
     Ok(())
 }
@@ -155,7 +188,11 @@ async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()
 async fn unregistered_worker_claims_nothing(pool: PgPool) -> anyhow::Result<()> {
     support::new_run(&pool).await;
     let worker = mostrador_queue::WorkerLease::new("ghost", graphs(), Duration::from_secs(30));
-    assert!(claim(&pool, worker.worker_id, &graphs(), 10).await?.is_empty());
+    assert!(
+        claim(&pool, worker.worker_id, &graphs(), 10)
+            .await?
+            .is_empty()
+    );
     assert_eq!(support::count_runs(&pool).await, 1);
     Ok(())
 }
@@ -170,7 +207,10 @@ async fn notify_wakes_a_waiting_claimer(pool: PgPool) -> anyhow::Result<()> {
     let claimer = {
         let pool = pool.clone();
         tokio::spawn(async move {
-            assert!(claim_one(&pool, &worker).await.is_none(), "nothing to claim yet");
+            assert!(
+                claim_one(&pool, &worker).await.is_none(),
+                "nothing to claim yet"
+            );
             parked_tx.send(()).expect("test is waiting");
             let mut wake_ups = 0;
             loop {

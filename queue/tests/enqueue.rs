@@ -11,7 +11,10 @@ use sqlx::PgPool;
 use crate::support::{GRAPH, claim_one, count_runs, enqueue, event_names, new_thread, new_worker};
 
 fn with(strategy: MultitaskStrategy, thread: &mostrador_queue::Thread) -> NewRun {
-    NewRun { multitask_strategy: strategy, ..NewRun::new(thread.thread_id, GRAPH) }
+    NewRun {
+        multitask_strategy: strategy,
+        ..NewRun::new(thread.thread_id, GRAPH)
+    }
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
@@ -20,14 +23,20 @@ async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) -> anyhow:
     let first = enqueue(&pool, with(MultitaskStrategy::Reject, &thread)).await;
     let res = run::enqueue(&pool, &with(MultitaskStrategy::Reject, &thread), None).await;
     assert!(matches!(res, Err(Error::Conflict { run_id, .. }) if run_id == first.run_id));
-    assert_eq!(count_runs(&pool).await, 1, "the rejected run was not inserted");
+    assert_eq!(
+        count_runs(&pool).await,
+        1,
+        "the rejected run was not inserted"
+    );
 
     // Once the first run is running, still a conflict; once it has finished, no conflict.
     let worker = new_worker(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
     let res = run::enqueue(&pool, &with(MultitaskStrategy::Reject, &thread), None).await;
     assert!(matches!(res, Err(Error::Conflict { .. })));
-    claimed.complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
+    claimed
+        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
     enqueue(&pool, with(MultitaskStrategy::Reject, &thread)).await;
     Ok(())
 }
@@ -41,12 +50,24 @@ async fn enqueue_strategy_queues_behind_the_run_in_flight(pool: PgPool) -> anyho
     let second = run::enqueue(&pool, &with(MultitaskStrategy::Enqueue, &thread), None).await?;
     assert!(second.cancelled.is_empty());
     assert_eq!(second.run.status, RunStatus::Pending);
-    assert!(claim_one(&pool, &worker).await.is_none(), "waits while the first runs");
+    assert!(
+        claim_one(&pool, &worker).await.is_none(),
+        "waits while the first runs"
+    );
 
-    claimed.complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
-    let next = claim_one(&pool, &worker).await.expect("the queued run follows");
+    claimed
+        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
+    let next = claim_one(&pool, &worker)
+        .await
+        .expect("the queued run follows");
     assert_eq!(next.run_id, second.run.run_id);
-    assert_eq!(run::get(&pool, thread.thread_id, first.run_id).await?.status, RunStatus::Success);
+    assert_eq!(
+        run::get(&pool, thread.thread_id, first.run_id)
+            .await?
+            .status,
+        RunStatus::Success
+    );
     Ok(())
 }
 
@@ -63,19 +84,40 @@ async fn interrupt_strategy_cancels_the_run_in_flight(pool: PgPool) -> anyhow::R
         new.cancelled,
         vec![
             (queued.run_id, CancelOutcome::Interrupted),
-            (running.run_id, CancelOutcome::Signalled { holder: Some(worker.worker_id) }),
+            (
+                running.run_id,
+                CancelOutcome::Signalled {
+                    holder: Some(worker.worker_id)
+                }
+            ),
         ]
     );
     let queued_now = run::get(&pool, thread.thread_id, queued.run_id).await?;
-    assert_eq!(queued_now.status, RunStatus::Interrupted, "a pending run ends at once");
+    assert_eq!(
+        queued_now.status,
+        RunStatus::Interrupted,
+        "a pending run ends at once"
+    );
     assert_eq!(event_names(&pool, queued.run_id).await, vec!["end"]);
     let running_now = run::get(&pool, thread.thread_id, running.run_id).await?;
-    assert_eq!(running_now.status, RunStatus::Running, "the holder ends a running run");
+    assert_eq!(
+        running_now.status,
+        RunStatus::Running,
+        "the holder ends a running run"
+    );
     assert_eq!(running_now.cancel_action, Some(CancelAction::Interrupt));
 
-    assert!(claim_one(&pool, &worker).await.is_none(), "the new run waits for the holder");
-    claimed.complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle).await?;
-    assert_eq!(claim_one(&pool, &worker).await.expect("then runs").run_id, new.run.run_id);
+    assert!(
+        claim_one(&pool, &worker).await.is_none(),
+        "the new run waits for the holder"
+    );
+    claimed
+        .complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle)
+        .await?;
+    assert_eq!(
+        claim_one(&pool, &worker).await.expect("then runs").run_id,
+        new.run.run_id
+    );
     Ok(())
 }
 
@@ -92,7 +134,12 @@ async fn rollback_strategy_cancels_the_run_in_flight(pool: PgPool) -> anyhow::Re
         new.cancelled,
         vec![
             (queued.run_id, CancelOutcome::Deleted),
-            (running.run_id, CancelOutcome::Signalled { holder: Some(worker.worker_id) }),
+            (
+                running.run_id,
+                CancelOutcome::Signalled {
+                    holder: Some(worker.worker_id)
+                }
+            ),
         ]
     );
     assert!(matches!(
@@ -107,7 +154,10 @@ async fn rollback_strategy_cancels_the_run_in_flight(pool: PgPool) -> anyhow::Re
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn backpressure_rejects_over_limit_and_inserts_nothing(pool: PgPool) -> anyhow::Result<()> {
-    let limit = QueueLimit { max_pending: 3, retry_after: Duration::from_secs(5) };
+    let limit = QueueLimit {
+        max_pending: 3,
+        retry_after: Duration::from_secs(5),
+    };
     let mut threads = Vec::new();
     for _ in 0..5 {
         threads.push(new_thread(&pool).await);
@@ -116,28 +166,62 @@ async fn backpressure_rejects_over_limit_and_inserts_nothing(pool: PgPool) -> an
         run::enqueue(&pool, &NewRun::new(thread.thread_id, GRAPH), Some(limit)).await?;
     }
     // A batch of two would make four: all of it is refused.
-    let batch: Vec<NewRun> = threads[2..4].iter().map(|t| NewRun::new(t.thread_id, GRAPH)).collect();
+    let batch: Vec<NewRun> = threads[2..4]
+        .iter()
+        .map(|t| NewRun::new(t.thread_id, GRAPH))
+        .collect();
     let res = run::enqueue_batch(&pool, &batch, Some(limit)).await;
-    assert!(matches!(res, Err(Error::Backpressure { pending: 2, limit: 3, .. })));
+    assert!(matches!(
+        res,
+        Err(Error::Backpressure {
+            pending: 2,
+            limit: 3,
+            ..
+        })
+    ));
     assert_eq!(count_runs(&pool).await, 2);
 
-    run::enqueue(&pool, &NewRun::new(threads[2].thread_id, GRAPH), Some(limit)).await?;
-    let res = run::enqueue(&pool, &NewRun::new(threads[3].thread_id, GRAPH), Some(limit)).await;
+    run::enqueue(
+        &pool,
+        &NewRun::new(threads[2].thread_id, GRAPH),
+        Some(limit),
+    )
+    .await?;
+    let res = run::enqueue(
+        &pool,
+        &NewRun::new(threads[3].thread_id, GRAPH),
+        Some(limit),
+    )
+    .await;
     match res {
-        Err(Error::Backpressure { graph_id, pending, limit, retry_after }) => {
+        Err(Error::Backpressure {
+            graph_id,
+            pending,
+            limit,
+            retry_after,
+        }) => {
             assert_eq!((graph_id.as_str(), pending, limit), (GRAPH, 3, 3));
             assert_eq!(retry_after, Duration::from_secs(5));
         }
         other => panic!("expected backpressure, got {other:?}"),
     }
-    assert_eq!(count_runs(&pool).await, 3, "the refused run was not inserted");
+    assert_eq!(
+        count_runs(&pool).await,
+        3,
+        "the refused run was not inserted"
+    );
 
     // Other graphs have queues of their own, and claiming makes room.
     let other = thread::create(&pool, &NewThread::new("fichas", "bot")).await?;
     run::enqueue(&pool, &NewRun::new(other.thread_id, "fichas"), Some(limit)).await?;
     let worker = new_worker(&pool).await;
     claim_one(&pool, &worker).await.expect("claimed");
-    run::enqueue(&pool, &NewRun::new(threads[3].thread_id, GRAPH), Some(limit)).await?;
+    run::enqueue(
+        &pool,
+        &NewRun::new(threads[3].thread_id, GRAPH),
+        Some(limit),
+    )
+    .await?;
     Ok(())
 }
 
@@ -145,7 +229,10 @@ async fn backpressure_rejects_over_limit_and_inserts_nothing(pool: PgPool) -> an
 async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Result<()> {
     let thread = new_thread(&pool).await;
     let batch: Vec<NewRun> = (0..4)
-        .map(|i| NewRun { input: Some(serde_json::json!({"i": i})), ..NewRun::new(thread.thread_id, GRAPH) })
+        .map(|i| NewRun {
+            input: Some(serde_json::json!({"i": i})),
+            ..NewRun::new(thread.thread_id, GRAPH)
+        })
         .collect();
     let run_ids = run::enqueue_batch(&pool, &batch, None).await?;
     let worker = new_worker(&pool).await;
@@ -153,7 +240,9 @@ async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Resu
         let claimed = claim_one(&pool, &worker).await.expect("claimed");
         assert_eq!(claimed.run_id, *run_id);
         assert_eq!(claimed.input, Some(serde_json::json!({"i": i})));
-        claimed.complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
+        claimed
+            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+            .await?;
     }
     Ok(())
 }

@@ -32,10 +32,16 @@ async fn stale_worker_cannot_complete_reclaimed_run(pool: PgPool) -> anyhow::Res
     let second = claim_one(&pool, &fresh).await.expect("claimed again");
     assert_eq!((second.run_id, second.attempt), (run.run_id, 2));
 
-    assert!(lost(first.complete(&pool, RunStatus::Success, ThreadStatus::Idle).await));
+    assert!(lost(
+        first
+            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+            .await
+    ));
     assert!(lost(first.fail(&pool, &json!({"error": "x"}), true).await));
     assert!(lost(first.release(&pool, "drain").await));
-    assert!(lost(event::append(&pool, first.lease(), &[NewEvent::new("values", json!({}))]).await));
+    assert!(lost(
+        event::append(&pool, first.lease(), &[NewEvent::new("values", json!({}))]).await
+    ));
     let heartbeat = stale.heartbeat(&pool, &[first.lease()]).await?;
     assert_eq!(heartbeat.lost, vec![first.lease()]);
 
@@ -43,20 +49,40 @@ async fn stale_worker_cannot_complete_reclaimed_run(pool: PgPool) -> anyhow::Res
     assert_eq!(now.status, RunStatus::Running);
     assert_eq!(now.attempt, 2);
     assert_eq!(now.lease_owner, Some(fresh.worker_id));
-    assert!(event_names(&pool, run.run_id).await.is_empty(), "the stale worker wrote nothing");
+    assert!(
+        event_names(&pool, run.run_id).await.is_empty(),
+        "the stale worker wrote nothing"
+    );
     // The holder of the newer attempt is unaffected.
-    assert!(fresh.heartbeat(&pool, &[second.lease()]).await?.lost.is_empty());
-    second.complete(&pool, RunStatus::Success, ThreadStatus::Idle).await?;
+    assert!(
+        fresh
+            .heartbeat(&pool, &[second.lease()])
+            .await?
+            .lost
+            .is_empty()
+    );
+    second
+        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
     Ok(())
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn drain_release_does_not_consume_attempt(pool: PgPool) -> anyhow::Result<()> {
     let thread = new_thread(&pool).await;
-    let run = enqueue(&pool, NewRun { max_attempts: 2, ..NewRun::new(thread.thread_id, GRAPH) }).await;
+    let run = enqueue(
+        &pool,
+        NewRun {
+            max_attempts: 2,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+    )
+    .await;
     let worker = new_worker(&pool).await;
     for drains in 1..=3 {
-        let claimed = claim_one(&pool, &worker).await.expect("released runs are claimable at once");
+        let claimed = claim_one(&pool, &worker)
+            .await
+            .expect("released runs are claimable at once");
         claimed.release(&pool, "sigterm").await?;
         let now = run::get(&pool, run.thread_id, run.run_id).await?;
         assert_eq!(now.status, RunStatus::Pending);
@@ -68,50 +94,92 @@ async fn drain_release_does_not_consume_attempt(pool: PgPool) -> anyhow::Result<
     // Had the drains used attempts, this retryable failure would end the run.
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
     assert_eq!(claimed.attempts_used(), 1);
-    assert_eq!(claimed.fail(&pool, &json!({"error": "Flaky"}), true).await?, RunStatus::Pending);
+    assert_eq!(
+        claimed
+            .fail(&pool, &json!({"error": "Flaky"}), true)
+            .await?,
+        RunStatus::Pending
+    );
     Ok(())
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn expired_lease_is_swept_and_counts_attempt(pool: PgPool) -> anyhow::Result<()> {
     let thread = new_thread(&pool).await;
-    let run = enqueue(&pool, NewRun { max_attempts: 2, ..NewRun::new(thread.thread_id, GRAPH) }).await;
+    let run = enqueue(
+        &pool,
+        NewRun {
+            max_attempts: 2,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+    )
+    .await;
     let live = new_worker(&pool).await;
     let live_run = new_run(&pool).await;
 
     let dead = new_worker(&pool).await;
     claim_one(&pool, &dead).await.expect("claimed");
-    claim_one(&pool, &live).await.expect("claimed the other run");
-    assert_eq!(sweep(&pool).await?, Default::default(), "live leases are not swept");
+    claim_one(&pool, &live)
+        .await
+        .expect("claimed the other run");
+    assert_eq!(
+        sweep(&pool).await?,
+        Default::default(),
+        "live leases are not swept"
+    );
 
     expire(&pool, &dead).await;
     let swept = sweep(&pool).await?;
     assert_eq!((swept.requeued, swept.errored), (vec![run.run_id], vec![]));
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
-    assert_eq!((now.status, now.attempt, now.lease_owner), (RunStatus::Pending, 1, None));
+    assert_eq!(
+        (now.status, now.attempt, now.lease_owner),
+        (RunStatus::Pending, 1, None)
+    );
 
     let dead_again = new_worker(&pool).await;
     let claimed = claim_one(&pool, &dead_again).await.expect("claimed again");
     assert_eq!(claimed.attempts_used(), 2);
     expire(&pool, &dead_again).await;
     let swept = sweep(&pool).await?;
-    assert_eq!((swept.requeued, swept.errored), (vec![], vec![run.run_id]), "last attempt ends in error");
+    assert_eq!(
+        (swept.requeued, swept.errored),
+        (vec![], vec![run.run_id]),
+        "last attempt ends in error"
+    );
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
     assert_eq!(now.status, RunStatus::Error);
-    assert_eq!(now.error.as_ref().and_then(|e| e["error"].as_str()), Some("LeaseExpired"));
+    assert_eq!(
+        now.error.as_ref().and_then(|e| e["error"].as_str()),
+        Some("LeaseExpired")
+    );
     assert!(now.finished_at.is_some());
     assert_eq!(event_names(&pool, run.run_id).await, vec!["error", "end"]);
-    assert_eq!(thread::get(&pool, thread.thread_id).await?.status, ThreadStatus::Error);
+    assert_eq!(
+        thread::get(&pool, thread.thread_id).await?.status,
+        ThreadStatus::Error
+    );
 
     let other = run::get(&pool, live_run.thread_id, live_run.run_id).await?;
-    assert_eq!(other.status, RunStatus::Running, "the live worker's run was never touched");
+    assert_eq!(
+        other.status,
+        RunStatus::Running,
+        "the live worker's run was never touched"
+    );
     Ok(())
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> anyhow::Result<()> {
     let thread = new_thread(&pool).await;
-    let run = enqueue(&pool, NewRun { max_attempts: 3, ..NewRun::new(thread.thread_id, GRAPH) }).await;
+    let run = enqueue(
+        &pool,
+        NewRun {
+            max_attempts: 3,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+    )
+    .await;
     let worker = new_worker(&pool).await;
     let error = json!({"error": "ModelTimeout", "message": "no first token in 30s"});
 
@@ -126,19 +194,35 @@ async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> an
         .fetch_one(&pool)
         .await?;
         let expected = retry_backoff(attempt).as_secs_f64();
-        assert!((expected - 1.0..=expected).contains(&delay), "backoff {delay}s, expected about {expected}s");
-        assert!(claim_one(&pool, &worker).await.is_none(), "not claimable before its backoff");
+        assert!(
+            (expected - 1.0..=expected).contains(&delay),
+            "backoff {delay}s, expected about {expected}s"
+        );
+        assert!(
+            claim_one(&pool, &worker).await.is_none(),
+            "not claimable before its backoff"
+        );
         make_due(&pool).await;
     }
     assert_eq!(retry_backoff(1), Duration::from_secs(2));
     assert_eq!(retry_backoff(2), Duration::from_secs(4));
 
     let last = claim_one(&pool, &worker).await.expect("claimed");
-    assert_eq!(last.fail(&pool, &error, true).await?, RunStatus::Error, "no attempts left");
+    assert_eq!(
+        last.fail(&pool, &error, true).await?,
+        RunStatus::Error,
+        "no attempts left"
+    );
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
-    assert_eq!((now.status, now.error), (RunStatus::Error, Some(error.clone())));
+    assert_eq!(
+        (now.status, now.error),
+        (RunStatus::Error, Some(error.clone()))
+    );
     assert_eq!(event_names(&pool, run.run_id).await, vec!["error", "end"]);
-    assert_eq!(thread::get(&pool, thread.thread_id).await?.status, ThreadStatus::Error);
+    assert_eq!(
+        thread::get(&pool, thread.thread_id).await?.status,
+        ThreadStatus::Error
+    );
 
     // A failure that is not retryable ends the run at its first attempt.
     let fatal = new_run(&pool).await;
@@ -151,11 +235,21 @@ async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> an
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn complete_ends_run_and_rests_thread_together(pool: PgPool) -> anyhow::Result<()> {
     let run = new_run(&pool).await;
-    assert_eq!(thread::get(&pool, run.thread_id).await?.status, ThreadStatus::Busy);
+    assert_eq!(
+        thread::get(&pool, run.thread_id).await?.status,
+        ThreadStatus::Busy
+    );
     let worker = new_worker(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
-    event::append(&pool, claimed.lease(), &[NewEvent::new("values", json!({"messages": []}))]).await?;
-    claimed.complete(&pool, RunStatus::Success, ThreadStatus::Interrupted).await?;
+    event::append(
+        &pool,
+        claimed.lease(),
+        &[NewEvent::new("values", json!({"messages": []}))],
+    )
+    .await?;
+    claimed
+        .complete(&pool, RunStatus::Success, ThreadStatus::Interrupted)
+        .await?;
 
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
     assert_eq!(now.status, RunStatus::Success);
@@ -176,37 +270,116 @@ async fn bad_input_is_a_typed_error_and_writes_nothing(pool: PgPool) -> anyhow::
     let thread = new_thread(&pool).await;
     let res = run::enqueue(&pool, &NewRun::new(thread.thread_id, "compras"), None).await;
     assert!(matches!(res, Err(Error::GraphMismatch { .. })));
-    let res = run::enqueue(&pool, &NewRun { max_attempts: 0, ..NewRun::new(thread.thread_id, GRAPH) }, None).await;
-    assert!(matches!(res, Err(Error::Invalid { field: "max_attempts", .. })));
-    let res = run::enqueue(&pool, &NewRun { config: json!([1]), ..NewRun::new(thread.thread_id, GRAPH) }, None).await;
-    assert!(matches!(res, Err(Error::Invalid { field: "config", .. })));
+    let res = run::enqueue(
+        &pool,
+        &NewRun {
+            max_attempts: 0,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+        None,
+    )
+    .await;
+    assert!(matches!(
+        res,
+        Err(Error::Invalid {
+            field: "max_attempts",
+            ..
+        })
+    ));
+    let res = run::enqueue(
+        &pool,
+        &NewRun {
+            config: json!([1]),
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+        None,
+    )
+    .await;
+    assert!(matches!(
+        res,
+        Err(Error::Invalid {
+            field: "config",
+            ..
+        })
+    ));
 
     // One bad thread spoils the whole batch.
-    let batch = vec![NewRun::new(thread.thread_id, GRAPH), NewRun::new(nobody, GRAPH)];
-    assert!(matches!(run::enqueue_batch(&pool, &batch, None).await, Err(Error::ThreadNotFound(id)) if id == nobody));
-    let batch = vec![NewRun::new(thread.thread_id, GRAPH), NewRun::new(thread.thread_id, "fichas")];
-    assert!(matches!(run::enqueue_batch(&pool, &batch, None).await, Err(Error::GraphMismatch { .. })));
+    let batch = vec![
+        NewRun::new(thread.thread_id, GRAPH),
+        NewRun::new(nobody, GRAPH),
+    ];
+    assert!(
+        matches!(run::enqueue_batch(&pool, &batch, None).await, Err(Error::ThreadNotFound(id)) if id == nobody)
+    );
+    let batch = vec![
+        NewRun::new(thread.thread_id, GRAPH),
+        NewRun::new(thread.thread_id, "fichas"),
+    ];
+    assert!(matches!(
+        run::enqueue_batch(&pool, &batch, None).await,
+        Err(Error::GraphMismatch { .. })
+    ));
     assert_eq!(count_runs(&pool).await, 0);
 
     let unknown = RunId(Uuid::now_v7());
-    assert!(matches!(run::get(&pool, thread.thread_id, unknown).await, Err(Error::RunNotFound(id)) if id == unknown));
-    assert!(matches!(thread::get(&pool, nobody).await, Err(Error::ThreadNotFound(_))));
-    assert!(matches!(thread::touch(&pool, nobody).await, Err(Error::ThreadNotFound(_))));
+    assert!(
+        matches!(run::get(&pool, thread.thread_id, unknown).await, Err(Error::RunNotFound(id)) if id == unknown)
+    );
+    assert!(matches!(
+        thread::get(&pool, nobody).await,
+        Err(Error::ThreadNotFound(_))
+    ));
+    assert!(matches!(
+        thread::touch(&pool, nobody).await,
+        Err(Error::ThreadNotFound(_))
+    ));
     assert!(matches!(
         thread::set_status(&pool, thread.thread_id, ThreadStatus::Busy).await,
         Err(Error::Invalid { .. })
     ));
-    let res = thread::create(&pool, &NewThread { metadata: json!("x"), ..NewThread::new(GRAPH, "ana") }).await;
-    assert!(matches!(res, Err(Error::Invalid { field: "metadata", .. })));
+    let res = thread::create(
+        &pool,
+        &NewThread {
+            metadata: json!("x"),
+            ..NewThread::new(GRAPH, "ana")
+        },
+    )
+    .await;
+    assert!(matches!(
+        res,
+        Err(Error::Invalid {
+            field: "metadata",
+            ..
+        })
+    ));
 
     // A run that was never claimed, or a wrong attempt, is a lost lease.
     let run = new_run(&pool).await;
-    let forged = Lease { run_id: run.run_id, attempt: 7 };
-    let completion = Completion { lease: forged, status: RunStatus::Success, thread_status: ThreadStatus::Idle };
+    let forged = Lease {
+        run_id: run.run_id,
+        attempt: 7,
+    };
+    let completion = Completion {
+        lease: forged,
+        status: RunStatus::Success,
+        thread_status: ThreadStatus::Idle,
+    };
     assert_eq!(complete_many(&pool, &[completion]).await?, vec![forged]);
-    let wrong = Completion { status: RunStatus::Error, ..completion };
-    assert!(matches!(complete_many(&pool, &[wrong]).await, Err(Error::Invalid { field: "status", .. })));
-    let ghost = Lease { run_id: unknown, attempt: 1 };
+    let wrong = Completion {
+        status: RunStatus::Error,
+        ..completion
+    };
+    assert!(matches!(
+        complete_many(&pool, &[wrong]).await,
+        Err(Error::Invalid {
+            field: "status",
+            ..
+        })
+    ));
+    let ghost = Lease {
+        run_id: unknown,
+        attempt: 1,
+    };
     assert!(matches!(
         event::append(&pool, ghost, &[NewEvent::new("values", json!(1))]).await,
         Err(Error::LeaseLost { .. })

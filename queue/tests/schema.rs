@@ -17,55 +17,89 @@ fn schema_error(res: Result<(), Error>) -> String {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<()> {
     check_schema(&pool).await?;
-    let newest: i64 = sqlx::query_scalar("select max(version) from _sqlx_migrations").fetch_one(&pool).await?;
+    let newest: i64 = sqlx::query_scalar("select max(version) from _sqlx_migrations")
+        .fetch_one(&pool)
+        .await?;
 
     sqlx::query("update _sqlx_migrations set version = 99999999999999 where version = $1")
         .bind(newest)
         .execute(&pool)
         .await?;
     let message = schema_error(check_schema(&pool).await);
-    assert!(message.contains("behind") && message.contains("mostrador migrate"), "{message}");
+    assert!(
+        message.contains("behind") && message.contains("mostrador migrate"),
+        "{message}"
+    );
 
     sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select $1, description, true, checksum, 0 from _sqlx_migrations limit 1")
         .bind(newest)
         .execute(&pool)
         .await?;
     let message = schema_error(check_schema(&pool).await);
-    assert!(message.contains("ahead") && message.contains("mostrador migrate"), "{message}");
+    assert!(
+        message.contains("ahead") && message.contains("mostrador migrate"),
+        "{message}"
+    );
     Ok(())
 }
 
 #[sqlx::test(migrations = false)]
 async fn schema_check_fails_on_an_empty_database(pool: PgPool) -> anyhow::Result<()> {
     let message = schema_error(check_schema(&pool).await);
-    assert!(message.contains("behind") && message.contains("mostrador migrate"), "{message}");
+    assert!(
+        message.contains("behind") && message.contains("mostrador migrate"),
+        "{message}"
+    );
     schema::migrate(&pool).await?;
     check_schema(&pool).await?;
     Ok(())
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn runtime_role_can_run_the_queue_but_not_change_the_schema(pool: PgPool) -> anyhow::Result<()> {
+async fn runtime_role_can_run_the_queue_but_not_change_the_schema(
+    pool: PgPool,
+) -> anyhow::Result<()> {
     let role = format!("mostrador_runtime_{}", uuid::Uuid::now_v7().simple());
     let res = schema::grant_runtime_role(&pool, &role).await;
-    assert!(matches!(res, Err(Error::Invalid { .. })), "a missing role is a clear error");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("create role {role} nologin"))).execute(&pool).await?;
+    assert!(
+        matches!(res, Err(Error::Invalid { .. })),
+        "a missing role is a clear error"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("create role {role} nologin")))
+        .execute(&pool)
+        .await?;
     schema::grant_runtime_role(&pool, &role).await?;
 
     let thread = new_thread(&pool).await;
     let mut conn = pool.acquire().await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("set role {role}"))).execute(&mut *conn).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("set role {role}")))
+        .execute(&mut *conn)
+        .await?;
     check_schema(&mut *conn).await?;
     run::enqueue(&mut *conn, &NewRun::new(thread.thread_id, GRAPH), None).await?;
     let worker = WorkerLease::new("runtime", graphs(), std::time::Duration::from_secs(30));
     worker.register(&mut *conn).await?;
-    assert_eq!(claim(&mut *conn, worker.worker_id, &graphs(), 1).await?.len(), 1);
-    for ddl in ["create table mostrador.x (id int)", "drop table mostrador.runs", "alter table mostrador.runs add column x int", "create schema y"] {
+    assert_eq!(
+        claim(&mut *conn, worker.worker_id, &graphs(), 1)
+            .await?
+            .len(),
+        1
+    );
+    for ddl in [
+        "create table mostrador.x (id int)",
+        "drop table mostrador.runs",
+        "alter table mostrador.runs add column x int",
+        "create schema y",
+    ] {
         let res = sqlx::raw_sql(ddl).execute(&mut *conn).await;
         assert!(res.is_err(), "the runtime role could run {ddl}");
     }
     sqlx::raw_sql("reset role").execute(&mut *conn).await?;
     conn.close().await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("drop owned by {role}; drop role {role}"))).execute(&pool).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "drop owned by {role}; drop role {role}"
+    )))
+    .execute(&pool)
+    .await?;
     Ok(())
 }

@@ -41,17 +41,21 @@ pub async fn new_worker(pool: &PgPool) -> WorkerLease {
 }
 
 pub async fn claim_one(pool: &PgPool, worker: &WorkerLease) -> Option<ClaimedRun> {
-    let mut claimed = claim(pool, worker.worker_id, &graphs(), 1).await.expect("claim");
+    let mut claimed = claim(pool, worker.worker_id, &graphs(), 1)
+        .await
+        .expect("claim");
     claimed.pop()
 }
 
 /// Ends the worker's lease an hour ago, as if it had stopped heartbeating.
 pub async fn expire(pool: &PgPool, worker: &WorkerLease) {
-    sqlx::query("update mostrador.workers set expires_at = now() - interval '1 hour' where worker_id = $1")
-        .bind(worker.worker_id.0)
-        .execute(pool)
-        .await
-        .expect("expire worker");
+    sqlx::query(
+        "update mostrador.workers set expires_at = now() - interval '1 hour' where worker_id = $1",
+    )
+    .bind(worker.worker_id.0)
+    .execute(pool)
+    .await
+    .expect("expire worker");
 }
 
 /// Makes every pending run due now, as if its backoff had passed.
@@ -63,7 +67,10 @@ pub async fn make_due(pool: &PgPool) {
 }
 
 pub async fn count_runs(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("select count(*) from mostrador.runs").fetch_one(pool).await.expect("count runs")
+    sqlx::query_scalar("select count(*) from mostrador.runs")
+        .fetch_one(pool)
+        .await
+        .expect("count runs")
 }
 
 pub async fn event_names(pool: &PgPool, run_id: RunId) -> Vec<String> {

@@ -1,0 +1,100 @@
+//! The raw-SQL baseline: a minimal jobs table and the statements the fastest Postgres queues use
+//! (batched `unnest` insert, one-statement `SKIP LOCKED` claim, delete on completion).
+
+use std::time::Instant;
+
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::Args;
+
+pub async fn reset(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::raw_sql(
+        "drop table if exists bench_jobs;
+         create table bench_jobs (
+             id bigint generated always as identity primary key,
+             payload jsonb not null,
+             state smallint not null default 0,
+             priority int not null default 0,
+             run_at timestamptz not null default now(),
+             attempts int not null default 0,
+             locked_by uuid
+         );
+         create index bench_jobs_claim on bench_jobs (priority, run_at, id) where state = 0;",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn insert(pool: &PgPool, n: usize) -> anyhow::Result<()> {
+    let payloads = vec![serde_json::json!({"messages": [{"role": "user", "content": "hola"}]}); n];
+    sqlx::query("insert into bench_jobs (payload) select * from unnest($1::jsonb[])")
+        .bind(&payloads)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+pub async fn enqueue_batch(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    for _ in 0..args.batch_runs / args.batch_size {
+        insert(pool, args.batch_size).await?;
+    }
+    Ok(args.batch_runs as f64 / start.elapsed().as_secs_f64())
+}
+
+pub async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
+    for _ in 0..args.drain_runs / args.batch_size {
+        insert(pool, args.batch_size).await?;
+    }
+    sqlx::raw_sql("analyze bench_jobs").execute(pool).await?;
+    let start = Instant::now();
+    let mut workers = JoinSet::new();
+    for _ in 0..args.workers {
+        let (pool, claim_batch) = (pool.clone(), args.claim_batch);
+        workers.spawn(async move {
+            let worker_id = Uuid::now_v7();
+            let mut done = 0;
+            loop {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "with c as (
+                         select id from bench_jobs
+                         where state = 0 and run_at <= now()
+                         order by priority, run_at, id
+                         limit $1
+                         for update skip locked
+                     )
+                     update bench_jobs j
+                     set state = 1, attempts = j.attempts + 1, locked_by = $2
+                     from c
+                     where j.id = c.id
+                     returning j.id",
+                )
+                .bind(claim_batch)
+                .bind(worker_id)
+                .fetch_all(&pool)
+                .await?;
+                if ids.is_empty() {
+                    return anyhow::Ok(done);
+                }
+                sqlx::query("delete from bench_jobs where id = any($1)")
+                    .bind(&ids)
+                    .execute(&pool)
+                    .await?;
+                done += ids.len();
+            }
+        });
+    }
+    let mut done = 0;
+    while let Some(res) = workers.join_next().await {
+        done += res??;
+    }
+    anyhow::ensure!(
+        done == args.drain_runs,
+        "drained {done} of {}",
+        args.drain_runs
+    );
+    Ok(done as f64 / start.elapsed().as_secs_f64())
+}
