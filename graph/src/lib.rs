@@ -1,7 +1,73 @@
 //! The graph engine: state channels and reducers, nodes, edges, `Send` fan-out, supersteps,
-//! interrupts and `Command`, run control (drain, cancel), stream events and the `Checkpointer`
-//! trait.
+//! interrupts and `Command`, run control (drain, cancel), stream events and the [`Checkpointer`]
+//! trait with an in-memory implementation.
 //!
-//! It knows nothing of SQL or HTTP. The engine arrives with its own issue; this crate holds its
-//! place in the workspace so that the dependency direction (`graph` ← `queue` ← `worker`) is fixed
-//! from the start.
+//! It follows LangGraph's execution model and keeps its guarantees (DESIGN.md §5; see
+//! [`run`](crate::run) for the list). It knows nothing of SQL or HTTP: the Postgres checkpointer
+//! lives in `mostrador-queue`.
+//!
+//! # Layout
+//!
+//! * [`channel`]: the state and its reducers.
+//! * [`node`]: what a node sees ([`NodeContext`]) and returns ([`Command`]), interrupts, retries.
+//! * [`graph`]: [`StateGraph`], the builder, and [`Graph`], the compiled graph.
+//! * [`run`](crate::run): executing a graph on a thread.
+//! * [`state`]: a thread's state, history and updates.
+//! * [`checkpoint`]: checkpoints, pending writes, [`Checkpointer`], [`MemoryCheckpointer`].
+//! * [`stream`]: the events a run emits.
+
+pub mod channel;
+pub mod checkpoint;
+pub mod graph;
+pub mod node;
+pub mod run;
+pub mod state;
+pub mod stream;
+
+pub use channel::{Reducer, State};
+pub use checkpoint::{Checkpoint, Checkpointer, MemoryCheckpointer, Saved};
+pub use graph::{Graph, StateGraph};
+pub use node::{Command, END, Goto, NodeContext, NodeError, RetryPolicy, START, Send};
+pub use run::{
+    Durability, Interrupt, Outcome, Resume, RunControl, RunInput, RunOptions, RunResult,
+};
+pub use state::{StateSnapshot, TaskState};
+pub use stream::{EventSink, StreamEvent, StreamMode};
+
+/// `Result` with the engine's [`Error`].
+pub type Result<T = ()> = std::result::Result<T, Error>;
+
+/// Why a run or a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    #[error("invalid update from node {node:?} to channel {channel:?}: {reason}")]
+    InvalidUpdate {
+        node: String,
+        channel: String,
+        reason: String,
+    },
+
+    #[error("no node named {0:?}")]
+    UnknownNode(String),
+
+    #[error("node {node:?} failed: {message}")]
+    NodeFailed { node: String, message: String },
+
+    #[error("recursion limit of {0} supersteps reached without finishing")]
+    RecursionLimit(usize),
+
+    #[error("the thread waits for no interrupt: there is nothing to resume")]
+    NothingToResume,
+
+    #[error("no such checkpoint")]
+    CheckpointNotFound,
+
+    #[error("checkpointer: {0}")]
+    Checkpointer(#[source] checkpoint::BoxError),
+}

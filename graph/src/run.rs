@@ -1,0 +1,928 @@
+//! Running a graph on a thread: supersteps, pending writes, interrupts, drain and cancel.
+//!
+//! The guarantees (the same as LangGraph's, DESIGN.md §5):
+//!
+//! * A superstep runs its tasks concurrently (at most `max_concurrency` at once), then applies
+//!   their writes through the reducers in task order, then saves a checkpoint; with
+//!   [`Durability::Sync`] the checkpoint is saved before the next superstep starts.
+//! * Each task's writes are saved the moment it finishes. Resuming a superstep re-runs only the
+//!   tasks that had not finished.
+//! * An interrupt stops its node; the other tasks of the superstep finish; no checkpoint is taken.
+//!   Resuming re-runs the node from its start, and `interrupt` returns the resume value.
+//! * A drain never pre-empts a task: the current superstep finishes and is saved, then the run
+//!   stops `Drained` (unless that superstep finished the graph). A cancel aborts the tasks in
+//!   flight and discards their writes; the last checkpoint stands.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
+use chrono::Utc;
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::channel::{State, as_state};
+use crate::checkpoint::{Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec};
+use crate::graph::{Graph, NodeSpec};
+use crate::node::{Command, END, Goto, NodeContext, NodeError, START, Send};
+use crate::stream::{EventSink, StreamEvent, StreamMode};
+use crate::{Error, Result};
+
+/// Supersteps one run may execute before it fails, when the caller sets no limit.
+pub const RECURSION_LIMIT_DEFAULT: usize = 25;
+/// Tasks of one superstep running at once, when the caller sets no limit.
+pub const MAX_CONCURRENCY_DEFAULT: usize = 16;
+
+/// When checkpoints are saved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Each checkpoint and each task's writes are saved before execution goes on.
+    #[default]
+    Sync,
+    /// A superstep's checkpoint is saved while the next superstep runs; writes as they come.
+    Async,
+    /// Only the last checkpoint (and its pending writes) is saved, when the run stops.
+    Exit,
+}
+
+/// How a run is executed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    pub max_concurrency: usize,
+    pub recursion_limit: usize,
+    pub durability: Durability,
+    /// Passed to every node ([`NodeContext::config`]); a `run_id` in it is recorded in metadata.
+    pub config: Value,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            max_concurrency: MAX_CONCURRENCY_DEFAULT,
+            recursion_limit: RECURSION_LIMIT_DEFAULT,
+            durability: Durability::Sync,
+            config: Value::Object(Map::new()),
+        }
+    }
+}
+
+/// What a run starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunInput {
+    /// New input: written to the channels, then the graph runs from [`START`]. Tasks a previous
+    /// run left pending are discarded.
+    Values(Value),
+    /// Answers to pending interrupts; the interrupted superstep goes on.
+    Resume(Resume),
+    /// Goes on from the latest checkpoint (after a drain or a crash).
+    Continue,
+}
+
+/// Resume values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resume {
+    /// For the one pending interrupt.
+    Value(Value),
+    /// By interrupt id, when several are pending.
+    ById(BTreeMap<String, Value>),
+}
+
+/// An interrupt a node raised and nobody has answered yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interrupt {
+    pub id: String,
+    pub value: Value,
+    pub node: String,
+    pub task_id: String,
+}
+
+/// How a run stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The graph reached its end (no task left).
+    Finished,
+    /// Nodes wait for a resume.
+    Interrupted(Vec<Interrupt>),
+    /// Stopped at a superstep boundary by a drain; `Continue` resumes it.
+    Drained(String),
+    /// Stopped by a cancel; tasks in flight were aborted.
+    Cancelled,
+}
+
+/// What a run returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    pub outcome: Outcome,
+    /// The state at the last checkpoint.
+    pub values: State,
+    pub checkpoint_id: Option<Uuid>,
+    /// Supersteps this run executed.
+    pub supersteps: usize,
+}
+
+/// Drain and cancel for one run. Clones share it; safe to use from any task or thread.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    drain: CancellationToken,
+    cancel: CancellationToken,
+    drain_reason: Arc<Mutex<Option<String>>>,
+}
+
+impl RunControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Finish the current superstep, save it, then stop with [`Outcome::Drained`].
+    pub fn request_drain(&self, reason: impl Into<String>) {
+        let mut drain_reason = self
+            .drain_reason
+            .lock()
+            .expect("drain reason lock is never poisoned");
+        drain_reason.get_or_insert_with(|| reason.into());
+        self.drain.cancel();
+    }
+
+    /// Abort the tasks in flight now and stop with [`Outcome::Cancelled`].
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    pub fn is_drain_requested(&self) -> bool {
+        self.drain.is_cancelled()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    fn reason(&self) -> String {
+        let reason = self
+            .drain_reason
+            .lock()
+            .expect("drain reason lock is never poisoned");
+        reason.clone().unwrap_or_default()
+    }
+}
+
+/// A task's result as saved in its writes.
+#[derive(Debug, Clone)]
+struct TaskDone {
+    node: String,
+    update: Vec<(String, Value)>,
+    goto: Vec<Goto>,
+}
+
+/// Where a run stands: a checkpoint, its values and its pending writes.
+struct Current {
+    checkpoint: Checkpoint,
+    values: State,
+    writes: Vec<crate::checkpoint::PendingWrite>,
+}
+
+/// A checkpoint not saved yet (durability `async` and `exit`).
+struct Unsaved {
+    checkpoint: Checkpoint,
+    values: State,
+    changed: Vec<String>,
+}
+
+/// A task's writes not saved yet: checkpoint id, task id, writes.
+type UnsavedWrites = (Uuid, String, Vec<(String, Value)>);
+
+struct Execution<'a, C> {
+    graph: &'a Graph,
+    checkpointer: &'a C,
+    thread_id: Uuid,
+    options: &'a RunOptions,
+    control: &'a RunControl,
+    events: EventSink,
+    unsaved: Option<Unsaved>,
+    /// Writes not saved yet (durability `exit`): checkpoint id, task id, writes.
+    unsaved_writes: Mutex<Vec<UnsavedWrites>>,
+}
+
+enum Step {
+    Done(BTreeMap<usize, TaskDone>),
+    Interrupted(Vec<Interrupt>),
+    Cancelled,
+}
+
+impl Graph {
+    /// Runs the graph on a thread until it finishes, interrupts, drains or is cancelled.
+    ///
+    /// # Errors
+    ///
+    /// A node that failed (after its retries), an invalid write, the recursion limit, a resume
+    /// with nothing to resume, or a checkpointer error. Work saved before the error stands.
+    pub async fn run<C: Checkpointer>(
+        &self,
+        checkpointer: &C,
+        thread_id: Uuid,
+        input: RunInput,
+        options: &RunOptions,
+        control: &RunControl,
+        events: EventSink,
+    ) -> Result<RunResult> {
+        let mut execution = Execution {
+            graph: self,
+            checkpointer,
+            thread_id,
+            options,
+            control,
+            events,
+            unsaved: None,
+            unsaved_writes: Mutex::new(Vec::new()),
+        };
+        let res = execution.run(input).await;
+        execution.flush().await?;
+        res
+    }
+}
+
+impl<C: Checkpointer> Execution<'_, C> {
+    async fn run(&mut self, input: RunInput) -> Result<RunResult> {
+        let Some(mut current) = self.start(input).await? else {
+            return Ok(RunResult {
+                outcome: Outcome::Finished,
+                values: State::new(),
+                checkpoint_id: None,
+                supersteps: 0,
+            });
+        };
+        let mut supersteps = 0;
+        loop {
+            let result = |outcome, current: &Current, supersteps| RunResult {
+                outcome,
+                values: current.values.clone(),
+                checkpoint_id: Some(current.checkpoint.checkpoint_id),
+                supersteps,
+            };
+            if current.checkpoint.next.is_empty() {
+                return Ok(result(Outcome::Finished, &current, supersteps));
+            }
+            if self.control.is_cancelled() {
+                return Ok(result(Outcome::Cancelled, &current, supersteps));
+            }
+            if self.control.is_drain_requested() {
+                return Ok(result(
+                    Outcome::Drained(self.control.reason()),
+                    &current,
+                    supersteps,
+                ));
+            }
+            if supersteps >= self.options.recursion_limit {
+                return Err(Error::RecursionLimit(self.options.recursion_limit));
+            }
+            let pending = if self.options.durability == Durability::Async {
+                self.unsaved.take()
+            } else {
+                None
+            };
+            let (saved, step) = tokio::join!(self.save_unsaved(pending), self.superstep(&current));
+            saved?;
+            match step? {
+                Step::Cancelled => return Ok(result(Outcome::Cancelled, &current, supersteps)),
+                Step::Interrupted(interrupts) => {
+                    return Ok(result(
+                        Outcome::Interrupted(interrupts),
+                        &current,
+                        supersteps,
+                    ));
+                }
+                Step::Done(done) => {
+                    current = self.advance(&current, &done).await?;
+                    supersteps += 1;
+                }
+            }
+        }
+    }
+
+    /// Turns the input into the checkpoint the first superstep starts from; `None` when there is
+    /// nothing to run.
+    async fn start(&mut self, input: RunInput) -> Result<Option<Current>> {
+        let latest = self
+            .checkpointer
+            .get(self.thread_id, None)
+            .await
+            .map_err(Error::Checkpointer)?;
+        match input {
+            RunInput::Values(values) => {
+                let writes = as_state(values, "input").map_err(Error::InvalidInput)?;
+                let base = latest.map(Current::from);
+                let done = TaskDone {
+                    node: START.to_owned(),
+                    update: writes.into_iter().collect(),
+                    goto: Vec::new(),
+                };
+                let current = self
+                    .checkpoint_after(base.as_ref(), &BTreeMap::from([(0, done)]), "input", None)
+                    .await?;
+                Ok(Some(current))
+            }
+            RunInput::Resume(resume) => {
+                let latest = latest.ok_or(Error::NothingToResume)?;
+                self.record_resume(&latest, resume).await?;
+                let latest = self
+                    .checkpointer
+                    .get(self.thread_id, Some(latest.checkpoint.checkpoint_id))
+                    .await
+                    .map_err(Error::Checkpointer)?
+                    .ok_or(Error::NothingToResume)?;
+                Ok(Some(Current::from(latest)))
+            }
+            RunInput::Continue => Ok(latest.map(Current::from)),
+        }
+    }
+
+    /// Saves resume values against the interrupted tasks of `saved`.
+    async fn record_resume(&self, saved: &Saved, resume: Resume) -> Result {
+        let pending = pending_interrupts(saved);
+        if pending.is_empty() {
+            return Err(Error::NothingToResume);
+        }
+        let answers: Vec<(&Interrupt, Value)> = match resume {
+            Resume::Value(value) => match pending.as_slice() {
+                [one] => vec![(one, value)],
+                many => {
+                    return Err(Error::InvalidInput(format!(
+                        "{} interrupts are pending; resume with a map from interrupt id to value",
+                        many.len()
+                    )));
+                }
+            },
+            Resume::ById(by_id) => {
+                let mut answers = Vec::new();
+                for (id, value) in by_id {
+                    let interrupt = pending.iter().find(|i| i.id == id).ok_or_else(|| {
+                        Error::InvalidInput(format!("no pending interrupt has id {id:?}"))
+                    })?;
+                    answers.push((interrupt, value));
+                }
+                answers
+            }
+        };
+        for (interrupt, value) in answers {
+            let mut resumes = resume_values(saved, &interrupt.task_id);
+            resumes.push(value);
+            let writes = vec![(RESUME.to_owned(), Value::Array(resumes))];
+            self.put_writes(saved.checkpoint.checkpoint_id, &interrupt.task_id, writes)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the tasks of `current.checkpoint.next` that have not finished.
+    async fn superstep(&self, current: &Current) -> Result<Step> {
+        let checkpoint_id = current.checkpoint.checkpoint_id;
+        let mut done = BTreeMap::new();
+        let mut tasks = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(self.options.max_concurrency.max(1)));
+        let state = Arc::new(current.values.clone());
+        let config = Arc::new(self.options.config.clone());
+        let mut task_ids = BTreeMap::new();
+        for (index, spec) in current.checkpoint.next.iter().enumerate() {
+            let task_id = spec.task_id(index);
+            if let Some(finished) = finished_task(current, &task_id, &spec.node) {
+                done.insert(index, finished);
+                continue;
+            }
+            let node = self
+                .graph
+                .inner
+                .nodes
+                .get(&spec.node)
+                .ok_or_else(|| Error::UnknownNode(spec.node.clone()))?;
+            let ctx = NodeContext {
+                node: Arc::from(spec.node.as_str()),
+                task_id: Arc::from(task_id.as_str()),
+                state: Arc::clone(&state),
+                arg: spec.arg.clone(),
+                config: Arc::clone(&config),
+                resume: Arc::new(resume_values_of(&current.writes, &task_id)),
+                interrupts_reached: Arc::new(AtomicUsize::new(0)),
+                events: Arc::clone(&self.events),
+            };
+            self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
+            task_ids.insert(index, task_id);
+            let (node, permits) = (node.clone(), Arc::clone(&permits));
+            tasks.spawn(async move {
+                let _permit = permits
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
+                (index, invoke(&node, ctx).await)
+            });
+        }
+
+        let mut interrupts = Vec::new();
+        loop {
+            let joined = tokio::select! {
+                biased;
+                () = self.control.cancel.cancelled() => {
+                    tasks.abort_all();
+                    return Ok(Step::Cancelled);
+                }
+                joined = tasks.join_next() => joined,
+            };
+            let Some(joined) = joined else { break };
+            let (index, res) = joined.map_err(|err| Error::NodeFailed {
+                node: "(unknown)".into(),
+                message: format!("task panicked: {err}"),
+            })?;
+            let spec = &current.checkpoint.next[index];
+            let task_id = &task_ids[&index];
+            match res {
+                Ok(command) => {
+                    self.check_update(&spec.node, &command)?;
+                    let mut writes = command.update.clone();
+                    writes.push((
+                        TASK_DONE.to_owned(),
+                        json!({"goto": command.goto.iter().map(goto_json).collect::<Vec<_>>()}),
+                    ));
+                    self.put_writes(checkpoint_id, task_id, writes).await?;
+                    self.emit_update(&spec.node, &command.update);
+                    self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "result": update_json(&command.update), "error": null, "interrupts": []}));
+                    done.insert(
+                        index,
+                        TaskDone {
+                            node: spec.node.clone(),
+                            update: command.update,
+                            goto: command.goto,
+                        },
+                    );
+                }
+                Err(NodeError::Interrupted(value)) => {
+                    let resumes = resume_values_of(&current.writes, task_id);
+                    let id = format!("{checkpoint_id}:{task_id}:{}", resumes.len());
+                    let mut writes =
+                        vec![(INTERRUPT.to_owned(), json!({"id": id, "value": value}))];
+                    if !resumes.is_empty() {
+                        writes.push((RESUME.to_owned(), Value::Array(resumes)));
+                    }
+                    self.put_writes(checkpoint_id, task_id, writes).await?;
+                    self.emit(
+                        StreamMode::Updates,
+                        json!({"__interrupt__": [{"id": id, "value": value}]}),
+                    );
+                    interrupts.push(Interrupt {
+                        id,
+                        value,
+                        node: spec.node.clone(),
+                        task_id: task_id.clone(),
+                    });
+                }
+                Err(NodeError::Failed { message, .. }) => {
+                    tasks.abort_all();
+                    self.emit(
+                        StreamMode::Tasks,
+                        json!({"id": task_id, "name": spec.node, "result": null, "error": message}),
+                    );
+                    return Err(Error::NodeFailed {
+                        node: spec.node.clone(),
+                        message,
+                    });
+                }
+            }
+        }
+        if interrupts.is_empty() {
+            Ok(Step::Done(done))
+        } else {
+            Ok(Step::Interrupted(interrupts))
+        }
+    }
+
+    /// Applies a finished superstep and saves the checkpoint that follows it.
+    async fn advance(
+        &mut self,
+        current: &Current,
+        done: &BTreeMap<usize, TaskDone>,
+    ) -> Result<Current> {
+        self.checkpoint_after(Some(current), done, "loop", None)
+            .await
+    }
+
+    /// The checkpoint after applying `done` (in task order) to `base`: new values, bumped
+    /// versions, the next tasks; saved according to the durability.
+    async fn checkpoint_after(
+        &mut self,
+        base: Option<&Current>,
+        done: &BTreeMap<usize, TaskDone>,
+        source: &str,
+        next: Option<Vec<TaskSpec>>,
+    ) -> Result<Current> {
+        let mut values = base.map(|b| b.values.clone()).unwrap_or_default();
+        let mut versions = base
+            .map(|b| b.checkpoint.versions.clone())
+            .unwrap_or_default();
+        let version = versions.values().copied().max().unwrap_or(0) + 1;
+        let mut by_channel: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        for task in done.values() {
+            for (channel, value) in &task.update {
+                if !self.graph.inner.channels.contains_key(channel) {
+                    return Err(Error::InvalidUpdate {
+                        node: task.node.clone(),
+                        channel: channel.clone(),
+                        reason: "no such channel".into(),
+                    });
+                }
+                by_channel.entry(channel).or_default().push(value.clone());
+            }
+        }
+        let mut changed = Vec::new();
+        for (channel, writes) in by_channel {
+            let reducer = &self.graph.inner.channels[channel];
+            let value = reducer
+                .reduce(values.remove(channel), writes)
+                .map_err(|reason| Error::InvalidUpdate {
+                    node: done
+                        .values()
+                        .find(|t| t.update.iter().any(|(c, _)| c == channel))
+                        .map(|t| t.node.clone())
+                        .unwrap_or_default(),
+                    channel: channel.to_owned(),
+                    reason,
+                })?;
+            values.insert(channel.to_owned(), value);
+            versions.insert(channel.to_owned(), version);
+            changed.push(channel.to_owned());
+        }
+        let next = match next {
+            Some(next) => next,
+            None => self.next_tasks(done, &values)?,
+        };
+        let step = base.map_or(-1, |b| b.checkpoint.step + 1);
+        let writes_meta: Map<String, Value> = done
+            .values()
+            .map(|t| (t.node.clone(), update_json(&t.update)))
+            .collect();
+        let mut metadata = json!({"source": source, "step": step, "writes": writes_meta});
+        if let Some(run_id) = self.options.config.get("run_id") {
+            metadata["run_id"] = run_id.clone();
+        }
+        let checkpoint = Checkpoint {
+            checkpoint_id: Uuid::now_v7(),
+            parent_id: base.map(|b| b.checkpoint.checkpoint_id),
+            step,
+            versions,
+            next,
+            metadata,
+            created_at: Utc::now(),
+        };
+        self.save(&checkpoint, &values, changed).await?;
+        self.emit(StreamMode::Values, Value::Object(values.clone()));
+        let next_names: Vec<&str> = checkpoint.next.iter().map(|t| t.node.as_str()).collect();
+        self.emit(
+            StreamMode::Checkpoints,
+            json!({"checkpoint_id": checkpoint.checkpoint_id, "parent_checkpoint_id": checkpoint.parent_id, "step": step, "values": values, "metadata": checkpoint.metadata, "next": next_names}),
+        );
+        Ok(Current {
+            checkpoint,
+            values,
+            writes: Vec::new(),
+        })
+    }
+
+    /// The tasks triggered by a finished superstep, in task order: each task's `goto`, then its
+    /// node's edges, then its conditional edges (evaluated on the state after the superstep).
+    /// Node targets run once per superstep; every `Send` is a task of its own.
+    fn next_tasks(
+        &self,
+        done: &BTreeMap<usize, TaskDone>,
+        values: &State,
+    ) -> Result<Vec<TaskSpec>> {
+        let mut next: Vec<TaskSpec> = Vec::new();
+        for task in done.values() {
+            let mut targets: Vec<Goto> = task.goto.clone();
+            if let Some(tos) = self.graph.inner.edges.get(&task.node) {
+                targets.extend(tos.iter().map(|to| Goto::Node(to.clone())));
+            }
+            if let Some(routes) = self.graph.inner.routes.get(&task.node) {
+                for route in routes {
+                    targets.extend(route(values));
+                }
+            }
+            for target in targets {
+                let spec = match target {
+                    Goto::Node(node) if node == END => continue,
+                    Goto::Node(node) => {
+                        if next.iter().any(|t| t.node == node && t.arg.is_none()) {
+                            continue;
+                        }
+                        TaskSpec { node, arg: None }
+                    }
+                    Goto::Send(Send { node, arg }) => TaskSpec {
+                        node,
+                        arg: Some(arg),
+                    },
+                };
+                if !self.graph.inner.nodes.contains_key(&spec.node) {
+                    return Err(Error::UnknownNode(spec.node));
+                }
+                next.push(spec);
+            }
+        }
+        Ok(next)
+    }
+
+    fn check_update(&self, node: &str, command: &Command) -> Result {
+        for (channel, _) in &command.update {
+            if !self.graph.inner.channels.contains_key(channel) {
+                return Err(Error::InvalidUpdate {
+                    node: node.to_owned(),
+                    channel: channel.clone(),
+                    reason: "no such channel".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn save(
+        &mut self,
+        checkpoint: &Checkpoint,
+        values: &State,
+        changed: Vec<String>,
+    ) -> Result {
+        match self.options.durability {
+            Durability::Sync => self
+                .checkpointer
+                .put(self.thread_id, checkpoint, values, &changed)
+                .await
+                .map_err(Error::Checkpointer),
+            Durability::Async | Durability::Exit => {
+                // Channels changed since the last saved checkpoint must all be written with it.
+                let mut all_changed = self.unsaved.take().map(|u| u.changed).unwrap_or_default();
+                for channel in changed {
+                    if !all_changed.contains(&channel) {
+                        all_changed.push(channel);
+                    }
+                }
+                self.unsaved = Some(Unsaved {
+                    checkpoint: checkpoint.clone(),
+                    values: values.clone(),
+                    changed: all_changed,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    async fn save_unsaved(&self, unsaved: Option<Unsaved>) -> Result {
+        let Some(unsaved) = unsaved else {
+            return Ok(());
+        };
+        self.checkpointer
+            .put(
+                self.thread_id,
+                &unsaved.checkpoint,
+                &unsaved.values,
+                &unsaved.changed,
+            )
+            .await
+            .map_err(Error::Checkpointer)
+    }
+
+    async fn put_writes(
+        &self,
+        checkpoint_id: Uuid,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result {
+        if self.options.durability == Durability::Exit {
+            let mut unsaved = self
+                .unsaved_writes
+                .lock()
+                .expect("unsaved writes lock is never poisoned");
+            unsaved.retain(|(c, t, _)| !(*c == checkpoint_id && t == task_id));
+            unsaved.push((checkpoint_id, task_id.to_owned(), writes));
+            return Ok(());
+        }
+        self.checkpointer
+            .put_writes(self.thread_id, checkpoint_id, task_id, &writes)
+            .await
+            .map_err(Error::Checkpointer)
+    }
+
+    /// Saves what `async` and `exit` durability held back: the last checkpoint, and the writes
+    /// made against it.
+    async fn flush(&mut self) -> Result {
+        let unsaved = self.unsaved.take();
+        let last_id = unsaved.as_ref().map(|u| u.checkpoint.checkpoint_id);
+        self.save_unsaved(unsaved).await?;
+        let unsaved_writes = std::mem::take(
+            &mut *self
+                .unsaved_writes
+                .lock()
+                .expect("unsaved writes lock is never poisoned"),
+        );
+        for (checkpoint_id, task_id, writes) in unsaved_writes {
+            if last_id.is_none_or(|id| id == checkpoint_id) {
+                self.checkpointer
+                    .put_writes(self.thread_id, checkpoint_id, &task_id, &writes)
+                    .await
+                    .map_err(Error::Checkpointer)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&self, mode: StreamMode, data: Value) {
+        let debug_type = match mode {
+            StreamMode::Tasks if data.get("result").is_some() || data.get("error").is_some() => {
+                Some("task_result")
+            }
+            StreamMode::Tasks => Some("task"),
+            StreamMode::Checkpoints => Some("checkpoint"),
+            _ => None,
+        };
+        if let Some(debug_type) = debug_type {
+            let step = data.get("step").cloned().unwrap_or(Value::Null);
+            (self.events)(StreamEvent {
+                mode: StreamMode::Debug,
+                node: None,
+                data: json!({"type": debug_type, "step": step, "payload": data}),
+            });
+        }
+        (self.events)(StreamEvent {
+            mode,
+            node: None,
+            data,
+        });
+    }
+
+    fn emit_update(&self, node: &str, update: &[(String, Value)]) {
+        self.emit(StreamMode::Updates, json!({ node: update_json(update) }));
+    }
+}
+
+/// Writes `values` as node `as_node` (see [`Graph::update_state`]) in a new checkpoint.
+pub(crate) async fn update<C: Checkpointer>(
+    graph: &Graph,
+    checkpointer: &C,
+    thread_id: Uuid,
+    base: Option<Saved>,
+    values: Value,
+    as_node: Option<&str>,
+) -> Result<Uuid> {
+    let writes = as_state(values, "values").map_err(Error::InvalidInput)?;
+    let options = RunOptions::default();
+    let control = RunControl::new();
+    let mut execution = Execution {
+        graph,
+        checkpointer,
+        thread_id,
+        options: &options,
+        control: &control,
+        events: crate::stream::discard(),
+        unsaved: None,
+        unsaved_writes: Mutex::new(Vec::new()),
+    };
+    let base = base.map(Current::from);
+    let keep_next = match as_node {
+        Some(_) => None,
+        None => Some(
+            base.as_ref()
+                .map(|b| b.checkpoint.next.clone())
+                .unwrap_or_default(),
+        ),
+    };
+    let done = TaskDone {
+        node: as_node.unwrap_or(START).to_owned(),
+        update: writes.into_iter().collect(),
+        goto: Vec::new(),
+    };
+    let current = execution
+        .checkpoint_after(
+            base.as_ref(),
+            &BTreeMap::from([(0, done)]),
+            "update",
+            keep_next,
+        )
+        .await?;
+    Ok(current.checkpoint.checkpoint_id)
+}
+
+impl From<Saved> for Current {
+    fn from(saved: Saved) -> Self {
+        Current {
+            checkpoint: saved.checkpoint,
+            values: saved.values,
+            writes: saved.writes,
+        }
+    }
+}
+
+/// Runs a node under its timeout and retry policy. Each attempt starts the node afresh.
+async fn invoke(node: &NodeSpec, ctx: NodeContext) -> std::result::Result<Command, NodeError> {
+    let max_attempts = node
+        .retry
+        .as_ref()
+        .map_or(1, |policy| policy.max_attempts.max(1));
+    let mut attempt = 1;
+    loop {
+        let ctx = NodeContext {
+            interrupts_reached: Arc::new(AtomicUsize::new(0)),
+            ..ctx.clone()
+        };
+        let res = match node.timeout {
+            Some(timeout) => tokio::time::timeout(timeout, (node.run)(ctx))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(NodeError::retryable(format!("timed out after {timeout:?}")))
+                }),
+            None => (node.run)(ctx).await,
+        };
+        match (res, &node.retry) {
+            (
+                Err(NodeError::Failed {
+                    retryable: true, ..
+                }),
+                Some(policy),
+            ) if attempt < max_attempts => {
+                tokio::time::sleep(policy.delay(attempt)).await;
+                attempt += 1;
+            }
+            (res, _) => return res,
+        }
+    }
+}
+
+/// A task's saved result, if it finished.
+fn finished_task(current: &Current, task_id: &str, node: &str) -> Option<TaskDone> {
+    let mine = current.writes.iter().filter(|w| w.task_id == task_id);
+    let marker = mine.clone().find(|w| w.channel == TASK_DONE)?;
+    let update = mine
+        .filter(|w| !w.channel.starts_with("__"))
+        .map(|w| (w.channel.clone(), w.value.clone()))
+        .collect();
+    let goto = marker.value["goto"]
+        .as_array()
+        .map(|gotos| gotos.iter().filter_map(goto_from_json).collect())
+        .unwrap_or_default();
+    Some(TaskDone {
+        node: node.to_owned(),
+        update,
+        goto,
+    })
+}
+
+fn resume_values_of(writes: &[crate::checkpoint::PendingWrite], task_id: &str) -> Vec<Value> {
+    writes
+        .iter()
+        .find(|w| w.task_id == task_id && w.channel == RESUME)
+        .and_then(|w| w.value.as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn resume_values(saved: &Saved, task_id: &str) -> Vec<Value> {
+    resume_values_of(&saved.writes, task_id)
+}
+
+/// The interrupts recorded against a checkpoint and not answered since.
+pub(crate) fn pending_interrupts(saved: &Saved) -> Vec<Interrupt> {
+    saved
+        .checkpoint
+        .next
+        .iter()
+        .enumerate()
+        .filter_map(|(index, spec)| {
+            let task_id = spec.task_id(index);
+            let write = saved
+                .writes
+                .iter()
+                .find(|w| w.task_id == task_id && w.channel == INTERRUPT)?;
+            Some(Interrupt {
+                id: write.value["id"].as_str().unwrap_or_default().to_owned(),
+                value: write.value["value"].clone(),
+                node: spec.node.clone(),
+                task_id,
+            })
+        })
+        .collect()
+}
+
+fn update_json(update: &[(String, Value)]) -> Value {
+    Value::Object(update.iter().cloned().collect())
+}
+
+fn goto_json(goto: &Goto) -> Value {
+    match goto {
+        Goto::Node(node) => Value::String(node.clone()),
+        Goto::Send(send) => json!({"node": send.node, "arg": send.arg}),
+    }
+}
+
+fn goto_from_json(value: &Value) -> Option<Goto> {
+    match value {
+        Value::String(node) => Some(Goto::Node(node.clone())),
+        Value::Object(send) => Some(Goto::Send(Send::new(
+            send.get("node")?.as_str()?,
+            send.get("arg").cloned().unwrap_or(Value::Null),
+        ))),
+        _ => None,
+    }
+}

@@ -1,0 +1,56 @@
+//! Events a run emits as it goes, by stream mode.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// The `langgraph-sdk` stream modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamMode {
+    /// The whole state after each superstep (and after the input).
+    Values,
+    /// Each task's writes as it finishes: `{node: writes}`.
+    Updates,
+    /// Chunks a node emits while it runs (model tokens).
+    Messages,
+    /// Values a node emits while it runs.
+    Custom,
+    /// Task starts and results.
+    Tasks,
+    /// Each checkpoint as it is saved.
+    Checkpoints,
+    /// Tasks and checkpoints, wrapped with their type and step.
+    Debug,
+}
+
+impl StreamMode {
+    /// The name on the wire (the SSE event name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamMode::Values => "values",
+            StreamMode::Updates => "updates",
+            StreamMode::Messages => "messages",
+            StreamMode::Custom => "custom",
+            StreamMode::Tasks => "tasks",
+            StreamMode::Checkpoints => "checkpoints",
+            StreamMode::Debug => "debug",
+        }
+    }
+}
+
+/// One event of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEvent {
+    pub mode: StreamMode,
+    /// The node that emitted it, for events emitted inside a node.
+    pub node: Option<String>,
+    pub data: Value,
+}
+
+/// Where a run sends its events. It must not block: the worker buffers and flushes them.
+pub type EventSink = Arc<dyn Fn(StreamEvent) + Send + Sync>;
+
+/// A sink that drops every event.
+pub fn discard() -> EventSink {
+    Arc::new(|_| {})
+}
