@@ -118,8 +118,10 @@ create table mostrador.checkpoints (
     checkpoint_id uuid not null,
     parent_checkpoint_id uuid,
     run_id uuid,
-    step integer not null,
+    -- Grows with every checkpoint of a thread, so "latest" never depends on a clock.
+    step bigint not null,
     channel_versions jsonb not null default '{}',
+    -- The nodes of the next superstep, and its tasks with their `Send` arguments.
     next text[] not null default '{}',
     tasks jsonb not null default '[]',
     metadata jsonb not null default '{}',
@@ -127,6 +129,7 @@ create table mostrador.checkpoints (
     primary key (thread_id, checkpoint_ns, checkpoint_id)
 );
 
+create index checkpoints_latest_idx on mostrador.checkpoints (thread_id, checkpoint_ns, step desc);
 create index checkpoints_run_idx on mostrador.checkpoints (run_id);
 
 -- A channel's value is written only when its version changes.

@@ -18,6 +18,8 @@
 
 pub mod channel;
 pub mod checkpoint;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod graph;
 pub mod node;
 pub mod run;

@@ -13,6 +13,7 @@
 //! * [`claim`]: `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
 //!   run (`complete`, `fail`, `release`, event append).
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
+//! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease.
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //!
@@ -25,6 +26,7 @@
 //! * NOTIFY is only a hint. The tables are the truth, and the listener tells subscribers to re-read
 //!   them after any reconnect.
 
+pub mod checkpoint;
 pub mod claim;
 pub mod db;
 pub mod event;
@@ -36,6 +38,7 @@ pub mod thread;
 
 mod error;
 
+pub use checkpoint::PgCheckpointer;
 pub use claim::{ClaimedRun, Lease, claim};
 pub use error::{Error, Result};
 pub use event::{NewEvent, RunEvent};

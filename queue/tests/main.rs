@@ -2,6 +2,7 @@
 //! the binary's `MIGRATOR`, which also isolates its notifications.
 
 mod cancel;
+mod checkpoint;
 mod claim;
 mod enqueue;
 mod events;

@@ -1,0 +1,466 @@
+//! The Postgres checkpointer: the engine's checkpoints, channel values and pending writes in
+//! `checkpoints`, `checkpoint_blobs` and `checkpoint_writes`.
+//!
+//! A checkpoint row names each channel's version; a channel's value is written to
+//! `checkpoint_blobs` only in the checkpoint that bumped its version, so a superstep costs what it
+//! changed. Saving a checkpoint also restarts the thread's retention clock (`last_activity_at`).
+//!
+//! A checkpointer made with [`PgCheckpointer::fenced`] writes only while its run is held under
+//! that attempt: each write takes the run's row lock (`for share`) and checks
+//! `(run_id, attempt, status = running)` in the same transaction, so a worker that lost its lease
+//! gets [`Error::LeaseLost`] and writes nothing.
+
+use std::collections::BTreeMap;
+
+use mostrador_graph::State;
+use mostrador_graph::checkpoint::{
+    BoxError, Checkpoint, Checkpointer, PendingWrite, Saved, TaskSpec,
+};
+use serde_json::{Map, Value, json};
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::claim::Lease;
+use crate::{Error, Result};
+
+/// Checkpoints in Postgres, for one process (unfenced) or one claimed run (fenced).
+#[derive(Debug, Clone)]
+pub struct PgCheckpointer {
+    pool: PgPool,
+    lease: Option<Lease>,
+}
+
+impl PgCheckpointer {
+    /// A checkpointer for reads and for writes outside a run (`update_state`).
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool, lease: None }
+    }
+
+    /// A checkpointer for a claimed run: every write is fenced by its lease.
+    pub fn fenced(pool: PgPool, lease: Lease) -> Self {
+        Self {
+            pool,
+            lease: Some(lease),
+        }
+    }
+
+    async fn fence(&self, conn: &mut PgConnection) -> Result {
+        let Some(lease) = self.lease else {
+            return Ok(());
+        };
+        let held = sqlx::query_scalar!(
+            r#"
+            select true as "held!"
+            from mostrador.runs
+            where run_id = $1
+              and attempt = $2
+              and status = 'running'
+            for share
+            "#,
+            lease.run_id.0,
+            lease.attempt,
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        held.map(drop).ok_or(Error::LeaseLost {
+            run_id: lease.run_id,
+            attempt: lease.attempt,
+        })
+    }
+
+    async fn put_checkpoint(
+        &self,
+        thread_id: Uuid,
+        checkpoint: &Checkpoint,
+        values: &State,
+        changed: &[String],
+    ) -> Result {
+        let mut tx = self.pool.begin().await?;
+        self.fence(&mut tx).await?;
+        let versions: Vec<i64> = changed
+            .iter()
+            .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
+            .collect();
+        let blobs: Vec<Value> = changed
+            .iter()
+            .map(|c| values.get(c).cloned().unwrap_or(Value::Null))
+            .collect();
+        let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
+        let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
+        let versions_json = json!(checkpoint.versions);
+        sqlx::query!(
+            r#"
+            with blobs as (
+                insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
+                select $1, '', channel, version, value
+                from unnest($2::text[], $3::int8[], $4::jsonb[]) as b(channel, version, value)
+                on conflict do nothing
+            ),
+            touched as (
+                update mostrador.threads
+                set last_activity_at = now(),
+                    updated_at = now()
+                where thread_id = $1
+            )
+            insert into mostrador.checkpoints (
+                thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                channel_versions, next, tasks, metadata
+            )
+            values ($1, '', $5, $6, $7, $8, $9, $10, $11, $12)
+            on conflict do nothing
+            "#,
+            thread_id,
+            changed,
+            &versions,
+            &blobs,
+            checkpoint.checkpoint_id,
+            checkpoint.parent_id,
+            self.lease.map(|lease| lease.run_id.0),
+            checkpoint.step,
+            versions_json,
+            &next,
+            tasks,
+            checkpoint.metadata,
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn put_task_writes(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Uuid,
+        task_id: &str,
+        writes: &[(String, Value)],
+    ) -> Result {
+        let mut tx = self.pool.begin().await?;
+        self.fence(&mut tx).await?;
+        let channels: Vec<&str> = writes.iter().map(|(channel, _)| channel.as_str()).collect();
+        let values: Vec<&Value> = writes.iter().map(|(_, value)| value).collect();
+        // A task's writes are replaced whole: a resumed task's new writes supersede its interrupt.
+        // (Two statements: a data-modifying CTE's delete is invisible to the insert beside it.)
+        sqlx::query!(
+            r#"
+            delete from mostrador.checkpoint_writes
+            where thread_id = $1
+              and checkpoint_ns = ''
+              and checkpoint_id = $2
+              and task_id = $3
+            "#,
+            thread_id,
+            checkpoint_id,
+            task_id,
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!(
+            r#"
+            insert into mostrador.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value)
+            select $1, '', $2, $3, (w.idx - 1)::int, w.channel, w.value
+            from unnest($4::text[], $5::jsonb[]) with ordinality as w(channel, value, idx)
+            "#,
+            thread_id,
+            checkpoint_id,
+            task_id,
+            &channels as &[&str],
+            &values as &[&Value],
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn read(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Option<Uuid>,
+        limit: i64,
+        before: Option<Uuid>,
+    ) -> Result<Vec<Saved>> {
+        let rows = sqlx::query!(
+            r#"
+            select
+                c.checkpoint_id,
+                c.parent_checkpoint_id,
+                c.step,
+                c.channel_versions,
+                c.tasks,
+                c.metadata,
+                c.created_at,
+                coalesce(
+                    (
+                        select jsonb_object_agg(b.channel, b.value)
+                        from jsonb_each_text(c.channel_versions) as v(channel, version)
+                        join mostrador.checkpoint_blobs b
+                          on b.thread_id = c.thread_id
+                         and b.checkpoint_ns = c.checkpoint_ns
+                         and b.channel = v.channel
+                         and b.version = v.version::bigint
+                    ),
+                    '{}'
+                ) as "values!",
+                coalesce(
+                    (
+                        select jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value) order by w.task_id, w.idx)
+                        from mostrador.checkpoint_writes w
+                        where w.thread_id = c.thread_id
+                          and w.checkpoint_ns = c.checkpoint_ns
+                          and w.checkpoint_id = c.checkpoint_id
+                    ),
+                    '[]'
+                ) as "writes!"
+            from mostrador.checkpoints c
+            where c.thread_id = $1
+              and c.checkpoint_ns = ''
+              and ($2::uuid is null or c.checkpoint_id = $2)
+              and (
+                  $4::uuid is null
+                  or c.step < (
+                      select step
+                      from mostrador.checkpoints
+                      where thread_id = $1
+                        and checkpoint_ns = ''
+                        and checkpoint_id = $4
+                  )
+              )
+            order by c.step desc
+            limit $3
+            "#,
+            thread_id,
+            checkpoint_id,
+            limit,
+            before,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                let checkpoint = Checkpoint {
+                    checkpoint_id: row.checkpoint_id,
+                    parent_id: row.parent_checkpoint_id,
+                    step: row.step,
+                    versions: serde_json::from_value::<BTreeMap<String, i64>>(row.channel_versions)
+                        .map_err(corrupt)?,
+                    next: row
+                        .tasks
+                        .as_array()
+                        .map(|tasks| tasks.iter().filter_map(task_from_json).collect())
+                        .unwrap_or_default(),
+                    metadata: row.metadata,
+                    created_at: row.created_at,
+                };
+                let values = match row.values {
+                    Value::Object(values) => values,
+                    _ => Map::new(),
+                };
+                let writes = row
+                    .writes
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|w| {
+                        Some(PendingWrite {
+                            task_id: w.get(0)?.as_str()?.to_owned(),
+                            channel: w.get(1)?.as_str()?.to_owned(),
+                            value: w.get(2).cloned().unwrap_or(Value::Null),
+                        })
+                    })
+                    .collect();
+                Ok(Saved {
+                    checkpoint,
+                    values,
+                    writes,
+                })
+            })
+            .collect()
+    }
+}
+
+fn corrupt(err: serde_json::Error) -> Error {
+    Error::Invalid {
+        field: "checkpoint",
+        reason: format!("stored checkpoint is malformed: {err}"),
+    }
+}
+
+fn task_json(task: &TaskSpec) -> Value {
+    match &task.arg {
+        Some(arg) => json!({"node": task.node, "arg": arg}),
+        None => json!({"node": task.node}),
+    }
+}
+
+fn task_from_json(value: &Value) -> Option<TaskSpec> {
+    Some(TaskSpec {
+        node: value.get("node")?.as_str()?.to_owned(),
+        arg: value.get("arg").cloned(),
+    })
+}
+
+fn boxed(err: Error) -> BoxError {
+    Box::new(err)
+}
+
+impl Checkpointer for PgCheckpointer {
+    async fn put(
+        &self,
+        thread_id: Uuid,
+        checkpoint: &Checkpoint,
+        values: &State,
+        changed: &[String],
+    ) -> std::result::Result<(), BoxError> {
+        self.put_checkpoint(thread_id, checkpoint, values, changed)
+            .await
+            .map_err(boxed)
+    }
+
+    async fn put_writes(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Uuid,
+        task_id: &str,
+        writes: &[(String, Value)],
+    ) -> std::result::Result<(), BoxError> {
+        self.put_task_writes(thread_id, checkpoint_id, task_id, writes)
+            .await
+            .map_err(boxed)
+    }
+
+    async fn get(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Option<Uuid>,
+    ) -> std::result::Result<Option<Saved>, BoxError> {
+        let mut saved = self
+            .read(thread_id, checkpoint_id, 1, None)
+            .await
+            .map_err(boxed)?;
+        Ok(saved.pop())
+    }
+
+    async fn list(
+        &self,
+        thread_id: Uuid,
+        limit: usize,
+        before: Option<Uuid>,
+    ) -> std::result::Result<Vec<Saved>, BoxError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(thread_id, None, limit, before)
+            .await
+            .map_err(boxed)
+    }
+
+    async fn delete_thread(&self, thread_id: Uuid) -> std::result::Result<(), BoxError> {
+        sqlx::query!(
+            r#"
+            with deleted_writes as (
+                delete from mostrador.checkpoint_writes where thread_id = $1
+            ),
+            deleted_blobs as (
+                delete from mostrador.checkpoint_blobs where thread_id = $1
+            )
+            delete from mostrador.checkpoints where thread_id = $1
+            "#,
+            thread_id
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(|err| boxed(err.into()))?;
+        Ok(())
+    }
+
+    async fn prune(
+        &self,
+        thread_id: Uuid,
+        keep_latest: usize,
+    ) -> std::result::Result<(), BoxError> {
+        let keep = i64::try_from(keep_latest).unwrap_or(i64::MAX);
+        // N.B. Safe by construction: every kept checkpoint names complete values, and a blob is
+        // deleted only when no kept checkpoint names it.
+        let mut tx = self.pool.begin().await.map_err(|err| boxed(err.into()))?;
+        sqlx::query!(
+            r#"
+            with doomed as (
+                delete from mostrador.checkpoints c
+                where c.thread_id = $1
+                  and c.checkpoint_ns = ''
+                  and c.checkpoint_id not in (
+                      select checkpoint_id
+                      from mostrador.checkpoints
+                      where thread_id = $1
+                        and checkpoint_ns = ''
+                      order by step desc
+                      limit $2
+                  )
+                returning c.checkpoint_id
+            )
+            delete from mostrador.checkpoint_writes w
+            using doomed d
+            where w.thread_id = $1
+              and w.checkpoint_ns = ''
+              and w.checkpoint_id = d.checkpoint_id
+            "#,
+            thread_id,
+            keep,
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(|err| boxed(err.into()))?;
+        sqlx::query!(
+            r#"
+            delete from mostrador.checkpoint_blobs b
+            where b.thread_id = $1
+              and b.checkpoint_ns = ''
+              and not exists (
+                  select 1
+                  from mostrador.checkpoints c
+                  where c.thread_id = b.thread_id
+                    and c.checkpoint_ns = b.checkpoint_ns
+                    and (c.channel_versions ->> b.channel)::bigint = b.version
+              )
+            "#,
+            thread_id,
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(|err| boxed(err.into()))?;
+        tx.commit().await.map_err(|err| boxed(err.into()))?;
+        Ok(())
+    }
+
+    async fn copy_thread(&self, from: Uuid, to: Uuid) -> std::result::Result<(), BoxError> {
+        sqlx::query!(
+            r#"
+            with copied_blobs as (
+                insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
+                select $2, checkpoint_ns, channel, version, value
+                from mostrador.checkpoint_blobs
+                where thread_id = $1
+            ),
+            copied_writes as (
+                insert into mostrador.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value)
+                select $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
+                from mostrador.checkpoint_writes
+                where thread_id = $1
+            )
+            insert into mostrador.checkpoints (
+                thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                channel_versions, next, tasks, metadata, created_at
+            )
+            select $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                channel_versions, next, tasks, metadata, created_at
+            from mostrador.checkpoints
+            where thread_id = $1
+            "#,
+            from,
+            to,
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(|err| boxed(err.into()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! The Postgres checkpointer: held to the engine's scenarios (the same the in-memory one passes),
+//! fenced by the run's lease, and writing a channel only when it changed.
+
+use mostrador_graph::stream::discard;
+use mostrador_graph::{
+    Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START, StateGraph,
+};
+use mostrador_queue::lease::sweep;
+use mostrador_queue::{Error, PgCheckpointer};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{claim_one, expire, new_run, new_worker};
+
+mostrador_graph::conformance_tests!(
+    sqlx::test(migrator = "mostrador_queue::MIGRATOR"),
+    (pool: PgPool),
+    PgCheckpointer::new(pool)
+);
+
+fn counter_graph() -> mostrador_graph::Graph {
+    StateGraph::new()
+        .channel("messages", Reducer::Append)
+        .channel("static", Reducer::LastValue)
+        .node("talk", |_| async {
+            Ok(Command::new().set("messages", json!({"content": "x".repeat(1000)})))
+        })
+        .edge(START, "talk")
+        .edge("talk", "talk")
+        .compile()
+        .expect("valid graph")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn checkpoint_writes_of_a_lost_lease_are_refused(pool: PgPool) -> anyhow::Result<()> {
+    let run = new_run(&pool).await;
+    let stale = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &stale).await.expect("claimed");
+    let graph = counter_graph();
+    let options = RunOptions {
+        recursion_limit: 2,
+        ..RunOptions::default()
+    };
+    let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let thread_id = run.thread_id.0;
+    let res = graph
+        .run(
+            &fenced,
+            thread_id,
+            RunInput::Values(json!({})),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(
+        matches!(res, Err(GraphError::RecursionLimit(2))),
+        "the holder writes"
+    );
+
+    expire(&pool, &stale).await;
+    sweep(&pool).await?;
+    let fresh = new_worker(&pool).await;
+    claim_one(&pool, &fresh).await.expect("claimed again");
+    let before = graph
+        .get_history(&fenced, thread_id, 100, None)
+        .await?
+        .len();
+    let res = graph
+        .run(
+            &fenced,
+            thread_id,
+            RunInput::Continue,
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    match res {
+        Err(GraphError::Checkpointer(err)) => {
+            assert!(
+                matches!(
+                    err.downcast_ref::<Error>(),
+                    Some(Error::LeaseLost { attempt: 1, .. })
+                ),
+                "{err}"
+            );
+        }
+        other => panic!("expected a lost lease, got {other:?}"),
+    }
+    assert_eq!(
+        graph
+            .get_history(&fenced, thread_id, 100, None)
+            .await?
+            .len(),
+        before,
+        "nothing written"
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_superstep_writes_only_the_channels_it_changed(pool: PgPool) -> anyhow::Result<()> {
+    let checkpointer = PgCheckpointer::new(pool.clone());
+    let graph = counter_graph();
+    let thread_id = uuid::Uuid::now_v7();
+    let options = RunOptions {
+        recursion_limit: 10,
+        ..RunOptions::default()
+    };
+    let input = RunInput::Values(json!({"static": "big".repeat(1000)}));
+    let _ = graph
+        .run(
+            &checkpointer,
+            thread_id,
+            input,
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    let blobs: Vec<(String, i64)> = sqlx::query_as(
+        "select channel, count(*) from mostrador.checkpoint_blobs where thread_id = $1 group by channel order by channel",
+    )
+    .bind(thread_id)
+    .fetch_all(&pool)
+    .await?;
+    assert_eq!(
+        blobs,
+        vec![("messages".to_owned(), 10), ("static".to_owned(), 1)],
+        "the unchanged channel is written once"
+    );
+    let state = graph.get_state(&checkpointer, thread_id, None).await?;
+    assert_eq!(
+        state.values["static"].as_str().map(str::len),
+        Some(3000),
+        "yet every checkpoint sees it"
+    );
+    assert_eq!(state.values["messages"].as_array().map(Vec::len), Some(10));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn saving_a_checkpoint_restarts_the_retention_clock(pool: PgPool) -> anyhow::Result<()> {
+    let run = new_run(&pool).await;
+    sqlx::query("update mostrador.threads set last_activity_at = now() - interval '30 days' where thread_id = $1")
+        .bind(run.thread_id.0)
+        .execute(&pool)
+        .await?;
+    let checkpointer = PgCheckpointer::new(pool.clone());
+    let options = RunOptions {
+        recursion_limit: 1,
+        ..RunOptions::default()
+    };
+    let _ = counter_graph()
+        .run(
+            &checkpointer,
+            run.thread_id.0,
+            RunInput::Values(json!({})),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    let idle_days: f64 = sqlx::query_scalar(
+        "select extract(epoch from now() - last_activity_at)::float8 / 86400 from mostrador.threads where thread_id = $1",
+    )
+    .bind(run.thread_id.0)
+    .fetch_one(&pool)
+    .await?;
+    assert!(idle_days < 0.01, "last activity was {idle_days} days ago");
+    Ok(())
+}
