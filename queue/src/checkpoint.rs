@@ -7,8 +7,8 @@
 //!
 //! A checkpointer made with [`PgCheckpointer::fenced`] writes only while its run is held under
 //! that attempt: each write takes the run's row lock (`for share`) and checks
-//! `(run_id, attempt, status = running)` in the same transaction, so a worker that lost its lease
-//! gets [`Error::LeaseLost`] and writes nothing.
+//! `(run_id, attempt, status = running)` in the same statement, so a worker that lost its lease
+//! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +17,7 @@ use mostrador_graph::checkpoint::{
     BoxError, Checkpoint, Checkpointer, PendingWrite, Saved, TaskSpec,
 };
 use serde_json::{Map, Value, json};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::claim::Lease;
@@ -44,30 +44,22 @@ impl PgCheckpointer {
         }
     }
 
-    async fn fence(&self, conn: &mut PgConnection) -> Result {
-        let Some(lease) = self.lease else {
-            return Ok(());
-        };
-        let held = sqlx::query_scalar!(
-            r#"
-            select true as "held!"
-            from mostrador.runs
-            where run_id = $1
-              and attempt = $2
-              and status = 'running'
-            for share
-            "#,
-            lease.run_id.0,
-            lease.attempt,
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        held.map(drop).ok_or(Error::LeaseLost {
-            run_id: lease.run_id,
-            attempt: lease.attempt,
-        })
+    fn lease_parts(&self) -> (Option<Uuid>, i32) {
+        self.lease
+            .map_or((None, 0), |lease| (Some(lease.run_id.0), lease.attempt))
     }
 
+    fn lost(&self) -> Error {
+        let lease = self
+            .lease
+            .expect("only a fenced checkpointer loses its lease");
+        Error::LeaseLost {
+            run_id: lease.run_id,
+            attempt: lease.attempt,
+        }
+    }
+
+    /// One statement, so a superstep costs one commit.
     async fn put_checkpoint(
         &self,
         thread_id: Uuid,
@@ -75,8 +67,6 @@ impl PgCheckpointer {
         values: &State,
         changed: &[String],
     ) -> Result {
-        let mut tx = self.pool.begin().await?;
-        self.fence(&mut tx).await?;
         let versions: Vec<i64> = changed
             .iter()
             .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
@@ -88,12 +78,27 @@ impl PgCheckpointer {
         let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
         let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
         let versions_json = json!(checkpoint.versions);
-        sqlx::query!(
+        let (run_id, attempt) = self.lease_parts();
+        // N.B. The fence takes the run's row lock (`for share`) for the statement's transaction,
+        // so a sweep or release cannot commit between the check and the writes.
+        let held = sqlx::query_scalar!(
             r#"
-            with blobs as (
+            with fence as (
+                select 1
+                from mostrador.runs
+                where run_id = $13
+                  and attempt = $14
+                  and status = 'running'
+                for share
+            ),
+            allowed as (
+                select $13::uuid is null or exists (select 1 from fence) as ok
+            ),
+            blobs as (
                 insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
                 select $1, '', channel, version, value
                 from unnest($2::text[], $3::int8[], $4::jsonb[]) as b(channel, version, value)
+                where (select ok from allowed)
                 on conflict do nothing
             ),
             touched as (
@@ -101,13 +106,19 @@ impl PgCheckpointer {
                 set last_activity_at = now(),
                     updated_at = now()
                 where thread_id = $1
+                  and (select ok from allowed)
+            ),
+            saved as (
+                insert into mostrador.checkpoints (
+                    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                    channel_versions, next, tasks, metadata
+                )
+                select $1, '', $5, $6, $7, $8, $9, $10, $11, $12
+                where (select ok from allowed)
+                on conflict do nothing
             )
-            insert into mostrador.checkpoints (
-                thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                channel_versions, next, tasks, metadata
-            )
-            values ($1, '', $5, $6, $7, $8, $9, $10, $11, $12)
-            on conflict do nothing
+            select ok as "ok!"
+            from allowed
             "#,
             thread_id,
             changed,
@@ -115,19 +126,23 @@ impl PgCheckpointer {
             &blobs,
             checkpoint.checkpoint_id,
             checkpoint.parent_id,
-            self.lease.map(|lease| lease.run_id.0),
+            run_id,
             checkpoint.step,
             versions_json,
             &next,
             tasks,
             checkpoint.metadata,
+            run_id,
+            attempt,
         )
-        .execute(&mut *tx)
+        .fetch_one(&self.pool)
         .await?;
-        tx.commit().await?;
-        Ok(())
+        if held { Ok(()) } else { Err(self.lost()) }
     }
 
+    /// Replaces a task's writes, in one statement: rows past the new list's end are deleted,
+    /// the others upserted (a data-modifying CTE's delete would be invisible to an insert of the
+    /// same keys beside it).
     async fn put_task_writes(
         &self,
         thread_id: Uuid,
@@ -135,42 +150,56 @@ impl PgCheckpointer {
         task_id: &str,
         writes: &[(String, Value)],
     ) -> Result {
-        let mut tx = self.pool.begin().await?;
-        self.fence(&mut tx).await?;
         let channels: Vec<&str> = writes.iter().map(|(channel, _)| channel.as_str()).collect();
         let values: Vec<&Value> = writes.iter().map(|(_, value)| value).collect();
-        // A task's writes are replaced whole: a resumed task's new writes supersede its interrupt.
-        // (Two statements: a data-modifying CTE's delete is invisible to the insert beside it.)
-        sqlx::query!(
+        let (run_id, attempt) = self.lease_parts();
+        let held = sqlx::query_scalar!(
             r#"
-            delete from mostrador.checkpoint_writes
-            where thread_id = $1
-              and checkpoint_ns = ''
-              and checkpoint_id = $2
-              and task_id = $3
-            "#,
-            thread_id,
-            checkpoint_id,
-            task_id,
-        )
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query!(
-            r#"
-            insert into mostrador.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value)
-            select $1, '', $2, $3, (w.idx - 1)::int, w.channel, w.value
-            from unnest($4::text[], $5::jsonb[]) with ordinality as w(channel, value, idx)
+            with fence as (
+                select 1
+                from mostrador.runs
+                where run_id = $6
+                  and attempt = $7
+                  and status = 'running'
+                for share
+            ),
+            allowed as (
+                select $6::uuid is null or exists (select 1 from fence) as ok
+            ),
+            trimmed as (
+                delete from mostrador.checkpoint_writes
+                where thread_id = $1
+                  and checkpoint_ns = ''
+                  and checkpoint_id = $2
+                  and task_id = $3
+                  and idx >= cardinality($4::text[])
+                  and (select ok from allowed)
+            ),
+            written as (
+                insert into mostrador.checkpoint_writes (
+                    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
+                )
+                select $1, '', $2, $3, (w.idx - 1)::int, w.channel, w.value
+                from unnest($4::text[], $5::jsonb[]) with ordinality as w(channel, value, idx)
+                where (select ok from allowed)
+                on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
+                set channel = excluded.channel,
+                    value = excluded.value
+            )
+            select ok as "ok!"
+            from allowed
             "#,
             thread_id,
             checkpoint_id,
             task_id,
             &channels as &[&str],
             &values as &[&Value],
+            run_id,
+            attempt,
         )
-        .execute(&mut *tx)
+        .fetch_one(&self.pool)
         .await?;
-        tx.commit().await?;
-        Ok(())
+        if held { Ok(()) } else { Err(self.lost()) }
     }
 
     async fn read(
