@@ -31,8 +31,9 @@ use sqlx::postgres::PgPoolOptions;
 use tokio::task::JoinSet;
 
 mod baseline;
+mod engine;
 
-const GRAPH: &str = "bench";
+pub(crate) const GRAPH: &str = "bench";
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -68,6 +69,9 @@ struct Args {
     claim_batch: i64,
     #[arg(long, default_value_t = 500)]
     pickups: usize,
+    /// Graph runs in `engine-linear` (a fifth of them in `engine-fanout`).
+    #[arg(long, default_value_t = 200)]
+    engine_runs: usize,
 }
 
 #[tokio::main]
@@ -110,6 +114,13 @@ async fn main() -> anyhow::Result<()> {
                     Measure::Rate(baseline::claim_complete(&plain, &args).await?)
                 }
                 "pickup" => Measure::Latency(pickup(&pool, args.pickups).await?),
+                "engine-linear" => Measure::Rate(
+                    engine::linear_supersteps_per_second(&pool, args.engine_runs).await?,
+                ),
+                "engine-fanout" => {
+                    let per_run = engine::fan_out_ms_per_run(&pool, args.engine_runs / 5).await?;
+                    Measure::Latency((per_run, per_run))
+                }
                 other => anyhow::bail!("unknown scenario {other:?}"),
             });
             eprintln!("{scenario}: {}", results.last().expect("just pushed"));
@@ -204,7 +215,7 @@ async fn reset(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn threads(pool: &PgPool, n: usize) -> anyhow::Result<Vec<Thread>> {
+pub(crate) async fn threads(pool: &PgPool, n: usize) -> anyhow::Result<Vec<Thread>> {
     let mut threads = Vec::with_capacity(n);
     for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
         threads.extend(

@@ -68,6 +68,9 @@ pub struct PendingWrite {
     pub value: Value,
 }
 
+/// One task's writes: its id and `(channel, value)` pairs.
+pub type TaskWrites = (String, Vec<(String, Value)>);
+
 /// A checkpoint as read back: with its channel values and the pending writes made against it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Saved {
@@ -89,13 +92,13 @@ pub trait Checkpointer: Send + Sync {
         changed: &[String],
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 
-    /// Saves all of a task's writes against `checkpoint_id`, replacing what it saved before.
+    /// Saves the writes of tasks that finished together against `checkpoint_id`, each task's
+    /// whole, replacing what that task saved before. All or nothing.
     fn put_writes(
         &self,
         thread_id: Uuid,
         checkpoint_id: Uuid,
-        task_id: &str,
-        writes: &[(String, Value)],
+        writes: &[TaskWrites],
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 
     /// A checkpoint (the latest when `checkpoint_id` is `None`), with values and pending writes.
@@ -221,16 +224,14 @@ impl Checkpointer for MemoryCheckpointer {
         &self,
         thread_id: Uuid,
         checkpoint_id: Uuid,
-        task_id: &str,
-        writes: &[(String, Value)],
+        writes: &[TaskWrites],
     ) -> Result<(), BoxError> {
         self.with(|threads| {
             let thread = threads.entry(thread_id).or_default();
-            thread
-                .writes
-                .entry(checkpoint_id)
-                .or_default()
-                .insert(task_id.to_owned(), writes.to_vec());
+            let saved = thread.writes.entry(checkpoint_id).or_default();
+            for (task_id, task_writes) in writes {
+                saved.insert(task_id.clone(), task_writes.clone());
+            }
         });
         Ok(())
     }

@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::channel::{State, as_state};
-use crate::checkpoint::{Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec};
+use crate::checkpoint::{
+    Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec, TaskWrites,
+};
 use crate::graph::{Graph, NodeSpec};
 use crate::node::{Command, END, Goto, NodeContext, NodeError, START, Send};
 use crate::stream::{EventSink, StreamEvent, StreamMode};
@@ -369,7 +371,8 @@ impl<C: Checkpointer> Execution<'_, C> {
             let mut resumes = resume_values(saved, &interrupt.task_id);
             resumes.push(value);
             let writes = vec![(RESUME.to_owned(), Value::Array(resumes))];
-            self.put_writes(saved.checkpoint.checkpoint_id, &interrupt.task_id, writes)
+            let task_writes = vec![(interrupt.task_id.clone(), writes)];
+            self.put_writes(saved.checkpoint.checkpoint_id, task_writes)
                 .await?;
         }
         Ok(())
@@ -429,72 +432,93 @@ impl<C: Checkpointer> Execution<'_, C> {
                 joined = tasks.join_next() => joined,
             };
             let Some(joined) = joined else { break };
-            let (index, res) = joined.map_err(|err| Error::NodeFailed {
-                node: "(unknown)".into(),
-                message: format!("task panicked: {err}"),
-            })?;
-            let spec = &current.checkpoint.next[index];
-            let task_id = &task_ids[&index];
-            match res {
-                Ok(command) => {
-                    self.check_update(&spec.node, &command)?;
-                    let mut writes = command.update.clone();
-                    writes.push((
-                        TASK_DONE.to_owned(),
-                        json!({"goto": command.goto.iter().map(goto_json).collect::<Vec<_>>()}),
-                    ));
-                    // N.B. The last task of a superstep that will checkpoint needs no writes of
-                    // its own: the checkpoint saved right after it holds its effects, and a crash
-                    // in between re-runs it exactly as a crash before its writes would. This
-                    // halves the commits of one-task supersteps.
-                    let checkpoint_follows = tasks.is_empty()
-                        && interrupts.is_empty()
-                        && self.options.durability == Durability::Sync;
-                    if !checkpoint_follows {
-                        self.put_writes(checkpoint_id, task_id, writes).await?;
-                    }
-                    self.emit_update(&spec.node, &command.update);
-                    self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "result": update_json(&command.update), "error": null, "interrupts": []}));
-                    done.insert(
-                        index,
-                        TaskDone {
+            // Tasks that finished together are saved together, in one write.
+            let mut finished = vec![joined];
+            while let Some(joined) = tasks.try_join_next() {
+                finished.push(joined);
+            }
+            let mut to_save: Vec<TaskWrites> = Vec::new();
+            let mut to_emit: Vec<(StreamMode, Value)> = Vec::new();
+            let mut failure = None;
+            for joined in finished {
+                let (index, res) = joined.map_err(|err| Error::NodeFailed {
+                    node: "(unknown)".into(),
+                    message: format!("task panicked: {err}"),
+                })?;
+                let spec = &current.checkpoint.next[index];
+                let task_id = &task_ids[&index];
+                match res {
+                    Ok(command) => {
+                        self.check_update(&spec.node, &command)?;
+                        let mut writes = command.update.clone();
+                        let goto: Vec<Value> = command.goto.iter().map(goto_json).collect();
+                        writes.push((TASK_DONE.to_owned(), json!({ "goto": goto })));
+                        to_save.push((task_id.clone(), writes));
+                        let update = update_json(&command.update);
+                        to_emit.push((
+                            StreamMode::Updates,
+                            json!({ spec.node.clone(): update.clone() }),
+                        ));
+                        to_emit.push((
+                            StreamMode::Tasks,
+                            json!({"id": task_id, "name": spec.node, "result": update, "error": null, "interrupts": []}),
+                        ));
+                        let task = TaskDone {
                             node: spec.node.clone(),
                             update: command.update,
                             goto: command.goto,
-                        },
-                    );
-                }
-                Err(NodeError::Interrupted(value)) => {
-                    let resumes = resume_values_of(&current.writes, task_id);
-                    let id = format!("{checkpoint_id}:{task_id}:{}", resumes.len());
-                    let mut writes =
-                        vec![(INTERRUPT.to_owned(), json!({"id": id, "value": value}))];
-                    if !resumes.is_empty() {
-                        writes.push((RESUME.to_owned(), Value::Array(resumes)));
+                        };
+                        done.insert(index, task);
                     }
-                    self.put_writes(checkpoint_id, task_id, writes).await?;
-                    self.emit(
-                        StreamMode::Updates,
-                        json!({"__interrupt__": [{"id": id, "value": value}]}),
-                    );
-                    interrupts.push(Interrupt {
-                        id,
-                        value,
-                        node: spec.node.clone(),
-                        task_id: task_id.clone(),
-                    });
+                    Err(NodeError::Interrupted(value)) => {
+                        let resumes = resume_values_of(&current.writes, task_id);
+                        let id = format!("{checkpoint_id}:{task_id}:{}", resumes.len());
+                        let mut writes =
+                            vec![(INTERRUPT.to_owned(), json!({"id": id, "value": value}))];
+                        if !resumes.is_empty() {
+                            writes.push((RESUME.to_owned(), Value::Array(resumes)));
+                        }
+                        to_save.push((task_id.clone(), writes));
+                        to_emit.push((
+                            StreamMode::Updates,
+                            json!({"__interrupt__": [{"id": id, "value": value}]}),
+                        ));
+                        interrupts.push(Interrupt {
+                            id,
+                            value,
+                            node: spec.node.clone(),
+                            task_id: task_id.clone(),
+                        });
+                    }
+                    Err(NodeError::Failed { message, .. }) => {
+                        to_emit.push((
+                            StreamMode::Tasks,
+                            json!({"id": task_id, "name": spec.node, "result": null, "error": message}),
+                        ));
+                        failure.get_or_insert(Error::NodeFailed {
+                            node: spec.node.clone(),
+                            message,
+                        });
+                    }
                 }
-                Err(NodeError::Failed { message, .. }) => {
-                    tasks.abort_all();
-                    self.emit(
-                        StreamMode::Tasks,
-                        json!({"id": task_id, "name": spec.node, "result": null, "error": message}),
-                    );
-                    return Err(Error::NodeFailed {
-                        node: spec.node.clone(),
-                        message,
-                    });
-                }
+            }
+            // N.B. The last tasks of a superstep that will checkpoint need no writes of their
+            // own: the checkpoint saved right after them holds their effects, and a crash in
+            // between re-runs them exactly as a crash before their writes would. This halves the
+            // commits of one-task supersteps.
+            let checkpoint_follows = failure.is_none()
+                && tasks.is_empty()
+                && interrupts.is_empty()
+                && self.options.durability == Durability::Sync;
+            if !checkpoint_follows {
+                self.put_writes(checkpoint_id, to_save).await?;
+            }
+            for (mode, data) in to_emit {
+                self.emit(mode, data);
+            }
+            if let Some(failure) = failure {
+                tasks.abort_all();
+                return Err(failure);
             }
         }
         if interrupts.is_empty() {
@@ -695,23 +719,23 @@ impl<C: Checkpointer> Execution<'_, C> {
             .map_err(Error::Checkpointer)
     }
 
-    async fn put_writes(
-        &self,
-        checkpoint_id: Uuid,
-        task_id: &str,
-        writes: Vec<(String, Value)>,
-    ) -> Result {
+    async fn put_writes(&self, checkpoint_id: Uuid, writes: Vec<TaskWrites>) -> Result {
+        if writes.is_empty() {
+            return Ok(());
+        }
         if self.options.durability == Durability::Exit {
             let mut unsaved = self
                 .unsaved_writes
                 .lock()
                 .expect("unsaved writes lock is never poisoned");
-            unsaved.retain(|(c, t, _)| !(*c == checkpoint_id && t == task_id));
-            unsaved.push((checkpoint_id, task_id.to_owned(), writes));
+            for (task_id, task_writes) in writes {
+                unsaved.retain(|(c, t, _)| !(*c == checkpoint_id && *t == task_id));
+                unsaved.push((checkpoint_id, task_id, task_writes));
+            }
             return Ok(());
         }
         self.checkpointer
-            .put_writes(self.thread_id, checkpoint_id, task_id, &writes)
+            .put_writes(self.thread_id, checkpoint_id, &writes)
             .await
             .map_err(Error::Checkpointer)
     }
@@ -731,7 +755,7 @@ impl<C: Checkpointer> Execution<'_, C> {
         for (checkpoint_id, task_id, writes) in unsaved_writes {
             if last_id.is_none_or(|id| id == checkpoint_id) {
                 self.checkpointer
-                    .put_writes(self.thread_id, checkpoint_id, &task_id, &writes)
+                    .put_writes(self.thread_id, checkpoint_id, &[(task_id, writes)])
                     .await
                     .map_err(Error::Checkpointer)?;
             }
@@ -761,10 +785,6 @@ impl<C: Checkpointer> Execution<'_, C> {
             node: None,
             data,
         });
-    }
-
-    fn emit_update(&self, node: &str, update: &[(String, Value)]) {
-        self.emit(StreamMode::Updates, json!({ node: update_json(update) }));
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use mostrador_graph::State;
 use mostrador_graph::checkpoint::{
-    BoxError, Checkpoint, Checkpointer, PendingWrite, Saved, TaskSpec,
+    BoxError, Checkpoint, Checkpointer, PendingWrite, Saved, TaskSpec, TaskWrites,
 };
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
@@ -140,47 +140,66 @@ impl PgCheckpointer {
         if held { Ok(()) } else { Err(self.lost()) }
     }
 
-    /// Replaces a task's writes, in one statement: rows past the new list's end are deleted,
-    /// the others upserted (a data-modifying CTE's delete would be invisible to an insert of the
-    /// same keys beside it).
+    /// Replaces the writes of tasks that finished together, in one statement: rows past each
+    /// task's new list are deleted, the others upserted (a data-modifying CTE's delete would be
+    /// invisible to an insert of the same keys beside it).
     async fn put_task_writes(
         &self,
         thread_id: Uuid,
         checkpoint_id: Uuid,
-        task_id: &str,
-        writes: &[(String, Value)],
+        writes: &[TaskWrites],
     ) -> Result {
-        let channels: Vec<&str> = writes.iter().map(|(channel, _)| channel.as_str()).collect();
-        let values: Vec<&Value> = writes.iter().map(|(_, value)| value).collect();
+        let mut task_ids = Vec::new();
+        let mut indexes = Vec::new();
+        let mut channels = Vec::new();
+        let mut values = Vec::new();
+        for (task_id, task_writes) in writes {
+            for (idx, (channel, value)) in task_writes.iter().enumerate() {
+                task_ids.push(task_id.as_str());
+                indexes.push(idx as i32);
+                channels.push(channel.as_str());
+                values.push(value);
+            }
+        }
         let (run_id, attempt) = self.lease_parts();
         let held = sqlx::query_scalar!(
             r#"
             with fence as (
                 select 1
                 from mostrador.runs
-                where run_id = $6
-                  and attempt = $7
+                where run_id = $7
+                  and attempt = $8
                   and status = 'running'
                 for share
             ),
             allowed as (
-                select $6::uuid is null or exists (select 1 from fence) as ok
+                select $7::uuid is null or exists (select 1 from fence) as ok
+            ),
+            input as (
+                select *
+                from unnest($3::text[], $4::int[], $5::text[], $6::jsonb[]) as w(task_id, idx, channel, value)
+            ),
+            lengths as (
+                select task_id, count(*) as n
+                from input
+                group by task_id
             ),
             trimmed as (
-                delete from mostrador.checkpoint_writes
-                where thread_id = $1
-                  and checkpoint_ns = ''
-                  and checkpoint_id = $2
-                  and task_id = $3
-                  and idx >= cardinality($4::text[])
+                delete from mostrador.checkpoint_writes w
+                using lengths l
+                where w.thread_id = $1
+                  and w.checkpoint_ns = ''
+                  and w.checkpoint_id = $2
+                  and w.task_id = l.task_id
+                  and w.idx >= l.n
                   and (select ok from allowed)
             ),
             written as (
                 insert into mostrador.checkpoint_writes (
                     thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
                 )
-                select $1, '', $2, $3, (w.idx - 1)::int, w.channel, w.value
-                from unnest($4::text[], $5::jsonb[]) with ordinality as w(channel, value, idx)
+                select $1, '', $2, task_id, idx, channel, value
+                from input
                 where (select ok from allowed)
                 on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
                 set channel = excluded.channel,
@@ -191,7 +210,8 @@ impl PgCheckpointer {
             "#,
             thread_id,
             checkpoint_id,
-            task_id,
+            &task_ids as &[&str],
+            &indexes,
             &channels as &[&str],
             &values as &[&Value],
             run_id,
@@ -350,10 +370,9 @@ impl Checkpointer for PgCheckpointer {
         &self,
         thread_id: Uuid,
         checkpoint_id: Uuid,
-        task_id: &str,
-        writes: &[(String, Value)],
+        writes: &[TaskWrites],
     ) -> std::result::Result<(), BoxError> {
-        self.put_task_writes(thread_id, checkpoint_id, task_id, writes)
+        self.put_task_writes(thread_id, checkpoint_id, writes)
             .await
             .map_err(boxed)
     }
