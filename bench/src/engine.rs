@@ -58,6 +58,7 @@ async fn run_each(
     graph: &Graph,
     n: usize,
     options: &RunOptions,
+    expected: &serde_json::Value,
 ) -> anyhow::Result<Duration> {
     let threads = threads(pool, n).await?;
     let news: Vec<NewRun> = threads
@@ -78,7 +79,7 @@ async fn run_each(
     for run in &claimed {
         let checkpointer = PgCheckpointer::fenced(pool.clone(), run.lease());
         let input = RunInput::Values(json!({}));
-        graph
+        let result = graph
             .run(
                 &checkpointer,
                 run.thread_id.0,
@@ -88,6 +89,9 @@ async fn run_each(
                 discard(),
             )
             .await?;
+        // The same final state that bench/langgraph/bench.py asserts for LangGraph.
+        let values = serde_json::Value::Object(result.values);
+        anyhow::ensure!(values == *expected, "final state {values}");
     }
     Ok(start.elapsed())
 }
@@ -98,7 +102,8 @@ pub async fn linear_supersteps_per_second(pool: &PgPool, runs: usize) -> anyhow:
         durability: Durability::Sync,
         ..RunOptions::default()
     };
-    let elapsed = run_each(pool, &linear(), runs, &options).await?;
+    let expected = json!({"log": ["n1", "n2", "n3", "n4", "n5", "n6"]});
+    let elapsed = run_each(pool, &linear(), runs, &options, &expected).await?;
     Ok((runs * 6) as f64 / elapsed.as_secs_f64())
 }
 
@@ -109,6 +114,65 @@ pub async fn fan_out_ms_per_run(pool: &PgPool, runs: usize) -> anyhow::Result<Du
         max_concurrency: 24,
         ..RunOptions::default()
     };
-    let elapsed = run_each(pool, &fan_out(), runs, &options).await?;
+    let expected = json!({"results": (0..50).map(|i| json!({"item": i})).collect::<Vec<_>>()});
+    let elapsed = run_each(pool, &fan_out(), runs, &options, &expected).await?;
     Ok(elapsed / runs as u32)
+}
+
+/// Bytes of channel values written per superstep (sum of the JSON text of the blobs each
+/// checkpoint wrote) for a chat whose message list grows by one 200-byte message per superstep,
+/// beside a 10 KB document that never changes. Returns the bytes of supersteps 1, 10 and 20.
+pub async fn bytes_per_superstep(pool: &PgPool) -> anyhow::Result<Vec<i64>> {
+    let graph = StateGraph::new()
+        .channel("messages", Reducer::Messages)
+        .channel("document", Reducer::LastValue)
+        .node("chat", |ctx| async move {
+            let n = ctx
+                .get("messages")
+                .and_then(|m| m.as_array())
+                .map_or(0, Vec::len);
+            Ok(Command::new().set(
+                "messages",
+                json!({"id": format!("m{n}"), "role": "ai", "content": "x".repeat(170)}),
+            ))
+        })
+        .edge(START, "chat")
+        .conditional_edge("chat", |state| {
+            let n = state
+                .get("messages")
+                .and_then(|m| m.as_array())
+                .map_or(0, Vec::len);
+            vec![if n < 20 { "chat" } else { mostrador_graph::END }]
+        })
+        .compile()?;
+    let checkpointer = PgCheckpointer::new(pool.clone());
+    let thread_id = uuid::Uuid::now_v7();
+    let input = RunInput::Values(json!({"document": "d".repeat(10_000)}));
+    let options = RunOptions {
+        recursion_limit: 30,
+        ..RunOptions::default()
+    };
+    graph
+        .run(
+            &checkpointer,
+            thread_id,
+            input,
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await?;
+    let per_version: Vec<i64> = sqlx::query_scalar(
+        "select sum(octet_length(value::text))::int8 from mostrador.checkpoint_blobs where thread_id = $1 group by version order by version",
+    )
+    .bind(thread_id)
+    .fetch_all(pool)
+    .await?;
+    // Version 1 is the input (the document); supersteps follow.
+    anyhow::ensure!(
+        per_version.len() == 21,
+        "expected 21 versions, got {}",
+        per_version.len()
+    );
+    Ok(vec![per_version[1], per_version[10], per_version[20]])
 }

@@ -102,24 +102,31 @@ async fn main() -> anyhow::Result<()> {
         for _ in 0..args.repeat {
             reset(&pool).await?;
             results.push(match scenario.as_str() {
-                "enqueue-single" => Measure::Rate(enqueue_single(&pool, args.single_runs).await?),
-                "enqueue-batch" => {
-                    Measure::Rate(enqueue_batch(&pool, args.batch_runs, args.batch_size).await?)
+                "enqueue-single" => {
+                    Measure::Rate(enqueue_single(&pool, args.single_runs).await?, "runs/s")
                 }
-                "claim-complete" => Measure::Rate(claim_complete(&pool, &args).await?),
+                "enqueue-batch" => Measure::Rate(
+                    enqueue_batch(&pool, args.batch_runs, args.batch_size).await?,
+                    "runs/s",
+                ),
+                "claim-complete" => Measure::Rate(claim_complete(&pool, &args).await?, "runs/s"),
                 "baseline-enqueue-batch" => {
-                    Measure::Rate(baseline::enqueue_batch(&plain, &args).await?)
+                    Measure::Rate(baseline::enqueue_batch(&plain, &args).await?, "runs/s")
                 }
                 "baseline-claim-complete" => {
-                    Measure::Rate(baseline::claim_complete(&plain, &args).await?)
+                    Measure::Rate(baseline::claim_complete(&plain, &args).await?, "runs/s")
                 }
-                "pickup" => Measure::Latency(pickup(&pool, args.pickups).await?),
+                "pickup" => {
+                    let (p50, p99) = pickup(&pool, args.pickups).await?;
+                    Measure::Latency(p50, p99)
+                }
                 "engine-linear" => Measure::Rate(
                     engine::linear_supersteps_per_second(&pool, args.engine_runs).await?,
+                    "supersteps/s",
                 ),
+                "engine-bytes" => Measure::Bytes(engine::bytes_per_superstep(&pool).await?),
                 "engine-fanout" => {
-                    let per_run = engine::fan_out_ms_per_run(&pool, args.engine_runs / 5).await?;
-                    Measure::Latency((per_run, per_run))
+                    Measure::PerRun(engine::fan_out_ms_per_run(&pool, args.engine_runs / 5).await?)
                 }
                 other => anyhow::bail!("unknown scenario {other:?}"),
             });
@@ -138,65 +145,45 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One repetition's result.
 enum Measure {
-    /// Runs per second.
-    Rate(f64),
+    /// A throughput, with its unit.
+    Rate(f64, &'static str),
     /// p50 and p99.
-    Latency((Duration, Duration)),
+    Latency(Duration, Duration),
+    /// Milliseconds per graph run.
+    PerRun(Duration),
+    /// Bytes written by supersteps 1, 10 and 20 (deterministic).
+    Bytes(Vec<i64>),
 }
 
 impl Measure {
-    fn median(results: &[Measure]) -> String {
-        let mut rates: Vec<f64> = results
-            .iter()
-            .filter_map(|m| {
-                if let Measure::Rate(r) = m {
-                    Some(*r)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let mut p50s: Vec<Duration> = results
-            .iter()
-            .filter_map(|m| {
-                if let Measure::Latency((p50, _)) = m {
-                    Some(*p50)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let mut p99s: Vec<Duration> = results
-            .iter()
-            .filter_map(|m| {
-                if let Measure::Latency((_, p99)) = m {
-                    Some(*p99)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        if !rates.is_empty() {
-            rates.sort_by(f64::total_cmp);
-            return format!("{:.0} runs/s", rates[rates.len() / 2]);
+    /// The repetition with the median headline figure (for latencies, the median p50 with its
+    /// own p99).
+    fn median(results: &[Measure]) -> &Measure {
+        let mut sorted: Vec<&Measure> = results.iter().collect();
+        sorted.sort_by(|a, b| a.headline().total_cmp(&b.headline()));
+        sorted[sorted.len() / 2]
+    }
+
+    fn headline(&self) -> f64 {
+        match self {
+            Measure::Rate(rate, _) => *rate,
+            Measure::Latency(p50, _) => p50.as_secs_f64(),
+            Measure::PerRun(per_run) => per_run.as_secs_f64(),
+            Measure::Bytes(bytes) => bytes.last().copied().unwrap_or_default() as f64,
         }
-        p50s.sort();
-        p99s.sort();
-        Measure::Latency((p50s[p50s.len() / 2], p99s[p99s.len() / 2])).to_string()
     }
 }
 
 impl std::fmt::Display for Measure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
         match self {
-            Measure::Rate(rate) => write!(f, "{rate:.0} runs/s"),
-            Measure::Latency((p50, p99)) => write!(
-                f,
-                "p50 {:.2} ms, p99 {:.2} ms",
-                p50.as_secs_f64() * 1e3,
-                p99.as_secs_f64() * 1e3
-            ),
+            Measure::Rate(rate, unit) => write!(f, "{rate:.0} {unit}"),
+            Measure::Latency(p50, p99) => write!(f, "p50 {:.2} ms, p99 {:.2} ms", ms(p50), ms(p99)),
+            Measure::PerRun(per_run) => write!(f, "{:.2} ms/run", ms(per_run)),
+            Measure::Bytes(bytes) => write!(f, "{bytes:?} bytes at supersteps 1, 10, 20"),
         }
     }
 }

@@ -15,8 +15,9 @@ use std::time::Duration;
 use crate::checkpoint::Checkpointer;
 use crate::stream::discard;
 use crate::{
-    Command, END, Error, EventSink, Graph, MemoryCheckpointer, NodeError, Outcome, Reducer, Resume,
-    RetryPolicy, RunControl, RunInput, RunOptions, START, Send, StateGraph, StreamMode,
+    Command, Durability, END, Error, EventSink, Graph, MemoryCheckpointer, NodeError, Outcome,
+    Reducer, Resume, RetryPolicy, RunControl, RunInput, RunOptions, START, Send, StateGraph,
+    StreamMode,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
@@ -916,6 +917,10 @@ macro_rules! conformance_tests {
             $crate::conformance::invalid_graphs_and_writes_are_errors(&$make).await
         }
         #[$attr]
+        async fn durability_modes_save_what_they_promise($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::durability_modes_save_what_they_promise(&$make).await
+        }
+        #[$attr]
         async fn drained_and_resumed_random_graphs_match_uninterrupted_runs($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::drained_and_resumed_random_graphs_match_uninterrupted_runs(&$make).await
         }
@@ -1051,5 +1056,46 @@ pub async fn drained_and_resumed_random_graphs_match_uninterrupted_runs<C: Check
         drains >= 20,
         "only {drains} of 40 runs were drained: the property was barely exercised"
     );
+    Ok(())
+}
+
+/// `sync` saves every checkpoint, `async` too (each while the next superstep runs), `exit` only
+/// the last one; all three end in the same state.
+pub async fn durability_modes_save_what_they_promise<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let mut finals = Vec::new();
+    for (durability, checkpoints) in [
+        (Durability::Sync, 4),
+        (Durability::Async, 4),
+        (Durability::Exit, 1),
+    ] {
+        let thread_id = thread();
+        let options = RunOptions {
+            durability,
+            ..RunOptions::default()
+        };
+        let result = graph
+            .run(
+                checkpointer,
+                thread_id,
+                input(),
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert_eq!(result.outcome, Outcome::Finished);
+        let history = graph.get_history(checkpointer, thread_id, 10, None).await?;
+        assert_eq!(history.len(), checkpoints, "{durability:?}");
+        let state = graph.get_state(checkpointer, thread_id, None).await?;
+        assert_eq!(
+            state.values, result.values,
+            "{durability:?}: the last checkpoint is saved"
+        );
+        finals.push(state.values);
+    }
+    assert!(finals.windows(2).all(|pair| pair[0] == pair[1]));
     Ok(())
 }
