@@ -917,6 +917,10 @@ macro_rules! conformance_tests {
             $crate::conformance::invalid_graphs_and_writes_are_errors(&$make).await
         }
         #[$attr]
+        async fn run_emits_every_stream_mode($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::run_emits_every_stream_mode(&$make).await
+        }
+        #[$attr]
         async fn durability_modes_save_what_they_promise($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::durability_modes_save_what_they_promise(&$make).await
         }
@@ -1097,5 +1101,93 @@ pub async fn durability_modes_save_what_they_promise<C: Checkpointer>(
         finals.push(state.values);
     }
     assert!(finals.windows(2).all(|pair| pair[0] == pair[1]));
+    Ok(())
+}
+
+/// A run emits, in order: the input's `values`, then for each superstep its tasks' `tasks` and
+/// `updates` (after their writes are saved), the nodes' own `messages` and `custom` events, and the
+/// superstep's `values` and `checkpoints`; `debug` wraps tasks and checkpoints.
+pub async fn run_emits_every_stream_mode<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let graph = StateGraph::new()
+        .channel("answer", Reducer::LastValue)
+        .node("model", |ctx| async move {
+            for token in ["ho", "la"] {
+                ctx.emit_message(json!({"content": token}));
+            }
+            ctx.emit_custom(json!({"progress": 1.0}));
+            Ok(Command::new().set("answer", json!("hola")))
+        })
+        .edge(START, "model")
+        .compile()?;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink: EventSink = {
+        let events = Arc::clone(&events);
+        Arc::new(move |event| events.lock().expect("lock").push(event))
+    };
+    let options = RunOptions::default();
+    graph
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &options,
+            &RunControl::new(),
+            sink,
+        )
+        .await?;
+    let events = events.lock().expect("lock").clone();
+    let modes: Vec<&str> = events
+        .iter()
+        .filter(|e| e.mode != StreamMode::Debug)
+        .map(|e| e.mode.as_str())
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            "values",
+            "checkpoints",
+            "tasks",
+            "messages",
+            "messages",
+            "custom",
+            "updates",
+            "tasks",
+            "values",
+            "checkpoints"
+        ]
+    );
+    let messages: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.mode == StreamMode::Messages)
+        .map(|e| &e.data["content"])
+        .collect();
+    assert_eq!(
+        messages,
+        [&json!("ho"), &json!("la")],
+        "tokens in the order the node emitted them"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.mode == StreamMode::Messages)
+            .all(|e| e.node.as_deref() == Some("model"))
+    );
+    let updates = events
+        .iter()
+        .find(|e| e.mode == StreamMode::Updates)
+        .expect("an update");
+    assert_eq!(updates.data, json!({"model": {"answer": "hola"}}));
+    let last_values = events
+        .iter()
+        .rev()
+        .find(|e| e.mode == StreamMode::Values)
+        .expect("values");
+    assert_eq!(last_values.data, json!({"answer": "hola"}));
+    let debug: Vec<&str> = events
+        .iter()
+        .filter(|e| e.mode == StreamMode::Debug)
+        .filter_map(|e| e.data["type"].as_str())
+        .collect();
+    assert_eq!(debug, ["checkpoint", "task", "task_result", "checkpoint"]);
     Ok(())
 }
