@@ -9,7 +9,8 @@
 //! * [`db`]: connection options and the pool.
 //! * [`schema`]: the migrator, the schema-version check and the runtime role's grants.
 //! * [`thread`]: threads, the unit of ownership and authorization.
-//! * [`run`]: run records, `enqueue` with its multitask strategies and backpressure, `cancel`.
+//! * [`run`]: run records, `enqueue` with its multitask strategies and backpressure.
+//! * [`cancel`]: cancelling a pending or running run.
 //! * [`claim`]: `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
 //!   run (`complete`, `fail`, `release`, event append).
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
@@ -26,6 +27,7 @@
 //! * NOTIFY is only a hint. The tables are the truth, and the listener tells subscribers to re-read
 //!   them after any reconnect.
 
+pub mod cancel;
 pub mod checkpoint;
 pub mod claim;
 pub mod db;
@@ -38,6 +40,7 @@ pub mod thread;
 
 mod error;
 
+pub use cancel::{CancelOutcome, cancel};
 pub use checkpoint::PgCheckpointer;
 pub use claim::{ClaimedRun, Lease, claim};
 pub use error::{Error, Result};

@@ -1,4 +1,5 @@
-//! Run records: enqueue (with multitask strategies and backpressure), read, and cancel.
+//! Run records: enqueue (with multitask strategies and backpressure) and read. Cancelling is in
+//! [`crate::cancel`].
 //!
 //! A run's life is in `docs/run-states.md`. The transitions of a *claimed* run are in
 //! [`crate::claim`], because only the lease holder may make them.
@@ -11,8 +12,9 @@ use serde_json::Value;
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
+use crate::cancel::{CancelOutcome, cancel_in_tx};
 use crate::lease::WorkerId;
-use crate::listener::{CONTROL_CHANNEL, EVENTS_CHANNEL, RUNS_CHANNEL};
+use crate::listener::RUNS_CHANNEL;
 use crate::thread::ThreadId;
 use crate::{Error, Result};
 
@@ -173,20 +175,6 @@ pub struct Enqueued {
     pub run: Run,
     /// Runs in flight that the `interrupt` or `rollback` strategy cancelled.
     pub cancelled: Vec<(RunId, CancelOutcome)>,
-}
-
-/// What [`cancel`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// A pending run ended `interrupted` at once.
-    Interrupted,
-    /// A pending run was deleted (rollback).
-    Deleted,
-    /// A running run was marked, and its holder told through the control channel. The holder
-    /// ends it.
-    Signalled { holder: Option<WorkerId> },
-    /// The run had already finished; nothing changed.
-    AlreadyFinished(RunStatus),
 }
 
 /// Reads one run of a thread.
@@ -519,45 +507,6 @@ pub async fn enqueue_batch<'a>(
     Ok(run_ids.into_iter().map(RunId).collect())
 }
 
-/// Cancels one run of a thread. A pending run ends at once (`interrupt`: status `interrupted`
-/// with an `end` event; `rollback`: deleted with its events and checkpoints). A running run gets
-/// `cancel_action` set and its holder is told on the control channel; the holder ends it, and
-/// also re-reads `cancel_action` on every heartbeat, so a lost notification only delays it.
-///
-/// # Errors
-///
-/// [`Error::RunNotFound`] when the run does not exist or belongs to another thread.
-pub async fn cancel<'a>(
-    db: impl Acquire<'a, Database = Postgres>,
-    thread_id: ThreadId,
-    run_id: RunId,
-    action: CancelAction,
-) -> Result<CancelOutcome> {
-    let mut tx = db.begin().await?;
-    let outcomes = cancel_in_tx(&mut tx, thread_id, &[run_id], action).await?;
-    let outcome = match outcomes.first() {
-        Some((_, outcome)) => *outcome,
-        None => {
-            let status = sqlx::query_scalar!(
-                r#"
-                select status as "status: RunStatus"
-                from mostrador.runs
-                where run_id = $1
-                  and thread_id = $2
-                "#,
-                run_id.0,
-                thread_id.0,
-            )
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::RunNotFound(run_id))?;
-            CancelOutcome::AlreadyFinished(status)
-        }
-    };
-    tx.commit().await?;
-    Ok(outcome)
-}
-
 /// Wakes the claimers of these graphs when the transaction commits.
 async fn notify_queued(conn: &mut PgConnection, graph_ids: &[&str]) -> Result {
     if graph_ids.is_empty() {
@@ -606,138 +555,4 @@ async fn check_limit(
         });
     }
     Ok(())
-}
-
-/// Cancels the given runs of a thread, each as [`cancel`] describes; runs already finished are
-/// left out of the result. Each statement matches on status, so a run claimed or finished
-/// concurrently is handled by whichever statement sees it in its new state.
-async fn cancel_in_tx(
-    conn: &mut PgConnection,
-    thread_id: ThreadId,
-    run_ids: &[RunId],
-    action: CancelAction,
-) -> Result<Vec<(RunId, CancelOutcome)>> {
-    let run_ids: Vec<Uuid> = run_ids.iter().map(|run_id| run_id.0).collect();
-    let mut outcomes = Vec::with_capacity(run_ids.len());
-    match action {
-        CancelAction::Interrupt => {
-            // The `end` event insert notifies its subscribers through the run_events trigger.
-            let interrupted = sqlx::query_scalar!(
-                r#"
-                with interrupted as (
-                    update mostrador.runs
-                    set status = 'interrupted',
-                        cancel_action = 'interrupt',
-                        finished_at = now(),
-                        updated_at = now(),
-                        event_seq = event_seq + 1
-                    where run_id = any($1)
-                      and thread_id = $2
-                      and status = 'pending'
-                    returning run_id, event_seq
-                ),
-                ended as (
-                    insert into mostrador.run_events (run_id, seq, event, data)
-                    select run_id, event_seq, 'end', '{"status": "interrupted"}'::jsonb
-                    from interrupted
-                )
-                select run_id as "run_id: RunId"
-                from interrupted
-                "#,
-                &run_ids,
-                thread_id.0,
-            )
-            .fetch_all(&mut *conn)
-            .await?;
-            outcomes.extend(
-                interrupted
-                    .into_iter()
-                    .map(|run_id| (run_id, CancelOutcome::Interrupted)),
-            );
-        }
-        CancelAction::Rollback => {
-            // Subscribers of a deleted run get a marker without `seq`, re-read, and find it gone.
-            let deleted = sqlx::query!(
-                r#"
-                with deleted as (
-                    delete from mostrador.runs
-                    where run_id = any($1)
-                      and thread_id = $2
-                      and status = 'pending'
-                    returning run_id
-                ),
-                deleted_events as (
-                    delete from mostrador.run_events e
-                    using deleted d
-                    where e.run_id = d.run_id
-                ),
-                deleted_writes as (
-                    delete from mostrador.checkpoint_writes w
-                    using mostrador.checkpoints c, deleted d
-                    where c.run_id = d.run_id
-                      and w.thread_id = c.thread_id
-                      and w.checkpoint_ns = c.checkpoint_ns
-                      and w.checkpoint_id = c.checkpoint_id
-                ),
-                deleted_checkpoints as (
-                    delete from mostrador.checkpoints c
-                    using deleted d
-                    where c.run_id = d.run_id
-                )
-                select
-                    run_id as "run_id: RunId",
-                    pg_notify($3, json_build_object('run_id', run_id)::text)::text as "notified"
-                from deleted
-                "#,
-                &run_ids,
-                thread_id.0,
-                EVENTS_CHANNEL,
-            )
-            .fetch_all(&mut *conn)
-            .await?;
-            outcomes.extend(
-                deleted
-                    .into_iter()
-                    .map(|row| (row.run_id, CancelOutcome::Deleted)),
-            );
-        }
-    }
-
-    // N.B. `rollback` is the stronger action: a later `interrupt` does not weaken it.
-    let signalled = sqlx::query!(
-        r#"
-        update mostrador.runs
-        set cancel_action = case
-                when cancel_action = 'rollback' then cancel_action
-                else $3
-            end,
-            updated_at = now()
-        where run_id = any($1)
-          and thread_id = $2
-          and status = 'running'
-        returning
-            run_id as "run_id: RunId",
-            lease_owner as "lease_owner: WorkerId",
-            cancel_action as "cancel_action!: CancelAction",
-            pg_notify(
-                $4,
-                json_build_object('run_id', run_id, 'action', cancel_action, 'worker', lease_owner)::text
-            )::text as "notified"
-        "#,
-        &run_ids,
-        thread_id.0,
-        action as CancelAction,
-        CONTROL_CHANNEL,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    outcomes.extend(signalled.into_iter().map(|row| {
-        (
-            row.run_id,
-            CancelOutcome::Signalled {
-                holder: row.lease_owner,
-            },
-        )
-    }));
-    Ok(outcomes)
 }

@@ -1,7 +1,8 @@
 //! Cancelling a run: pending runs end at once, running runs are signalled to their holder.
 
+use mostrador_queue::cancel::{CancelOutcome, cancel};
 use mostrador_queue::listener::Control;
-use mostrador_queue::run::{self, CancelOutcome};
+use mostrador_queue::run;
 use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId, ThreadStatus};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -11,13 +12,13 @@ use crate::support::{claim_one, event_names, new_run, new_worker, within};
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
     let run = new_run(&pool).await;
-    let outcome = run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
+    let outcome = cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
     assert_eq!(outcome, CancelOutcome::Interrupted);
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
     assert_eq!(now.status, RunStatus::Interrupted);
     assert!(now.finished_at.is_some());
     assert_eq!(event_names(&pool, run.run_id).await, vec!["end"]);
-    let again = run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
+    let again = cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
     assert_eq!(
         again,
         CancelOutcome::AlreadyFinished(RunStatus::Interrupted),
@@ -25,7 +26,7 @@ async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
     );
 
     let doomed = new_run(&pool).await;
-    let outcome = run::cancel(
+    let outcome = cancel(
         &pool,
         doomed.thread_id,
         doomed.run_id,
@@ -46,9 +47,9 @@ async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
 
     // Unknown runs, and runs of another thread, are not found.
     let unknown = RunId(Uuid::now_v7());
-    let res = run::cancel(&pool, run.thread_id, unknown, CancelAction::Interrupt).await;
+    let res = cancel(&pool, run.thread_id, unknown, CancelAction::Interrupt).await;
     assert!(matches!(res, Err(Error::RunNotFound(_))));
-    let res = run::cancel(
+    let res = cancel(
         &pool,
         ThreadId(Uuid::now_v7()),
         run.run_id,
@@ -67,7 +68,7 @@ async fn cancel_running_run_notifies_the_holder(pool: PgPool) -> anyhow::Result<
     let worker = new_worker(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
 
-    let outcome = run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
+    let outcome = cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
     assert_eq!(
         outcome,
         CancelOutcome::Signalled {
@@ -93,8 +94,8 @@ async fn cancel_running_run_notifies_the_holder(pool: PgPool) -> anyhow::Result<
     assert!(heartbeat.lost.is_empty());
 
     // Rollback is stronger than interrupt, and not weakened by a later interrupt.
-    run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
-    run::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
+    cancel(&pool, run.thread_id, run.run_id, CancelAction::Rollback).await?;
+    cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
     let heartbeat = worker.heartbeat(&pool, &[claimed.lease()]).await?;
     assert_eq!(
         heartbeat.cancels,

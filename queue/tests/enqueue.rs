@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use mostrador_queue::run::{self, CancelOutcome, MultitaskStrategy, NewRun, QueueLimit};
+use mostrador_queue::CancelOutcome;
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{CancelAction, Error, RunStatus, ThreadStatus};
 use sqlx::PgPool;

@@ -111,14 +111,14 @@ async fn follower_of_a_rolled_back_run_ends_with_not_found(pool: PgPool) -> anyh
     let listener = Listener::start(pool.clone(), std::future::pending()).await?;
     let run = new_run(&pool).await;
     let mut follower = EventFollower::start(pool.clone(), &listener, run.run_id, 0).await?;
-    let outcome = mostrador_queue::run::cancel(
+    let outcome = mostrador_queue::cancel(
         &pool,
         run.thread_id,
         run.run_id,
         mostrador_queue::CancelAction::Rollback,
     )
     .await?;
-    assert_eq!(outcome, mostrador_queue::run::CancelOutcome::Deleted);
+    assert_eq!(outcome, mostrador_queue::CancelOutcome::Deleted);
     let res = within(follower.next()).await;
     assert!(matches!(res, Err(mostrador_queue::Error::RunNotFound(id)) if id == run.run_id));
     Ok(())
