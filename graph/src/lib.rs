@@ -11,7 +11,9 @@
 //! * [`channel`]: the state and its reducers.
 //! * [`node`]: what a node sees ([`NodeContext`]) and returns ([`Command`]), interrupts, retries.
 //! * [`graph`]: [`StateGraph`], the builder, and [`Graph`], the compiled graph.
-//! * [`run`](crate::run): executing a graph on a thread.
+//! * [`run`](crate::run): executing a graph on a thread, superstep by superstep.
+//! * [`control`]: run options and [`RunControl`] (drain, cancel).
+//! * [`task`]: running a node, and reading a task's state back from its pending writes.
 //! * [`state`]: a thread's state, history and updates.
 //! * [`checkpoint`]: checkpoints, pending writes, [`Checkpointer`], [`MemoryCheckpointer`].
 //! * [`stream`]: the events a run emits.
@@ -20,21 +22,23 @@ pub mod channel;
 pub mod checkpoint;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod control;
 pub mod graph;
 pub mod node;
 pub mod run;
 pub mod state;
 pub mod stream;
+pub mod task;
 
 pub use channel::{Reducer, State};
 pub use checkpoint::{Checkpoint, Checkpointer, MemoryCheckpointer, Saved};
+pub use control::{Durability, RunControl, RunOptions};
 pub use graph::{Graph, StateGraph};
 pub use node::{Command, END, Goto, NodeContext, NodeError, RetryPolicy, START, Send};
-pub use run::{
-    Durability, Interrupt, Outcome, Resume, RunControl, RunInput, RunOptions, RunResult,
-};
+pub use run::{Outcome, Resume, RunInput, RunResult};
 pub use state::{StateSnapshot, TaskState};
 pub use stream::{EventSink, StreamEvent, StreamMode};
+pub use task::Interrupt;
 
 /// `Result` with the engine's [`Error`].
 pub type Result<T = ()> = std::result::Result<T, Error>;

@@ -21,55 +21,21 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::channel::{State, as_state};
 use crate::checkpoint::{
     Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec, TaskWrites,
 };
-use crate::graph::{Graph, NodeSpec};
+use crate::control::{Durability, RunControl, RunOptions};
+use crate::graph::Graph;
 use crate::node::{Command, END, Goto, NodeContext, NodeError, START, Send};
 use crate::stream::{EventSink, StreamEvent, StreamMode};
+use crate::task::{
+    Interrupt, TaskDone, finished_task, goto_json, invoke, pending_interrupts, resume_values,
+    resume_values_of, update_json,
+};
 use crate::{Error, Result};
-
-/// Supersteps one run may execute before it fails, when the caller sets no limit.
-pub const RECURSION_LIMIT_DEFAULT: usize = 25;
-/// Tasks of one superstep running at once, when the caller sets no limit.
-pub const MAX_CONCURRENCY_DEFAULT: usize = 16;
-
-/// When checkpoints are saved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Durability {
-    /// Each checkpoint and each task's writes are saved before execution goes on.
-    #[default]
-    Sync,
-    /// A superstep's checkpoint is saved while the next superstep runs; writes as they come.
-    Async,
-    /// Only the last checkpoint (and its pending writes) is saved, when the run stops.
-    Exit,
-}
-
-/// How a run is executed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOptions {
-    pub max_concurrency: usize,
-    pub recursion_limit: usize,
-    pub durability: Durability,
-    /// Passed to every node ([`NodeContext::config`]); a `run_id` in it is recorded in metadata.
-    pub config: Value,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            max_concurrency: MAX_CONCURRENCY_DEFAULT,
-            recursion_limit: RECURSION_LIMIT_DEFAULT,
-            durability: Durability::Sync,
-            config: Value::Object(Map::new()),
-        }
-    }
-}
 
 /// What a run starts from.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,15 +56,6 @@ pub enum Resume {
     Value(Value),
     /// By interrupt id, when several are pending.
     ById(BTreeMap<String, Value>),
-}
-
-/// An interrupt a node raised and nobody has answered yet.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Interrupt {
-    pub id: String,
-    pub value: Value,
-    pub node: String,
-    pub task_id: String,
 }
 
 /// How a run stopped.
@@ -123,59 +80,6 @@ pub struct RunResult {
     pub checkpoint_id: Option<Uuid>,
     /// Supersteps this run executed.
     pub supersteps: usize,
-}
-
-/// Drain and cancel for one run. Clones share it; safe to use from any task or thread.
-#[derive(Debug, Clone, Default)]
-pub struct RunControl {
-    drain: CancellationToken,
-    cancel: CancellationToken,
-    drain_reason: Arc<Mutex<Option<String>>>,
-}
-
-impl RunControl {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Finish the current superstep, save it, then stop with [`Outcome::Drained`].
-    pub fn request_drain(&self, reason: impl Into<String>) {
-        let mut drain_reason = self
-            .drain_reason
-            .lock()
-            .expect("drain reason lock is never poisoned");
-        drain_reason.get_or_insert_with(|| reason.into());
-        self.drain.cancel();
-    }
-
-    /// Abort the tasks in flight now and stop with [`Outcome::Cancelled`].
-    pub fn cancel(&self) {
-        self.cancel.cancel();
-    }
-
-    pub fn is_drain_requested(&self) -> bool {
-        self.drain.is_cancelled()
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
-    }
-
-    fn reason(&self) -> String {
-        let reason = self
-            .drain_reason
-            .lock()
-            .expect("drain reason lock is never poisoned");
-        reason.clone().unwrap_or_default()
-    }
-}
-
-/// A task's result as saved in its writes.
-#[derive(Debug, Clone)]
-struct TaskDone {
-    node: String,
-    update: Vec<(String, Value)>,
-    goto: Vec<Goto>,
 }
 
 /// Where a run stands: a checkpoint, its values and its pending writes.
@@ -389,7 +293,7 @@ impl<C: Checkpointer> Execution<'_, C> {
         let mut task_ids = BTreeMap::new();
         for (index, spec) in current.checkpoint.next.iter().enumerate() {
             let task_id = spec.task_id(index);
-            if let Some(finished) = finished_task(current, &task_id, &spec.node) {
+            if let Some(finished) = finished_task(&current.writes, &task_id, &spec.node) {
                 done.insert(index, finished);
                 continue;
             }
@@ -842,116 +746,5 @@ impl From<Saved> for Current {
             values: saved.values,
             writes: saved.writes,
         }
-    }
-}
-
-/// Runs a node under its timeout and retry policy. Each attempt starts the node afresh.
-async fn invoke(node: &NodeSpec, ctx: NodeContext) -> std::result::Result<Command, NodeError> {
-    let max_attempts = node
-        .retry
-        .as_ref()
-        .map_or(1, |policy| policy.max_attempts.max(1));
-    let mut attempt = 1;
-    loop {
-        let ctx = NodeContext {
-            interrupts_reached: Arc::new(AtomicUsize::new(0)),
-            ..ctx.clone()
-        };
-        let res = match node.timeout {
-            Some(timeout) => tokio::time::timeout(timeout, (node.run)(ctx))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(NodeError::retryable(format!("timed out after {timeout:?}")))
-                }),
-            None => (node.run)(ctx).await,
-        };
-        match (res, &node.retry) {
-            (
-                Err(NodeError::Failed {
-                    retryable: true, ..
-                }),
-                Some(policy),
-            ) if attempt < max_attempts => {
-                tokio::time::sleep(policy.delay(attempt)).await;
-                attempt += 1;
-            }
-            (res, _) => return res,
-        }
-    }
-}
-
-/// A task's saved result, if it finished.
-fn finished_task(current: &Current, task_id: &str, node: &str) -> Option<TaskDone> {
-    let mine = current.writes.iter().filter(|w| w.task_id == task_id);
-    let marker = mine.clone().find(|w| w.channel == TASK_DONE)?;
-    let update = mine
-        .filter(|w| !w.channel.starts_with("__"))
-        .map(|w| (w.channel.clone(), w.value.clone()))
-        .collect();
-    let goto = marker.value["goto"]
-        .as_array()
-        .map(|gotos| gotos.iter().filter_map(goto_from_json).collect())
-        .unwrap_or_default();
-    Some(TaskDone {
-        node: node.to_owned(),
-        update,
-        goto,
-    })
-}
-
-fn resume_values_of(writes: &[crate::checkpoint::PendingWrite], task_id: &str) -> Vec<Value> {
-    writes
-        .iter()
-        .find(|w| w.task_id == task_id && w.channel == RESUME)
-        .and_then(|w| w.value.as_array().cloned())
-        .unwrap_or_default()
-}
-
-fn resume_values(saved: &Saved, task_id: &str) -> Vec<Value> {
-    resume_values_of(&saved.writes, task_id)
-}
-
-/// The interrupts recorded against a checkpoint and not answered since.
-pub(crate) fn pending_interrupts(saved: &Saved) -> Vec<Interrupt> {
-    saved
-        .checkpoint
-        .next
-        .iter()
-        .enumerate()
-        .filter_map(|(index, spec)| {
-            let task_id = spec.task_id(index);
-            let write = saved
-                .writes
-                .iter()
-                .find(|w| w.task_id == task_id && w.channel == INTERRUPT)?;
-            Some(Interrupt {
-                id: write.value["id"].as_str().unwrap_or_default().to_owned(),
-                value: write.value["value"].clone(),
-                node: spec.node.clone(),
-                task_id,
-            })
-        })
-        .collect()
-}
-
-fn update_json(update: &[(String, Value)]) -> Value {
-    Value::Object(update.iter().cloned().collect())
-}
-
-fn goto_json(goto: &Goto) -> Value {
-    match goto {
-        Goto::Node(node) => Value::String(node.clone()),
-        Goto::Send(send) => json!({"node": send.node, "arg": send.arg}),
-    }
-}
-
-fn goto_from_json(value: &Value) -> Option<Goto> {
-    match value {
-        Value::String(node) => Some(Goto::Node(node.clone())),
-        Value::Object(send) => Some(Goto::Send(Send::new(
-            send.get("node")?.as_str()?,
-            send.get("arg").cloned().unwrap_or(Value::Null),
-        ))),
-        _ => None,
     }
 }

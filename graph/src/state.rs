@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::channel::State;
 use crate::checkpoint::{Checkpointer, Saved};
 use crate::node::START;
-use crate::run::{Interrupt, pending_interrupts};
+use crate::task::{Interrupt, pending_interrupts};
 use crate::{Error, Graph, Result};
 
 /// A thread's state at a checkpoint, as the `langgraph-sdk` shows it.

@@ -1,0 +1,90 @@
+//! How a run is controlled: its options (concurrency, recursion limit, durability) and
+//! [`RunControl`], the drain and cancel handle that any task or thread may use.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+/// Supersteps one run may execute before it fails, when the caller sets no limit.
+pub const RECURSION_LIMIT_DEFAULT: usize = 25;
+/// Tasks of one superstep running at once, when the caller sets no limit.
+pub const MAX_CONCURRENCY_DEFAULT: usize = 16;
+
+/// When checkpoints are saved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Each checkpoint and each task's writes are saved before execution goes on.
+    #[default]
+    Sync,
+    /// A superstep's checkpoint is saved while the next superstep runs; writes as they come.
+    Async,
+    /// Only the last checkpoint (and its pending writes) is saved, when the run stops.
+    Exit,
+}
+
+/// How a run is executed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    pub max_concurrency: usize,
+    pub recursion_limit: usize,
+    pub durability: Durability,
+    /// Passed to every node ([`NodeContext::config`]); a `run_id` in it is recorded in metadata.
+    pub config: Value,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            max_concurrency: MAX_CONCURRENCY_DEFAULT,
+            recursion_limit: RECURSION_LIMIT_DEFAULT,
+            durability: Durability::Sync,
+            config: Value::Object(Map::new()),
+        }
+    }
+}
+
+/// Drain and cancel for one run. Clones share it; safe to use from any task or thread.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    pub(crate) drain: CancellationToken,
+    pub(crate) cancel: CancellationToken,
+    drain_reason: Arc<Mutex<Option<String>>>,
+}
+
+impl RunControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Finish the current superstep, save it, then stop with [`Outcome::Drained`].
+    pub fn request_drain(&self, reason: impl Into<String>) {
+        let mut drain_reason = self
+            .drain_reason
+            .lock()
+            .expect("drain reason lock is never poisoned");
+        drain_reason.get_or_insert_with(|| reason.into());
+        self.drain.cancel();
+    }
+
+    /// Abort the tasks in flight now and stop with [`Outcome::Cancelled`].
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    pub fn is_drain_requested(&self) -> bool {
+        self.drain.is_cancelled()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub(crate) fn reason(&self) -> String {
+        let reason = self
+            .drain_reason
+            .lock()
+            .expect("drain reason lock is never poisoned");
+        reason.clone().unwrap_or_default()
+    }
+}
