@@ -98,3 +98,66 @@ pub async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
     );
     Ok(done as f64 / start.elapsed().as_secs_f64())
 }
+
+/// Pickup latency of the raw-SQL queue: one statement inserts a job and notifies; an idle
+/// claimer on its own LISTEN connection wakes, claims it with the `SKIP LOCKED` statement and
+/// deletes it. Timed from the start of the insert to the claim's return.
+pub async fn pickup(
+    pool: &PgPool,
+    n: usize,
+) -> anyhow::Result<(std::time::Duration, std::time::Duration)> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen("bench_jobs").await?;
+    let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
+    let claimer = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            loop {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "with c as (
+                         select id from bench_jobs
+                         where state = 0 and run_at <= now()
+                         order by priority, run_at, id
+                         limit 1
+                         for update skip locked
+                     )
+                     update bench_jobs j set state = 1, attempts = j.attempts + 1
+                     from c where j.id = c.id
+                     returning j.id",
+                )
+                .fetch_all(&pool)
+                .await?;
+                if ids.is_empty() {
+                    listener.recv().await?;
+                    continue;
+                }
+                let at = Instant::now();
+                sqlx::query("delete from bench_jobs where id = any($1)")
+                    .bind(&ids)
+                    .execute(&pool)
+                    .await?;
+                if claimed_tx.send(at).await.is_err() {
+                    return anyhow::Ok(());
+                }
+            }
+        })
+    };
+    let mut latencies = Vec::with_capacity(n);
+    let payload = serde_json::json!({"messages": [{"role": "user", "content": "hola"}]});
+    for _ in 0..n {
+        let start = Instant::now();
+        sqlx::query("with job as (insert into bench_jobs (payload) values ($1)) select pg_notify('bench_jobs', '')")
+            .bind(&payload)
+            .execute(pool)
+            .await?;
+        let claimed_at =
+            tokio::time::timeout(std::time::Duration::from_secs(10), claimed_rx.recv())
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("claimer stopped"))?;
+        latencies.push(claimed_at - start);
+    }
+    drop(claimed_rx);
+    claimer.abort();
+    latencies.sort();
+    Ok((latencies[n / 2], latencies[n * 99 / 100]))
+}

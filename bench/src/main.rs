@@ -11,6 +11,8 @@
 //!   minimal jobs table (one partial index, delete on completion, no thread, no event), the
 //!   ceiling a Postgres queue can reach on this machine. Run side by side with ours, their ratio
 //!   is what to compare across machines. (The only SQL outside `mostrador-queue`, on purpose.)
+//! * `baseline-pickup`: the raw-SQL queue's pickup latency (insert + NOTIFY in one statement, an
+//!   idle claimer on LISTEN), timed like `pickup`.
 //!
 //! It drops and recreates its own database (`--database-url`) on every start.
 
@@ -48,7 +50,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "enqueue-single,enqueue-batch,baseline-enqueue-batch,claim-complete,baseline-claim-complete,pickup"
+        default_value = "enqueue-single,enqueue-batch,baseline-enqueue-batch,claim-complete,baseline-claim-complete,pickup,baseline-pickup"
     )]
     scenarios: Vec<String>,
     /// Times each scenario runs; the median is reported.
@@ -115,6 +117,10 @@ async fn main() -> anyhow::Result<()> {
                 }
                 "baseline-claim-complete" => {
                     Measure::Rate(baseline::claim_complete(&plain, &args).await?, "runs/s")
+                }
+                "baseline-pickup" => {
+                    let (p50, p99) = baseline::pickup(&plain, args.pickups).await?;
+                    Measure::Latency(p50, p99)
                 }
                 "pickup" => {
                     let (p50, p99) = pickup(&pool, args.pickups).await?;
