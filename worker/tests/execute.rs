@@ -1,0 +1,397 @@
+//! One claimed run executed against a real Postgres: events, terminal transitions, interrupts and
+//! resume, drain and release, failures, lost leases.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mostrador_graph::{Command, Graph, NodeError, Reducer, START, StateGraph};
+use mostrador_queue::lease::sweep;
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{
+    CancelAction, ClaimedRun, Error as QueueError, RunStatus, ThreadStatus, WorkerLease, claim,
+};
+use mostrador_worker::{Finish, RunHandle, execute};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+const GRAPH: &str = "test";
+
+/// Counts node starts.
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Starts {
+    fn record(&self, node: &str) {
+        *self
+            .0
+            .lock()
+            .expect("lock")
+            .entry(node.to_owned())
+            .or_default() += 1;
+    }
+    fn of(&self, node: &str) -> usize {
+        self.0.lock().expect("lock").get(node).copied().unwrap_or(0)
+    }
+}
+
+/// a → b → c, each appending its name; `b` can be held at a gate.
+fn abc(starts: &Starts, gate: Option<(Arc<Notify>, Arc<Notify>)>) -> Graph {
+    let mut graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c");
+    for name in ["a", "b", "c"] {
+        let (starts, gate) = (starts.clone(), gate.clone());
+        graph = graph.node(name, move |_| {
+            let (starts, gate) = (starts.clone(), gate.clone());
+            async move {
+                starts.record(name);
+                if let (Some((started, release)), "b") = (gate, name) {
+                    started.notify_one();
+                    release.notified().await;
+                }
+                Ok(Command::new().set("log", json!([name])))
+            }
+        });
+    }
+    graph.compile().expect("valid graph")
+}
+
+async fn enqueue(
+    pool: &PgPool,
+    thread_id: Option<mostrador_queue::ThreadId>,
+    new: impl FnOnce(NewRun) -> NewRun,
+) -> NewRun {
+    let thread_id = match thread_id {
+        Some(id) => id,
+        None => {
+            thread::create(pool, &NewThread::new(GRAPH, "ana"))
+                .await
+                .expect("thread")
+                .thread_id
+        }
+    };
+    let new = new(NewRun::new(thread_id, GRAPH));
+    run::enqueue(pool, &new, None).await.expect("enqueue");
+    new
+}
+
+async fn claim_next(pool: &PgPool) -> ClaimedRun {
+    let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
+    worker.register(pool).await.expect("register");
+    claim(pool, worker.worker_id, &worker.graphs, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a run to claim")
+}
+
+async fn events(pool: &PgPool, claimed: &ClaimedRun) -> Vec<(String, Value)> {
+    sqlx::query_as("select event, data from mostrador.run_events where run_id = $1 order by seq")
+        .bind(claimed.run_id.0)
+        .fetch_all(pool)
+        .await
+        .expect("events")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow::Result<()> {
+    let starts = Starts::default();
+    enqueue(&pool, None, |new| NewRun {
+        input: Some(json!({"log": ["start"]})),
+        ..new
+    })
+    .await;
+    let claimed = claim_next(&pool).await;
+    let finish = execute(
+        &pool,
+        &claimed,
+        &abc(&starts, None),
+        &RunHandle::new(),
+        None,
+    )
+    .await?;
+    assert_eq!(finish, Finish::Ended(RunStatus::Success));
+
+    let events = events(&pool, &claimed).await;
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names.last(), Some(&"end"), "end comes last");
+    assert!(
+        names.contains(&"updates") && names.contains(&"values") && names.contains(&"checkpoints")
+    );
+    let last_values = events
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "values")
+        .expect("values");
+    assert_eq!(last_values.1, json!({"log": ["start", "a", "b", "c"]}));
+    let thread = thread::get(&pool, claimed.thread_id).await?;
+    assert_eq!(thread.status, ThreadStatus::Idle);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let starts = Starts::default();
+    let graph = {
+        let starts = starts.clone();
+        StateGraph::new()
+            .channel("decision", Reducer::LastValue)
+            .node("approve", move |ctx| {
+                let starts = starts.clone();
+                async move {
+                    starts.record("approve");
+                    let decision = ctx.interrupt(json!({"refund": 40}))?;
+                    Ok(Command::new().set("decision", decision))
+                }
+            })
+            .edge(START, "approve")
+            .compile()?
+    };
+    let first = enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    assert_eq!(
+        execute(&pool, &claimed, &graph, &RunHandle::new(), None).await?,
+        Finish::Ended(RunStatus::Success)
+    );
+    assert_eq!(
+        thread::get(&pool, first.thread_id).await?.status,
+        ThreadStatus::Interrupted
+    );
+    let interrupt = events(&pool, &claimed)
+        .await
+        .into_iter()
+        .find(|(name, _)| name == "updates")
+        .expect("update");
+    assert_eq!(
+        interrupt.1["__interrupt__"][0]["value"],
+        json!({"refund": 40})
+    );
+
+    enqueue(&pool, Some(first.thread_id), |new| NewRun {
+        command: Some(json!({"resume": "approved"})),
+        ..new
+    })
+    .await;
+    let resumed = claim_next(&pool).await;
+    assert_eq!(
+        execute(&pool, &resumed, &graph, &RunHandle::new(), None).await?,
+        Finish::Ended(RunStatus::Success)
+    );
+    assert_eq!(
+        thread::get(&pool, first.thread_id).await?.status,
+        ThreadStatus::Idle
+    );
+    let values = events(&pool, &resumed)
+        .await
+        .into_iter()
+        .rev()
+        .find(|(name, _)| name == "values")
+        .expect("values");
+    assert_eq!(values.1, json!({"decision": "approved"}));
+    assert_eq!(starts.of("approve"), 2, "the node ran again from its start");
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let starts = Starts::default();
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let gated = abc(&starts, Some((Arc::clone(&started), Arc::clone(&release))));
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let handle = RunHandle::new();
+    let drive = async {
+        started.notified().await;
+        handle.control.request_drain("sigterm");
+        release.notify_one();
+    };
+    let (finish, ()) = tokio::join!(execute(&pool, &claimed, &gated, &handle, None), drive);
+    assert_eq!(finish?, Finish::Released);
+    let names: Vec<String> = events(&pool, &claimed)
+        .await
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names.last().map(String::as_str), Some("drained"));
+
+    let again = claim_next(&pool).await;
+    assert_eq!(
+        (again.run_id, again.attempts_used()),
+        (claimed.run_id, 1),
+        "no attempt used up by the drain"
+    );
+    let finish = execute(&pool, &again, &abc(&starts, None), &RunHandle::new(), None).await?;
+    assert_eq!(finish, Finish::Ended(RunStatus::Success));
+    for node in ["a", "b", "c"] {
+        assert_eq!(starts.of(node), 1, "{node} ran once");
+    }
+    let values = events(&pool, &again)
+        .await
+        .into_iter()
+        .rev()
+        .find(|(name, _)| name == "values")
+        .expect("values");
+    assert_eq!(values.1, json!({"log": ["a", "b", "c"]}));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow::Result<()> {
+    for action in [CancelAction::Interrupt, CancelAction::Rollback] {
+        let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let gated = abc(
+            &Starts::default(),
+            Some((Arc::clone(&started), Arc::clone(&release))),
+        );
+        enqueue(&pool, None, |new| new).await;
+        let claimed = claim_next(&pool).await;
+        let handle = RunHandle::new();
+        let drive = async {
+            started.notified().await;
+            handle.cancel(action);
+        };
+        let (finish, ()) = tokio::join!(execute(&pool, &claimed, &gated, &handle, None), drive);
+        let run = run::get(&pool, claimed.thread_id, claimed.run_id).await;
+        match action {
+            CancelAction::Interrupt => {
+                assert_eq!(finish?, Finish::Ended(RunStatus::Interrupted));
+                assert_eq!(run?.status, RunStatus::Interrupted);
+                let checkpoints: i64 = sqlx::query_scalar(
+                    "select count(*) from mostrador.checkpoints where run_id = $1",
+                )
+                .bind(claimed.run_id.0)
+                .fetch_one(&pool)
+                .await?;
+                assert!(checkpoints > 0, "the last checkpoint stands");
+            }
+            CancelAction::Rollback => {
+                assert_eq!(finish?, Finish::RolledBack);
+                assert!(matches!(run, Err(QueueError::RunNotFound(_))));
+                let checkpoints: i64 = sqlx::query_scalar(
+                    "select count(*) from mostrador.checkpoints where thread_id = $1",
+                )
+                .bind(claimed.thread_id.0)
+                .fetch_one(&pool)
+                .await?;
+                assert_eq!(checkpoints, 0, "the run's checkpoints are gone");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn node_error_is_recorded_and_retried_within_max_attempts(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let graph = StateGraph::new()
+        .node("broken", |_| async {
+            Err(NodeError::fatal("the model returned nonsense"))
+        })
+        .edge(START, "broken")
+        .compile()?;
+    enqueue(&pool, None, |new| NewRun {
+        max_attempts: 2,
+        ..new
+    })
+    .await;
+    let claimed = claim_next(&pool).await;
+    assert_eq!(
+        execute(&pool, &claimed, &graph, &RunHandle::new(), None).await?,
+        Finish::Retrying
+    );
+    sqlx::query("update mostrador.runs set available_at = now()")
+        .execute(&pool)
+        .await?;
+    let again = claim_next(&pool).await;
+    assert_eq!(
+        execute(&pool, &again, &graph, &RunHandle::new(), None).await?,
+        Finish::Ended(RunStatus::Error)
+    );
+    let run = run::get(&pool, again.thread_id, again.run_id).await?;
+    assert_eq!(
+        run.error.as_ref().and_then(|e| e["error"].as_str()),
+        Some("NodeError")
+    );
+    assert!(
+        run.error
+            .as_ref()
+            .and_then(|e| e["message"].as_str())
+            .is_some_and(|m| m.contains("nonsense"))
+    );
+    let names: Vec<String> = events(&pool, &again)
+        .await
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names[names.len() - 2..], ["error", "end"]);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
+    let graph = StateGraph::new()
+        .node("slow", |_| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(Command::new())
+        })
+        .edge(START, "slow")
+        .compile()?;
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let finish = execute(
+        &pool,
+        &claimed,
+        &graph,
+        &RunHandle::new(),
+        Some(Duration::from_millis(50)),
+    )
+    .await?;
+    assert_eq!(finish, Finish::Ended(RunStatus::Timeout));
+    assert_eq!(
+        thread::get(&pool, claimed.thread_id).await?.status,
+        ThreadStatus::Error
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Result<()> {
+    enqueue(&pool, None, |new| new).await;
+    let stale = claim_next(&pool).await;
+    sqlx::query("update mostrador.workers set expires_at = now() - interval '1 hour'")
+        .execute(&pool)
+        .await?;
+    sweep(&pool).await?;
+    let fresh = claim_next(&pool).await;
+    assert_eq!(fresh.attempt, 2);
+    let finish = execute(
+        &pool,
+        &stale,
+        &abc(&Starts::default(), None),
+        &RunHandle::new(),
+        None,
+    )
+    .await?;
+    assert_eq!(finish, Finish::LeaseLost);
+    assert!(
+        events(&pool, &stale).await.is_empty(),
+        "the stale worker wrote no event"
+    );
+    let checkpoints: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.checkpoints where thread_id = $1")
+            .bind(stale.thread_id.0)
+            .fetch_one(&pool)
+            .await?;
+    assert_eq!(checkpoints, 0, "nor any checkpoint");
+    Ok(())
+}
