@@ -21,6 +21,8 @@ use mostrador_queue::{
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
+use crate::Error;
+
 /// How often a run's buffered events (model tokens above all) are appended.
 pub const EVENT_FLUSH_INTERVAL_DEFAULT: Duration = Duration::from_millis(50);
 
@@ -72,14 +74,6 @@ pub enum Finish {
     RolledBack,
     /// The lease was lost (the run was swept, maybe claimed again): nothing was written after.
     LeaseLost,
-}
-
-/// Errors that end a run's execution without a transition: the database failed in a way that
-/// left the run as it was; its lease will expire and the sweeper will give it back.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Queue(#[from] QueueError),
 }
 
 /// Executes one claimed run to its end. `timeout` bounds the whole run (it then ends `timeout`).

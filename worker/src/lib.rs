@@ -1,10 +1,26 @@
 //! The worker: claims runs, executes their graphs with synchronous checkpoints, publishes their
 //! events, and honours drain and cancel.
 //!
-//! Today this crate holds [`execute`](crate::execute): one claimed run from start to finish. The
-//! supervisor (claim loop, heartbeat, sweeper, signals, probes and metrics) builds on it. It calls
-//! `mostrador-queue` for every database effect and never depends on `mostrador-api`.
+//! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
+//!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
+//! * [`execute`](crate::execute): one claimed run from start to finish.
+//!
+//! It calls `mostrador-queue` for every database effect and never depends on `mostrador-api`.
 
 pub mod execute;
+pub mod supervisor;
 
 pub use execute::{Finish, RunHandle, execute};
+pub use supervisor::{Registry, WorkerConfig, run};
+
+/// Why the worker, or a run's transition, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+
+    /// The database failed; a run whose transition failed stays `running` until its lease
+    /// expires and the sweeper gives it back.
+    #[error(transparent)]
+    Queue(#[from] mostrador_queue::Error),
+}

@@ -1,0 +1,327 @@
+//! The supervisor: one loop per worker process that claims runs while it has room, executes each
+//! in a task of its own, heartbeats, sweeps expired leases, relays cancels, and drains on shutdown.
+//!
+//! Its `select!` reads as a table of contents; each arm calls one method. Claims are woken by
+//! NOTIFY and, because notifications can be lost, by a poll interval too; a claim that comes back
+//! full is followed by another at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mostrador_graph::Graph;
+use mostrador_queue::lease::sweep;
+use mostrador_queue::listener::{Control, Queued};
+use mostrador_queue::{ClaimedRun, Lease, Listener, RunId, WorkerLease, claim};
+use sqlx::PgPool;
+use tokio::sync::broadcast;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
+
+use crate::execute::{Finish, RunHandle, execute};
+
+/// Runs in flight per process when none is configured.
+pub const MAX_RUNS_DEFAULT: usize = 16;
+/// How long a worker's runs stay its own without a heartbeat.
+pub const LEASE_DEFAULT: Duration = Duration::from_secs(60);
+/// How often claimers look for work when no notification woke them.
+pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+/// How often expired leases are swept.
+pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
+/// How long a drain waits for runs to reach a superstep boundary before cancelling them.
+pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(25);
+
+/// Compiled graphs by graph (assistant) id.
+pub type Registry = HashMap<String, Graph>;
+
+/// How a worker process behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// For people: the pod or host name.
+    pub name: String,
+    /// The graphs this worker claims runs of.
+    pub graphs: Vec<String>,
+    pub max_runs: usize,
+    pub lease: Duration,
+    /// A third of the lease unless set otherwise.
+    pub heartbeat: Duration,
+    pub poll_interval: Duration,
+    pub sweep_interval: Duration,
+    /// Must stay below the pod's `terminationGracePeriodSeconds`.
+    pub drain_timeout: Duration,
+    /// Ends a run `timeout` when it runs longer.
+    pub run_timeout: Option<Duration>,
+}
+
+impl WorkerConfig {
+    pub fn new(name: impl Into<String>, graphs: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            graphs,
+            max_runs: MAX_RUNS_DEFAULT,
+            lease: LEASE_DEFAULT,
+            heartbeat: LEASE_DEFAULT / 3,
+            poll_interval: POLL_INTERVAL_DEFAULT,
+            sweep_interval: SWEEP_INTERVAL_DEFAULT,
+            drain_timeout: DRAIN_TIMEOUT_DEFAULT,
+            run_timeout: None,
+        }
+    }
+
+    /// Checks the settings against each other and against the registry.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the setting and what it must be.
+    pub fn validate(&self, registry: &Registry) -> Result<(), String> {
+        if self.graphs.is_empty() {
+            return Err("the worker serves no graph".into());
+        }
+        if let Some(unknown) = self
+            .graphs
+            .iter()
+            .find(|graph| !registry.contains_key(*graph))
+        {
+            return Err(format!("graph {unknown:?} is not registered"));
+        }
+        if self.max_runs == 0 {
+            return Err("max runs must be at least 1".into());
+        }
+        if self.lease < Duration::from_secs(1) {
+            return Err("the lease must be at least one second".into());
+        }
+        if self.lease < self.heartbeat * 3 {
+            return Err(format!(
+                "the lease ({:?}) must be at least three heartbeats ({:?}), or one slow heartbeat loses every run",
+                self.lease, self.heartbeat
+            ));
+        }
+        if self.poll_interval.is_zero() || self.sweep_interval.is_zero() || self.heartbeat.is_zero()
+        {
+            return Err("intervals must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+/// Runs the worker until `shutdown` resolves and its runs are drained (or, past the drain
+/// timeout, cancelled and released).
+///
+/// # Errors
+///
+/// An invalid configuration, or a database that cannot be reached at start.
+pub async fn run(
+    pool: PgPool,
+    config: WorkerConfig,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), crate::Error> {
+    config.validate(&registry).map_err(crate::Error::Config)?;
+    let lease = WorkerLease::new(&config.name, config.graphs.clone(), config.lease);
+    lease.register(&pool).await?;
+    let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
+    let listener =
+        Listener::start(pool.clone(), async { listener_stopped.await.unwrap_or(()) }).await?;
+    tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
+
+    let mut supervisor = Supervisor {
+        queued: listener.queued(),
+        control: listener.control(),
+        pool,
+        config,
+        registry,
+        lease,
+        runs: JoinSet::new(),
+        in_flight: HashMap::new(),
+        drain_deadline: None,
+        cancelled_all: false,
+    };
+    supervisor.run(shutdown).await;
+
+    let _ = stop_listener.send(());
+    listener.join().await;
+    supervisor.lease.deregister(&supervisor.pool).await?;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+struct Supervisor {
+    pool: PgPool,
+    config: WorkerConfig,
+    registry: Arc<Registry>,
+    lease: WorkerLease,
+    queued: broadcast::Receiver<Queued>,
+    control: broadcast::Receiver<Control>,
+    runs: JoinSet<(RunId, Result<Finish, crate::Error>)>,
+    in_flight: HashMap<RunId, (Lease, RunHandle)>,
+    drain_deadline: Option<Instant>,
+    cancelled_all: bool,
+}
+
+impl Supervisor {
+    async fn run(&mut self, shutdown: impl Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut poll = ticker(self.config.poll_interval);
+        let mut heartbeat = ticker(self.config.heartbeat);
+        let mut sweeping = ticker(self.config.sweep_interval);
+        loop {
+            let draining = self.drain_deadline.is_some();
+            if draining && self.in_flight.is_empty() {
+                return;
+            }
+            let deadline = self.drain_deadline.unwrap_or_else(Instant::now);
+            tokio::select! {
+                biased;
+                () = &mut shutdown, if !draining => self.start_drain(),
+                () = sleep_until(deadline), if draining && !self.cancelled_all => self.cancel_all(),
+                Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => self.reap(joined),
+                signal = self.control.recv() => self.relay_control(signal),
+                _ = heartbeat.tick() => self.heartbeat().await,
+                _ = self.queued.recv(), if !draining => self.claim_while_full().await,
+                _ = poll.tick(), if !draining => self.claim_while_full().await,
+                _ = sweeping.tick() => self.sweep().await,
+            }
+        }
+    }
+
+    fn start_drain(&mut self) {
+        tracing::info!(
+            in_flight = self.in_flight.len(),
+            "draining: runs stop at their next superstep boundary"
+        );
+        for (_, handle) in self.in_flight.values() {
+            handle.control.request_drain("worker shutting down");
+        }
+        self.drain_deadline = Some(Instant::now() + self.config.drain_timeout);
+    }
+
+    fn cancel_all(&mut self) {
+        tracing::warn!(
+            in_flight = self.in_flight.len(),
+            "drain timeout: cancelling runs in flight; they are released"
+        );
+        for (_, handle) in self.in_flight.values() {
+            handle.control.cancel();
+        }
+        self.cancelled_all = true;
+    }
+
+    fn reap(
+        &mut self,
+        joined: Result<(RunId, Result<Finish, crate::Error>), tokio::task::JoinError>,
+    ) {
+        match joined {
+            Ok((run_id, finish)) => {
+                self.in_flight.remove(&run_id);
+                match finish {
+                    Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
+                    // The run stays `running`; its lease expires and the sweeper gives it back.
+                    Err(err) => tracing::error!(%run_id, error = %err, "run transition failed"),
+                }
+            }
+            Err(err) => tracing::error!(error = %err, "run task panicked"),
+        }
+    }
+
+    fn relay_control(&mut self, signal: Result<Control, broadcast::error::RecvError>) {
+        match signal {
+            Ok(Control::Cancel { run_id, action, .. }) => {
+                if let Some((_, handle)) = self.in_flight.get(&run_id) {
+                    tracing::info!(%run_id, ?action, "cancel requested");
+                    handle.cancel(action);
+                }
+            }
+            // A lost notification is covered by the next heartbeat, which reads the rows.
+            Ok(Control::Reconnected) | Err(_) => {}
+        }
+    }
+
+    async fn heartbeat(&mut self) {
+        let held: Vec<Lease> = self.in_flight.values().map(|(lease, _)| *lease).collect();
+        match self.lease.heartbeat(&self.pool, &held).await {
+            Ok(report) => {
+                for lease in report.lost {
+                    if let Some((_, handle)) = self.in_flight.get(&lease.run_id) {
+                        tracing::warn!(run_id = %lease.run_id, "lease lost: stopping the run");
+                        handle.control.cancel();
+                    }
+                }
+                for (lease, action) in report.cancels {
+                    if let Some((_, handle)) = self.in_flight.get(&lease.run_id) {
+                        handle.cancel(action);
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "heartbeat failed"),
+        }
+    }
+
+    /// Claims up to the free slots, again and again while claims come back full.
+    async fn claim_while_full(&mut self) {
+        loop {
+            let free = self.config.max_runs.saturating_sub(self.in_flight.len());
+            if free == 0 {
+                return;
+            }
+            let claimed = match claim(
+                &self.pool,
+                self.lease.worker_id,
+                &self.config.graphs,
+                free as i64,
+            )
+            .await
+            {
+                Ok(claimed) => claimed,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claim failed");
+                    return;
+                }
+            };
+            let full = claimed.len() == free;
+            for run in claimed {
+                self.start(run);
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+
+    fn start(&mut self, claimed: ClaimedRun) {
+        let graph = self
+            .registry
+            .get(&claimed.graph_id)
+            .cloned()
+            .expect("the worker only claims registered graphs");
+        let handle = RunHandle::new();
+        self.in_flight
+            .insert(claimed.run_id, (claimed.lease(), handle.clone()));
+        let (pool, timeout) = (self.pool.clone(), self.config.run_timeout);
+        tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
+        self.runs.spawn(async move {
+            let finish = execute(&pool, &claimed, &graph, &handle, timeout).await;
+            (claimed.run_id, finish)
+        });
+    }
+
+    async fn sweep(&mut self) {
+        match sweep(&self.pool).await {
+            Ok(swept) if !swept.requeued.is_empty() || !swept.errored.is_empty() => {
+                tracing::warn!(
+                    requeued = swept.requeued.len(),
+                    errored = swept.errored.len(),
+                    "swept expired leases"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "sweep failed"),
+        }
+    }
+}
+
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut ticker = interval(period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker
+}

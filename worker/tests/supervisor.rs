@@ -1,0 +1,294 @@
+//! The supervisor, in process: claiming, draining to another worker, cancels by NOTIFY, leases
+//! kept alive by heartbeats. (Process-level scenarios with SIGTERM and SIGKILL come with
+//! `mostrador worker`.)
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mostrador_graph::{Command, Graph, Reducer, START, StateGraph};
+use mostrador_queue::event::EventFollower;
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{CancelAction, Listener, Run, RunStatus};
+use mostrador_worker::{Registry, WorkerConfig};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+const GRAPH: &str = "test";
+
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Starts {
+    fn record(&self, node: &str) {
+        *self
+            .0
+            .lock()
+            .expect("lock")
+            .entry(node.to_owned())
+            .or_default() += 1;
+    }
+    fn of(&self, node: &str) -> usize {
+        self.0.lock().expect("lock").get(node).copied().unwrap_or(0)
+    }
+}
+
+/// a → b → c; `b` announces its start on `started` and, when `release` is given, waits for it
+/// (at most a second: long enough for a worker to act on a shutdown meanwhile).
+fn abc(starts: &Starts, started: Arc<Notify>, release: Option<Arc<Notify>>) -> Graph {
+    let mut graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c");
+    for name in ["a", "b", "c"] {
+        let (starts, started, release) = (starts.clone(), Arc::clone(&started), release.clone());
+        graph = graph.node(name, move |_| {
+            let (starts, started, release) =
+                (starts.clone(), Arc::clone(&started), release.clone());
+            async move {
+                starts.record(name);
+                if name == "b" {
+                    started.notify_one();
+                    if let Some(release) = release {
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(1), release.notified()).await;
+                    }
+                }
+                Ok(Command::new().set("log", json!([name])))
+            }
+        });
+    }
+    graph.compile().expect("valid graph")
+}
+
+fn config(name: &str) -> WorkerConfig {
+    WorkerConfig {
+        poll_interval: Duration::from_millis(200),
+        drain_timeout: Duration::from_secs(10),
+        ..WorkerConfig::new(name, vec![GRAPH.to_owned()])
+    }
+}
+
+/// Starts a worker; send on the returned sender to shut it down (SIGTERM).
+fn spawn_worker(
+    pool: &PgPool,
+    graph: Graph,
+    config: WorkerConfig,
+) -> (
+    oneshot::Sender<()>,
+    JoinHandle<Result<(), mostrador_worker::Error>>,
+) {
+    let registry: Arc<Registry> = Arc::new(HashMap::from([(GRAPH.to_owned(), graph)]));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let pool = pool.clone();
+    let task = tokio::spawn(async move {
+        mostrador_worker::run(pool, config, registry, async {
+            stopped.await.unwrap_or(())
+        })
+        .await
+    });
+    (stop, task)
+}
+
+async fn enqueue(pool: &PgPool) -> Run {
+    let thread = thread::create(pool, &NewThread::new(GRAPH, "ana"))
+        .await
+        .expect("thread");
+    run::enqueue(pool, &NewRun::new(thread.thread_id, GRAPH), None)
+        .await
+        .expect("enqueue")
+        .run
+}
+
+/// Waits, without polling, for the run's `end` event.
+async fn until_end(pool: &PgPool, listener: &Listener, run: &Run) -> Run {
+    let mut follower = EventFollower::start(pool.clone(), listener, run.run_id, 0)
+        .await
+        .expect("follow");
+    let wait = async {
+        while let Some(event) = follower.next().await.expect("events") {
+            if event.event == "end" {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("the run ends in time");
+    run::get(pool, run.thread_id, run.run_id)
+        .await
+        .expect("run")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn worker_runs_queued_runs_to_success(pool: PgPool) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let (stop, worker) = spawn_worker(
+        &pool,
+        abc(&Starts::default(), Arc::new(Notify::new()), None),
+        config("w"),
+    );
+    let mut runs = Vec::new();
+    for _ in 0..10 {
+        runs.push(enqueue(&pool).await);
+    }
+    for run in &runs {
+        assert_eq!(
+            until_end(&pool, &listener, run).await.status,
+            RunStatus::Success
+        );
+    }
+    stop.send(()).expect("worker alive");
+    worker.await??;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn drained_run_resumes_on_another_worker_without_repeating_supersteps(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let starts = Starts::default();
+    let (started, held) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (stop_a, worker_a) = spawn_worker(
+        &pool,
+        abc(&starts, Arc::clone(&started), Some(held)),
+        config("a"),
+    );
+    let run = enqueue(&pool).await;
+    started.notified().await;
+    let (stop_b, worker_b) = spawn_worker(
+        &pool,
+        abc(&starts, Arc::new(Notify::new()), None),
+        config("b"),
+    );
+
+    // SIGTERM to A while b runs (b holds its superstep for a second): b finishes, A releases the
+    // run at the boundary and exits.
+    stop_a.send(()).expect("worker alive");
+    tokio::time::timeout(Duration::from_secs(10), worker_a).await???;
+
+    let ended = until_end(&pool, &listener, &run).await;
+    assert_eq!(ended.status, RunStatus::Success);
+    assert_eq!(
+        (ended.drain_count, ended.attempt - ended.drain_count),
+        (1, 1),
+        "the drain used no attempt"
+    );
+    for node in ["a", "b", "c"] {
+        assert_eq!(starts.of(node), 1, "{node} executed exactly once");
+    }
+    stop_b.send(()).expect("worker alive");
+    worker_b.await??;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn cancel_reaches_the_running_run_through_notify(pool: PgPool) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let started = Arc::new(Notify::new());
+    let never = Arc::new(Notify::new());
+    let config = WorkerConfig {
+        lease: Duration::from_secs(300),
+        heartbeat: Duration::from_secs(100),
+        ..config("w")
+    };
+    let starts = Starts::default();
+    let (stop, worker) = spawn_worker(
+        &pool,
+        abc(&starts, Arc::clone(&started), Some(never)),
+        config,
+    );
+    let run = enqueue(&pool).await;
+    started.notified().await;
+    // Heartbeats are 100 s apart: only the control notification can deliver this cancel in time.
+    mostrador_queue::cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
+    assert_eq!(
+        until_end(&pool, &listener, &run).await.status,
+        RunStatus::Interrupted
+    );
+    assert_eq!(starts.of("c"), 0, "b was aborted before the graph went on");
+    stop.send(()).expect("worker alive");
+    worker.await??;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn long_node_keeps_its_lease(pool: PgPool) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let starts = Arc::new(AtomicUsize::new(0));
+    let slow = {
+        let starts = Arc::clone(&starts);
+        StateGraph::new()
+            .node("tool", move |_| {
+                starts.fetch_add(1, Ordering::SeqCst);
+                async {
+                    tokio::time::sleep(Duration::from_millis(3_500)).await;
+                    Ok(Command::new())
+                }
+            })
+            .edge(START, "tool")
+            .compile()?
+    };
+    let short_lease = WorkerConfig {
+        lease: Duration::from_secs(1),
+        heartbeat: Duration::from_millis(250),
+        sweep_interval: Duration::from_millis(100),
+        ..config("w")
+    };
+    let (stop, worker) = spawn_worker(&pool, slow.clone(), short_lease.clone());
+    // A second worker sweeps every 100 ms, ready to take the run the moment its lease lapses.
+    let (stop_other, other) = spawn_worker(
+        &pool,
+        slow,
+        WorkerConfig {
+            name: "other".into(),
+            ..short_lease
+        },
+    );
+    let run = enqueue(&pool).await;
+    let ended = until_end(&pool, &listener, &run).await;
+    assert_eq!(
+        (ended.status, ended.attempt),
+        (RunStatus::Success, 1),
+        "a node 3.5 leases long kept its lease"
+    );
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        1,
+        "and was never dispatched again"
+    );
+    stop.send(()).expect("worker alive");
+    stop_other.send(()).expect("worker alive");
+    worker.await??;
+    other.await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn config_lease_must_cover_three_heartbeats() {
+    let registry: Registry = HashMap::from([(
+        GRAPH.to_owned(),
+        abc(&Starts::default(), Arc::new(Notify::new()), None),
+    )]);
+    let bad = WorkerConfig {
+        lease: Duration::from_secs(2),
+        heartbeat: Duration::from_secs(1),
+        ..config("w")
+    };
+    assert!(
+        bad.validate(&registry)
+            .is_err_and(|message| message.contains("three heartbeats"))
+    );
+    let unknown = WorkerConfig {
+        graphs: vec!["nope".into()],
+        ..config("w")
+    };
+    assert!(unknown.validate(&registry).is_err());
+    assert!(config("w").validate(&registry).is_ok());
+}
