@@ -1,6 +1,6 @@
 //! Cancelling runs: pending runs end at once, running runs are marked and their holder told.
 
-use sqlx::{Acquire, PgConnection, Postgres};
+use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use crate::lease::WorkerId;
@@ -110,49 +110,12 @@ pub(crate) async fn cancel_in_tx(
             );
         }
         CancelAction::Rollback => {
-            // Subscribers of a deleted run get a marker without `seq`, re-read, and find it gone.
-            let deleted = sqlx::query!(
-                r#"
-                with deleted as (
-                    delete from mostrador.runs
-                    where run_id = any($1)
-                      and thread_id = $2
-                      and status = 'pending'
-                    returning run_id
-                ),
-                deleted_events as (
-                    delete from mostrador.run_events e
-                    using deleted d
-                    where e.run_id = d.run_id
-                ),
-                deleted_writes as (
-                    delete from mostrador.checkpoint_writes w
-                    using mostrador.checkpoints c, deleted d
-                    where c.run_id = d.run_id
-                      and w.thread_id = c.thread_id
-                      and w.checkpoint_ns = c.checkpoint_ns
-                      and w.checkpoint_id = c.checkpoint_id
-                ),
-                deleted_checkpoints as (
-                    delete from mostrador.checkpoints c
-                    using deleted d
-                    where c.run_id = d.run_id
-                )
-                select
-                    run_id as "run_id: RunId",
-                    pg_notify($3, json_build_object('run_id', run_id)::text)::text as "notified"
-                from deleted
-                "#,
-                &run_ids,
-                thread_id.0,
-                EVENTS_CHANNEL,
-            )
-            .fetch_all(&mut *conn)
-            .await?;
+            let deleted =
+                delete_runs(&mut *conn, thread_id, &run_ids, RunStatus::Pending, None).await?;
             outcomes.extend(
                 deleted
                     .into_iter()
-                    .map(|row| (row.run_id, CancelOutcome::Deleted)),
+                    .map(|run_id| (run_id, CancelOutcome::Deleted)),
             );
         }
     }
@@ -194,4 +157,60 @@ pub(crate) async fn cancel_in_tx(
         )
     }));
     Ok(outcomes)
+}
+
+/// Deletes runs of a thread that are in `status` (and at `attempt`, when given), with their events
+/// and the checkpoints they made, as if they had never been created. Subscribers get a marker
+/// without `seq`, re-read, and find the run gone. Returns the runs deleted.
+pub(crate) async fn delete_runs(
+    executor: impl PgExecutor<'_>,
+    thread_id: ThreadId,
+    run_ids: &[Uuid],
+    status: RunStatus,
+    attempt: Option<i32>,
+) -> Result<Vec<RunId>> {
+    let deleted = sqlx::query_scalar!(
+        r#"
+        with deleted as (
+            delete from mostrador.runs
+            where run_id = any($1)
+              and thread_id = $2
+              and status = $3
+              and ($4::int is null or attempt = $4)
+            returning run_id
+        ),
+        deleted_events as (
+            delete from mostrador.run_events e
+            using deleted d
+            where e.run_id = d.run_id
+        ),
+        deleted_writes as (
+            delete from mostrador.checkpoint_writes w
+            using mostrador.checkpoints c, deleted d
+            where c.run_id = d.run_id
+              and w.thread_id = c.thread_id
+              and w.checkpoint_ns = c.checkpoint_ns
+              and w.checkpoint_id = c.checkpoint_id
+        ),
+        deleted_checkpoints as (
+            delete from mostrador.checkpoints c
+            using deleted d
+            where c.run_id = d.run_id
+        ),
+        notified as (
+            select run_id, pg_notify($5, json_build_object('run_id', run_id)::text)
+            from deleted
+        )
+        select run_id as "run_id!: RunId"
+        from notified
+        "#,
+        run_ids,
+        thread_id.0,
+        status as RunStatus,
+        attempt,
+        EVENTS_CHANNEL,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(deleted)
 }

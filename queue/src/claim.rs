@@ -11,8 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 use sqlx::PgExecutor;
 
+use crate::cancel::delete_runs;
 use crate::lease::WorkerId;
-use crate::listener::{EVENTS_CHANNEL, RUNS_CHANNEL};
+use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, RunId, RunStatus};
 use crate::thread::{ThreadId, ThreadStatus};
 use crate::{Error, Result};
@@ -438,43 +439,19 @@ impl ClaimedRun {
     ///
     /// [`Error::LeaseLost`].
     pub async fn roll_back(&self, executor: impl PgExecutor<'_>) -> Result {
-        let deleted = sqlx::query_scalar!(
-            r#"
-            with deleted as (
-                delete from mostrador.runs
-                where run_id = $1
-                  and attempt = $2
-                  and status = 'running'
-                returning run_id
-            ),
-            deleted_events as (
-                delete from mostrador.run_events e
-                using deleted d
-                where e.run_id = d.run_id
-            ),
-            deleted_writes as (
-                delete from mostrador.checkpoint_writes w
-                using mostrador.checkpoints c, deleted d
-                where c.run_id = d.run_id
-                  and w.thread_id = c.thread_id
-                  and w.checkpoint_ns = c.checkpoint_ns
-                  and w.checkpoint_id = c.checkpoint_id
-            ),
-            deleted_checkpoints as (
-                delete from mostrador.checkpoints c
-                using deleted d
-                where c.run_id = d.run_id
-            )
-            select pg_notify($3, json_build_object('run_id', run_id)::text)::text as "notified"
-            from deleted
-            "#,
-            self.run_id.0,
-            self.attempt,
-            EVENTS_CHANNEL,
+        let deleted = delete_runs(
+            executor,
+            self.thread_id,
+            &[self.run_id.0],
+            RunStatus::Running,
+            Some(self.attempt),
         )
-        .fetch_optional(executor)
         .await?;
-        deleted.map(drop).ok_or(self.lease().lost())
+        if deleted.is_empty() {
+            Err(self.lease().lost())
+        } else {
+            Ok(())
+        }
     }
 }
 

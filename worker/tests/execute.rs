@@ -1,11 +1,10 @@
 //! One claimed run executed against a real Postgres: events, terminal transitions, interrupts and
 //! resume, drain and release, failures, lost leases.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use mostrador_graph::{Command, Graph, NodeError, Reducer, START, StateGraph};
+use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
@@ -17,49 +16,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-const GRAPH: &str = "test";
-
-/// Counts node starts.
-#[derive(Clone, Default)]
-struct Starts(Arc<Mutex<HashMap<String, usize>>>);
-
-impl Starts {
-    fn record(&self, node: &str) {
-        *self
-            .0
-            .lock()
-            .expect("lock")
-            .entry(node.to_owned())
-            .or_default() += 1;
-    }
-    fn of(&self, node: &str) -> usize {
-        self.0.lock().expect("lock").get(node).copied().unwrap_or(0)
-    }
-}
-
-/// a → b → c, each appending its name; `b` can be held at a gate.
-fn abc(starts: &Starts, gate: Option<(Arc<Notify>, Arc<Notify>)>) -> Graph {
-    let mut graph = StateGraph::new()
-        .channel("log", Reducer::Append)
-        .edge(START, "a")
-        .edge("a", "b")
-        .edge("b", "c");
-    for name in ["a", "b", "c"] {
-        let (starts, gate) = (starts.clone(), gate.clone());
-        graph = graph.node(name, move |_| {
-            let (starts, gate) = (starts.clone(), gate.clone());
-            async move {
-                starts.record(name);
-                if let (Some((started, release)), "b") = (gate, name) {
-                    started.notify_one();
-                    release.notified().await;
-                }
-                Ok(Command::new().set("log", json!([name])))
-            }
-        });
-    }
-    graph.compile().expect("valid graph")
-}
+use crate::support::{GRAPH, Starts, abc};
 
 async fn enqueue(
     pool: &PgPool,
@@ -110,7 +67,7 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
     let finish = execute(
         &pool,
         &claimed,
-        &abc(&starts, None),
+        &abc(&starts, Arc::new(Notify::new()), None),
         &RunHandle::new(),
         None,
     )
@@ -205,7 +162,7 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
 ) -> anyhow::Result<()> {
     let starts = Starts::default();
     let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let gated = abc(&starts, Some((Arc::clone(&started), Arc::clone(&release))));
+    let gated = abc(&starts, Arc::clone(&started), Some(Arc::clone(&release)));
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
     let handle = RunHandle::new();
@@ -229,7 +186,14 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
         (claimed.run_id, 1),
         "no attempt used up by the drain"
     );
-    let finish = execute(&pool, &again, &abc(&starts, None), &RunHandle::new(), None).await?;
+    let finish = execute(
+        &pool,
+        &again,
+        &abc(&starts, Arc::new(Notify::new()), None),
+        &RunHandle::new(),
+        None,
+    )
+    .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     for node in ["a", "b", "c"] {
         assert_eq!(starts.of(node), 1, "{node} ran once");
@@ -250,7 +214,8 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
         let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let gated = abc(
             &Starts::default(),
-            Some((Arc::clone(&started), Arc::clone(&release))),
+            Arc::clone(&started),
+            Some(Arc::clone(&release)),
         );
         enqueue(&pool, None, |new| new).await;
         let claimed = claim_next(&pool).await;
@@ -377,7 +342,7 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
     let finish = execute(
         &pool,
         &stale,
-        &abc(&Starts::default(), None),
+        &abc(&Starts::default(), Arc::new(Notify::new()), None),
         &RunHandle::new(),
         None,
     )

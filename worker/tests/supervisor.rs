@@ -3,68 +3,21 @@
 //! `mostrador worker`.)
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mostrador_graph::{Command, Graph, Reducer, START, StateGraph};
+use mostrador_graph::{Command, Graph, START, StateGraph};
 use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{CancelAction, Listener, Run, RunStatus};
 use mostrador_worker::{Registry, WorkerConfig};
-use serde_json::json;
 use sqlx::PgPool;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-const GRAPH: &str = "test";
-
-#[derive(Clone, Default)]
-struct Starts(Arc<Mutex<HashMap<String, usize>>>);
-
-impl Starts {
-    fn record(&self, node: &str) {
-        *self
-            .0
-            .lock()
-            .expect("lock")
-            .entry(node.to_owned())
-            .or_default() += 1;
-    }
-    fn of(&self, node: &str) -> usize {
-        self.0.lock().expect("lock").get(node).copied().unwrap_or(0)
-    }
-}
-
-/// a → b → c; `b` announces its start on `started` and, when `release` is given, waits for it
-/// (at most a second: long enough for a worker to act on a shutdown meanwhile).
-fn abc(starts: &Starts, started: Arc<Notify>, release: Option<Arc<Notify>>) -> Graph {
-    let mut graph = StateGraph::new()
-        .channel("log", Reducer::Append)
-        .edge(START, "a")
-        .edge("a", "b")
-        .edge("b", "c");
-    for name in ["a", "b", "c"] {
-        let (starts, started, release) = (starts.clone(), Arc::clone(&started), release.clone());
-        graph = graph.node(name, move |_| {
-            let (starts, started, release) =
-                (starts.clone(), Arc::clone(&started), release.clone());
-            async move {
-                starts.record(name);
-                if name == "b" {
-                    started.notify_one();
-                    if let Some(release) = release {
-                        let _ =
-                            tokio::time::timeout(Duration::from_secs(1), release.notified()).await;
-                    }
-                }
-                Ok(Command::new().set("log", json!([name])))
-            }
-        });
-    }
-    graph.compile().expect("valid graph")
-}
+use crate::support::{GRAPH, Starts, abc};
 
 fn config(name: &str) -> WorkerConfig {
     WorkerConfig {
