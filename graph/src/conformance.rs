@@ -917,6 +917,10 @@ macro_rules! conformance_tests {
             $crate::conformance::invalid_graphs_and_writes_are_errors(&$make).await
         }
         #[$attr]
+        async fn resume_works_under_every_durability($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::resume_works_under_every_durability(&$make).await
+        }
+        #[$attr]
         async fn run_emits_every_stream_mode($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::run_emits_every_stream_mode(&$make).await
         }
@@ -1189,5 +1193,45 @@ pub async fn run_emits_every_stream_mode<C: Checkpointer>(checkpointer: &C) -> T
         .filter_map(|e| e.data["type"].as_str())
         .collect();
     assert_eq!(debug, ["checkpoint", "task", "task_result", "checkpoint"]);
+    Ok(())
+}
+
+/// An interrupted run resumes under every durability, the resume value reaching the node.
+pub async fn resume_works_under_every_durability<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let graph = approval_graph(&Starts::default(), 1);
+        let thread_id = thread();
+        let options = RunOptions {
+            durability,
+            ..RunOptions::default()
+        };
+        let first = graph
+            .run(
+                checkpointer,
+                thread_id,
+                input(),
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert!(
+            matches!(first.outcome, Outcome::Interrupted(_)),
+            "{durability:?}"
+        );
+        let resume = RunInput::Resume(Resume::Value(json!("yes")));
+        let done = graph
+            .run(
+                checkpointer,
+                thread_id,
+                resume,
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert_eq!(done.outcome, Outcome::Finished, "{durability:?}");
+        assert_eq!(done.values["decisions"], json!(["yes"]), "{durability:?}");
+    }
     Ok(())
 }

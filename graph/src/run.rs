@@ -276,8 +276,12 @@ impl<C: Checkpointer> Execution<'_, C> {
             resumes.push(value);
             let writes = vec![(RESUME.to_owned(), Value::Array(resumes))];
             let task_writes = vec![(interrupt.task_id.clone(), writes)];
-            self.put_writes(saved.checkpoint.checkpoint_id, task_writes)
-                .await?;
+            // N.B. Saved whatever the durability: a resume is input, not progress, and the
+            // superstep it resumes reads it back from the checkpointer.
+            self.checkpointer
+                .put_writes(self.thread_id, saved.checkpoint.checkpoint_id, &task_writes)
+                .await
+                .map_err(Error::Checkpointer)?;
         }
         Ok(())
     }
