@@ -1,5 +1,5 @@
 //! The engine's guarantees on the in-memory checkpointer (the scenarios live in
-//! `src/conformance.rs`, shared with the Postgres checkpointer's tests).
+//! `src/conformance/`, shared with the Postgres checkpointer's tests).
 
 use mostrador_graph::MemoryCheckpointer;
 

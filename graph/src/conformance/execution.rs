@@ -1,0 +1,631 @@
+//! Supersteps, pending writes, drain and cancel, concurrency and limits, retries and timeouts,
+//! durability and streaming.
+
+use super::*;
+
+/// A linear graph n1 → … → n6; each node appends its name to `log`. Node `n{gate}` waits for
+/// `release` after announcing it started.
+fn linear(starts: &Starts, gate: usize, started: Arc<Notify>, release: Arc<Notify>) -> Graph {
+    let mut graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .edge(START, "n1")
+        .edge("n6", END);
+    for i in 1..=6 {
+        let name = format!("n{i}");
+        let (starts, started, release) =
+            (starts.clone(), Arc::clone(&started), Arc::clone(&release));
+        let node_name = name.clone();
+        graph = graph.node(name.clone(), move |_ctx| {
+            let (starts, started, release, node_name) = (
+                starts.clone(),
+                Arc::clone(&started),
+                Arc::clone(&release),
+                node_name.clone(),
+            );
+            async move {
+                starts.record(&node_name);
+                if i == gate {
+                    started.notify_one();
+                    release.notified().await;
+                }
+                Ok(Command::new().set("log", json!(node_name)))
+            }
+        });
+        if i < 6 {
+            graph = graph.edge(name, format!("n{}", i + 1));
+        }
+    }
+    graph.compile().expect("valid graph")
+}
+
+pub async fn drain_mid_run_stops_at_superstep_boundary<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let graph = linear(&starts, 3, Arc::clone(&started), Arc::clone(&release));
+    let thread_id = thread();
+    let control = RunControl::new();
+
+    let running = {
+        let (graph, control) = (graph.clone(), control.clone());
+        async move {
+            graph
+                .run(
+                    checkpointer,
+                    thread_id,
+                    input(),
+                    &RunOptions::default(),
+                    &control,
+                    discard(),
+                )
+                .await
+        }
+    };
+    let drive = async {
+        started.notified().await;
+        control.request_drain("sigterm");
+        release.notify_one();
+    };
+    let (result, ()) = tokio::join!(running, drive);
+    let result = result?;
+    assert_eq!(result.outcome, Outcome::Drained("sigterm".into()));
+    assert_eq!(
+        result.values["log"],
+        json!(["n1", "n2", "n3"]),
+        "node 3 finished its superstep"
+    );
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(state.next, vec!["n4"]);
+
+    let resumed = run(&graph, checkpointer, thread_id, RunInput::Continue).await;
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(
+        resumed.values["log"],
+        json!(["n1", "n2", "n3", "n4", "n5", "n6"])
+    );
+    for i in 1..=6 {
+        assert_eq!(starts.of(&format!("n{i}")), 1, "n{i} ran once");
+    }
+    Ok(())
+}
+
+pub async fn drain_in_the_last_superstep_reports_no_drain<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let graph = linear(&starts, 6, Arc::clone(&started), Arc::clone(&release));
+    let control = RunControl::new();
+    let options = RunOptions::default();
+    let running = graph.run(
+        checkpointer,
+        thread(),
+        input(),
+        &options,
+        &control,
+        discard(),
+    );
+    let drive = async {
+        started.notified().await;
+        control.request_drain("sigterm");
+        release.notify_one();
+    };
+    let (result, ()) = tokio::join!(running, drive);
+    assert_eq!(result?.outcome, Outcome::Finished);
+    Ok(())
+}
+
+pub async fn finished_tasks_are_not_rerun_after_a_crash<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let hang = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let graph = {
+        let (starts_a, starts_b, hang) = (starts.clone(), starts.clone(), Arc::clone(&hang));
+        StateGraph::new()
+            .channel("done", Reducer::Append)
+            .node("a", move |_| {
+                let starts = starts_a.clone();
+                async move {
+                    starts.record("a");
+                    Ok(Command::new().set("done", json!("a")))
+                }
+            })
+            .node("b", move |_| {
+                let (starts, hang) = (starts_b.clone(), Arc::clone(&hang));
+                async move {
+                    starts.record("b");
+                    if hang.load(Ordering::SeqCst) {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(Command::new().set("done", json!("b")))
+                }
+            })
+            .edge(START, "a")
+            .edge(START, "b")
+            .compile()?
+    };
+    let thread_id = thread();
+    let (events, mut received) = collect();
+    {
+        let (options, control) = (RunOptions::default(), RunControl::new());
+        let running = graph.run(checkpointer, thread_id, input(), &options, &control, events);
+        tokio::pin!(running);
+        // Drive the run until task `a` reported its (already saved) update, then drop it: the
+        // process died with `b` in flight.
+        loop {
+            tokio::select! {
+                _ = &mut running => panic!("the run cannot finish while b hangs"),
+                event = received.recv() => {
+                    let event = event.expect("the run is alive");
+                    if event.mode == StreamMode::Updates && event.data.get("a").is_some() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    hang.store(false, Ordering::SeqCst);
+    let resumed = run(&graph, checkpointer, thread_id, RunInput::Continue).await;
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(
+        resumed.values["done"],
+        json!(["a", "b"]),
+        "writes applied in task order"
+    );
+    assert_eq!(starts.of("a"), 1, "the finished task was not run again");
+    assert_eq!(starts.of("b"), 2, "the task in flight ran again");
+    Ok(())
+}
+
+pub async fn fan_out_respects_max_concurrency<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let graph = {
+        let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+        StateGraph::new()
+            .channel("results", Reducer::Append)
+            .node("work", move |ctx| {
+                let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+                async move {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Command::new().set("results", ctx.arg().cloned().unwrap_or_default()))
+                }
+            })
+            .conditional_edge(START, |_| {
+                (0..50)
+                    .map(|i| Send::new("work", json!(i)))
+                    .collect::<Vec<_>>()
+            })
+            .compile()?
+    };
+    let options = RunOptions {
+        max_concurrency: 24,
+        ..RunOptions::default()
+    };
+    let result = graph
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await?;
+    assert_eq!(
+        result.values["results"],
+        json!((0..50).collect::<Vec<_>>()),
+        "writes in task order"
+    );
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        24,
+        "never more than max_concurrency at once"
+    );
+    Ok(())
+}
+
+pub async fn recursion_limit_stops_a_loop<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let graph = StateGraph::new()
+        .channel(
+            "n",
+            Reducer::custom(|a, b| Ok(json!(a.as_i64().unwrap_or(0) + b.as_i64().unwrap_or(0)))),
+        )
+        .node("again", |_| async { Ok(Command::new().set("n", json!(1))) })
+        .edge(START, "again")
+        .edge("again", "again")
+        .compile()?;
+    let options = RunOptions {
+        recursion_limit: 5,
+        ..RunOptions::default()
+    };
+    let thread_id = thread();
+    let res = graph
+        .run(
+            checkpointer,
+            thread_id,
+            input(),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(Error::RecursionLimit(5))));
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(
+        state.values["n"],
+        json!(5),
+        "the supersteps before the limit stand"
+    );
+    Ok(())
+}
+
+pub async fn node_retry_policy<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        initial_interval: Duration::from_millis(1),
+        ..RetryPolicy::default()
+    };
+    let flaky = {
+        let attempts = Arc::clone(&attempts);
+        StateGraph::new()
+            .channel("ok", Reducer::LastValue)
+            .node_with(
+                "flaky",
+                move |_| {
+                    let attempts = Arc::clone(&attempts);
+                    async move {
+                        if attempts.fetch_add(1, Ordering::SeqCst) < 2 {
+                            return Err(NodeError::retryable("model gateway 503"));
+                        }
+                        Ok(Command::new().set("ok", json!(true)))
+                    }
+                },
+                Some(policy.clone()),
+                None,
+            )
+            .edge(START, "flaky")
+            .compile()?
+    };
+    let result = run(&flaky, checkpointer, thread(), input()).await;
+    assert_eq!(
+        (result.outcome, &result.values["ok"]),
+        (Outcome::Finished, &json!(true))
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+
+    let fatal_attempts = Arc::new(AtomicUsize::new(0));
+    let fatal = {
+        let attempts = Arc::clone(&fatal_attempts);
+        StateGraph::new()
+            .node_with(
+                "fatal",
+                move |_| {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    async { Err(NodeError::fatal("bad input")) }
+                },
+                Some(policy),
+                None,
+            )
+            .edge(START, "fatal")
+            .compile()?
+    };
+    let res = fatal
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(Error::NodeFailed { ref node, .. }) if node == "fatal"));
+    assert_eq!(
+        fatal_attempts.load(Ordering::SeqCst),
+        1,
+        "fatal failures are not retried"
+    );
+    Ok(())
+}
+
+pub async fn node_timeout<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let graph = {
+        let attempts = Arc::clone(&attempts);
+        StateGraph::new()
+            .node_with(
+                "slow",
+                move |_| {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    async {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        Ok(Command::new())
+                    }
+                },
+                Some(RetryPolicy {
+                    max_attempts: 2,
+                    initial_interval: Duration::from_millis(1),
+                    ..RetryPolicy::default()
+                }),
+                Some(Duration::from_millis(30)),
+            )
+            .edge(START, "slow")
+            .compile()?
+    };
+    let res = graph
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    match res {
+        Err(Error::NodeFailed { node, message }) => {
+            assert_eq!(node, "slow");
+            assert!(message.contains("timed out"), "{message}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "a timeout is retried under the policy"
+    );
+    Ok(())
+}
+
+pub async fn cancel_aborts_in_flight_task_and_keeps_last_checkpoint<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let started = Arc::new(Notify::new());
+    let graph = {
+        let (finished, started) = (Arc::clone(&finished), Arc::clone(&started));
+        StateGraph::new()
+            .channel("log", Reducer::Append)
+            .node("a", |_| async { Ok(Command::new().set("log", json!("a"))) })
+            .node("b", move |_| {
+                let (finished, started) = (Arc::clone(&finished), Arc::clone(&started));
+                async move {
+                    started.notify_one();
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    finished.fetch_add(1, Ordering::SeqCst);
+                    Ok(Command::new().set("log", json!("b")))
+                }
+            })
+            .edge(START, "a")
+            .edge("a", "b")
+            .compile()?
+    };
+    let thread_id = thread();
+    let control = RunControl::new();
+    let options = RunOptions::default();
+    let running = graph.run(
+        checkpointer,
+        thread_id,
+        input(),
+        &options,
+        &control,
+        discard(),
+    );
+    let drive = async {
+        started.notified().await;
+        control.cancel();
+    };
+    let (result, ()) = tokio::join!(running, drive);
+    let result = result?;
+    assert_eq!(result.outcome, Outcome::Cancelled);
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        0,
+        "the task in flight was aborted"
+    );
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(
+        state.values["log"],
+        json!(["a"]),
+        "the last checkpoint stands"
+    );
+    assert_eq!(state.next, vec!["b"]);
+    Ok(())
+}
+
+pub async fn invalid_graphs_and_writes_are_errors<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    assert!(matches!(
+        StateGraph::new()
+            .node("a", |_| async { Ok(Command::new()) })
+            .compile(),
+        Err(Error::InvalidGraph(_))
+    ));
+    assert!(matches!(
+        StateGraph::new().edge(START, "ghost").compile(),
+        Err(Error::InvalidGraph(_))
+    ));
+    let graph = StateGraph::new()
+        .channel("x", Reducer::LastValue)
+        .node("a", |_| async { Ok(Command::new().set("y", json!(1))) })
+        .node("b", |_| async { Ok(Command::new().set("x", json!(1))) })
+        .node("c", |_| async { Ok(Command::new().set("x", json!(2))) })
+        .edge(START, "a")
+        .compile()?;
+    let res = graph
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(Error::InvalidUpdate { ref channel, .. }) if channel == "y"));
+    let two_writers = StateGraph::new()
+        .channel("x", Reducer::LastValue)
+        .node("b", |_| async { Ok(Command::new().set("x", json!(1))) })
+        .node("c", |_| async { Ok(Command::new().set("x", json!(2))) })
+        .edge(START, "b")
+        .edge(START, "c")
+        .compile()?;
+    let res = two_writers
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(Error::InvalidUpdate { ref channel, .. }) if channel == "x"));
+    let res = two_writers
+        .run(
+            checkpointer,
+            thread(),
+            RunInput::Values(json!([1])),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(Error::InvalidInput(_))));
+    Ok(())
+}
+
+/// `sync` saves every checkpoint, `async` too (each while the next superstep runs), `exit` only
+/// the last one; all three end in the same state.
+pub async fn durability_modes_save_what_they_promise<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let mut finals = Vec::new();
+    for (durability, checkpoints) in [
+        (Durability::Sync, 4),
+        (Durability::Async, 4),
+        (Durability::Exit, 1),
+    ] {
+        let thread_id = thread();
+        let options = RunOptions {
+            durability,
+            ..RunOptions::default()
+        };
+        let result = graph
+            .run(
+                checkpointer,
+                thread_id,
+                input(),
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert_eq!(result.outcome, Outcome::Finished);
+        let history = graph.get_history(checkpointer, thread_id, 10, None).await?;
+        assert_eq!(history.len(), checkpoints, "{durability:?}");
+        let state = graph.get_state(checkpointer, thread_id, None).await?;
+        assert_eq!(
+            state.values, result.values,
+            "{durability:?}: the last checkpoint is saved"
+        );
+        finals.push(state.values);
+    }
+    assert!(finals.windows(2).all(|pair| pair[0] == pair[1]));
+    Ok(())
+}
+
+/// A run emits, in order: the input's `values`, then for each superstep its tasks' `tasks` and
+/// `updates` (after their writes are saved), the nodes' own `messages` and `custom` events, and the
+/// superstep's `values` and `checkpoints`; `debug` wraps tasks and checkpoints.
+pub async fn run_emits_every_stream_mode<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let graph = StateGraph::new()
+        .channel("answer", Reducer::LastValue)
+        .node("model", |ctx| async move {
+            for token in ["ho", "la"] {
+                ctx.emit_message(json!({"content": token}));
+            }
+            ctx.emit_custom(json!({"progress": 1.0}));
+            Ok(Command::new().set("answer", json!("hola")))
+        })
+        .edge(START, "model")
+        .compile()?;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink: EventSink = {
+        let events = Arc::clone(&events);
+        Arc::new(move |event| events.lock().expect("lock").push(event))
+    };
+    let options = RunOptions::default();
+    graph
+        .run(
+            checkpointer,
+            thread(),
+            input(),
+            &options,
+            &RunControl::new(),
+            sink,
+        )
+        .await?;
+    let events = events.lock().expect("lock").clone();
+    let modes: Vec<&str> = events
+        .iter()
+        .filter(|e| e.mode != StreamMode::Debug)
+        .map(|e| e.mode.as_str())
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            "values",
+            "checkpoints",
+            "tasks",
+            "messages",
+            "messages",
+            "custom",
+            "updates",
+            "tasks",
+            "values",
+            "checkpoints"
+        ]
+    );
+    let messages: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.mode == StreamMode::Messages)
+        .map(|e| &e.data["content"])
+        .collect();
+    assert_eq!(
+        messages,
+        [&json!("ho"), &json!("la")],
+        "tokens in the order the node emitted them"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.mode == StreamMode::Messages)
+            .all(|e| e.node.as_deref() == Some("model"))
+    );
+    let updates = events
+        .iter()
+        .find(|e| e.mode == StreamMode::Updates)
+        .expect("an update");
+    assert_eq!(updates.data, json!({"model": {"answer": "hola"}}));
+    let last_values = events
+        .iter()
+        .rev()
+        .find(|e| e.mode == StreamMode::Values)
+        .expect("values");
+    assert_eq!(last_values.data, json!({"answer": "hola"}));
+    let debug: Vec<&str> = events
+        .iter()
+        .filter(|e| e.mode == StreamMode::Debug)
+        .filter_map(|e| e.data["type"].as_str())
+        .collect();
+    assert_eq!(debug, ["checkpoint", "task", "task_result", "checkpoint"]);
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! Interrupts and resume.
+
+use super::*;
+
+pub async fn interrupt_reruns_the_node_from_its_start<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let graph = approval_graph(&starts, 1);
+    let thread_id = thread();
+    let first = run(&graph, checkpointer, thread_id, input()).await;
+    let Outcome::Interrupted(interrupts) = first.outcome else {
+        panic!("expected an interrupt")
+    };
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0].value, json!({"question": 0}));
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(state.next, vec!["approve"]);
+    assert_eq!(state.interrupts().count(), 1);
+
+    let resumed = run(
+        &graph,
+        checkpointer,
+        thread_id,
+        RunInput::Resume(Resume::Value(json!("yes"))),
+    )
+    .await;
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(
+        resumed.values["decisions"],
+        json!(["yes"]),
+        "the resume value reached interrupt"
+    );
+    assert_eq!(starts.of("approve"), 2, "the node ran again from its start");
+
+    let res = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::Resume(Resume::Value(json!(1))),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(
+        matches!(res, Err(Error::NothingToResume)),
+        "a finished thread waits for nothing"
+    );
+    Ok(())
+}
+
+pub async fn resume_value_reaches_interrupt_by_id<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let graph = approval_graph(&Starts::default(), 1);
+    let thread_id = thread();
+    let Outcome::Interrupted(interrupts) =
+        run(&graph, checkpointer, thread_id, input()).await.outcome
+    else {
+        panic!("expected an interrupt")
+    };
+    let bad = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::Resume(Resume::ById([("nope".to_owned(), json!(1))].into())),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(bad, Err(Error::InvalidInput(_))));
+    let by_id = Resume::ById([(interrupts[0].id.clone(), json!({"approved": true}))].into());
+    let resumed = run(&graph, checkpointer, thread_id, RunInput::Resume(by_id)).await;
+    assert_eq!(resumed.values["decisions"], json!([{"approved": true}]));
+    Ok(())
+}
+
+pub async fn multiple_interrupts_in_one_node<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    let starts = Starts::default();
+    let graph = approval_graph(&starts, 2);
+    let thread_id = thread();
+    let Outcome::Interrupted(first) = run(&graph, checkpointer, thread_id, input()).await.outcome
+    else {
+        panic!("expected the first interrupt")
+    };
+    assert_eq!(first[0].value, json!({"question": 0}));
+    let Outcome::Interrupted(second) = run(
+        &graph,
+        checkpointer,
+        thread_id,
+        RunInput::Resume(Resume::Value(json!("a"))),
+    )
+    .await
+    .outcome
+    else {
+        panic!("expected the second interrupt")
+    };
+    assert_eq!(second[0].value, json!({"question": 1}));
+    assert_ne!(first[0].id, second[0].id);
+    let done = run(
+        &graph,
+        checkpointer,
+        thread_id,
+        RunInput::Resume(Resume::Value(json!("b"))),
+    )
+    .await;
+    assert_eq!(done.outcome, Outcome::Finished);
+    assert_eq!(
+        done.values["decisions"],
+        json!(["a", "b"]),
+        "matched by order"
+    );
+    assert_eq!(starts.of("approve"), 3);
+    Ok(())
+}
+
+/// An interrupted run resumes under every durability, the resume value reaching the node.
+pub async fn resume_works_under_every_durability<C: Checkpointer>(checkpointer: &C) -> TestResult {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let graph = approval_graph(&Starts::default(), 1);
+        let thread_id = thread();
+        let options = RunOptions {
+            durability,
+            ..RunOptions::default()
+        };
+        let first = graph
+            .run(
+                checkpointer,
+                thread_id,
+                input(),
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert!(
+            matches!(first.outcome, Outcome::Interrupted(_)),
+            "{durability:?}"
+        );
+        let resume = RunInput::Resume(Resume::Value(json!("yes")));
+        let done = graph
+            .run(
+                checkpointer,
+                thread_id,
+                resume,
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert_eq!(done.outcome, Outcome::Finished, "{durability:?}");
+        assert_eq!(done.values["decisions"], json!(["yes"]), "{durability:?}");
+    }
+    Ok(())
+}
