@@ -86,7 +86,9 @@ pub(crate) fn finished_task(
     })
 }
 
-pub(crate) fn resume_values_of(writes: &[PendingWrite], task_id: &str) -> Vec<Value> {
+/// The resumes recorded for a task, oldest first, each `{"value": …, "run": …}` (the run that
+/// brought it, so a run that records its resume twice, after a crash, counts it once).
+pub(crate) fn resume_entries(writes: &[PendingWrite], task_id: &str) -> Vec<Value> {
     writes
         .iter()
         .find(|w| w.task_id == task_id && w.channel == RESUME)
@@ -94,8 +96,12 @@ pub(crate) fn resume_values_of(writes: &[PendingWrite], task_id: &str) -> Vec<Va
         .unwrap_or_default()
 }
 
-pub(crate) fn resume_values(saved: &Saved, task_id: &str) -> Vec<Value> {
-    resume_values_of(&saved.writes, task_id)
+/// The resume values recorded for a task, in the order its interrupts are reached.
+pub(crate) fn resume_values_of(writes: &[PendingWrite], task_id: &str) -> Vec<Value> {
+    resume_entries(writes, task_id)
+        .into_iter()
+        .map(|entry| entry["value"].clone())
+        .collect()
 }
 
 /// The interrupts recorded against a checkpoint and not answered since.

@@ -153,3 +153,73 @@ pub async fn resume_works_under_every_durability<C: Checkpointer>(checkpointer: 
     }
     Ok(())
 }
+
+/// A run that records its resume and then dies before saving any progress is tried again: the
+/// second attempt must not record the same resume twice (a node with two interrupts would get it
+/// for both). And a run drained before it began records nothing at all.
+pub async fn a_run_retried_after_recording_its_resume_counts_it_once<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let graph = approval_graph(&starts, 2);
+    let thread_id = thread();
+    run(&graph, checkpointer, thread_id, input()).await;
+
+    let options = RunOptions {
+        config: json!({"run_id": "resume-run"}),
+        ..RunOptions::default()
+    };
+    let resume = || RunInput::Resume(Resume::Value(json!("first")));
+    let drained = RunControl::new();
+    drained.request_drain("sigterm");
+    let result = graph
+        .run(
+            checkpointer,
+            thread_id,
+            resume(),
+            &options,
+            &drained,
+            discard(),
+        )
+        .await?;
+    assert_eq!(result.outcome, Outcome::Drained("sigterm".into()));
+    assert_eq!(
+        starts.of("approve"),
+        1,
+        "a run drained before it began runs nothing"
+    );
+
+    // The same run records its resume, then (as if it crashed) records it again on its retry.
+    for _ in 0..2 {
+        let result = graph
+            .run(
+                checkpointer,
+                thread_id,
+                resume(),
+                &options,
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        let Outcome::Interrupted(interrupts) = result.outcome else {
+            panic!("the second interrupt waits")
+        };
+        assert_eq!(
+            interrupts[0].value,
+            json!({"question": 1}),
+            "the one resume answered only the first"
+        );
+    }
+    let done = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::Resume(Resume::Value(json!("second"))),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await?;
+    assert_eq!(done.values["decisions"], json!(["first", "second"]));
+    Ok(())
+}

@@ -211,6 +211,10 @@ macro_rules! conformance_tests {
             $crate::conformance::resume_works_under_every_durability(&$make).await
         }
         #[$attr]
+        async fn a_run_retried_after_recording_its_resume_counts_it_once($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::a_run_retried_after_recording_its_resume_counts_it_once(&$make).await
+        }
+        #[$attr]
         async fn run_emits_every_stream_mode($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::run_emits_every_stream_mode(&$make).await
         }

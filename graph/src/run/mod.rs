@@ -32,7 +32,7 @@ use crate::graph::Graph;
 use crate::node::{Command, END, Goto, NodeContext, NodeError, START, Send};
 use crate::stream::{EventSink, StreamEvent, StreamMode};
 use crate::task::{
-    Interrupt, TaskDone, finished_task, goto_json, invoke, pending_interrupts, resume_values,
+    Interrupt, TaskDone, finished_task, goto_json, invoke, pending_interrupts, resume_entries,
     resume_values_of, update_json,
 };
 use crate::{Error, Result};
@@ -153,6 +153,24 @@ impl Graph {
 
 impl<C: Checkpointer> Execution<'_, C> {
     async fn run(&mut self, input: RunInput) -> Result<RunResult> {
+        if self.control.is_drain_requested() {
+            // Drained before it began: touch nothing (not even the input or a resume), so the
+            // next attempt starts exactly as this one would have.
+            let latest = self
+                .checkpointer
+                .get(self.thread_id, None)
+                .await
+                .map_err(Error::Checkpointer)?;
+            return Ok(RunResult {
+                outcome: Outcome::Drained(self.control.reason()),
+                values: latest
+                    .as_ref()
+                    .map(|l| l.values.clone())
+                    .unwrap_or_default(),
+                checkpoint_id: latest.map(|l| l.checkpoint.checkpoint_id),
+                supersteps: 0,
+            });
+        }
         let Some(mut current) = self.start(input).await? else {
             return Ok(RunResult {
                 outcome: Outcome::Finished,
@@ -274,8 +292,18 @@ impl<C: Checkpointer> Execution<'_, C> {
             }
         };
         for (interrupt, value) in answers {
-            let mut resumes = resume_values(saved, &interrupt.task_id);
-            resumes.push(value);
+            let mut resumes = resume_entries(&saved.writes, &interrupt.task_id);
+            let run_id = self
+                .options
+                .config
+                .get("run_id")
+                .cloned()
+                .unwrap_or(Value::Null);
+            if !run_id.is_null() && resumes.last().is_some_and(|last| last["run"] == run_id) {
+                // This run recorded its resume before (then crashed or was drained).
+                continue;
+            }
+            resumes.push(json!({"value": value, "run": run_id}));
             let writes = vec![(RESUME.to_owned(), Value::Array(resumes))];
             let task_writes = vec![(interrupt.task_id.clone(), writes)];
             // N.B. Saved whatever the durability: a resume is input, not progress, and the
@@ -381,7 +409,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                         done.insert(index, task);
                     }
                     Err(NodeError::Interrupted(value)) => {
-                        let resumes = resume_values_of(&current.writes, task_id);
+                        let resumes = resume_entries(&current.writes, task_id);
                         let id = format!("{checkpoint_id}:{task_id}:{}", resumes.len());
                         let mut writes =
                             vec![(INTERRUPT.to_owned(), json!({"id": id, "value": value}))];
