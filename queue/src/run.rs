@@ -493,7 +493,12 @@ pub async fn enqueue_batch<'a>(
                 Some(_) => {}
             }
         }
-        unreachable!("a run was dropped by the insert although its thread exists");
+        // Every thread checks out now although one did not during the insert: it changed in
+        // between. Nothing was written; the caller may retry.
+        return Err(Error::Invalid {
+            field: "runs",
+            reason: "a thread changed while the batch was enqueued; retry".into(),
+        });
     }
     let mut woken: Vec<&str> = news
         .iter()
