@@ -121,27 +121,42 @@ pub async fn execute(
         &handle.control,
         sink,
     );
+    let (finished, mut finished_rx) = tokio::sync::watch::channel(false);
     let run = async {
-        match timeout {
+        let result = match timeout {
             Some(timeout) => tokio::time::timeout(timeout, run).await.ok(),
             None => Some(run.await),
-        }
+        };
+        let _ = finished.send(true);
+        result
     };
-    tokio::pin!(run);
-    let mut flush = tokio::time::interval(EVENT_FLUSH_INTERVAL_DEFAULT);
-    let mut lease_lost = false;
-    let result = loop {
-        tokio::select! {
-            result = &mut run => break result,
-            _ = flush.tick() => {
-                if !flush_events(pool, claimed, &buffer).await? {
-                    // Writes are fenced anyway; stop spending work on a run we no longer hold.
-                    lease_lost = true;
+    // N.B. The flusher runs beside the graph (joined, both polled), never inside a `select!` arm
+    // that leaves the graph unpolled: a suspended graph may hold a pooled connection whose
+    // statement already finished, and runs whose flushes wait for such connections starve the
+    // pool until it times out.
+    let flusher = async {
+        let mut tick = tokio::time::interval(EVENT_FLUSH_INTERVAL_DEFAULT);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = finished_rx.changed() => return Ok(true),
+            }
+            match flush_events(pool, claimed, &buffer).await {
+                Ok(true) => {}
+                // Writes are fenced anyway; stop spending work on a run we no longer hold.
+                Ok(false) => {
                     handle.control.cancel();
+                    return Ok(false);
+                }
+                Err(err) => {
+                    handle.control.cancel();
+                    return Err(err);
                 }
             }
         }
     };
+    let (result, held) = tokio::join!(run, flusher);
+    let lease_lost = !held?;
     if lease_lost || !flush_events(pool, claimed, &buffer).await? {
         return Ok(Finish::LeaseLost);
     }

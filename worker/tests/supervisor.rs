@@ -70,12 +70,22 @@ async fn until_end(pool: &PgPool, listener: &Listener, run: &Run) -> Run {
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), wait)
+    let ended = tokio::time::timeout(Duration::from_secs(30), wait).await;
+    let now = run::get(pool, run.thread_id, run.run_id)
         .await
-        .expect("the run ends in time");
-    run::get(pool, run.thread_id, run.run_id)
-        .await
-        .expect("run")
+        .expect("run");
+    let events: Vec<(i64, String)> = sqlx::query_as(
+        "select seq, event from mostrador.run_events where run_id = $1 order by seq",
+    )
+    .bind(run.run_id.0)
+    .fetch_all(pool)
+    .await
+    .expect("events");
+    assert!(
+        ended.is_ok(),
+        "run did not end in time: {now:?}\nevents: {events:?}"
+    );
+    now
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
