@@ -200,21 +200,4 @@ impl Graph {
     pub fn nodes(&self) -> impl Iterator<Item = &str> {
         self.inner.nodes.keys().map(String::as_str)
     }
-
-    /// The channel names, sorted.
-    pub fn channels(&self) -> impl Iterator<Item = &str> {
-        self.inner.channels.keys().map(String::as_str)
-    }
-
-    /// The static edges, as `(from, to)` pairs, for drawing the graph.
-    pub fn edges(&self) -> Vec<(String, String)> {
-        let mut edges: Vec<(String, String)> = self
-            .inner
-            .edges
-            .iter()
-            .flat_map(|(from, tos)| tos.iter().map(move |to| (from.clone(), to.clone())))
-            .collect();
-        edges.sort();
-        edges
-    }
 }

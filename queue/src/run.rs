@@ -45,12 +45,6 @@ pub enum RunStatus {
     Interrupted,
 }
 
-impl RunStatus {
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Pending | RunStatus::Running)
-    }
-}
-
 /// What to do when a run is created on a thread that already has one in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
 #[sqlx(type_name = "mostrador.multitask_strategy", rename_all = "lowercase")]
