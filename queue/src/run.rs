@@ -45,6 +45,20 @@ pub enum RunStatus {
     Interrupted,
 }
 
+impl RunStatus {
+    /// The name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Success => "success",
+            RunStatus::Error => "error",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// What to do when a run is created on a thread that already has one in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
 #[sqlx(type_name = "mostrador.multitask_strategy", rename_all = "lowercase")]

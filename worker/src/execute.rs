@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::{
-    Durability, Error as GraphError, Graph, Outcome, Resume, RunControl, RunInput, RunOptions,
-    StreamEvent, StreamMode,
+    Checkpointer, Durability, Error as GraphError, Graph, Outcome, Resume, RunControl, RunInput,
+    RunOptions, StreamEvent, StreamMode,
 };
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::{
@@ -20,8 +20,11 @@ use mostrador_queue::{
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use tokio::time::Instant;
 
 use crate::Error;
+use crate::telemetry::{GraphLabel, Telemetry};
+use crate::timed::Timed;
 
 /// How often a run's buffered events (model tokens above all) are appended.
 pub const EVENT_FLUSH_INTERVAL_DEFAULT: Duration = Duration::from_millis(50);
@@ -87,12 +90,16 @@ pub async fn execute(
     graph: &Graph,
     handle: &RunHandle,
     timeout: Option<Duration>,
+    telemetry: &Telemetry,
 ) -> Result<Finish, Error> {
     if let Some(action) = claimed.cancel_action {
         // Cancelled while it waited (released by a drain): honour it before running anything.
         handle.cancel(action);
     }
-    let checkpointer = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let checkpointer = Timed::new(
+        PgCheckpointer::fenced(pool.clone(), claimed.lease()),
+        telemetry,
+    );
     let options = match run_options(claimed) {
         Ok(options) => options,
         Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
@@ -105,7 +112,24 @@ pub async fn execute(
     let buffer: Arc<Mutex<Vec<NewEvent>>> = Arc::default();
     let sink = {
         let buffer = Arc::clone(&buffer);
+        let superstep = telemetry
+            .superstep_seconds
+            .get_or_create(&GraphLabel {
+                graph: claimed.graph_id.clone(),
+            })
+            .clone();
+        let superstep_began = Mutex::new(Instant::now());
         Arc::new(move |event: StreamEvent| {
+            if event.mode == StreamMode::Checkpoints {
+                // A checkpoint ends a superstep (or records the input, which is no superstep).
+                let mut began = superstep_began
+                    .lock()
+                    .expect("superstep clock lock is never poisoned");
+                if event.data["metadata"]["source"] == "loop" {
+                    superstep.observe(began.elapsed().as_secs_f64());
+                }
+                *began = Instant::now();
+            }
             buffer
                 .lock()
                 .expect("event buffer lock is never poisoned")
@@ -239,7 +263,7 @@ fn positive(value: &Value, field: &str) -> Result<usize, String> {
 /// or its worker died), else the resume of its command, else its input.
 async fn run_input(
     graph: &Graph,
-    checkpointer: &PgCheckpointer,
+    checkpointer: &impl Checkpointer,
     claimed: &ClaimedRun,
 ) -> Result<RunInput, GraphError> {
     let state = graph

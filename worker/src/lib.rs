@@ -4,14 +4,18 @@
 //! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
 //!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
 //! * [`execute`](crate::execute): one claimed run from start to finish.
+//! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
 //!
 //! It calls `mostrador-queue` for every database effect and never depends on `mostrador-api`.
 
 pub mod execute;
 pub mod supervisor;
+pub mod telemetry;
+mod timed;
 
 pub use execute::{Finish, RunHandle, execute};
 pub use supervisor::{Registry, WorkerConfig, run};
+pub use telemetry::Telemetry;
 
 /// Why the worker, or a run's transition, failed.
 #[derive(Debug, thiserror::Error)]

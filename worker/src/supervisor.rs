@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 
 use crate::execute::{Finish, RunHandle, execute};
+use crate::telemetry::{RunLabels, Telemetry};
 
 /// Runs in flight per process when none is configured.
 pub const MAX_RUNS_DEFAULT: usize = 16;
@@ -31,6 +32,8 @@ pub const POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
 pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
 /// How long a drain waits for runs to reach a superstep boundary before cancelling them.
 pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(25);
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const GRACE_PERIOD_DEFAULT: Duration = Duration::from_secs(30);
 
 /// Compiled graphs by graph (assistant) id.
 pub type Registry = HashMap<String, Graph>;
@@ -48,8 +51,11 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     pub poll_interval: Duration,
     pub sweep_interval: Duration,
-    /// Must stay below the pod's `terminationGracePeriodSeconds`.
+    /// Must stay below `grace_period`.
     pub drain_timeout: Duration,
+    /// How long the platform waits after SIGTERM before it kills the process (the pod's
+    /// `terminationGracePeriodSeconds`).
+    pub grace_period: Duration,
     /// Ends a run `timeout` when it runs longer.
     pub run_timeout: Option<Duration>,
 }
@@ -65,6 +71,7 @@ impl WorkerConfig {
             poll_interval: POLL_INTERVAL_DEFAULT,
             sweep_interval: SWEEP_INTERVAL_DEFAULT,
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
+            grace_period: GRACE_PERIOD_DEFAULT,
             run_timeout: None,
         }
     }
@@ -97,6 +104,12 @@ impl WorkerConfig {
                 self.lease, self.heartbeat
             ));
         }
+        if self.drain_timeout >= self.grace_period {
+            return Err(format!(
+                "the drain timeout ({:?}) must be below the grace period ({:?}), or runs are killed before they are handed back",
+                self.drain_timeout, self.grace_period
+            ));
+        }
         if self.poll_interval.is_zero() || self.sweep_interval.is_zero() || self.heartbeat.is_zero()
         {
             return Err("intervals must be above zero".into());
@@ -115,6 +128,7 @@ pub async fn run(
     pool: PgPool,
     config: WorkerConfig,
     registry: Arc<Registry>,
+    telemetry: Arc<Telemetry>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), crate::Error> {
     config.validate(&registry).map_err(crate::Error::Config)?;
@@ -124,6 +138,7 @@ pub async fn run(
     let listener =
         Listener::start(pool.clone(), async { listener_stopped.await.unwrap_or(()) }).await?;
     tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
+    telemetry.set_ready(true);
 
     let mut supervisor = Supervisor {
         queued: listener.queued(),
@@ -131,6 +146,7 @@ pub async fn run(
         pool,
         config,
         registry,
+        telemetry,
         lease,
         runs: JoinSet::new(),
         in_flight: HashMap::new(),
@@ -150,13 +166,22 @@ struct Supervisor {
     pool: PgPool,
     config: WorkerConfig,
     registry: Arc<Registry>,
+    telemetry: Arc<Telemetry>,
     lease: WorkerLease,
     queued: broadcast::Receiver<Queued>,
     control: broadcast::Receiver<Control>,
     runs: JoinSet<(RunId, Result<Finish, crate::Error>)>,
-    in_flight: HashMap<RunId, (Lease, RunHandle)>,
+    in_flight: HashMap<RunId, InFlight>,
     drain_deadline: Option<Instant>,
     cancelled_all: bool,
+}
+
+/// A run this worker executes.
+struct InFlight {
+    lease: Lease,
+    handle: RunHandle,
+    graph: String,
+    began: Instant,
 }
 
 impl Supervisor {
@@ -186,12 +211,13 @@ impl Supervisor {
     }
 
     fn start_drain(&mut self) {
+        self.telemetry.set_ready(false);
         tracing::info!(
             in_flight = self.in_flight.len(),
             "draining: runs stop at their next superstep boundary"
         );
-        for (_, handle) in self.in_flight.values() {
-            handle.control.request_drain("worker shutting down");
+        for run in self.in_flight.values() {
+            run.handle.control.request_drain("worker shutting down");
         }
         self.drain_deadline = Some(Instant::now() + self.config.drain_timeout);
     }
@@ -201,8 +227,8 @@ impl Supervisor {
             in_flight = self.in_flight.len(),
             "drain timeout: cancelling runs in flight; they are released"
         );
-        for (_, handle) in self.in_flight.values() {
-            handle.control.cancel();
+        for run in self.in_flight.values() {
+            run.handle.control.cancel();
         }
         self.cancelled_all = true;
     }
@@ -213,7 +239,9 @@ impl Supervisor {
     ) {
         match joined {
             Ok((run_id, finish)) => {
-                self.in_flight.remove(&run_id);
+                if let Some(run) = self.in_flight.remove(&run_id) {
+                    self.observe_exit(&run, &finish);
+                }
                 match finish {
                     Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
                     // The run stays `running`; its lease expires and the sweeper gives it back.
@@ -222,14 +250,41 @@ impl Supervisor {
             }
             Err(err) => tracing::error!(error = %err, "run task panicked"),
         }
+        self.telemetry
+            .runs_in_flight
+            .set(self.in_flight.len() as i64);
+    }
+
+    fn observe_exit(&self, run: &InFlight, finish: &Result<Finish, crate::Error>) {
+        let outcome = match finish {
+            Ok(Finish::Ended(status)) => status.as_str(),
+            Ok(Finish::Retrying) => "retrying",
+            Ok(Finish::Released) => {
+                self.telemetry.runs_drained.inc();
+                "released"
+            }
+            Ok(Finish::RolledBack) => "rolled_back",
+            Ok(Finish::LeaseLost) => {
+                self.telemetry.leases_lost.inc();
+                "lease_lost"
+            }
+            Err(_) => "transition_failed",
+        };
+        self.telemetry
+            .run_seconds
+            .get_or_create(&RunLabels {
+                graph: run.graph.clone(),
+                outcome: outcome.to_owned(),
+            })
+            .observe(run.began.elapsed().as_secs_f64());
     }
 
     fn relay_control(&mut self, signal: Result<Control, broadcast::error::RecvError>) {
         match signal {
             Ok(Control::Cancel { run_id, action, .. }) => {
-                if let Some((_, handle)) = self.in_flight.get(&run_id) {
+                if let Some(run) = self.in_flight.get(&run_id) {
                     tracing::info!(%run_id, ?action, "cancel requested");
-                    handle.cancel(action);
+                    run.handle.cancel(action);
                 }
             }
             // A lost notification is covered by the next heartbeat, which reads the rows.
@@ -238,18 +293,18 @@ impl Supervisor {
     }
 
     async fn heartbeat(&mut self) {
-        let held: Vec<Lease> = self.in_flight.values().map(|(lease, _)| *lease).collect();
+        let held: Vec<Lease> = self.in_flight.values().map(|run| run.lease).collect();
         match self.lease.heartbeat(&self.pool, &held).await {
             Ok(report) => {
                 for lease in report.lost {
-                    if let Some((_, handle)) = self.in_flight.get(&lease.run_id) {
+                    if let Some(run) = self.in_flight.get(&lease.run_id) {
                         tracing::warn!(run_id = %lease.run_id, "lease lost: stopping the run");
-                        handle.control.cancel();
+                        run.handle.control.cancel();
                     }
                 }
                 for (lease, action) in report.cancels {
-                    if let Some((_, handle)) = self.in_flight.get(&lease.run_id) {
-                        handle.cancel(action);
+                    if let Some(run) = self.in_flight.get(&lease.run_id) {
+                        run.handle.cancel(action);
                     }
                 }
             }
@@ -295,12 +350,24 @@ impl Supervisor {
             .cloned()
             .expect("the worker only claims registered graphs");
         let handle = RunHandle::new();
-        self.in_flight
-            .insert(claimed.run_id, (claimed.lease(), handle.clone()));
+        self.in_flight.insert(
+            claimed.run_id,
+            InFlight {
+                lease: claimed.lease(),
+                handle: handle.clone(),
+                graph: claimed.graph_id.clone(),
+                began: Instant::now(),
+            },
+        );
+        self.telemetry.runs_claimed.inc();
+        self.telemetry
+            .runs_in_flight
+            .set(self.in_flight.len() as i64);
         let (pool, timeout) = (self.pool.clone(), self.config.run_timeout);
+        let telemetry = Arc::clone(&self.telemetry);
         tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
         self.runs.spawn(async move {
-            let finish = execute(&pool, &claimed, &graph, &handle, timeout).await;
+            let finish = execute(&pool, &claimed, &graph, &handle, timeout, &telemetry).await;
             (claimed.run_id, finish)
         });
     }
@@ -308,6 +375,9 @@ impl Supervisor {
     async fn sweep(&mut self) {
         match sweep(&self.pool).await {
             Ok(swept) if !swept.requeued.is_empty() || !swept.errored.is_empty() => {
+                self.telemetry
+                    .leases_swept
+                    .inc_by((swept.requeued.len() + swept.errored.len()) as u64);
                 tracing::warn!(
                     requeued = swept.requeued.len(),
                     errored = swept.errored.len(),

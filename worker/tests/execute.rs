@@ -11,7 +11,7 @@ use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, RunStatus, ThreadStatus, WorkerLease, claim,
 };
-use mostrador_worker::{Finish, RunHandle, execute};
+use mostrador_worker::{Finish, RunHandle, Telemetry, execute};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -70,6 +70,7 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
         &abc(&starts, Arc::new(Notify::new()), None),
         &RunHandle::new(),
         None,
+        &Telemetry::default(),
     )
     .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
@@ -114,7 +115,15 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     let first = enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
     assert_eq!(
-        execute(&pool, &claimed, &graph, &RunHandle::new(), None).await?,
+        execute(
+            &pool,
+            &claimed,
+            &graph,
+            &RunHandle::new(),
+            None,
+            &Telemetry::default()
+        )
+        .await?,
         Finish::Ended(RunStatus::Success)
     );
     assert_eq!(
@@ -138,7 +147,15 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     .await;
     let resumed = claim_next(&pool).await;
     assert_eq!(
-        execute(&pool, &resumed, &graph, &RunHandle::new(), None).await?,
+        execute(
+            &pool,
+            &resumed,
+            &graph,
+            &RunHandle::new(),
+            None,
+            &Telemetry::default()
+        )
+        .await?,
         Finish::Ended(RunStatus::Success)
     );
     assert_eq!(
@@ -166,12 +183,16 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
     let handle = RunHandle::new();
+    let telemetry = Telemetry::default();
     let drive = async {
         started.notified().await;
         handle.control.request_drain("sigterm");
         release.notify_one();
     };
-    let (finish, ()) = tokio::join!(execute(&pool, &claimed, &gated, &handle, None), drive);
+    let (finish, ()) = tokio::join!(
+        execute(&pool, &claimed, &gated, &handle, None, &telemetry),
+        drive
+    );
     assert_eq!(finish?, Finish::Released);
     let names: Vec<String> = events(&pool, &claimed)
         .await
@@ -192,6 +213,7 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
         &abc(&starts, Arc::new(Notify::new()), None),
         &RunHandle::new(),
         None,
+        &Telemetry::default(),
     )
     .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
@@ -220,11 +242,15 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
         enqueue(&pool, None, |new| new).await;
         let claimed = claim_next(&pool).await;
         let handle = RunHandle::new();
+        let telemetry = Telemetry::default();
         let drive = async {
             started.notified().await;
             handle.cancel(action);
         };
-        let (finish, ()) = tokio::join!(execute(&pool, &claimed, &gated, &handle, None), drive);
+        let (finish, ()) = tokio::join!(
+            execute(&pool, &claimed, &gated, &handle, None, &telemetry),
+            drive
+        );
         let run = run::get(&pool, claimed.thread_id, claimed.run_id).await;
         match action {
             CancelAction::Interrupt => {
@@ -271,7 +297,15 @@ async fn node_error_is_recorded_and_retried_within_max_attempts(
     .await;
     let claimed = claim_next(&pool).await;
     assert_eq!(
-        execute(&pool, &claimed, &graph, &RunHandle::new(), None).await?,
+        execute(
+            &pool,
+            &claimed,
+            &graph,
+            &RunHandle::new(),
+            None,
+            &Telemetry::default()
+        )
+        .await?,
         Finish::Retrying
     );
     sqlx::query("update mostrador.runs set available_at = now()")
@@ -279,7 +313,15 @@ async fn node_error_is_recorded_and_retried_within_max_attempts(
         .await?;
     let again = claim_next(&pool).await;
     assert_eq!(
-        execute(&pool, &again, &graph, &RunHandle::new(), None).await?,
+        execute(
+            &pool,
+            &again,
+            &graph,
+            &RunHandle::new(),
+            None,
+            &Telemetry::default()
+        )
+        .await?,
         Finish::Ended(RunStatus::Error)
     );
     let run = run::get(&pool, again.thread_id, again.run_id).await?;
@@ -319,6 +361,7 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
         &graph,
         &RunHandle::new(),
         Some(Duration::from_millis(50)),
+        &Telemetry::default(),
     )
     .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Timeout));
@@ -345,6 +388,7 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
         &abc(&Starts::default(), Arc::new(Notify::new()), None),
         &RunHandle::new(),
         None,
+        &Telemetry::default(),
     )
     .await?;
     assert_eq!(finish, Finish::LeaseLost);

@@ -40,7 +40,7 @@ fn spawn_worker(
     let (stop, stopped) = oneshot::channel::<()>();
     let pool = pool.clone();
     let task = tokio::spawn(async move {
-        mostrador_worker::run(pool, config, registry, async {
+        mostrador_worker::run(pool, config, registry, Arc::default(), async {
             stopped.await.unwrap_or(())
         })
         .await
@@ -234,7 +234,7 @@ async fn long_node_keeps_its_lease(pool: PgPool) -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn config_lease_must_cover_three_heartbeats() {
+async fn config_lease_must_cover_three_heartbeats_and_drain_fit_the_grace_period() {
     let registry: Registry = HashMap::from([(
         GRAPH.to_owned(),
         abc(&Starts::default(), Arc::new(Notify::new()), None),
@@ -247,6 +247,15 @@ async fn config_lease_must_cover_three_heartbeats() {
     assert!(
         bad.validate(&registry)
             .is_err_and(|message| message.contains("three heartbeats"))
+    );
+    let late = WorkerConfig {
+        drain_timeout: Duration::from_secs(30),
+        grace_period: Duration::from_secs(30),
+        ..config("w")
+    };
+    assert!(
+        late.validate(&registry)
+            .is_err_and(|message| message.contains("grace period"))
     );
     let unknown = WorkerConfig {
         graphs: vec!["nope".into()],

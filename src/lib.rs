@@ -1,0 +1,262 @@
+//! The `mostrador` command line: parse configuration, install tracing, call a crate's entry point
+//! and turn its result into an exit code. Nothing else lives here.
+//!
+//! It is a library so that a binary can serve another set of graphs with the same commands: the
+//! `mostrador` binary serves the built-in graphs, and the end-to-end tests build one that adds
+//! graphs which record their executions (see `tests/`).
+
+mod duration;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use mostrador_queue::db::DbConfig;
+use mostrador_queue::schema;
+use mostrador_worker::supervisor::MAX_RUNS_DEFAULT;
+use mostrador_worker::{Registry, Telemetry, WorkerConfig, telemetry};
+use sqlx::PgPool;
+use sqlx::migrate::MigrateDatabase;
+use tracing_subscriber::EnvFilter;
+
+use crate::duration::parse_duration;
+
+/// Builds the graphs a process serves; their nodes may use the database.
+pub type GraphSet = fn(&PgPool) -> Registry;
+
+/// The database a local `mostrador` uses when none is configured.
+const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/mostrador";
+
+/// Serve LangGraph-style agent graphs from PostgreSQL.
+#[derive(Debug, Parser)]
+#[command(name = "mostrador", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply the schema migrations (connect directly, with a role that may run DDL).
+    Migrate(MigrateArgs),
+    /// Claim and execute runs until SIGTERM or SIGINT, then drain and exit.
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+struct DatabaseArgs {
+    /// The database (PostgreSQL URL).
+    #[arg(long, env = "MOSTRADOR_DATABASE_URL", default_value = DATABASE_URL_DEFAULT, hide_default_value = true)]
+    database_url: String,
+}
+
+#[derive(Debug, Args)]
+struct MigrateArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// Then grant this existing role the runtime privileges only: SELECT, INSERT, UPDATE and
+    /// DELETE on mostrador's tables, nothing that creates, alters or drops.
+    #[arg(long, env = "MOSTRADOR_RUNTIME_ROLE", value_name = "ROLE")]
+    grant_runtime_role: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// The graphs to claim runs of, comma-separated [default: every graph of this binary].
+    #[arg(long, env = "MOSTRADOR_GRAPHS", value_delimiter = ',')]
+    graphs: Vec<String>,
+
+    /// This worker's name, for people [default: $HOSTNAME, the pod name].
+    #[arg(long, env = "MOSTRADOR_WORKER_NAME")]
+    name: Option<String>,
+
+    /// Runs in flight at most.
+    #[arg(long, env = "MOSTRADOR_MAX_RUNS", default_value_t = MAX_RUNS_DEFAULT)]
+    max_runs: usize,
+
+    /// How long the worker's runs stay its own without a heartbeat (e.g. 60s, 500ms, 2m) [default: 60s].
+    #[arg(long, env = "MOSTRADOR_LEASE", value_parser = parse_duration)]
+    lease: Option<Duration>,
+
+    /// How often leases are renewed; at most a third of the lease [default: lease / 3].
+    #[arg(long, env = "MOSTRADOR_HEARTBEAT", value_parser = parse_duration)]
+    heartbeat: Option<Duration>,
+
+    /// How often to look for runs when no notification arrived [default: 1s].
+    #[arg(long, env = "MOSTRADOR_POLL_INTERVAL", value_parser = parse_duration)]
+    poll_interval: Option<Duration>,
+
+    /// How often to give back the runs of workers whose lease expired [default: 10s].
+    #[arg(long, env = "MOSTRADOR_SWEEP_INTERVAL", value_parser = parse_duration)]
+    sweep_interval: Option<Duration>,
+
+    /// After SIGTERM, how long runs may take to reach a superstep boundary before they are
+    /// cancelled and handed back [default: 25s].
+    #[arg(long, env = "MOSTRADOR_DRAIN_TIMEOUT", value_parser = parse_duration)]
+    drain_timeout: Option<Duration>,
+
+    /// The pod's terminationGracePeriodSeconds: the drain timeout must be below it [default: 30s].
+    #[arg(long, env = "MOSTRADOR_GRACE_PERIOD", value_parser = parse_duration)]
+    grace_period: Option<Duration>,
+
+    /// End runs that take longer as `timeout` [default: no limit].
+    #[arg(long, env = "MOSTRADOR_RUN_TIMEOUT", value_parser = parse_duration)]
+    run_timeout: Option<Duration>,
+
+    /// The address of /live, /ready and /metrics.
+    #[arg(long, env = "MOSTRADOR_WORKER_LISTEN", default_value = "0.0.0.0:9091")]
+    listen: SocketAddr,
+
+    /// Database connections [default: max runs + 4].
+    #[arg(long, env = "MOSTRADOR_POOL_SIZE")]
+    pool_size: Option<u32>,
+}
+
+/// Runs the command line with `graphs` as the graphs this binary serves.
+pub fn main(graphs: GraphSet) -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!("failed to start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli, graphs)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate(args) => migrate(args).await,
+        Command::Worker(args) => worker(args, graphs).await,
+    }
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let url = &args.database.database_url;
+    if !sqlx::Postgres::database_exists(url)
+        .await
+        .context("failed to connect to database")?
+    {
+        sqlx::Postgres::create_database(url)
+            .await
+            .context("failed to create the database")?;
+        tracing::info!("created the database");
+    }
+    let db = DbConfig {
+        pool_size: 2,
+        ..DbConfig::new(url, "mostrador-migrate")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    schema::migrate(&pool)
+        .await
+        .context("failed to apply migrations")?;
+    schema::check_schema(&pool).await?;
+    tracing::info!(
+        migrations = schema::MIGRATOR.iter().count(),
+        "schema is up to date"
+    );
+    if let Some(role) = &args.grant_runtime_role {
+        schema::grant_runtime_role(&pool, role)
+            .await
+            .context("failed to grant the runtime role")?;
+        tracing::info!(role, "granted the runtime role its privileges");
+    }
+    pool.close().await;
+    Ok(())
+}
+
+async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let db = DbConfig {
+        pool_size: args.pool_size.unwrap_or(
+            u32::try_from(args.max_runs)
+                .unwrap_or(u32::MAX)
+                .saturating_add(4),
+        ),
+        ..DbConfig::new(&args.database.database_url, "mostrador-worker")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    schema::check_schema(&pool).await?;
+    let registry = Arc::new(graphs(&pool));
+    let name = args
+        .name
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let mut graph_ids = args.graphs;
+    if graph_ids.is_empty() {
+        graph_ids = registry.keys().cloned().collect();
+        graph_ids.sort();
+    }
+    let defaults = WorkerConfig::new(name, graph_ids);
+    let lease = args.lease.unwrap_or(defaults.lease);
+    let config = WorkerConfig {
+        max_runs: args.max_runs,
+        lease,
+        heartbeat: args.heartbeat.unwrap_or(lease / 3),
+        poll_interval: args.poll_interval.unwrap_or(defaults.poll_interval),
+        sweep_interval: args.sweep_interval.unwrap_or(defaults.sweep_interval),
+        drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
+        grace_period: args.grace_period.unwrap_or(defaults.grace_period),
+        run_timeout: args.run_timeout,
+        ..defaults
+    };
+    config
+        .validate(&registry)
+        .map_err(|message| anyhow::anyhow!("invalid worker configuration: {message}"))?;
+
+    let telemetry = Arc::new(Telemetry::new());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("failed to listen on {}", args.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "serving /live, /ready and /metrics");
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(telemetry::serve(listener, Arc::clone(&telemetry), async {
+        http_stopped.await.unwrap_or(());
+    }));
+
+    let worked =
+        mostrador_worker::run(pool.clone(), config, registry, telemetry, terminated()).await;
+    let _ = stop_http.send(());
+    http.await.context("the http port panicked")??;
+    pool.close().await;
+    Ok(worked?)
+}
+
+/// Resolves on the first SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for SIGTERM and SIGINT: stopping now");
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "shutting down");
+}

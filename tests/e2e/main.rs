@@ -1,0 +1,2 @@
+mod support;
+mod worker;

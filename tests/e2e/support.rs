@@ -1,0 +1,285 @@
+//! What the end-to-end tests share: the test database, worker processes of the `mostrador-e2e`
+//! binary, and the executions its graph nodes record and announce.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use mostrador_queue::event::EventFollower;
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{Listener, Run, RunStatus};
+use serde_json::Value;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+/// The database of one test, with the executions table, and its URL for worker processes.
+pub struct Db {
+    pub pool: PgPool,
+    pub url: String,
+    listener: Listener,
+}
+
+impl Db {
+    pub async fn new(pool: PgPool) -> Self {
+        mostrador_tests::create_executions_table(&pool)
+            .await
+            .expect("executions table");
+        let options = pool.connect_options();
+        let url = format!(
+            "postgres://{}@{}:{}/{}",
+            options.get_username(),
+            options.get_host(),
+            options.get_port(),
+            options
+                .get_database()
+                .expect("the test database has a name"),
+        );
+        let listener = Listener::start(pool.clone(), std::future::pending())
+            .await
+            .expect("listener");
+        Self {
+            pool,
+            url,
+            listener,
+        }
+    }
+
+    /// A new thread with one run of `graph` queued on it.
+    pub async fn enqueue(&self, graph: &str, input: Value) -> Run {
+        self.enqueue_with(graph, |new| NewRun {
+            input: Some(input),
+            ..new
+        })
+        .await
+    }
+
+    /// A new thread with one run of `graph`, as `edit` makes it, queued on it.
+    pub async fn enqueue_with(&self, graph: &str, edit: impl FnOnce(NewRun) -> NewRun) -> Run {
+        let thread = thread::create(&self.pool, &NewThread::new(graph, "ana"))
+            .await
+            .expect("thread");
+        let new = edit(NewRun::new(thread.thread_id, graph));
+        run::enqueue(&self.pool, &new, None)
+            .await
+            .expect("enqueue")
+            .run
+    }
+
+    pub async fn run(&self, run: &Run) -> Run {
+        run::get(&self.pool, run.thread_id, run.run_id)
+            .await
+            .expect("run")
+    }
+
+    /// Waits, without polling, for the run's `end` event; then returns the run.
+    pub async fn until_end(&self, run: &Run, within: Duration) -> Run {
+        let mut follower = EventFollower::start(self.pool.clone(), &self.listener, run.run_id, 0)
+            .await
+            .expect("follow");
+        let ended = tokio::time::timeout(within, async {
+            while let Some(event) = follower.next().await.expect("events") {
+                if event.event == "end" {
+                    return;
+                }
+            }
+        })
+        .await;
+        let now = self.run(run).await;
+        assert!(ended.is_ok(), "run did not end within {within:?}: {now:?}");
+        now
+    }
+
+    /// How many times each node of the thread recorded `phase`.
+    pub async fn counts(&self, thread_id: Uuid, phase: &str) -> BTreeMap<String, i64> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "select node, count(*) from e2e_executions
+             where thread_id = $1 and phase = $2 group by node",
+        )
+        .bind(thread_id)
+        .bind(phase)
+        .fetch_all(&self.pool)
+        .await
+        .expect("counts");
+        rows.into_iter().collect()
+    }
+
+    /// The values of the thread's latest checkpoint.
+    pub async fn values(&self, thread_id: Uuid) -> Value {
+        use mostrador_graph::Checkpointer;
+        let saved = mostrador_queue::PgCheckpointer::new(self.pool.clone())
+            .get(thread_id, None)
+            .await
+            .expect("checkpoint")
+            .expect("the thread has a checkpoint");
+        Value::Object(saved.values)
+    }
+}
+
+/// One execution a node recorded.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub thread_id: Uuid,
+    pub node: String,
+    pub phase: String,
+}
+
+/// Executions as nodes announce them.
+pub struct Executions(PgListener);
+
+impl Executions {
+    pub async fn listen(db: &Db) -> Self {
+        let mut listener = PgListener::connect_with(&db.pool).await.expect("listen");
+        listener
+            .listen(mostrador_tests::EXECUTIONS)
+            .await
+            .expect("listen");
+        Self(listener)
+    }
+
+    /// The next announced execution that `wanted` accepts.
+    pub async fn until(&mut self, wanted: impl Fn(&Execution) -> bool) -> Execution {
+        let next = async {
+            loop {
+                let notification = self.0.recv().await.expect("notification");
+                let data: Value =
+                    serde_json::from_str(notification.payload()).expect("execution payload");
+                let text = |key: &str| data[key].as_str().unwrap_or_default().to_owned();
+                let execution = Execution {
+                    thread_id: text("thread_id").parse().expect("thread id"),
+                    node: text("node"),
+                    phase: text("phase"),
+                };
+                if wanted(&execution) {
+                    return execution;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), next)
+            .await
+            .expect("the execution was announced within a minute")
+    }
+}
+
+/// A `mostrador-e2e worker` process.
+pub struct Worker {
+    child: Child,
+    /// Kept: the child forgets its id once it has exited.
+    pub pid: u32,
+    pub name: String,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Worker {
+    /// Starts a worker on the test database; `args` add to or override the defaults (a short
+    /// poll and sweep interval).
+    pub fn start(db: &Db, name: &str, args: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-logs");
+        std::fs::create_dir_all(&dir).expect("log directory");
+        let database = db.url.rsplit('/').next().unwrap_or("db");
+        let log = dir.join(format!("{database}-{name}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
+            .arg("worker")
+            .args(["--database-url", &db.url, "--name", name])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--poll-interval", "200ms", "--sweep-interval", "300ms"])
+            .args(args)
+            .env("RUST_LOG", "info,sqlx=warn")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the mostrador-e2e binary starts");
+        Self {
+            pid: child.id().expect("a child just started has an id"),
+            child,
+            name: name.to_owned(),
+            port,
+            log,
+        }
+    }
+
+    /// Sends SIGTERM, as Kubernetes does to stop a pod.
+    pub fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "SIGTERM delivered");
+    }
+
+    /// Sends SIGKILL (an OOM kill, a node lost) and reaps the process.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("SIGKILL delivered");
+    }
+
+    /// Waits for the process to exit.
+    pub async fn exit(&mut self, within: Duration) -> ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => panic!(
+                "worker {} did not exit within {within:?}\n{}",
+                self.name,
+                self.log()
+            ),
+        }
+    }
+
+    /// The worker's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path` on the worker's HTTP port: status code and body.
+    pub async fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {response:?}")))?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    /// Waits until the worker answers `/ready` with `status`.
+    pub async fn until_ready_is(&self, status: u16) {
+        let within = Duration::from_secs(20);
+        let polled = tokio::time::timeout(within, async {
+            // The worker is another process: its HTTP port is the only signal there is.
+            while self.get("/ready").await.ok().map(|(code, _)| code) != Some(status) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            polled.is_ok(),
+            "worker {} did not answer /ready with {status} within {within:?}\n{}",
+            self.name,
+            self.log()
+        );
+    }
+}
+
+/// Ends with `status` or panics with the run.
+pub fn assert_status(run: &Run, status: RunStatus) {
+    assert_eq!(run.status, status, "{run:?}");
+}

@@ -1,0 +1,214 @@
+//! End-to-end tests that start real mostrador processes against Postgres.
+//!
+//! The `mostrador-e2e` binary is the `mostrador` command line (the same [`mostrador::main`])
+//! serving the graphs of this module instead of the built-in ones. Their nodes record every
+//! start and finish in the table `e2e_executions` of the database they run against, and announce
+//! it on the channel `e2e_executions`, so a test can wait for "node s3 started" without polling
+//! and count afterwards how often each node ran.
+//!
+//! Graphs (every node sleeps `slow[node]` milliseconds if the state says so, else `delay_ms`):
+//! * `e2e_linear_5`, `e2e_linear_6`: `s1 → … → sN`, each appending its name to `log`.
+//! * `e2e_fanout`: `plan` sends `width` tasks to `work` (task `i` sleeps `(i + 1) × delay_ms`
+//!   and appends `i²` to `done`), then `total` sums `done`.
+//! * `e2e_flaky`: `flaky` fails (retryably) while it has started at most `fail_times` times on
+//!   its thread; its retry policy allows 3 attempts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use mostrador_graph::{
+    Command, Graph, NodeContext, NodeError, Reducer, RetryPolicy, START, StateGraph,
+};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The table and channel the e2e graphs record executions in.
+pub const EXECUTIONS: &str = "e2e_executions";
+
+/// Creates the executions table (once per test database, before workers start).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn create_executions_table(pool: &PgPool) -> sqlx::Result<()> {
+    sqlx::query(
+        "create table if not exists e2e_executions (
+            id bigint generated always as identity primary key,
+            thread_id uuid not null,
+            node text not null,
+            task text not null,
+            phase text not null check (phase in ('start', 'finish')),
+            pid integer not null,
+            at timestamptz not null default clock_timestamp()
+        )",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The graphs of the `mostrador-e2e` binary.
+pub fn graphs(pool: &PgPool) -> HashMap<String, Graph> {
+    HashMap::from([
+        ("e2e_linear_5".to_owned(), linear(pool, 5)),
+        ("e2e_linear_6".to_owned(), linear(pool, 6)),
+        ("e2e_fanout".to_owned(), fanout(pool)),
+        ("e2e_flaky".to_owned(), flaky(pool)),
+    ])
+}
+
+fn linear(pool: &PgPool, steps: usize) -> Graph {
+    let mut graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .channel("delay_ms", Reducer::LastValue)
+        .channel("slow", Reducer::LastValue)
+        .edge(START, "s1");
+    for step in 1..=steps {
+        let name = format!("s{step}");
+        if step > 1 {
+            graph = graph.edge(format!("s{}", step - 1), name.clone());
+        }
+        let pool = pool.clone();
+        graph = graph.node(name, move |ctx| {
+            let pool = pool.clone();
+            async move {
+                record(&pool, &ctx, "start").await?;
+                sleep(delay(&ctx, 1)).await;
+                record(&pool, &ctx, "finish").await?;
+                Ok(Command::new().set("log", json!([ctx.node()])))
+            }
+        });
+    }
+    graph.compile().expect("the linear graph is valid")
+}
+
+fn fanout(pool: &PgPool) -> Graph {
+    let (work_pool, total_pool) = (pool.clone(), pool.clone());
+    StateGraph::new()
+        .channel("width", Reducer::LastValue)
+        .channel("delay_ms", Reducer::LastValue)
+        .channel("slow", Reducer::LastValue)
+        .channel("done", Reducer::Append)
+        .channel("total", Reducer::LastValue)
+        .node("plan", |_| async { Ok(Command::new()) })
+        .conditional_edge("plan", |state| {
+            let width = state.get("width").and_then(Value::as_u64).unwrap_or(4);
+            (0..width)
+                .map(|i| mostrador_graph::Send::new("work", json!(i)))
+                .collect::<Vec<_>>()
+        })
+        .node("work", move |ctx| {
+            let pool = work_pool.clone();
+            async move {
+                let i = ctx.arg().and_then(Value::as_u64).unwrap_or(0);
+                record(&pool, &ctx, "start").await?;
+                sleep(delay(&ctx, i + 1)).await;
+                record(&pool, &ctx, "finish").await?;
+                Ok(Command::new().set("done", json!([i * i])))
+            }
+        })
+        .node("total", move |ctx| {
+            let pool = total_pool.clone();
+            async move {
+                record(&pool, &ctx, "start").await?;
+                let total: u64 = ctx
+                    .get("done")
+                    .and_then(Value::as_array)
+                    .map(|done| done.iter().filter_map(Value::as_u64).sum())
+                    .unwrap_or(0);
+                record(&pool, &ctx, "finish").await?;
+                Ok(Command::new().set("total", json!(total)))
+            }
+        })
+        .edge(START, "plan")
+        .edge("work", "total")
+        .compile()
+        .expect("the fan-out graph is valid")
+}
+
+fn flaky(pool: &PgPool) -> Graph {
+    let pool = pool.clone();
+    let retry = RetryPolicy {
+        max_attempts: 3,
+        initial_interval: Duration::from_millis(10),
+        ..RetryPolicy::default()
+    };
+    StateGraph::new()
+        .channel("fail_times", Reducer::LastValue)
+        .channel("ok", Reducer::LastValue)
+        .node_with(
+            "flaky",
+            move |ctx| {
+                let pool = pool.clone();
+                async move {
+                    let started = record(&pool, &ctx, "start").await?;
+                    let fail_times = ctx.get("fail_times").and_then(Value::as_i64).unwrap_or(0);
+                    if started <= fail_times {
+                        return Err(NodeError::retryable(format!(
+                            "flaky failure {started} of {fail_times}"
+                        )));
+                    }
+                    record(&pool, &ctx, "finish").await?;
+                    Ok(Command::new().set("ok", json!(true)))
+                }
+            },
+            Some(retry),
+            None,
+        )
+        .edge(START, "flaky")
+        .compile()
+        .expect("the flaky graph is valid")
+}
+
+/// How long this task sleeps: `slow[node]`, else `delay_ms × factor`.
+fn delay(ctx: &NodeContext, factor: u64) -> Duration {
+    let slow = ctx
+        .get("slow")
+        .and_then(|slow| slow.get(ctx.node()))
+        .and_then(Value::as_u64);
+    let base = ctx.get("delay_ms").and_then(Value::as_u64).unwrap_or(0);
+    Duration::from_millis(slow.unwrap_or(base * factor))
+}
+
+async fn sleep(duration: Duration) {
+    if !duration.is_zero() {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+/// Records a start or finish of this task and announces it; returns how many times this node
+/// has recorded `phase` on its thread, this one included.
+async fn record(pool: &PgPool, ctx: &NodeContext, phase: &str) -> Result<i64, NodeError> {
+    let thread_id = ctx
+        .config()
+        .get("thread_id")
+        .and_then(Value::as_str)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or_else(|| NodeError::fatal("the run's config has no thread_id"))?;
+    sqlx::query_scalar(
+        "with recorded as (
+            insert into e2e_executions (thread_id, node, task, phase, pid)
+            values ($1, $2, $3, $4, $5)
+            returning thread_id
+        ), announced as (
+            select pg_notify('e2e_executions', json_build_object(
+                'thread_id', $1::uuid, 'node', $2::text, 'task', $3::text, 'phase', $4::text, 'pid', $5::integer
+            )::text)
+            from recorded
+        )
+        -- The new row is not visible to this statement: count it in.
+        select 1 + (
+            select count(*) from e2e_executions where thread_id = $1 and node = $2 and phase = $4
+        )
+        from announced",
+    )
+    .bind(thread_id)
+    .bind(ctx.node())
+    .bind(ctx.task_id())
+    .bind(phase)
+    .bind(std::process::id() as i32)
+    .fetch_one(pool)
+    .await
+    .map_err(|err| NodeError::retryable(format!("recording the execution failed: {err}")))
+}

@@ -1,0 +1,80 @@
+//! A checkpointer that reports how long its durable writes take.
+
+use mostrador_graph::checkpoint::{BoxError, TaskWrites};
+use mostrador_graph::{Checkpoint, Checkpointer, Saved, State};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::telemetry::Telemetry;
+
+/// Wraps a checkpointer; `put` and `put_writes` are timed, reads pass through.
+#[derive(Debug)]
+pub struct Timed<'a, C> {
+    inner: C,
+    telemetry: &'a Telemetry,
+}
+
+impl<'a, C: Checkpointer> Timed<'a, C> {
+    pub fn new(inner: C, telemetry: &'a Telemetry) -> Self {
+        Self { inner, telemetry }
+    }
+}
+
+impl<C: Checkpointer> Checkpointer for Timed<'_, C> {
+    async fn put(
+        &self,
+        thread_id: Uuid,
+        checkpoint: &Checkpoint,
+        values: &State,
+        changed: &[String],
+    ) -> Result<(), BoxError> {
+        let start = Instant::now();
+        let saved = self.inner.put(thread_id, checkpoint, values, changed).await;
+        self.telemetry.observe_write("checkpoint", start.elapsed());
+        saved
+    }
+
+    async fn put_writes(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Uuid,
+        writes: &[TaskWrites],
+    ) -> Result<(), BoxError> {
+        let start = Instant::now();
+        let saved = self
+            .inner
+            .put_writes(thread_id, checkpoint_id, writes)
+            .await;
+        self.telemetry.observe_write("writes", start.elapsed());
+        saved
+    }
+
+    async fn get(
+        &self,
+        thread_id: Uuid,
+        checkpoint_id: Option<Uuid>,
+    ) -> Result<Option<Saved>, BoxError> {
+        self.inner.get(thread_id, checkpoint_id).await
+    }
+
+    async fn list(
+        &self,
+        thread_id: Uuid,
+        limit: usize,
+        before: Option<Uuid>,
+    ) -> Result<Vec<Saved>, BoxError> {
+        self.inner.list(thread_id, limit, before).await
+    }
+
+    async fn delete_thread(&self, thread_id: Uuid) -> Result<(), BoxError> {
+        self.inner.delete_thread(thread_id).await
+    }
+
+    async fn prune(&self, thread_id: Uuid, keep_latest: usize) -> Result<(), BoxError> {
+        self.inner.prune(thread_id, keep_latest).await
+    }
+
+    async fn copy_thread(&self, from: Uuid, to: Uuid) -> Result<(), BoxError> {
+        self.inner.copy_thread(from, to).await
+    }
+}
