@@ -1,2 +1,3 @@
+mod soak;
 mod support;
 mod worker;

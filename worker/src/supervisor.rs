@@ -152,6 +152,7 @@ pub async fn run(
         in_flight: HashMap::new(),
         drain_deadline: None,
         cancelled_all: false,
+        more_queued: false,
     };
     supervisor.run(shutdown).await;
 
@@ -174,6 +175,9 @@ struct Supervisor {
     in_flight: HashMap<RunId, InFlight>,
     drain_deadline: Option<Instant>,
     cancelled_all: bool,
+    /// The last claim filled every free slot: more runs may wait, so a slot that frees up is
+    /// filled at once rather than at the next notification or poll.
+    more_queued: bool,
 }
 
 /// A run this worker executes.
@@ -200,7 +204,12 @@ impl Supervisor {
                 biased;
                 () = &mut shutdown, if !draining => self.start_drain(),
                 () = sleep_until(deadline), if draining && !self.cancelled_all => self.cancel_all(),
-                Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => self.reap(joined),
+                Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => {
+                    self.reap(joined);
+                    if self.more_queued && !draining {
+                        self.claim_while_full().await;
+                    }
+                }
                 signal = self.control.recv() => self.relay_control(signal),
                 _ = heartbeat.tick() => self.heartbeat().await,
                 _ = self.queued.recv(), if !draining => self.claim_while_full().await,
@@ -243,6 +252,9 @@ impl Supervisor {
                     self.observe_exit(&run, &finish);
                 }
                 match finish {
+                    Ok(Finish::LeaseLost) => {
+                        tracing::warn!(%run_id, "lease lost: the run stopped without writing more");
+                    }
                     Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
                     // The run stays `running`; its lease expires and the sweeper gives it back.
                     Err(err) => tracing::error!(%run_id, error = %err, "run transition failed"),
@@ -297,8 +309,10 @@ impl Supervisor {
         match self.lease.heartbeat(&self.pool, &held).await {
             Ok(report) => {
                 for lease in report.lost {
+                    // Also reported for a run that ended while the heartbeat ran: cancelling it
+                    // then is a no-op, and `reap` reports real losses.
                     if let Some(run) = self.in_flight.get(&lease.run_id) {
-                        tracing::warn!(run_id = %lease.run_id, "lease lost: stopping the run");
+                        tracing::debug!(run_id = %lease.run_id, "lease not held: stopping the run");
                         run.handle.control.cancel();
                     }
                 }
@@ -333,11 +347,11 @@ impl Supervisor {
                     return;
                 }
             };
-            let full = claimed.len() == free;
+            self.more_queued = claimed.len() == free;
             for run in claimed {
                 self.start(run);
             }
-            if !full {
+            if !self.more_queued {
                 return;
             }
         }
