@@ -24,6 +24,21 @@ pub enum StreamMode {
 }
 
 impl StreamMode {
+    pub const ALL: [StreamMode; 7] = [
+        StreamMode::Values,
+        StreamMode::Updates,
+        StreamMode::Messages,
+        StreamMode::Custom,
+        StreamMode::Tasks,
+        StreamMode::Checkpoints,
+        StreamMode::Debug,
+    ];
+
+    /// The mode named `name` on the wire.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+
     /// The name on the wire (the SSE event name).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -7,9 +7,14 @@
 //! to the minute.
 //!
 //! A checkpointer made with [`PgCheckpointer::fenced`] writes only while its run is held under
-//! that attempt: each write takes the run's row lock (`for share`) and checks
+//! that attempt: each write takes the run's row lock (`for key share`) and checks
 //! `(run_id, attempt, status = running)` in the same statement, so a worker that lost its lease
 //! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit).
+//!
+//! `for key share` is the weakest lock that does the job, on purpose: every statement that moves
+//! a run out of `running` locks its row `for update`, which waits for the checkpoint write, while
+//! event appends (a plain `update` of `event_seq`, taking `for no key update`) do not conflict
+//! with it. Checkpoint writes therefore never queue behind the worker's event flushes.
 
 use std::collections::BTreeMap;
 
@@ -80,8 +85,9 @@ impl PgCheckpointer {
         let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
         let versions_json = json!(checkpoint.versions);
         let (run_id, attempt) = self.lease_parts();
-        // N.B. The fence takes the run's row lock (`for share`) for the statement's transaction,
-        // so a sweep or release cannot commit between the check and the writes.
+        // N.B. The fence takes the run's row lock (`for key share`) for the statement's
+        // transaction, so a transition (which locks `for update`) cannot commit between the check
+        // and the writes.
         let held = sqlx::query_scalar!(
             r#"
             with fence as (
@@ -90,7 +96,7 @@ impl PgCheckpointer {
                 where run_id = $13
                   and attempt = $14
                   and status = 'running'
-                for share
+                for key share
             ),
             allowed as (
                 select $13::uuid is null or exists (select 1 from fence) as ok
@@ -173,7 +179,7 @@ impl PgCheckpointer {
                 where run_id = $7
                   and attempt = $8
                   and status = 'running'
-                for share
+                for key share
             ),
             allowed as (
                 select $7::uuid is null or exists (select 1 from fence) as ok

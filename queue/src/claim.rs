@@ -56,6 +56,8 @@ pub struct ClaimedRun {
     /// drain): the holder should end the run that way at once.
     pub cancel_action: Option<CancelAction>,
     pub trace_id: Option<String>,
+    /// The stream modes whose events are stored.
+    pub stream_mode: Vec<String>,
 }
 
 /// How a claimed run ends, other than by failing.
@@ -130,7 +132,7 @@ pub async fn claim(
             returning
                 r.run_id, r.attempt, r.thread_id, r.graph_id, r.input, r.command, r.config,
                 r.metadata, r.max_attempts, r.drain_count, r.cancel_action, r.trace_id,
-                r.priority, r.available_at, r.seq
+                r.stream_mode, r.priority, r.available_at, r.seq
         )
         select
             run_id as "run_id: RunId",
@@ -144,7 +146,8 @@ pub async fn claim(
             max_attempts,
             drain_count,
             cancel_action as "cancel_action: CancelAction",
-            trace_id
+            trace_id,
+            stream_mode
         from claimed
         -- In queue order, as the candidates were chosen.
         order by priority, available_at, seq
@@ -212,6 +215,15 @@ pub async fn complete_many(
                 $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[]
             ) as i(run_id, attempt, status, thread_status)
         ),
+        -- N.B. `for update`, not the plain update's `for no key update`: it must wait for
+        -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`).
+        locked as (
+            select r.run_id
+            from mostrador.runs r
+            join input i on i.run_id = r.run_id and i.attempt = r.attempt
+            where r.status = 'running'
+            for update of r
+        ),
         completed as (
             update mostrador.runs r
             set status = i.status,
@@ -220,6 +232,7 @@ pub async fn complete_many(
                 event_seq = r.event_seq + 1
             from input i
             where r.run_id = i.run_id
+              and r.run_id = any(array(select run_id from locked))
               and r.attempt = i.attempt
               and r.status = 'running'
             returning r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, i.thread_status
@@ -401,14 +414,23 @@ impl ClaimedRun {
     pub async fn release(&self, executor: impl PgExecutor<'_>, reason: &str) -> Result {
         let released = sqlx::query_scalar!(
             r#"
-            with released as (
+            -- N.B. `for update` waits for checkpoint writes in flight (see `checkpoint`).
+            with locked as (
+                select run_id
+                from mostrador.runs
+                where run_id = $1
+                  and attempt = $2
+                  and status = 'running'
+                for update
+            ),
+            released as (
                 update mostrador.runs
                 set status = 'pending',
                     lease_owner = null,
                     drain_count = drain_count + 1,
                     updated_at = now(),
                     event_seq = event_seq + 1
-                where run_id = $1
+                where run_id = (select run_id from locked)
                   and attempt = $2
                   and status = 'running'
                 returning run_id, graph_id, attempt, event_seq

@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use mostrador_graph::StreamMode;
 use serde_json::Value;
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
@@ -105,6 +106,8 @@ pub struct Run {
     pub cancel_action: Option<CancelAction>,
     pub error: Option<Value>,
     pub trace_id: Option<String>,
+    /// The stream modes whose events the worker stores.
+    pub stream_mode: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
@@ -127,6 +130,8 @@ pub struct NewRun {
     pub after: Duration,
     pub max_attempts: i32,
     pub trace_id: Option<String>,
+    /// The stream modes whose events the worker stores; other events are not kept.
+    pub stream_mode: Vec<StreamMode>,
 }
 
 impl NewRun {
@@ -143,7 +148,15 @@ impl NewRun {
             after: Duration::ZERO,
             max_attempts: MAX_ATTEMPTS_DEFAULT,
             trace_id: None,
+            stream_mode: vec![StreamMode::Values],
         }
+    }
+
+    fn stream_mode_names(&self) -> Vec<String> {
+        self.stream_mode
+            .iter()
+            .map(|mode| mode.as_str().to_owned())
+            .collect()
     }
 
     fn validate(&self) -> Result {
@@ -213,6 +226,7 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId, run_id: Run
             cancel_action as "cancel_action: CancelAction",
             error,
             trace_id,
+            stream_mode,
             created_at,
             updated_at,
             started_at,
@@ -314,9 +328,11 @@ pub async fn enqueue<'a>(
         r#"
         insert into mostrador.runs (
             run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-            priority, available_at, max_attempts, trace_id
+            priority, available_at, max_attempts, trace_id, stream_mode
         )
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11, $12)
+        values (
+            $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11, $12, $13
+        )
         returning
             run_id as "run_id: RunId",
             thread_id as "thread_id: ThreadId",
@@ -336,6 +352,7 @@ pub async fn enqueue<'a>(
             cancel_action as "cancel_action: CancelAction",
             error,
             trace_id,
+            stream_mode,
             created_at,
             updated_at,
             started_at,
@@ -353,6 +370,7 @@ pub async fn enqueue<'a>(
         new.after.as_secs_f64(),
         new.max_attempts,
         new.trace_id,
+        &new.stream_mode_names(),
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -387,6 +405,7 @@ pub async fn enqueue_batch<'a>(
     let mut afters = Vec::with_capacity(n);
     let mut max_attempts = Vec::with_capacity(n);
     let mut trace_ids = Vec::with_capacity(n);
+    let mut stream_modes = Vec::with_capacity(n);
     for new in news {
         new.validate()?;
         run_ids.push(Uuid::now_v7());
@@ -401,6 +420,8 @@ pub async fn enqueue_batch<'a>(
         afters.push(new.after.as_secs_f64());
         max_attempts.push(new.max_attempts);
         trace_ids.push(new.trace_id.clone());
+        // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
+        stream_modes.push(new.stream_mode_names().join(","));
     }
 
     let mut tx = db.begin().await?;
@@ -426,21 +447,21 @@ pub async fn enqueue_batch<'a>(
             from unnest(
                 $1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[],
                 $7::jsonb[], $8::mostrador.multitask_strategy[], $9::int[], $10::float8[],
-                $11::int[], $12::text[]
+                $11::int[], $12::text[], $13::text[]
             ) with ordinality as i(
                 run_id, thread_id, graph_id, input, command, config, metadata,
-                multitask_strategy, priority, after_secs, max_attempts, trace_id, ord
+                multitask_strategy, priority, after_secs, max_attempts, trace_id, stream_mode, ord
             )
         ),
         inserted as (
             insert into mostrador.runs (
                 run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-                priority, available_at, max_attempts, trace_id
+                priority, available_at, max_attempts, trace_id, stream_mode
             )
             select
                 i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
                 i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
-                i.max_attempts, i.trace_id
+                i.max_attempts, i.trace_id, string_to_array(i.stream_mode, ',')
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
             -- generic plan of this prepared statement may probe threads by graph_id instead
@@ -471,6 +492,7 @@ pub async fn enqueue_batch<'a>(
         &afters,
         &max_attempts,
         &trace_ids as &[Option<String>],
+        &stream_modes,
     )
     .fetch_one(&mut *tx)
     .await?;

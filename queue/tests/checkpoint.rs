@@ -5,8 +5,11 @@ use mostrador_graph::stream::discard;
 use mostrador_graph::{
     Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START, StateGraph,
 };
+use std::time::Duration;
+
+use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
-use mostrador_queue::{Error, PgCheckpointer};
+use mostrador_queue::{Error, PgCheckpointer, RunStatus, ThreadStatus};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -169,5 +172,71 @@ async fn saving_a_checkpoint_restarts_the_retention_clock(pool: PgPool) -> anyho
     .fetch_one(&pool)
     .await?;
     assert!(idle_days < 0.01, "last activity was {idle_days} days ago");
+    Ok(())
+}
+
+/// The lock protocol the fence rests on: a checkpoint write holds its run's row `for key share`
+/// until it commits. An event append (a plain update) must not wait for it, or checkpoint writes
+/// and the worker's event flushes would queue behind each other; a transition out of `running`
+/// must wait, or a lost lease could let a stale checkpoint land after the run moved on.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn transitions_wait_for_checkpoint_writes_and_event_appends_do_not(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let lease = claimed.lease();
+
+    // A checkpoint write in flight, as the fence locks.
+    let mut writing = pool.begin().await?;
+    sqlx::query("select 1 from mostrador.runs where run_id = $1 for key share")
+        .bind(lease.run_id.0)
+        .execute(&mut *writing)
+        .await?;
+
+    let appended = tokio::time::timeout(
+        Duration::from_secs(5),
+        event::append(&pool, lease, &[NewEvent::new("custom", json!(1))]),
+    )
+    .await;
+    assert!(
+        matches!(appended, Ok(Ok(1))),
+        "an append does not wait: {appended:?}"
+    );
+
+    let completing = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            claimed
+                .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+                .await
+        }
+    });
+    // Another session's lock wait is visible only in pg_stat_activity: look until it shows.
+    let waiting = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let blocked: bool = sqlx::query_scalar(
+                "select exists (select 1 from pg_stat_activity
+                 where datname = current_database() and wait_event_type = 'Lock')",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("activity");
+            if blocked {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        waiting.is_ok(),
+        "the completion waits for the checkpoint write"
+    );
+    assert!(!completing.is_finished());
+
+    writing.commit().await?;
+    completing.await??;
     Ok(())
 }

@@ -21,18 +21,21 @@ async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<(
         .fetch_one(&pool)
         .await?;
 
-    sqlx::query("update _sqlx_migrations set version = 99999999999999 where version = $1")
+    // The newest migration not applied: behind.
+    let mut tx = pool.begin().await?;
+    sqlx::query("delete from _sqlx_migrations where version = $1")
         .bind(newest)
-        .execute(&pool)
+        .execute(&mut *tx)
         .await?;
-    let message = schema_error(check_schema(&pool).await);
+    let message = schema_error(check_schema(&mut *tx).await);
     assert!(
         message.contains("behind") && message.contains("mostrador migrate"),
         "{message}"
     );
+    tx.rollback().await?;
 
-    sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select $1, description, true, checksum, 0 from _sqlx_migrations limit 1")
-        .bind(newest)
+    // A migration this binary does not know: ahead.
+    sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select 99999999999999, description, true, checksum, 0 from _sqlx_migrations limit 1")
         .execute(&pool)
         .await?;
     let message = schema_error(check_schema(&pool).await);

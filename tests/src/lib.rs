@@ -12,6 +12,8 @@
 //!   and appends `i²` to `done`), then `total` sums `done`.
 //! * `e2e_flaky`: `flaky` fails (retryably) while it has started at most `fail_times` times on
 //!   its thread; its retry policy allows 3 attempts.
+//! * `bench_linear_1`, `bench_linear_6`: `n1 → … → nN` that record nothing, for the worker
+//!   benchmarks (`bench/src/bin/worker_bench.rs`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -55,7 +57,29 @@ pub fn graphs(pool: &PgPool) -> HashMap<String, Graph> {
         ("e2e_linear_6".to_owned(), linear(pool, 6)),
         ("e2e_fanout".to_owned(), fanout(pool)),
         ("e2e_flaky".to_owned(), flaky(pool)),
+        ("bench_linear_1".to_owned(), quiet_linear(1)),
+        ("bench_linear_6".to_owned(), quiet_linear(6)),
     ])
+}
+
+/// `n1 → … → nN`, each appending its name to `log` after sleeping `delay_ms`, and recording
+/// nothing: the workload of the worker benchmarks.
+fn quiet_linear(steps: usize) -> Graph {
+    let mut graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .channel("delay_ms", Reducer::LastValue)
+        .edge(START, "n1");
+    for step in 1..=steps {
+        let name = format!("n{step}");
+        if step > 1 {
+            graph = graph.edge(format!("n{}", step - 1), name.clone());
+        }
+        graph = graph.node(name, |ctx| async move {
+            sleep(delay(&ctx, 1)).await;
+            Ok(Command::new().set("log", json!([ctx.node()])))
+        });
+    }
+    graph.compile().expect("the linear graph is valid")
 }
 
 fn linear(pool: &PgPool, steps: usize) -> Graph {

@@ -1,7 +1,7 @@
 //! One claimed run, from start to finish: choose where the graph starts (input, resume, or the
 //! run's own last checkpoint after a drain or a crash), run it on the Postgres checkpointer
-//! fenced by the run's lease, append its events in batches, and end it with the transition its
-//! outcome calls for.
+//! fenced by the run's lease, hand its events to the worker's [`Publisher`], and end it with the
+//! transition its outcome calls for.
 //!
 //! A lost lease stops the run at once, and nothing more is written for it: every write (events,
 //! checkpoints, the terminal transition) is fenced.
@@ -14,20 +14,19 @@ use mostrador_graph::{
     Checkpointer, Durability, Error as GraphError, Graph, Outcome, Resume, RunControl, RunInput,
     RunOptions, StreamEvent, StreamMode,
 };
-use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::claim::Completion;
 use mostrador_queue::{
-    CancelAction, ClaimedRun, Error as QueueError, PgCheckpointer, RunStatus, ThreadStatus,
+    CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
+    ThreadStatus,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::time::Instant;
 
 use crate::Error;
+use crate::publish::{Publisher, RunEvents};
 use crate::telemetry::{GraphLabel, Telemetry};
 use crate::timed::Timed;
-
-/// How often a run's buffered events (model tokens above all) are appended.
-pub const EVENT_FLUSH_INTERVAL_DEFAULT: Duration = Duration::from_millis(50);
 
 /// What the supervisor holds to steer a run it executes.
 #[derive(Debug, Clone, Default)]
@@ -79,142 +78,154 @@ pub enum Finish {
     LeaseLost,
 }
 
-/// Executes one claimed run to its end. `timeout` bounds the whole run (it then ends `timeout`).
-///
-/// # Errors
-///
-/// A database failure during a transition; the run stays `running` until its lease expires.
-pub async fn execute(
-    pool: &PgPool,
-    claimed: &ClaimedRun,
-    graph: &Graph,
-    handle: &RunHandle,
-    timeout: Option<Duration>,
-    telemetry: &Telemetry,
-) -> Result<Finish, Error> {
-    if let Some(action) = claimed.cancel_action {
-        // Cancelled while it waited (released by a drain): honour it before running anything.
-        handle.cancel(action);
-    }
-    let checkpointer = Timed::new(
-        PgCheckpointer::fenced(pool.clone(), claimed.lease()),
-        telemetry,
-    );
-    let options = match run_options(claimed) {
-        Ok(options) => options,
-        Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
-    };
-    let input = match run_input(graph, &checkpointer, claimed).await {
-        Ok(input) => input,
-        Err(err) => return finish_error(pool, claimed, err).await,
-    };
+/// What executing runs needs from its worker: the database, the publisher that writes events and
+/// completions, and the metrics. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    pool: PgPool,
+    publisher: Publisher,
+    telemetry: Arc<Telemetry>,
+}
 
-    let buffer: Arc<Mutex<Vec<NewEvent>>> = Arc::default();
-    let sink = {
-        let buffer = Arc::clone(&buffer);
-        let superstep = telemetry
-            .superstep_seconds
-            .get_or_create(&GraphLabel {
-                graph: claimed.graph_id.clone(),
-            })
-            .clone();
-        let superstep_began = Mutex::new(Instant::now());
-        Arc::new(move |event: StreamEvent| {
-            if event.mode == StreamMode::Checkpoints {
-                // A checkpoint ends a superstep (or records the input, which is no superstep).
-                let mut began = superstep_began
-                    .lock()
-                    .expect("superstep clock lock is never poisoned");
-                if event.data["metadata"]["source"] == "loop" {
-                    superstep.observe(began.elapsed().as_secs_f64());
+impl Executor {
+    /// Starts the worker's publisher task.
+    pub fn new(pool: PgPool, telemetry: Arc<Telemetry>) -> Self {
+        Self {
+            publisher: Publisher::start(pool.clone()),
+            pool,
+            telemetry,
+        }
+    }
+
+    /// Executes one claimed run to its end. `timeout` bounds the whole run (it then ends
+    /// `timeout`).
+    ///
+    /// # Errors
+    ///
+    /// A database failure during a transition; the run stays `running` until its lease expires.
+    pub async fn execute(
+        &self,
+        claimed: &ClaimedRun,
+        graph: &Graph,
+        handle: &RunHandle,
+        timeout: Option<Duration>,
+    ) -> Result<Finish, Error> {
+        let pool = &self.pool;
+        if let Some(action) = claimed.cancel_action {
+            // Cancelled while it waited (released by a drain): honour it before running anything.
+            handle.cancel(action);
+        }
+        let checkpointer = Timed::new(
+            PgCheckpointer::fenced(pool.clone(), claimed.lease()),
+            &self.telemetry,
+        );
+        let options = match run_options(claimed) {
+            Ok(options) => options,
+            Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
+        };
+        let input = match run_input(graph, &checkpointer, claimed).await {
+            Ok(input) => input,
+            Err(err) => return finish_error(pool, claimed, err).await,
+        };
+
+        let events = Arc::new(
+            self.publisher
+                .register(claimed.lease(), handle.control.clone()),
+        );
+        let sink = {
+            let events = Arc::clone(&events);
+            let superstep = self
+                .telemetry
+                .superstep_seconds
+                .get_or_create(&GraphLabel {
+                    graph: claimed.graph_id.clone(),
+                })
+                .clone();
+            let superstep_began = Mutex::new(Instant::now());
+            // Only the modes the client asked for are stored (LangGraph streams no others).
+            let wanted: Vec<StreamMode> = claimed
+                .stream_mode
+                .iter()
+                .filter_map(|name| StreamMode::from_name(name))
+                .collect();
+            Arc::new(move |event: StreamEvent| {
+                if event.mode == StreamMode::Checkpoints {
+                    // A checkpoint ends a superstep (or records the input, which is no superstep).
+                    let mut began = superstep_began
+                        .lock()
+                        .expect("superstep clock lock is never poisoned");
+                    if event.data["metadata"]["source"] == "loop" {
+                        superstep.observe(began.elapsed().as_secs_f64());
+                    }
+                    *began = Instant::now();
                 }
-                *began = Instant::now();
-            }
-            buffer
-                .lock()
-                .expect("event buffer lock is never poisoned")
-                .push(wire_event(event));
-        })
-    };
-    let thread_id = claimed.thread_id.0;
-    let run = graph.run(
-        &checkpointer,
-        thread_id,
-        input,
-        &options,
-        &handle.control,
-        sink,
-    );
-    let (finished, mut finished_rx) = tokio::sync::watch::channel(false);
-    let run = async {
+                if wanted.contains(&event.mode) {
+                    events.push(wire_event(event));
+                }
+            })
+        };
+        let run = graph.run(
+            &checkpointer,
+            claimed.thread_id.0,
+            input,
+            &options,
+            &handle.control,
+            sink,
+        );
         let result = match timeout {
             Some(timeout) => tokio::time::timeout(timeout, run).await.ok(),
             None => Some(run.await),
         };
-        let _ = finished.send(true);
-        result
-    };
-    // N.B. The flusher runs beside the graph (joined, both polled), never inside a `select!` arm
-    // that leaves the graph unpolled: a suspended graph may hold a pooled connection whose
-    // statement already finished, and runs whose flushes wait for such connections starve the
-    // pool until it times out.
-    let flusher = async {
-        let mut tick = tokio::time::interval(EVENT_FLUSH_INTERVAL_DEFAULT);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = finished_rx.changed() => return Ok(true),
-            }
-            match flush_events(pool, claimed, &buffer).await {
-                Ok(true) => {}
-                // Writes are fenced anyway; stop spending work on a run we no longer hold.
-                Ok(false) => {
-                    handle.control.cancel();
-                    return Ok(false);
-                }
-                Err(err) => {
-                    handle.control.cancel();
-                    return Err(err);
-                }
-            }
+        if events.lost() {
+            return Ok(Finish::LeaseLost);
         }
-    };
-    let (result, held) = tokio::join!(run, flusher);
-    let lease_lost = !held?;
-    if lease_lost || !flush_events(pool, claimed, &buffer).await? {
-        return Ok(Finish::LeaseLost);
-    }
 
-    let Some(result) = result else {
-        tracing::info!(run_id = %claimed.run_id, "run timed out");
-        return complete(pool, claimed, RunStatus::Timeout, ThreadStatus::Error).await;
-    };
-    match result {
-        Ok(result) => match result.outcome {
+        let Some(result) = result else {
+            tracing::info!(run_id = %claimed.run_id, "run timed out");
+            return complete(&events, claimed, RunStatus::Timeout, ThreadStatus::Error).await;
+        };
+        let outcome = match result {
+            Ok(result) => result.outcome,
+            Err(err) => {
+                return match events.flush().await? {
+                    true => finish_error(pool, claimed, err).await,
+                    false => Ok(Finish::LeaseLost),
+                };
+            }
+        };
+        match outcome {
             Outcome::Finished => {
-                complete(pool, claimed, RunStatus::Success, ThreadStatus::Idle).await
+                complete(&events, claimed, RunStatus::Success, ThreadStatus::Idle).await
             }
             Outcome::Interrupted(_) => {
-                complete(pool, claimed, RunStatus::Success, ThreadStatus::Interrupted).await
+                complete(
+                    &events,
+                    claimed,
+                    RunStatus::Success,
+                    ThreadStatus::Interrupted,
+                )
+                .await
             }
-            Outcome::Drained(reason) => {
+            Outcome::Cancelled if handle.cancel_action() == Some(CancelAction::Interrupt) => {
+                complete(&events, claimed, RunStatus::Interrupted, ThreadStatus::Idle).await
+            }
+            Outcome::Cancelled if handle.cancel_action() == Some(CancelAction::Rollback) => {
+                // Its events go with it.
+                transition(claimed.roll_back(pool).await, Finish::RolledBack)
+            }
+            // Drained, or cancelled by the worker itself (its drain timeout): another worker
+            // resumes it.
+            Outcome::Drained(_) | Outcome::Cancelled => {
+                let reason = match outcome {
+                    Outcome::Drained(reason) => reason,
+                    _ => "drain timeout".to_owned(),
+                };
+                if !events.flush().await? {
+                    return Ok(Finish::LeaseLost);
+                }
                 transition(claimed.release(pool, &reason).await, Finish::Released)
             }
-            Outcome::Cancelled => match handle.cancel_action() {
-                Some(CancelAction::Interrupt) => {
-                    complete(pool, claimed, RunStatus::Interrupted, ThreadStatus::Idle).await
-                }
-                Some(CancelAction::Rollback) => {
-                    transition(claimed.roll_back(pool).await, Finish::RolledBack)
-                }
-                // Cancelled by the worker itself (its drain timeout): another worker resumes it.
-                None => transition(
-                    claimed.release(pool, "drain timeout").await,
-                    Finish::Released,
-                ),
-            },
-        },
-        Err(err) => finish_error(pool, claimed, err).await,
+        }
     }
 }
 
@@ -304,33 +315,21 @@ fn wire_event(event: StreamEvent) -> NewEvent {
     NewEvent::new(event.mode.as_str(), data)
 }
 
-/// Appends the buffered events; `false` when the lease was lost.
-async fn flush_events(
-    pool: &PgPool,
-    claimed: &ClaimedRun,
-    buffer: &Mutex<Vec<NewEvent>>,
-) -> Result<bool, Error> {
-    let events = std::mem::take(&mut *buffer.lock().expect("event buffer lock is never poisoned"));
-    if events.is_empty() {
-        return Ok(true);
-    }
-    match event::append(pool, claimed.lease(), &events).await {
-        Ok(_) => Ok(true),
-        Err(QueueError::LeaseLost { .. }) => Ok(false),
-        Err(err) => Err(err.into()),
-    }
-}
-
 async fn complete(
-    pool: &PgPool,
+    events: &RunEvents,
     claimed: &ClaimedRun,
     status: RunStatus,
     thread_status: ThreadStatus,
 ) -> Result<Finish, Error> {
-    transition(
-        claimed.complete(pool, status, thread_status).await,
-        Finish::Ended(status),
-    )
+    let completion = Completion {
+        lease: claimed.lease(),
+        status,
+        thread_status,
+    };
+    Ok(match events.complete(completion).await? {
+        true => Finish::Ended(status),
+        false => Finish::LeaseLost,
+    })
 }
 
 async fn fail(

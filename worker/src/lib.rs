@@ -4,16 +4,18 @@
 //! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
 //!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
 //! * [`execute`](crate::execute): one claimed run from start to finish.
+//! * [`publish`]: one task that writes all runs' events and completions in batched transactions.
 //! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
 //!
 //! It calls `mostrador-queue` for every database effect and never depends on `mostrador-api`.
 
 pub mod execute;
+pub mod publish;
 pub mod supervisor;
 pub mod telemetry;
 mod timed;
 
-pub use execute::{Finish, RunHandle, execute};
+pub use execute::{Executor, Finish, RunHandle};
 pub use supervisor::{Registry, WorkerConfig, run};
 pub use telemetry::Telemetry;
 
@@ -27,4 +29,8 @@ pub enum Error {
     /// expires and the sweeper gives it back.
     #[error(transparent)]
     Queue(#[from] mostrador_queue::Error),
+
+    /// Events or a completion could not be written, even after trying again.
+    #[error("publishing events failed: {0}")]
+    Publish(String),
 }

@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 
-use crate::execute::{Finish, RunHandle, execute};
+use crate::execute::{Executor, Finish, RunHandle};
 use crate::telemetry::{RunLabels, Telemetry};
 
 /// Runs in flight per process when none is configured.
@@ -141,6 +141,7 @@ pub async fn run(
     telemetry.set_ready(true);
 
     let mut supervisor = Supervisor {
+        executor: Executor::new(pool.clone(), Arc::clone(&telemetry)),
         queued: listener.queued(),
         control: listener.control(),
         pool,
@@ -167,6 +168,7 @@ struct Supervisor {
     pool: PgPool,
     config: WorkerConfig,
     registry: Arc<Registry>,
+    executor: Executor,
     telemetry: Arc<Telemetry>,
     lease: WorkerLease,
     queued: broadcast::Receiver<Queued>,
@@ -206,6 +208,11 @@ impl Supervisor {
                 () = sleep_until(deadline), if draining && !self.cancelled_all => self.cancel_all(),
                 Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => {
                     self.reap(joined);
+                    // Reap every run that ended meanwhile, then refill all their slots with one
+                    // claim.
+                    while let Some(joined) = self.runs.try_join_next() {
+                        self.reap(joined);
+                    }
                     if self.more_queued && !draining {
                         self.claim_while_full().await;
                     }
@@ -326,10 +333,14 @@ impl Supervisor {
         }
     }
 
+    fn free(&self) -> usize {
+        self.config.max_runs.saturating_sub(self.in_flight.len())
+    }
+
     /// Claims up to the free slots, again and again while claims come back full.
     async fn claim_while_full(&mut self) {
         loop {
-            let free = self.config.max_runs.saturating_sub(self.in_flight.len());
+            let free = self.free();
             if free == 0 {
                 return;
             }
@@ -377,11 +388,10 @@ impl Supervisor {
         self.telemetry
             .runs_in_flight
             .set(self.in_flight.len() as i64);
-        let (pool, timeout) = (self.pool.clone(), self.config.run_timeout);
-        let telemetry = Arc::clone(&self.telemetry);
+        let (executor, timeout) = (self.executor.clone(), self.config.run_timeout);
         tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
         self.runs.spawn(async move {
-            let finish = execute(&pool, &claimed, &graph, &handle, timeout, &telemetry).await;
+            let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
             (claimed.run_id, finish)
         });
     }

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph};
+use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph, StreamMode};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, RunStatus, ThreadStatus, WorkerLease, claim,
 };
-use mostrador_worker::{Finish, RunHandle, Telemetry, execute};
+use mostrador_worker::{Executor, Finish, RunHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -37,6 +37,10 @@ async fn enqueue(
     new
 }
 
+fn executor(pool: &PgPool) -> Executor {
+    Executor::new(pool.clone(), Arc::default())
+}
+
 async fn claim_next(pool: &PgPool) -> ClaimedRun {
     let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
     worker.register(pool).await.expect("register");
@@ -60,26 +64,31 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
     let starts = Starts::default();
     enqueue(&pool, None, |new| NewRun {
         input: Some(json!({"log": ["start"]})),
+        stream_mode: vec![StreamMode::Values, StreamMode::Updates],
         ..new
     })
     .await;
     let claimed = claim_next(&pool).await;
-    let finish = execute(
-        &pool,
-        &claimed,
-        &abc(&starts, Arc::new(Notify::new()), None),
-        &RunHandle::new(),
-        None,
-        &Telemetry::default(),
-    )
-    .await?;
+    let finish = executor(&pool)
+        .execute(
+            &claimed,
+            &abc(&starts, Arc::new(Notify::new()), None),
+            &RunHandle::new(),
+            None,
+        )
+        .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
 
     let events = events(&pool, &claimed).await;
     let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names.last(), Some(&"end"), "end comes last");
     assert!(
-        names.contains(&"updates") && names.contains(&"values") && names.contains(&"checkpoints")
+        names.contains(&"updates") && names.contains(&"values"),
+        "the modes asked for: {names:?}"
+    );
+    assert!(
+        !names.contains(&"checkpoints") && !names.contains(&"debug"),
+        "and no other: {names:?}"
     );
     let last_values = events
         .iter()
@@ -115,15 +124,9 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     let first = enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
     assert_eq!(
-        execute(
-            &pool,
-            &claimed,
-            &graph,
-            &RunHandle::new(),
-            None,
-            &Telemetry::default()
-        )
-        .await?,
+        executor(&pool)
+            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .await?,
         Finish::Ended(RunStatus::Success)
     );
     assert_eq!(
@@ -133,8 +136,9 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     let interrupt = events(&pool, &claimed)
         .await
         .into_iter()
-        .find(|(name, _)| name == "updates")
-        .expect("update");
+        .rev()
+        .find(|(name, _)| name == "values")
+        .expect("the interrupt in values");
     assert_eq!(
         interrupt.1["__interrupt__"][0]["value"],
         json!({"refund": 40})
@@ -147,15 +151,9 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     .await;
     let resumed = claim_next(&pool).await;
     assert_eq!(
-        execute(
-            &pool,
-            &resumed,
-            &graph,
-            &RunHandle::new(),
-            None,
-            &Telemetry::default()
-        )
-        .await?,
+        executor(&pool)
+            .execute(&resumed, &graph, &RunHandle::new(), None)
+            .await?,
         Finish::Ended(RunStatus::Success)
     );
     assert_eq!(
@@ -183,16 +181,13 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
     let handle = RunHandle::new();
-    let telemetry = Telemetry::default();
+    let executor = executor(&pool);
     let drive = async {
         started.notified().await;
         handle.control.request_drain("sigterm");
         release.notify_one();
     };
-    let (finish, ()) = tokio::join!(
-        execute(&pool, &claimed, &gated, &handle, None, &telemetry),
-        drive
-    );
+    let (finish, ()) = tokio::join!(executor.execute(&claimed, &gated, &handle, None), drive);
     assert_eq!(finish?, Finish::Released);
     let names: Vec<String> = events(&pool, &claimed)
         .await
@@ -207,15 +202,14 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
         (claimed.run_id, 1),
         "no attempt used up by the drain"
     );
-    let finish = execute(
-        &pool,
-        &again,
-        &abc(&starts, Arc::new(Notify::new()), None),
-        &RunHandle::new(),
-        None,
-        &Telemetry::default(),
-    )
-    .await?;
+    let finish = executor
+        .execute(
+            &again,
+            &abc(&starts, Arc::new(Notify::new()), None),
+            &RunHandle::new(),
+            None,
+        )
+        .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     for node in ["a", "b", "c"] {
         assert_eq!(starts.of(node), 1, "{node} ran once");
@@ -242,15 +236,12 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
         enqueue(&pool, None, |new| new).await;
         let claimed = claim_next(&pool).await;
         let handle = RunHandle::new();
-        let telemetry = Telemetry::default();
+        let executor = executor(&pool);
         let drive = async {
             started.notified().await;
             handle.cancel(action);
         };
-        let (finish, ()) = tokio::join!(
-            execute(&pool, &claimed, &gated, &handle, None, &telemetry),
-            drive
-        );
+        let (finish, ()) = tokio::join!(executor.execute(&claimed, &gated, &handle, None), drive);
         let run = run::get(&pool, claimed.thread_id, claimed.run_id).await;
         match action {
             CancelAction::Interrupt => {
@@ -297,15 +288,9 @@ async fn node_error_is_recorded_and_retried_within_max_attempts(
     .await;
     let claimed = claim_next(&pool).await;
     assert_eq!(
-        execute(
-            &pool,
-            &claimed,
-            &graph,
-            &RunHandle::new(),
-            None,
-            &Telemetry::default()
-        )
-        .await?,
+        executor(&pool)
+            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .await?,
         Finish::Retrying
     );
     sqlx::query("update mostrador.runs set available_at = now()")
@@ -313,15 +298,9 @@ async fn node_error_is_recorded_and_retried_within_max_attempts(
         .await?;
     let again = claim_next(&pool).await;
     assert_eq!(
-        execute(
-            &pool,
-            &again,
-            &graph,
-            &RunHandle::new(),
-            None,
-            &Telemetry::default()
-        )
-        .await?,
+        executor(&pool)
+            .execute(&again, &graph, &RunHandle::new(), None)
+            .await?,
         Finish::Ended(RunStatus::Error)
     );
     let run = run::get(&pool, again.thread_id, again.run_id).await?;
@@ -355,15 +334,14 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
         .compile()?;
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
-    let finish = execute(
-        &pool,
-        &claimed,
-        &graph,
-        &RunHandle::new(),
-        Some(Duration::from_millis(50)),
-        &Telemetry::default(),
-    )
-    .await?;
+    let finish = executor(&pool)
+        .execute(
+            &claimed,
+            &graph,
+            &RunHandle::new(),
+            Some(Duration::from_millis(50)),
+        )
+        .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Timeout));
     assert_eq!(
         thread::get(&pool, claimed.thread_id).await?.status,
@@ -382,15 +360,14 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
     sweep(&pool).await?;
     let fresh = claim_next(&pool).await;
     assert_eq!(fresh.attempt, 2);
-    let finish = execute(
-        &pool,
-        &stale,
-        &abc(&Starts::default(), Arc::new(Notify::new()), None),
-        &RunHandle::new(),
-        None,
-        &Telemetry::default(),
-    )
-    .await?;
+    let finish = executor(&pool)
+        .execute(
+            &stale,
+            &abc(&Starts::default(), Arc::new(Notify::new()), None),
+            &RunHandle::new(),
+            None,
+        )
+        .await?;
     assert_eq!(finish, Finish::LeaseLost);
     assert!(
         events(&pool, &stale).await.is_empty(),

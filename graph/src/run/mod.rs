@@ -417,10 +417,11 @@ impl<C: Checkpointer> Execution<'_, C> {
                             writes.push((RESUME.to_owned(), Value::Array(resumes)));
                         }
                         to_save.push((task_id.clone(), writes));
-                        to_emit.push((
-                            StreamMode::Updates,
-                            json!({"__interrupt__": [{"id": id, "value": value}]}),
-                        ));
+                        // Clients see an interrupt in `updates` and in `values`, as LangGraph
+                        // streams it.
+                        let interrupt = json!({"__interrupt__": [{"id": id, "value": value}]});
+                        to_emit.push((StreamMode::Updates, interrupt.clone()));
+                        to_emit.push((StreamMode::Values, interrupt));
                         interrupts.push(Interrupt {
                             id,
                             value,

@@ -1,0 +1,321 @@
+//! The worker's publisher: one task that appends the events of all the worker's runs, and their
+//! completions, in as few transactions as it can.
+//!
+//! A commit that NOTIFYs takes a global lock (`QUEUE-LESSONS.md` §6), and every event append
+//! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
+//! So runs never write their events themselves. They buffer them; the publisher takes every
+//! buffer and every completion waiting at that moment and writes them with one `append_many` and
+//! one `complete_many` in one transaction. Events wait at most [`FLUSH_INTERVAL`] (model tokens
+//! above all); a run's first event and its completion are written at once, since clients wait
+//! for them. Whatever arrives while a transaction commits goes in the next one: a busy worker
+//! batches by itself, an idle one answers at the speed of one commit.
+//!
+//! A run whose lease turns out lost is cancelled and told so; nothing more is written for it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mostrador_graph::RunControl;
+use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::event::append_many;
+use mostrador_queue::{Error as QueueError, Lease, NewEvent, RunId};
+
+use crate::Error;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{MissedTickBehavior, interval};
+
+/// How long a buffered event may wait to be appended.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A failed transaction is tried again this many times before its waiters get the error.
+const TRIES: u32 = 3;
+
+/// The handle runs use to reach the publisher task. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    runs: Arc<Mutex<HashMap<RunId, Arc<Buffer>>>>,
+    requests: mpsc::UnboundedSender<Request>,
+}
+
+#[derive(Debug)]
+enum Request {
+    /// A run has events that should not wait for the next tick.
+    Wake,
+    /// Append the run's events, then complete it; `Ok(false)` when its lease was lost.
+    Complete(Completion, oneshot::Sender<Result<bool, Error>>),
+    /// Append everything buffered now; `Ok(false)` when the run's lease was lost.
+    Flush(RunId, oneshot::Sender<Result<bool, Error>>),
+}
+
+/// One run's buffered events.
+#[derive(Debug)]
+struct Buffer {
+    lease: Lease,
+    control: RunControl,
+    events: Mutex<Vec<NewEvent>>,
+    woke: AtomicBool,
+    lost: AtomicBool,
+}
+
+impl Buffer {
+    fn take(&self) -> Vec<NewEvent> {
+        std::mem::take(
+            &mut *self
+                .events
+                .lock()
+                .expect("event buffer lock is never poisoned"),
+        )
+    }
+
+    /// Puts events back in front, after a transaction that did not commit.
+    fn restore(&self, mut events: Vec<NewEvent>) {
+        let mut buffered = self
+            .events
+            .lock()
+            .expect("event buffer lock is never poisoned");
+        events.append(&mut buffered);
+        *buffered = events;
+    }
+}
+
+/// A run's access to the publisher: buffer events, flush, complete. Unregisters on drop.
+#[derive(Debug)]
+pub struct RunEvents {
+    buffer: Arc<Buffer>,
+    publisher: Publisher,
+}
+
+impl Publisher {
+    /// Starts the publisher task; it ends once every handle is dropped and its last flush is done.
+    pub fn start(pool: PgPool) -> Self {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        let publisher = Self {
+            runs: Arc::default(),
+            requests,
+        };
+        tokio::spawn(publish(pool, Arc::clone(&publisher.runs), receiver));
+        publisher
+    }
+
+    /// Registers a held run; `control` is cancelled if its lease turns out lost.
+    pub fn register(&self, lease: Lease, control: RunControl) -> RunEvents {
+        let buffer = Arc::new(Buffer {
+            lease,
+            control,
+            events: Mutex::default(),
+            woke: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+        });
+        self.runs
+            .lock()
+            .expect("publisher lock is never poisoned")
+            .insert(lease.run_id, Arc::clone(&buffer));
+        RunEvents {
+            buffer,
+            publisher: self.clone(),
+        }
+    }
+}
+
+impl RunEvents {
+    /// Buffers an event. Never blocks: the engine calls it from its tasks.
+    pub fn push(&self, event: NewEvent) {
+        self.buffer
+            .events
+            .lock()
+            .expect("event buffer lock is never poisoned")
+            .push(event);
+        if !self.buffer.woke.swap(true, Ordering::SeqCst) {
+            // The run's first event: the client waits for it, don't let it wait for the tick.
+            let _ = self.publisher.requests.send(Request::Wake);
+        }
+    }
+
+    /// Whether the lease was found lost while appending.
+    pub fn lost(&self) -> bool {
+        self.buffer.lost.load(Ordering::SeqCst)
+    }
+
+    /// Appends what is buffered; `Ok(false)` when the lease was lost.
+    ///
+    /// # Errors
+    ///
+    /// The database failed, [`TRIES`] times.
+    pub async fn flush(&self) -> Result<bool, Error> {
+        self.request(|reply| Request::Flush(self.buffer.lease.run_id, reply))
+            .await
+    }
+
+    /// Appends what is buffered and completes the run in the same transaction; `Ok(false)` when
+    /// the lease was lost.
+    ///
+    /// # Errors
+    ///
+    /// The database failed, [`TRIES`] times.
+    pub async fn complete(&self, completion: Completion) -> Result<bool, Error> {
+        self.request(|reply| Request::Complete(completion, reply))
+            .await
+    }
+
+    async fn request(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<bool, Error>>) -> Request,
+    ) -> Result<bool, Error> {
+        let (reply, replied) = oneshot::channel();
+        self.publisher
+            .requests
+            .send(request(reply))
+            .expect("the publisher runs while runs hold handles");
+        replied.await.expect("the publisher answers every request")
+    }
+}
+
+impl Drop for RunEvents {
+    fn drop(&mut self) {
+        self.publisher
+            .runs
+            .lock()
+            .expect("publisher lock is never poisoned")
+            .remove(&self.buffer.lease.run_id);
+    }
+}
+
+/// What one transaction carries out.
+#[derive(Default)]
+struct Batch {
+    completions: Vec<(Completion, oneshot::Sender<Result<bool, Error>>)>,
+    flushes: Vec<(RunId, oneshot::Sender<Result<bool, Error>>)>,
+    tries: u32,
+}
+
+impl Batch {
+    fn add(&mut self, request: Request) {
+        match request {
+            Request::Wake => {}
+            Request::Complete(completion, reply) => self.completions.push((completion, reply)),
+            Request::Flush(run_id, reply) => self.flushes.push((run_id, reply)),
+        }
+    }
+}
+
+async fn publish(
+    pool: PgPool,
+    runs: Arc<Mutex<HashMap<RunId, Arc<Buffer>>>>,
+    mut requests: mpsc::UnboundedReceiver<Request>,
+) {
+    let mut tick = interval(FLUSH_INTERVAL);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut batch = Batch::default();
+    loop {
+        tokio::select! {
+            request = requests.recv() => match request {
+                Some(request) => batch.add(request),
+                None => return,
+            },
+            _ = tick.tick() => {}
+        }
+        while let Ok(request) = requests.try_recv() {
+            batch.add(request);
+        }
+        batch = flush(&pool, &runs, batch).await;
+    }
+}
+
+/// Writes every buffer and the batch's completions in one transaction, and answers the batch.
+/// Returns what must be tried again.
+async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: Batch) -> Batch {
+    let buffers: Vec<Arc<Buffer>> = runs
+        .lock()
+        .expect("publisher lock is never poisoned")
+        .values()
+        .filter(|buffer| !buffer.lost.load(Ordering::SeqCst))
+        .cloned()
+        .collect();
+    let taken: Vec<(Arc<Buffer>, Vec<NewEvent>)> = buffers
+        .into_iter()
+        .map(|buffer| {
+            let events = buffer.take();
+            (buffer, events)
+        })
+        .filter(|(_, events)| !events.is_empty())
+        .collect();
+    if taken.is_empty() && batch.completions.is_empty() {
+        for (_, reply) in batch.flushes {
+            let _ = reply.send(Ok(true));
+        }
+        return Batch::default();
+    }
+
+    let appends: Vec<(Lease, &[NewEvent])> = taken
+        .iter()
+        .map(|(buffer, events)| (buffer.lease, events.as_slice()))
+        .collect();
+    let completions: Vec<Completion> = batch.completions.iter().map(|(c, _)| *c).collect();
+    match write(pool, &appends, &completions).await {
+        Ok(lost) => {
+            for (buffer, _) in &taken {
+                if lost.contains(&buffer.lease) {
+                    buffer.lost.store(true, Ordering::SeqCst);
+                    buffer.control.cancel();
+                }
+            }
+            let is_lost = |run_id: RunId| {
+                lost.iter().any(|lease| lease.run_id == run_id)
+                    || runs
+                        .lock()
+                        .expect("publisher lock is never poisoned")
+                        .get(&run_id)
+                        .is_some_and(|buffer| buffer.lost.load(Ordering::SeqCst))
+            };
+            for (completion, reply) in batch.completions {
+                let _ = reply.send(Ok(!is_lost(completion.lease.run_id)));
+            }
+            for (run_id, reply) in batch.flushes {
+                let _ = reply.send(Ok(!is_lost(run_id)));
+            }
+            Batch::default()
+        }
+        Err(err) => {
+            for (buffer, events) in taken {
+                buffer.restore(events);
+            }
+            let tries = batch.tries + 1;
+            if tries < TRIES {
+                tracing::warn!(error = %err, tries, "publishing events failed: trying again");
+                return Batch { tries, ..batch };
+            }
+            tracing::error!(error = %err, "publishing events failed");
+            let message = err.to_string();
+            for (_, reply) in batch.completions {
+                let _ = reply.send(Err(Error::Publish(message.clone())));
+            }
+            for (_, reply) in batch.flushes {
+                let _ = reply.send(Err(Error::Publish(message.clone())));
+            }
+            Batch::default()
+        }
+    }
+}
+
+/// One transaction: the events first (a completion appends `end`, after which nothing may be
+/// appended), then the completions. Returns the leases found lost.
+async fn write(
+    pool: &PgPool,
+    appends: &[(Lease, &[NewEvent])],
+    completions: &[Completion],
+) -> Result<Vec<Lease>, QueueError> {
+    let mut tx = pool.begin().await?;
+    let (mut lost, _) = if appends.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        append_many(&mut *tx, appends).await?
+    };
+    if !completions.is_empty() {
+        lost.extend(complete_many(&mut *tx, completions).await?);
+    }
+    tx.commit().await?;
+    Ok(lost)
+}
