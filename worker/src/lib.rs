@@ -33,4 +33,8 @@ pub enum Error {
     /// Events or a completion could not be written, even after trying again.
     #[error("publishing events failed: {0}")]
     Publish(String),
+
+    /// A run's task panicked (a bug in a node or in the worker).
+    #[error("the run's task panicked: {0}")]
+    Panicked(String),
 }

@@ -16,7 +16,7 @@ use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::{ClaimedRun, Lease, Listener, RunId, WorkerLease, claim};
 use sqlx::PgPool;
 use tokio::sync::broadcast;
-use tokio::task::JoinSet;
+use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 
 use crate::execute::{Executor, Finish, RunHandle};
@@ -151,6 +151,8 @@ pub async fn run(
         lease,
         runs: JoinSet::new(),
         in_flight: HashMap::new(),
+        tasks: HashMap::new(),
+        stranded: Vec::new(),
         drain_deadline: None,
         cancelled_all: false,
         more_queued: false,
@@ -173,8 +175,14 @@ struct Supervisor {
     lease: WorkerLease,
     queued: broadcast::Receiver<Queued>,
     control: broadcast::Receiver<Control>,
-    runs: JoinSet<(RunId, Result<Finish, crate::Error>)>,
+    runs: JoinSet<RunExit>,
     in_flight: HashMap<RunId, InFlight>,
+    /// Which run each task executes, to find the run of a task that panicked.
+    tasks: HashMap<Id, RunId>,
+    /// Runs whose end could not be recorded (the database failed, or the task panicked): still
+    /// `running` and ours, so no sweeper takes them back while this worker lives. Each heartbeat
+    /// tries to fail them (retryable), until it succeeds.
+    stranded: Vec<ClaimedRun>,
     drain_deadline: Option<Instant>,
     cancelled_all: bool,
     /// The last claim filled every free slot: more runs may wait, so a slot that frees up is
@@ -182,8 +190,12 @@ struct Supervisor {
     more_queued: bool,
 }
 
+/// What a run's task returns.
+type RunExit = (RunId, Result<Finish, crate::Error>);
+
 /// A run this worker executes.
 struct InFlight {
+    claimed: ClaimedRun,
     lease: Lease,
     handle: RunHandle,
     graph: String,
@@ -206,11 +218,11 @@ impl Supervisor {
                 biased;
                 () = &mut shutdown, if !draining => self.start_drain(),
                 () = sleep_until(deadline), if draining && !self.cancelled_all => self.cancel_all(),
-                Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => {
+                Some(joined) = self.runs.join_next_with_id(), if !self.runs.is_empty() => {
                     self.reap(joined);
                     // Reap every run that ended meanwhile, then refill all their slots with one
                     // claim.
-                    while let Some(joined) = self.runs.try_join_next() {
+                    while let Some(joined) = self.runs.try_join_next_with_id() {
                         self.reap(joined);
                     }
                     if self.more_queued && !draining {
@@ -218,7 +230,10 @@ impl Supervisor {
                     }
                 }
                 signal = self.control.recv() => self.relay_control(signal),
-                _ = heartbeat.tick() => self.heartbeat().await,
+                _ = heartbeat.tick() => {
+                    self.heartbeat().await;
+                    self.fail_stranded().await;
+                }
                 _ = self.queued.recv(), if !draining => self.claim_while_full().await,
                 _ = poll.tick(), if !draining => self.claim_while_full().await,
                 _ = sweeping.tick() => self.sweep().await,
@@ -249,25 +264,33 @@ impl Supervisor {
         self.cancelled_all = true;
     }
 
-    fn reap(
-        &mut self,
-        joined: Result<(RunId, Result<Finish, crate::Error>), tokio::task::JoinError>,
-    ) {
-        match joined {
-            Ok((run_id, finish)) => {
-                if let Some(run) = self.in_flight.remove(&run_id) {
-                    self.observe_exit(&run, &finish);
-                }
-                match finish {
-                    Ok(Finish::LeaseLost) => {
-                        tracing::warn!(%run_id, "lease lost: the run stopped without writing more");
-                    }
-                    Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
-                    // The run stays `running`; its lease expires and the sweeper gives it back.
-                    Err(err) => tracing::error!(%run_id, error = %err, "run transition failed"),
-                }
+    fn reap(&mut self, joined: Result<(Id, RunExit), JoinError>) {
+        let (run_id, finish) = match joined {
+            Ok((task_id, (run_id, finish))) => {
+                self.tasks.remove(&task_id);
+                (run_id, finish)
             }
-            Err(err) => tracing::error!(error = %err, "run task panicked"),
+            Err(err) => {
+                let Some(run_id) = self.tasks.remove(&err.id()) else {
+                    return;
+                };
+                tracing::error!(%run_id, error = %err, "run task panicked");
+                (run_id, Err(crate::Error::Panicked(err.to_string())))
+            }
+        };
+        let Some(run) = self.in_flight.remove(&run_id) else {
+            return;
+        };
+        self.observe_exit(&run, &finish);
+        match finish {
+            Ok(Finish::LeaseLost) => {
+                tracing::warn!(%run_id, "lease lost: the run stopped without writing more");
+            }
+            Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
+            Err(err) => {
+                tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
+                self.stranded.push(run.claimed);
+            }
         }
         self.telemetry
             .runs_in_flight
@@ -309,6 +332,26 @@ impl Supervisor {
             // A lost notification is covered by the next heartbeat, which reads the rows.
             Ok(Control::Reconnected) | Err(_) => {}
         }
+    }
+
+    /// Fails the stranded runs (retryable: another attempt, if any is left, resumes from the
+    /// last checkpoint).
+    async fn fail_stranded(&mut self) {
+        let mut still = Vec::new();
+        for claimed in std::mem::take(&mut self.stranded) {
+            let error = serde_json::json!({
+                "error": "TransitionFailed",
+                "message": "the worker could not record how this attempt ended",
+            });
+            match claimed.fail(&self.pool, &error, true).await {
+                Ok(_) | Err(mostrador_queue::Error::LeaseLost { .. }) => {}
+                Err(err) => {
+                    tracing::warn!(run_id = %claimed.run_id, error = %err, "failing a stranded run failed");
+                    still.push(claimed);
+                }
+            }
+        }
+        self.stranded = still;
     }
 
     async fn heartbeat(&mut self) {
@@ -378,6 +421,7 @@ impl Supervisor {
         self.in_flight.insert(
             claimed.run_id,
             InFlight {
+                claimed: claimed.clone(),
                 lease: claimed.lease(),
                 handle: handle.clone(),
                 graph: claimed.graph_id.clone(),
@@ -390,10 +434,12 @@ impl Supervisor {
             .set(self.in_flight.len() as i64);
         let (executor, timeout) = (self.executor.clone(), self.config.run_timeout);
         tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
-        self.runs.spawn(async move {
+        let run_id = claimed.run_id;
+        let task = self.runs.spawn(async move {
             let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
             (claimed.run_id, finish)
         });
+        self.tasks.insert(task.id(), run_id);
     }
 
     async fn sweep(&mut self) {

@@ -264,3 +264,55 @@ async fn config_lease_must_cover_three_heartbeats_and_drain_fit_the_grace_period
     assert!(unknown.validate(&registry).is_err());
     assert!(config("w").validate(&registry).is_ok());
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn run_whose_end_cannot_be_recorded_is_retried_not_stranded(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    // The database refuses the first three attempts to record a success: as many as the
+    // publisher tries before it gives up on a transaction.
+    sqlx::raw_sql(
+        "create sequence refusals;
+         create function refuse_success() returns trigger language plpgsql as $$
+         begin
+             -- A sequence counts across the rolled-back transactions.
+             if new.status = 'success' and nextval('refusals') <= 3 then
+                 raise exception 'refused';
+             end if;
+             return new;
+         end $$;
+         create trigger refuse_success before update on mostrador.runs
+             for each row execute function refuse_success();",
+    )
+    .execute(&pool)
+    .await?;
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let starts = Starts::default();
+    let config = WorkerConfig {
+        lease: Duration::from_secs(3),
+        heartbeat: Duration::from_secs(1),
+        ..config("w")
+    };
+    let (stop, worker) = spawn_worker(&pool, abc(&starts, Arc::new(Notify::new()), None), config);
+    let run = enqueue(&pool).await;
+
+    // A heartbeat fails the stranded attempt (retryably); the second attempt resumes from the
+    // last checkpoint and records its success.
+    let ended = until_end(&pool, &listener, &run).await;
+    assert_eq!(
+        (ended.status, ended.attempt),
+        (RunStatus::Success, 2),
+        "{:?}",
+        ended.error
+    );
+    for node in ["a", "b", "c"] {
+        assert_eq!(
+            starts.of(node),
+            1,
+            "{node} ran once: the retry resumed at the end"
+        );
+    }
+    stop.send(()).expect("worker alive");
+    worker.await??;
+    Ok(())
+}
