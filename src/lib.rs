@@ -200,7 +200,9 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         ..DbConfig::new(&args.database.database_url, "mostrador-worker")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool).await?;
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
     let registry = Arc::new(graphs(&pool));
     let name = args
         .name
@@ -234,9 +236,14 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         .with_context(|| format!("failed to listen on {}", args.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "serving /live, /ready and /metrics");
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let http = tokio::spawn(telemetry::serve(listener, Arc::clone(&telemetry), async {
-        http_stopped.await.unwrap_or(());
-    }));
+    let http = tokio::spawn(telemetry::serve(
+        listener,
+        Arc::clone(&telemetry),
+        pool.clone(),
+        async {
+            http_stopped.await.unwrap_or(());
+        },
+    ));
 
     let worked =
         mostrador_worker::run(pool.clone(), config, registry, telemetry, terminated()).await;

@@ -308,3 +308,30 @@ async fn node_error_is_recorded_and_retried_by_policy(pool: PgPool) {
     );
     assert_eq!(db.counts(run.thread_id.0, "start").await["flaky"], 6);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn worker_is_ready_only_on_the_schema_it_embeds(pool: PgPool) {
+    let db = Db::new(pool).await;
+    let a = Worker::start(&db, "a", &[]);
+    a.until_ready_is(200).await;
+    assert_eq!(a.get("/live").await.expect("live").0, 200);
+
+    // A newer release migrated the database: this binary must not count as ready.
+    sqlx::query(
+        "insert into _sqlx_migrations (version, description, success, checksum, execution_time)
+         select 99999999999999, 'from the future', true, checksum, 0 from _sqlx_migrations limit 1",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("future migration");
+    a.until_ready_is(503).await;
+    let (_, body) = a.get("/ready").await.expect("ready");
+    assert!(body.contains("ahead"), "{body}");
+    assert_eq!(a.get("/live").await.expect("live").0, 200, "still alive");
+
+    sqlx::query("delete from _sqlx_migrations where version = 99999999999999")
+        .execute(&db.pool)
+        .await
+        .expect("back");
+    a.until_ready_is(200).await;
+}

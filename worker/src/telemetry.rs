@@ -2,8 +2,10 @@
 //! its Prometheus metrics, served on the worker's own HTTP port.
 //!
 //! * `/live`: 200 while the process runs.
-//! * `/ready`: 200 while the worker claims runs; 503 before it has registered and from the moment
-//!   it starts draining, so Kubernetes stops counting the pod while it hands its runs back.
+//! * `/ready`: 200 while the worker claims runs and its database answers with the schema this
+//!   binary embeds; 503 before it has registered, from the moment it starts draining (so
+//!   Kubernetes stops counting the pod while it hands its runs back), and while the database is
+//!   unreachable or on another schema. The body says which.
 //! * `/metrics`: the Prometheus text format.
 
 use std::sync::Arc;
@@ -15,12 +17,14 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use mostrador_queue::schema::check_schema;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use sqlx::PgPool;
 use tokio::net::TcpListener;
 
 /// The probes' state and the metrics of one worker process.
@@ -172,13 +176,16 @@ fn write_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.5, 13))
 }
 
+/// How long `/ready` waits for the database.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The worker's HTTP port: `/live`, `/ready`, `/metrics`.
-pub fn router(telemetry: Arc<Telemetry>) -> Router {
+pub fn router(telemetry: Arc<Telemetry>, pool: PgPool) -> Router {
     Router::new()
         .route("/live", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
-        .with_state(telemetry)
+        .with_state((telemetry, pool))
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves.
@@ -189,22 +196,29 @@ pub fn router(telemetry: Arc<Telemetry>) -> Router {
 pub async fn serve(
     listener: TcpListener,
     telemetry: Arc<Telemetry>,
+    pool: PgPool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(telemetry))
+    axum::serve(listener, router(telemetry, pool))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
-async fn ready(State(telemetry): State<Arc<Telemetry>>) -> impl IntoResponse {
-    if telemetry.is_ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+type Probed = State<(Arc<Telemetry>, PgPool)>;
+
+async fn ready(State((telemetry, pool)): Probed) -> (StatusCode, String) {
+    let unavailable = |reason: String| (StatusCode::SERVICE_UNAVAILABLE, reason);
+    if !telemetry.is_ready() {
+        return unavailable("not claiming: starting or draining".into());
+    }
+    match tokio::time::timeout(READY_TIMEOUT, check_schema(&pool)).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready".into()),
+        Ok(Err(err)) => unavailable(format!("database: {err}")),
+        Err(_) => unavailable(format!("database: no answer within {READY_TIMEOUT:?}")),
     }
 }
 
-async fn metrics(State(telemetry): State<Arc<Telemetry>>) -> impl IntoResponse {
+async fn metrics(State((telemetry, _)): Probed) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
