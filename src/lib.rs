@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use mostrador_worker::supervisor::MAX_RUNS_DEFAULT;
@@ -45,6 +46,90 @@ enum Command {
     Migrate(MigrateArgs),
     /// Claim and execute runs until SIGTERM or SIGINT, then drain and exit.
     Worker(WorkerArgs),
+    /// Print a development token (HS256) for a caller.
+    Token(TokenArgs),
+}
+
+/// How the api verifies tokens (and `token` mints them).
+#[derive(Debug, Args)]
+struct JwtArgs {
+    /// The HS256 shared secret.
+    #[arg(
+        long = "jwt-secret",
+        env = "MOSTRADOR_JWT_SECRET",
+        hide_env_values = true
+    )]
+    secret: String,
+
+    /// The issuer tokens must name (`iss`).
+    #[arg(
+        long = "jwt-issuer",
+        env = "MOSTRADOR_JWT_ISSUER",
+        default_value = "mostrador"
+    )]
+    issuer: String,
+
+    /// The audience tokens must name (`aud`).
+    #[arg(
+        long = "jwt-audience",
+        env = "MOSTRADOR_JWT_AUDIENCE",
+        default_value = "mostrador"
+    )]
+    audience: String,
+
+    /// Where the subject is in the token (dot-separated path).
+    #[arg(long, env = "MOSTRADOR_SUBJECT_CLAIM", default_value = "sub")]
+    subject_claim: String,
+
+    /// Where the role is: a role name or a list of them (e.g. realm_access.roles).
+    #[arg(long, env = "MOSTRADOR_ROLE_CLAIM", default_value = "role")]
+    role_claim: String,
+
+    /// Where the store is.
+    #[arg(long, env = "MOSTRADOR_STORE_CLAIM", default_value = "store")]
+    store_claim: String,
+}
+
+impl JwtArgs {
+    fn config(&self) -> AuthConfig {
+        AuthConfig {
+            secret: self.secret.clone(),
+            issuer: self.issuer.clone(),
+            audience: self.audience.clone(),
+            claims: ClaimPaths {
+                subject: self.subject_claim.clone(),
+                role: self.role_claim.clone(),
+                store: self.store_claim.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct TokenArgs {
+    #[command(flatten)]
+    jwt: JwtArgs,
+
+    /// The caller's subject (user id).
+    #[arg(long)]
+    sub: String,
+
+    /// customer, clerk or manager.
+    #[arg(long, value_parser = parse_role)]
+    role: Role,
+
+    /// The caller's store.
+    #[arg(long)]
+    store: Option<String>,
+
+    /// How long the token is valid.
+    #[arg(long, value_parser = parse_duration, default_value = "12h")]
+    ttl: Duration,
+}
+
+fn parse_role(name: &str) -> Result<Role, String> {
+    Role::from_name(name)
+        .ok_or_else(|| format!("{name:?} is not a role: customer, clerk or manager"))
 }
 
 #[derive(Debug, Args)]
@@ -153,7 +238,19 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate(args) => migrate(args).await,
         Command::Worker(args) => worker(args, graphs).await,
+        Command::Token(args) => token(&args),
     }
+}
+
+fn token(args: &TokenArgs) -> anyhow::Result<()> {
+    let caller = Caller {
+        subject: args.sub.clone(),
+        role: args.role,
+        store: args.store.clone(),
+    };
+    let token = mostrador_api::auth::mint(&args.jwt.config(), &caller, args.ttl)?;
+    println!("{token}");
+    Ok(())
 }
 
 async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {

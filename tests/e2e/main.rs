@@ -1,3 +1,4 @@
 mod soak;
 mod support;
+mod token;
 mod worker;

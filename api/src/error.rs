@@ -1,0 +1,61 @@
+//! Errors as the `langgraph-sdk` client reads them: a status code and a JSON body
+//! `{"detail": "..."}`. Client errors are expected traffic: they are not logged as errors, and no
+//! input may produce a 500.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::auth::AuthError;
+
+/// An error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub detail: String,
+    /// Seconds, for 503s.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The one answer for a thread the caller may not see, whether it exists or not, and for an
+    /// id that is not one: nothing in it tells them apart.
+    pub fn thread_not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "Thread not found")
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(err: AuthError) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, err.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, detail = %self.detail, "request failed");
+        }
+        let mut response = (self.status, Json(json!({"detail": self.detail}))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}

@@ -1,0 +1,276 @@
+//! Tokens: what verifies, what does not and why; and thread visibility, the one authorization
+//! check, against a real Postgres.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::StatusCode;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use mostrador_api::auth::mint;
+use mostrador_api::authorize::visible_thread;
+use mostrador_api::{ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};
+use mostrador_queue::thread::{self, NewThread};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+fn config() -> AuthConfig {
+    AuthConfig {
+        secret: "development secret".into(),
+        issuer: "https://keycloak.example/realms/retail".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    }
+}
+
+fn caller(subject: &str, role: Role, store: Option<&str>) -> Caller {
+    Caller {
+        subject: subject.into(),
+        role,
+        store: store.map(Into::into),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+/// A token with exactly `payload`, signed as `algorithm` with `secret`.
+fn token(payload: &Value, algorithm: Algorithm, secret: &str) -> String {
+    jsonwebtoken::encode(
+        &Header::new(algorithm),
+        payload,
+        &EncodingKey::from_secret(secret.as_bytes()).expect("key"),
+    )
+    .expect("sign")
+}
+
+fn valid_payload() -> Value {
+    json!({
+        "iss": config().issuer,
+        "aud": config().audience,
+        "exp": now() + 300,
+        "sub": "ana",
+        "role": "customer",
+        "store": "madrid-1",
+    })
+}
+
+fn verify(token: &str) -> Result<Caller, AuthError> {
+    Authenticator::new(&config()).expect("config").verify(token)
+}
+
+#[test]
+fn minted_token_verifies_as_its_caller() {
+    let ana = caller("ana", Role::Manager, Some("madrid-1"));
+    let token = mint(&config(), &ana, Duration::from_secs(60)).expect("mint");
+    assert_eq!(verify(&token), Ok(ana));
+    let no_store = caller("luis", Role::Customer, None);
+    let token = mint(&config(), &no_store, Duration::from_secs(60)).expect("mint");
+    assert_eq!(verify(&token), Ok(no_store));
+}
+
+#[test]
+fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
+    let keycloak = AuthConfig {
+        claims: ClaimPaths {
+            subject: "preferred_username".into(),
+            role: "realm_access.roles".into(),
+            store: "attributes.store".into(),
+        },
+        ..config()
+    };
+    let payload = json!({
+        "iss": keycloak.issuer, "aud": keycloak.audience, "exp": now() + 300,
+        "preferred_username": "marta",
+        "realm_access": {"roles": ["offline_access", "clerk", "manager", "uma_authorization"]},
+        "attributes": {"store": "sevilla-2"},
+    });
+    let token = token(&payload, Algorithm::HS256, &keycloak.secret);
+    assert_eq!(
+        Authenticator::new(&keycloak)
+            .expect("config")
+            .verify(&token),
+        Ok(caller("marta", Role::Manager, Some("sevilla-2")))
+    );
+    // Minting writes the same paths.
+    let minted = mint(
+        &keycloak,
+        &caller("marta", Role::Clerk, Some("s")),
+        Duration::from_secs(60),
+    )
+    .expect("mint");
+    assert_eq!(
+        Authenticator::new(&keycloak)
+            .expect("config")
+            .verify(&minted),
+        Ok(caller("marta", Role::Clerk, Some("s")))
+    );
+}
+
+#[test]
+fn expired_token_is_rejected() {
+    let mut payload = valid_payload();
+    payload["exp"] = json!(now() - 120);
+    assert_eq!(
+        verify(&token(&payload, Algorithm::HS256, &config().secret)),
+        Err(AuthError::Expired)
+    );
+}
+
+#[test]
+fn wrong_audience_issuer_signature_or_algorithm_is_rejected() {
+    let secret = config().secret;
+    let mut payload = valid_payload();
+    payload["aud"] = json!("another-service");
+    assert_eq!(
+        verify(&token(&payload, Algorithm::HS256, &secret)),
+        Err(AuthError::Invalid("wrong audience".into()))
+    );
+    let mut payload = valid_payload();
+    payload["iss"] = json!("https://evil.example");
+    assert_eq!(
+        verify(&token(&payload, Algorithm::HS256, &secret)),
+        Err(AuthError::Invalid("wrong issuer".into()))
+    );
+    assert_eq!(
+        verify(&token(&valid_payload(), Algorithm::HS256, "another secret")),
+        Err(AuthError::Invalid("bad signature".into()))
+    );
+    assert!(matches!(
+        verify(&token(&valid_payload(), Algorithm::HS512, &secret)),
+        Err(AuthError::Invalid(_))
+    ));
+    assert_eq!(
+        verify("not.a.token"),
+        Err(AuthError::Invalid("malformed token".into()))
+    );
+}
+
+#[test]
+fn token_without_expiry_subject_or_known_role_is_rejected() {
+    let secret = config().secret;
+    for (claim, replacement, expected) in [
+        (
+            "exp",
+            Value::Null,
+            AuthError::Invalid("missing exp claim".into()),
+        ),
+        ("sub", Value::Null, AuthError::Claim("subject")),
+        ("sub", json!(""), AuthError::Claim("subject")),
+        ("role", json!("admin"), AuthError::Claim("role")),
+        ("role", Value::Null, AuthError::Claim("role")),
+        ("store", json!(7), AuthError::Claim("store")),
+    ] {
+        let mut payload = valid_payload();
+        match replacement {
+            Value::Null => {
+                payload.as_object_mut().expect("object").remove(claim);
+            }
+            value => payload[claim] = value,
+        }
+        assert_eq!(
+            verify(&token(&payload, Algorithm::HS256, &secret)),
+            Err(expected),
+            "{claim}"
+        );
+    }
+}
+
+#[test]
+fn authorization_header_needs_a_bearer_token() {
+    let auth = Authenticator::new(&config()).expect("config");
+    assert_eq!(auth.verify_header(None), Err(AuthError::Missing));
+    assert_eq!(
+        auth.verify_header(Some("Basic YW5hOng=")),
+        Err(AuthError::Missing)
+    );
+    assert_eq!(auth.verify_header(Some("Bearer ")), Err(AuthError::Missing));
+    let token = mint(
+        &config(),
+        &caller("ana", Role::Customer, None),
+        Duration::from_secs(60),
+    )
+    .expect("mint");
+    assert!(auth.verify_header(Some(&format!("Bearer {token}"))).is_ok());
+}
+
+#[test]
+fn an_empty_secret_is_a_configuration_error() {
+    let empty = AuthConfig {
+        secret: String::new(),
+        ..config()
+    };
+    assert!(Authenticator::new(&empty).is_err());
+    assert!(
+        format!("{empty:?}").contains("redacted"),
+        "secrets stay out of logs"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(pool: PgPool) {
+    let thread = thread::create(&pool, &NewThread::new("tienda", "ana").store("madrid-1"))
+        .await
+        .expect("thread");
+    let id = thread.thread_id.0.to_string();
+    let visible = |who: &Caller| {
+        let (pool, id, who) = (pool.clone(), id.clone(), who.clone());
+        async move { visible_thread(&pool, &who, &id).await }
+    };
+
+    assert!(
+        visible(&caller("ana", Role::Customer, Some("madrid-1")))
+            .await
+            .is_ok(),
+        "owner"
+    );
+    assert!(
+        visible(&caller("marta", Role::Manager, Some("madrid-1")))
+            .await
+            .is_ok(),
+        "manager of the store"
+    );
+    for stranger in [
+        caller("luis", Role::Customer, Some("madrid-1")),
+        caller("pepe", Role::Clerk, Some("madrid-1")),
+        caller("eva", Role::Manager, Some("sevilla-2")),
+        caller("sin", Role::Manager, None),
+    ] {
+        assert_eq!(
+            visible(&stranger).await.map(|t| t.thread_id),
+            Err(ApiError::thread_not_found()),
+            "{stranger:?}"
+        );
+    }
+
+    let ana = caller("ana", Role::Customer, Some("madrid-1"));
+    for raw in [
+        "not-a-uuid",
+        "",
+        &uuid::Uuid::now_v7().to_string(),
+        "00000000-0000-0000-0000-000000000000",
+    ] {
+        assert_eq!(
+            visible_thread(&pool, &ana, raw).await.map(|t| t.thread_id),
+            Err(ApiError::thread_not_found()),
+            "{raw:?}: the same 404 as a foreign thread"
+        );
+    }
+    assert_eq!(ApiError::thread_not_found().status, StatusCode::NOT_FOUND);
+
+    // A storeless thread is its owner's alone, whatever a storeless manager says.
+    let own = thread::create(&pool, &NewThread::new("cliente", "ana"))
+        .await
+        .expect("thread");
+    assert!(
+        visible_thread(
+            &pool,
+            &caller("sin", Role::Manager, None),
+            &own.thread_id.0.to_string()
+        )
+        .await
+        .is_err()
+    );
+}
