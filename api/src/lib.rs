@@ -1,13 +1,20 @@
 //! The HTTP api: `langgraph-sdk` compatible routes, JWT auth, thread authorization, SSE,
 //! backpressure, probes, metrics and OpenAPI.
 //!
-//! So far: [`auth`] (verifying and minting tokens), [`authorize`] (the one thread-visibility
-//! check) and [`error`] (the error body). The routes come next. It calls `mostrador-queue` for
-//! every database effect and never depends on `mostrador-worker`.
+//! So far: [`app`] (state, router, serving), [`auth`] (verifying and minting tokens),
+//! [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
+//! (the caller and JSON bodies), [`probes`] and [`assistants`]. Threads, runs and SSE come next.
+//! It calls `mostrador-queue` for every database effect, reads graphs' structure from
+//! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
+pub mod app;
+pub mod assistants;
 pub mod auth;
 pub mod authorize;
 pub mod error;
+pub mod extract;
+pub mod probes;
 
+pub use app::{ApiConfig, AppState, router, serve};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};
 pub use error::ApiError;

@@ -1,1 +1,2 @@
 mod auth;
+mod http;

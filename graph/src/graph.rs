@@ -200,4 +200,28 @@ impl Graph {
     pub fn nodes(&self) -> impl Iterator<Item = &str> {
         self.inner.nodes.keys().map(String::as_str)
     }
+
+    /// The state's channel names, sorted.
+    pub fn channels(&self) -> impl Iterator<Item = &str> {
+        self.inner.channels.keys().map(String::as_str)
+    }
+
+    /// The fixed edges `(from, to)`, sorted; `from` may be [`START`], `to` [`END`].
+    pub fn edges(&self) -> Vec<(&str, &str)> {
+        let mut edges: Vec<(&str, &str)> = self
+            .inner
+            .edges
+            .iter()
+            .flat_map(|(from, tos)| tos.iter().map(move |to| (from.as_str(), to.as_str())))
+            .collect();
+        edges.sort_unstable();
+        edges
+    }
+
+    /// The nodes (or [`START`]) whose successors a route chooses at run time, sorted.
+    pub fn routed(&self) -> Vec<&str> {
+        let mut routed: Vec<&str> = self.inner.routes.keys().map(String::as_str).collect();
+        routed.sort_unstable();
+        routed
+    }
 }

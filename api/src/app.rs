@@ -1,0 +1,168 @@
+//! The api's shared state, its router, and serving it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use mostrador_graph::Graph;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+
+use crate::assistants::{self, Assistant};
+use crate::auth::{AuthConfig, AuthError, Authenticator};
+use crate::probes;
+
+/// Request bodies larger than this get a 413 when none is configured.
+pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
+
+/// How the api behaves.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    pub auth: AuthConfig,
+    /// Request bodies above this many bytes get a 413.
+    pub body_limit: usize,
+    /// Non-streaming requests taking longer get a 503.
+    pub request_timeout: Duration,
+}
+
+impl ApiConfig {
+    pub fn new(auth: AuthConfig) -> Self {
+        Self {
+            auth,
+            body_limit: BODY_LIMIT_DEFAULT,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every handler may use. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    pool: PgPool,
+    auth: Authenticator,
+    graphs: BTreeMap<String, Graph>,
+    /// One per graph, by graph id.
+    assistants: BTreeMap<String, Assistant>,
+    draining: AtomicBool,
+}
+
+impl AppState {
+    /// # Errors
+    ///
+    /// An unusable auth configuration.
+    pub fn new(
+        pool: PgPool,
+        config: &ApiConfig,
+        graphs: BTreeMap<String, Graph>,
+    ) -> Result<Self, AuthError> {
+        let assistants = graphs
+            .keys()
+            .map(|graph_id| (graph_id.clone(), Assistant::for_graph(graph_id)))
+            .collect();
+        Ok(Self(Arc::new(Inner {
+            pool,
+            auth: Authenticator::new(&config.auth)?,
+            graphs,
+            assistants,
+            draining: AtomicBool::new(false),
+        })))
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.0.pool
+    }
+
+    pub fn auth(&self) -> &Authenticator {
+        &self.0.auth
+    }
+
+    pub fn graph(&self, graph_id: &str) -> Option<&Graph> {
+        self.0.graphs.get(graph_id)
+    }
+
+    pub fn assistants(&self) -> impl Iterator<Item = &Assistant> {
+        self.0.assistants.values()
+    }
+
+    /// The assistant an id names: its assistant id, or its graph id (as the official server
+    /// accepts for runs).
+    pub fn assistant(&self, id: &str) -> Option<&Assistant> {
+        self.0.assistants.get(id).or_else(|| {
+            self.0
+                .assistants
+                .values()
+                .find(|assistant| assistant.assistant_id.to_string() == id)
+        })
+    }
+
+    /// From now on `/ready` answers 503.
+    pub fn start_draining(&self) {
+        self.0.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.0.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// Every route of the api.
+pub fn router(state: AppState, config: &ApiConfig) -> Router {
+    let timeout = config.request_timeout;
+    Router::new()
+        .route("/assistants/search", post(assistants::search))
+        .route("/assistants/{assistant_id}", get(assistants::get))
+        .route("/assistants/{assistant_id}/graph", get(assistants::graph))
+        .route(
+            "/assistants/{assistant_id}/schemas",
+            get(assistants::schemas),
+        )
+        .layer(axum::middleware::from_fn(move |request, next| {
+            within(timeout, request, next)
+        }))
+        .route("/ok", get(probes::ok))
+        .route("/live", get(probes::live))
+        .route("/ready", get(probes::ready))
+        .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(state)
+}
+
+/// Answers 503 when a (non-streaming) request takes longer than `timeout`.
+async fn within(
+    timeout: Duration,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => crate::ApiError {
+            retry_after: Some(1),
+            ..crate::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the request timed out")
+        }
+        .into_response(),
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+///
+/// # Errors
+///
+/// Serving failed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

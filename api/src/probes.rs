@@ -1,0 +1,37 @@
+//! `/ok` and `/live` touch nothing external (restarting a pod does not fix a database); `/ready`
+//! checks the database and its schema, and answers 503 while the pod drains.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use mostrador_queue::schema::check_schema;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+
+pub async fn ok() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+pub async fn live() -> &'static str {
+    "ok"
+}
+
+pub async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
+    if state.is_draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining".into());
+    }
+    let checked = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        check_schema(state.pool()),
+    )
+    .await;
+    match checked {
+        Ok(Ok(())) => (StatusCode::OK, "ready".into()),
+        Ok(Err(err)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {err}")),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database: no answer within 2s".into(),
+        ),
+    }
+}

@@ -1,0 +1,207 @@
+//! The api's routes through its real router, in process, against a real Postgres.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::Body as HttpBody;
+use axum::http::{Request, StatusCode, header};
+use mostrador_api::auth::mint;
+use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role, router};
+use mostrador_graph::{Command, START, StateGraph};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+fn config() -> ApiConfig {
+    ApiConfig {
+        body_limit: 64 * 1024,
+        ..ApiConfig::new(AuthConfig {
+            secret: "api test secret".into(),
+            issuer: "mostrador".into(),
+            audience: "mostrador".into(),
+            claims: ClaimPaths::default(),
+        })
+    }
+}
+
+fn graphs() -> BTreeMap<String, mostrador_graph::Graph> {
+    let agent = StateGraph::new()
+        .channel("messages", mostrador_graph::Reducer::Messages)
+        .node("model", |_| async { Ok(Command::new()) })
+        .node("tools", |_| async { Ok(Command::new()) })
+        .edge(START, "model")
+        .edge("tools", "model")
+        .conditional_edge("model", |_| vec!["tools"])
+        .compile()
+        .expect("valid graph");
+    BTreeMap::from([("agent".to_owned(), agent)])
+}
+
+struct Api {
+    state: AppState,
+    config: ApiConfig,
+    token: String,
+}
+
+impl Api {
+    fn new(pool: PgPool) -> Self {
+        let config = config();
+        let caller = Caller {
+            subject: "ana".into(),
+            role: Role::Customer,
+            store: Some("madrid-1".into()),
+        };
+        Self {
+            state: AppState::new(pool, &config, graphs()).expect("state"),
+            token: mint(&config.auth, &caller, Duration::from_secs(300)).expect("token"),
+            config,
+        }
+    }
+
+    /// Sends a request; returns the status, the headers and the body (JSON when it parses).
+    async fn send(&self, request: Request<HttpBody>) -> (StatusCode, header::HeaderMap, Value) {
+        let response = router(self.state.clone(), &self.config)
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, headers, body)
+    }
+
+    fn get(&self, path: &str) -> Request<HttpBody> {
+        Request::get(path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .body(HttpBody::empty())
+            .expect("request")
+    }
+
+    fn post(&self, path: &str, body: impl Into<HttpBody>) -> Request<HttpBody> {
+        Request::post(path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .expect("request")
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: PgPool) {
+    let api = Api::new(pool);
+    for path in ["/ok", "/live", "/ready"] {
+        let request = Request::get(path).body(HttpBody::empty()).expect("request");
+        assert_eq!(api.send(request).await.0, StatusCode::OK, "{path}");
+    }
+    api.state.start_draining();
+    let request = Request::get("/ready")
+        .body(HttpBody::empty())
+        .expect("request");
+    assert_eq!(api.send(request).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    let request = Request::get("/live")
+        .body(HttpBody::empty())
+        .expect("request");
+    assert_eq!(api.send(request).await.0, StatusCode::OK, "still alive");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn routes_need_a_valid_token(pool: PgPool) {
+    let api = Api::new(pool);
+    let anonymous = Request::post("/assistants/search")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(HttpBody::from("{}"))
+        .expect("request");
+    let (status, headers, body) = api.send(anonymous).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+    assert_eq!(body, json!({"detail": "missing bearer token"}));
+
+    let forged = Request::get("/assistants/agent")
+        .header(header::AUTHORIZATION, "Bearer not.a.token")
+        .body(HttpBody::empty())
+        .expect("request");
+    assert_eq!(api.send(forged).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn each_graph_is_one_assistant_with_the_official_servers_id(pool: PgPool) {
+    let api = Api::new(pool);
+    let (status, _, body) = api.send(api.post("/assistants/search", "{}")).await;
+    assert_eq!(status, StatusCode::OK);
+    // The id `langgraph dev` gives the graph `agent`.
+    let id = "fe096781-5601-53d2-b2f6-0d3403f7e9ca";
+    assert_eq!(body[0]["assistant_id"], id, "{body}");
+    assert_eq!(body[0]["graph_id"], "agent");
+    assert_eq!(body[0]["metadata"], json!({"created_by": "system"}));
+    assert_eq!(body.as_array().map(Vec::len), Some(1));
+
+    let filtered = api
+        .send(api.post("/assistants/search", r#"{"graph_id": "other", "limit": 5}"#))
+        .await;
+    assert_eq!(filtered.2, json!([]));
+
+    for path in [format!("/assistants/{id}"), "/assistants/agent".to_owned()] {
+        let (status, _, body) = api.send(api.get(&path)).await;
+        assert_eq!(
+            (status, body["assistant_id"].clone()),
+            (StatusCode::OK, json!(id)),
+            "{path}"
+        );
+    }
+    let (status, _, body) = api.send(api.get("/assistants/nope")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["detail"].is_string());
+
+    let (_, _, graph) = api.send(api.get("/assistants/agent/graph")).await;
+    let nodes: Vec<&str> = graph["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|node| node["id"].as_str())
+        .collect();
+    assert_eq!(nodes, ["__start__", "model", "tools", "__end__"]);
+    assert!(
+        graph["edges"]
+            .as_array()
+            .expect("edges")
+            .contains(&json!({"source": "__start__", "target": "model", "conditional": false}))
+    );
+
+    let (_, _, schemas) = api.send(api.get("/assistants/agent/schemas")).await;
+    assert_eq!(schemas["graph_id"], "agent");
+    assert!(
+        schemas["state_schema"]["properties"]
+            .get("messages")
+            .is_some()
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn bad_bodies_get_clear_client_errors(pool: PgPool) {
+    let api = Api::new(pool);
+    let (status, _, body) = api.send(api.post("/assistants/search", "{not json")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["detail"].is_string(), "{body}");
+
+    let (status, _, _) = api
+        .send(api.post("/assistants/search", r#"{"limit": "ten"}"#))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let (status, _, _) = api
+        .send(api.post("/assistants/search", r#"{"limit": 0}"#))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let huge = format!(r#"{{"name": "{}"}}"#, "x".repeat(100 * 1024));
+    let (status, _, _) = api.send(api.post("/assistants/search", huge)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    let (status, _, body) = api.send(api.get("/no/such/route")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["detail"].is_string());
+}
