@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use mostrador_worker::supervisor::MAX_RUNS_DEFAULT;
@@ -46,8 +46,35 @@ enum Command {
     Migrate(MigrateArgs),
     /// Claim and execute runs until SIGTERM or SIGINT, then drain and exit.
     Worker(WorkerArgs),
+    /// Serve the HTTP api until SIGTERM or SIGINT.
+    Api(ApiArgs),
     /// Print a development token (HS256) for a caller.
     Token(TokenArgs),
+}
+
+#[derive(Debug, Args)]
+struct ApiArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    #[command(flatten)]
+    jwt: JwtArgs,
+
+    /// The address to serve on.
+    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "0.0.0.0:2024")]
+    listen: SocketAddr,
+
+    /// Request bodies above this many bytes get a 413.
+    #[arg(long, env = "MOSTRADOR_BODY_LIMIT", default_value_t = mostrador_api::app::BODY_LIMIT_DEFAULT)]
+    body_limit: usize,
+
+    /// Non-streaming requests taking longer get a 503 [default: 30s].
+    #[arg(long, env = "MOSTRADOR_REQUEST_TIMEOUT", value_parser = parse_duration)]
+    request_timeout: Option<Duration>,
+
+    /// Database connections.
+    #[arg(long, env = "MOSTRADOR_POOL_SIZE", default_value_t = 16)]
+    pool_size: u32,
 }
 
 /// How the api verifies tokens (and `token` mints them).
@@ -238,8 +265,46 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate(args) => migrate(args).await,
         Command::Worker(args) => worker(args, graphs).await,
+        Command::Api(args) => api(args, graphs).await,
         Command::Token(args) => token(&args),
     }
+}
+
+async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let db = DbConfig {
+        pool_size: args.pool_size,
+        ..DbConfig::new(&args.database.database_url, "mostrador-api")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
+    let mut config = ApiConfig::new(args.jwt.config());
+    config.body_limit = args.body_limit;
+    if let Some(timeout) = args.request_timeout {
+        config.request_timeout = timeout;
+    }
+    let registry: std::collections::BTreeMap<_, _> = graphs(&pool).into_iter().collect();
+    let state = AppState::new(pool.clone(), &config, registry)
+        .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("failed to listen on {}", args.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "api listening");
+    let draining = state.clone();
+    mostrador_api::serve(
+        listener,
+        mostrador_api::router(state, &config),
+        async move {
+            terminated().await;
+            draining.start_draining();
+        },
+    )
+    .await
+    .context("serving the api failed")?;
+    pool.close().await;
+    tracing::info!("api stopped");
+    Ok(())
 }
 
 fn token(args: &TokenArgs) -> anyhow::Result<()> {

@@ -1,3 +1,4 @@
+mod api;
 mod soak;
 mod support;
 mod token;

@@ -165,7 +165,7 @@ impl Executions {
     }
 }
 
-/// A `mostrador-e2e worker` process.
+/// A `mostrador-e2e` process: a worker, unless started with [`Worker::spawn`].
 pub struct Worker {
     child: Child,
     /// Kept: the child forgets its id once it has exited.
@@ -179,6 +179,20 @@ impl Worker {
     /// Starts a worker on the test database; `args` add to or override the defaults (a short
     /// poll and sweep interval).
     pub fn start(db: &Db, name: &str, args: &[&str]) -> Self {
+        let mut all = vec![
+            "--name",
+            name,
+            "--poll-interval",
+            "200ms",
+            "--sweep-interval",
+            "300ms",
+        ];
+        all.extend_from_slice(args);
+        Self::spawn(db, name, "worker", &all)
+    }
+
+    /// Starts another command of the binary (`api`, ...) on the test database and a free port.
+    pub fn spawn(db: &Db, name: &str, command: &str, args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -189,10 +203,9 @@ impl Worker {
         let log = dir.join(format!("{database}-{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
-            .arg("worker")
-            .args(["--database-url", &db.url, "--name", name])
+            .arg(command)
+            .args(["--database-url", &db.url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--poll-interval", "200ms", "--sweep-interval", "300ms"])
             .args(args)
             .env("RUST_LOG", "info,sqlx=warn")
             .stdout(Stdio::null())
@@ -240,11 +253,26 @@ impl Worker {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// `GET path` on the worker's HTTP port: status code and body.
+    /// `GET path` on the process's HTTP port: status code and body.
     pub async fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        self.request("GET", path, &[], "").await
+    }
+
+    /// A request on the process's HTTP port: status code and body.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> std::io::Result<(u16, String)> {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         stream.write_all(request.as_bytes()).await?;
         let mut response = String::new();
         stream.read_to_string(&mut response).await?;
