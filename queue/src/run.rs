@@ -270,7 +270,7 @@ pub async fn enqueue<'a>(
         r#"
         select
             graph_id,
-            case when $2 then pg_notify($3, graph_id)::text end as "woken"
+            case when $2 then pg_notify($3, $4)::text end as "woken"
         from mostrador.threads
         where thread_id = $1
           and deleted_at is null
@@ -279,17 +279,31 @@ pub async fn enqueue<'a>(
         new.thread_id.0,
         new.after.is_zero(),
         RUNS_CHANNEL,
+        new.graph_id,
     )
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ThreadNotFound(new.thread_id))?
     .graph_id;
-    if thread_graph_id != new.graph_id {
-        return Err(Error::GraphMismatch {
-            thread_id: new.thread_id,
-            thread_graph_id,
-            graph_id: new.graph_id.clone(),
-        });
+    match thread_graph_id {
+        Some(thread_graph_id) if thread_graph_id != new.graph_id => {
+            return Err(Error::GraphMismatch {
+                thread_id: new.thread_id,
+                thread_graph_id,
+                graph_id: new.graph_id.clone(),
+            });
+        }
+        Some(_) => {}
+        // The thread's first run binds it (under the row lock just taken).
+        None => {
+            sqlx::query!(
+                "update mostrador.threads set graph_id = $2, updated_at = now() where thread_id = $1",
+                new.thread_id.0,
+                new.graph_id,
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
     }
     if let Some(limit) = limit {
         check_limit(&mut tx, &new.graph_id, 1, limit).await?;
@@ -513,14 +527,24 @@ pub async fn enqueue_batch<'a>(
             .await?;
             match thread_graph_id {
                 None => return Err(Error::ThreadNotFound(new.thread_id)),
-                Some(thread_graph_id) if thread_graph_id != new.graph_id => {
+                Some(None) => {
+                    return Err(Error::Invalid {
+                        field: "runs",
+                        reason: format!(
+                            "thread {} has no graph yet: a batch only enqueues on threads created \
+                             with a graph or bound by a run",
+                            new.thread_id
+                        ),
+                    });
+                }
+                Some(Some(thread_graph_id)) if thread_graph_id != new.graph_id => {
                     return Err(Error::GraphMismatch {
                         thread_id: new.thread_id,
                         thread_graph_id,
                         graph_id: new.graph_id.clone(),
                     });
                 }
-                Some(_) => {}
+                Some(Some(_)) => {}
             }
         }
         // Every thread checks out now although one did not during the insert: it changed in

@@ -40,7 +40,8 @@ pub enum ThreadStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thread {
     pub thread_id: ThreadId,
-    pub graph_id: String,
+    /// `None` until a run binds the thread to its graph.
+    pub graph_id: Option<String>,
     pub owner: String,
     pub store: Option<String>,
     pub status: ThreadStatus,
@@ -53,7 +54,8 @@ pub struct Thread {
 /// What a caller decides about a new thread; the id and times are the server's.
 #[derive(Debug, Clone)]
 pub struct NewThread {
-    pub graph_id: String,
+    /// `None` leaves the thread for its first run to bind.
+    pub graph_id: Option<String>,
     pub owner: String,
     pub store: Option<String>,
     pub metadata: Value,
@@ -62,7 +64,15 @@ pub struct NewThread {
 impl NewThread {
     pub fn new(graph_id: impl Into<String>, owner: impl Into<String>) -> Self {
         Self {
-            graph_id: graph_id.into(),
+            graph_id: Some(graph_id.into()),
+            ..Self::unbound(owner)
+        }
+    }
+
+    /// A thread whose first run will bind it to its graph.
+    pub fn unbound(owner: impl Into<String>) -> Self {
+        Self {
+            graph_id: None,
             owner: owner.into(),
             store: None,
             metadata: Value::Object(Default::default()),
@@ -122,7 +132,7 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
             last_activity_at
         "#,
         &thread_ids,
-        &graph_ids,
+        &graph_ids as &[Option<String>],
         &owners,
         &stores as &[Option<String>],
         &metadatas,

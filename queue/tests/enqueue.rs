@@ -247,3 +247,41 @@ async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Resu
     }
     Ok(())
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn unbound_thread_is_bound_by_its_first_run(pool: PgPool) -> anyhow::Result<()> {
+    let thread = thread::create(&pool, &NewThread::unbound("ana")).await?;
+    assert_eq!(thread.graph_id, None);
+
+    // A batch cannot bind (two of its runs could name two graphs): refused, nothing written.
+    let res = run::enqueue_batch(&pool, &[NewRun::new(thread.thread_id, GRAPH)], None).await;
+    assert!(matches!(res, Err(Error::Invalid { .. })), "{res:?}");
+    assert_eq!(count_runs(&pool).await, 0);
+
+    let listener = mostrador_queue::Listener::start(pool.clone(), std::future::pending()).await?;
+    let mut queued = listener.queued();
+    run::enqueue(&pool, &NewRun::new(thread.thread_id, GRAPH), None).await?;
+    assert_eq!(
+        thread::get(&pool, thread.thread_id)
+            .await?
+            .graph_id
+            .as_deref(),
+        Some(GRAPH)
+    );
+    let woken = tokio::time::timeout(Duration::from_secs(5), queued.recv()).await?;
+    assert!(
+        woken.is_ok(),
+        "claimers are woken for the first run too: {woken:?}"
+    );
+
+    let other = NewRun {
+        multitask_strategy: MultitaskStrategy::Enqueue,
+        ..NewRun::new(thread.thread_id, "another-graph")
+    };
+    let res = run::enqueue(&pool, &other, None).await;
+    assert!(
+        matches!(&res, Err(Error::GraphMismatch { thread_graph_id, .. }) if thread_graph_id == GRAPH),
+        "{res:?}"
+    );
+    Ok(())
+}
