@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
-use crate::probes;
+use crate::{probes, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
@@ -123,6 +123,12 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route(
             "/assistants/{assistant_id}/schemas",
             get(assistants::schemas),
+        )
+        .route("/threads", post(threads::create))
+        .route("/threads/search", post(threads::search))
+        .route(
+            "/threads/{thread_id}",
+            get(threads::get).delete(threads::delete),
         )
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)

@@ -3,7 +3,8 @@
 //!
 //! So far: [`app`] (state, router, serving), [`auth`] (verifying and minting tokens),
 //! [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
-//! (the caller and JSON bodies), [`probes`] and [`assistants`]. Threads, runs and SSE come next.
+//! (the caller and JSON bodies), [`probes`], [`assistants`] and [`threads`] (create, get,
+//! search, delete). Thread state, runs and SSE come next.
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
@@ -14,6 +15,7 @@ pub mod authorize;
 pub mod error;
 pub mod extract;
 pub mod probes;
+pub mod threads;
 
 pub use app::{ApiConfig, AppState, router, serve};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};

@@ -1,94 +1,11 @@
 //! The api's routes through its real router, in process, against a real Postgres.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use axum::body::Body as HttpBody;
 use axum::http::{Request, StatusCode, header};
-use mostrador_api::auth::mint;
-use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role, router};
-use mostrador_graph::{Command, START, StateGraph};
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::PgPool;
-use tower::ServiceExt;
 
-fn config() -> ApiConfig {
-    ApiConfig {
-        body_limit: 64 * 1024,
-        ..ApiConfig::new(AuthConfig {
-            secret: "api test secret".into(),
-            issuer: "mostrador".into(),
-            audience: "mostrador".into(),
-            claims: ClaimPaths::default(),
-        })
-    }
-}
-
-fn graphs() -> BTreeMap<String, mostrador_graph::Graph> {
-    let agent = StateGraph::new()
-        .channel("messages", mostrador_graph::Reducer::Messages)
-        .node("model", |_| async { Ok(Command::new()) })
-        .node("tools", |_| async { Ok(Command::new()) })
-        .edge(START, "model")
-        .edge("tools", "model")
-        .conditional_edge("model", |_| vec!["tools"])
-        .compile()
-        .expect("valid graph");
-    BTreeMap::from([("agent".to_owned(), agent)])
-}
-
-struct Api {
-    state: AppState,
-    config: ApiConfig,
-    token: String,
-}
-
-impl Api {
-    fn new(pool: PgPool) -> Self {
-        let config = config();
-        let caller = Caller {
-            subject: "ana".into(),
-            role: Role::Customer,
-            store: Some("madrid-1".into()),
-        };
-        Self {
-            state: AppState::new(pool, &config, graphs()).expect("state"),
-            token: mint(&config.auth, &caller, Duration::from_secs(300)).expect("token"),
-            config,
-        }
-    }
-
-    /// Sends a request; returns the status, the headers and the body (JSON when it parses).
-    async fn send(&self, request: Request<HttpBody>) -> (StatusCode, header::HeaderMap, Value) {
-        let response = router(self.state.clone(), &self.config)
-            .oneshot(request)
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (status, headers, body)
-    }
-
-    fn get(&self, path: &str) -> Request<HttpBody> {
-        Request::get(path)
-            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
-            .body(HttpBody::empty())
-            .expect("request")
-    }
-
-    fn post(&self, path: &str, body: impl Into<HttpBody>) -> Request<HttpBody> {
-        Request::post(path)
-            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.into())
-            .expect("request")
-    }
-}
+use crate::support::Api;
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: PgPool) {

@@ -1,2 +1,4 @@
 mod auth;
 mod http;
+mod support;
+mod threads;

@@ -1,0 +1,249 @@
+//! Threads: the server chooses their ids, and a caller sees only its own (and, as a manager, its
+//! store's). Every route with a thread id goes through [`visible_thread`].
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use mostrador_graph::Checkpointer;
+use mostrador_graph::checkpoint::INTERRUPT;
+use mostrador_queue::thread::{self, NewThread, ThreadSearch, Visibility};
+use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::{Caller, Role};
+use crate::authorize::{unavailable, visible_thread};
+use crate::error::ApiError;
+use crate::extract::Body;
+
+fn unprocessable(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+}
+
+/// `POST /threads`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Create {
+    thread_id: Option<Value>,
+    metadata: Option<Map<String, Value>>,
+    if_exists: Option<String>,
+    supersteps: Option<Value>,
+    ttl: Option<Value>,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(create): Body<Create>,
+) -> Result<Json<Value>, ApiError> {
+    if create.thread_id.is_some() {
+        return Err(unprocessable(
+            "thread_id is chosen by the server: create the thread without one and use the id it returns",
+        ));
+    }
+    if create.supersteps.is_some() {
+        return Err(unprocessable(
+            "creating a thread with supersteps is not supported",
+        ));
+    }
+    if create.ttl.is_some() {
+        return Err(unprocessable(
+            "ttl is not per thread here: each graph's retention policy deletes idle threads",
+        ));
+    }
+    if create
+        .if_exists
+        .as_deref()
+        .is_some_and(|value| value != "raise" && value != "do_nothing")
+    {
+        return Err(unprocessable("if_exists must be raise or do_nothing"));
+    }
+    let metadata = create.metadata.unwrap_or_default();
+    let graph_id = match metadata.get("graph_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(graph_id)) if state.graph(graph_id).is_some() => Some(graph_id.clone()),
+        Some(Value::String(graph_id)) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("graph {graph_id:?} not found"),
+            ));
+        }
+        Some(_) => return Err(unprocessable("metadata.graph_id must be a string")),
+    };
+    let new = NewThread {
+        graph_id,
+        owner: caller.subject.clone(),
+        store: caller.store.clone(),
+        metadata: Value::Object(metadata),
+    };
+    let thread = thread::create(state.pool(), &new)
+        .await
+        .map_err(|err| unavailable(&err))?;
+    Ok(Json(thread_json(&state, &thread).await?))
+}
+
+/// `GET /threads/{thread_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    Ok(Json(thread_json(&state, &thread).await?))
+}
+
+/// `DELETE /threads/{thread_id}`: 204.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    match thread::delete(state.pool(), thread.thread_id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
+        Err(err) => Err(unavailable(&err)),
+    }
+}
+
+/// `POST /threads/search`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct Search {
+    limit: i64,
+    offset: i64,
+    metadata: Option<Map<String, Value>>,
+    values: Option<Value>,
+    ids: Option<Vec<String>>,
+    status: Option<String>,
+    sort_by: Option<String>,
+    sort_order: Option<String>,
+}
+
+impl Default for Search {
+    fn default() -> Self {
+        Self {
+            limit: 10,
+            offset: 0,
+            metadata: None,
+            values: None,
+            ids: None,
+            status: None,
+            sort_by: None,
+            sort_order: None,
+        }
+    }
+}
+
+pub async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(search): Body<Search>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    if search.values.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err(unprocessable(
+            "searching threads by values is not supported",
+        ));
+    }
+    if search
+        .sort_by
+        .as_deref()
+        .is_some_and(|by| by != "created_at")
+        || search
+            .sort_order
+            .as_deref()
+            .is_some_and(|order| order != "desc")
+    {
+        return Err(unprocessable(
+            "threads are listed newest first (created_at desc) only",
+        ));
+    }
+    let status = match search.status.as_deref() {
+        None => None,
+        Some(name) => Some(
+            ThreadStatus::from_name(name)
+                .ok_or_else(|| unprocessable("status must be idle, busy, interrupted or error"))?,
+        ),
+    };
+    let ids = match search.ids {
+        None => None,
+        Some(ids) => Some(
+            ids.iter()
+                .map(|id| Uuid::parse_str(id).map(ThreadId))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| unprocessable("ids must be thread ids (UUIDs)"))?,
+        ),
+    };
+    let query = ThreadSearch {
+        visible_to: Visibility {
+            owner: caller.subject.clone(),
+            store: if caller.role == Role::Manager {
+                caller.store.clone()
+            } else {
+                None
+            },
+        },
+        metadata: search.metadata.map(Value::Object),
+        status,
+        ids,
+        limit: search.limit,
+        offset: search.offset,
+    };
+    let threads = match thread::search(state.pool(), &query).await {
+        Ok(threads) => threads,
+        Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
+        Err(err) => return Err(unavailable(&err)),
+    };
+    let mut found = Vec::with_capacity(threads.len());
+    for thread in &threads {
+        found.push(thread_json(&state, thread).await?);
+    }
+    Ok(Json(found))
+}
+
+/// A thread as the `langgraph-sdk` reads it, with the values and pending interrupts of its
+/// latest checkpoint.
+async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiError> {
+    let saved = PgCheckpointer::new(state.pool().clone())
+        .get(thread.thread_id.0, None)
+        .await
+        .map_err(|err| {
+            tracing::warn!(error = %err, "reading a checkpoint failed");
+            ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unavailable; try again",
+                )
+            }
+        })?;
+    let mut interrupts = Map::new();
+    if let Some(saved) = &saved {
+        for write in saved.writes.iter().filter(|w| w.channel == INTERRUPT) {
+            if let Value::Array(list) = interrupts
+                .entry(write.task_id.clone())
+                .or_insert_with(|| json!([]))
+            {
+                list.push(write.value.clone());
+            }
+        }
+    }
+    let mut metadata = thread.metadata.clone();
+    if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata) {
+        map.entry("graph_id").or_insert_with(|| json!(graph_id));
+    }
+    Ok(json!({
+        "thread_id": thread.thread_id.0,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+        "state_updated_at": thread.last_activity_at,
+        "metadata": metadata,
+        "status": thread.status.as_str(),
+        "config": {},
+        "values": saved.map(|saved| Value::Object(saved.values)),
+        "interrupts": interrupts,
+        "error": null,
+    }))
+}

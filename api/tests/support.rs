@@ -1,0 +1,120 @@
+//! The api in process: its real router and state on a test database, and tokens for callers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::Body as HttpBody;
+use axum::http::{Request, StatusCode, header};
+use mostrador_api::auth::mint;
+use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role, router};
+use mostrador_graph::{Command, START, StateGraph};
+use serde_json::Value;
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+pub fn config() -> ApiConfig {
+    ApiConfig {
+        body_limit: 64 * 1024,
+        ..ApiConfig::new(AuthConfig {
+            secret: "api test secret".into(),
+            issuer: "mostrador".into(),
+            audience: "mostrador".into(),
+            claims: ClaimPaths::default(),
+        })
+    }
+}
+
+pub fn graphs() -> BTreeMap<String, mostrador_graph::Graph> {
+    let agent = StateGraph::new()
+        .channel("messages", mostrador_graph::Reducer::Messages)
+        .node("model", |_| async { Ok(Command::new()) })
+        .node("tools", |_| async { Ok(Command::new()) })
+        .edge(START, "model")
+        .edge("tools", "model")
+        .conditional_edge("model", |_| vec!["tools"])
+        .compile()
+        .expect("valid graph");
+    BTreeMap::from([("agent".to_owned(), agent)])
+}
+
+pub struct Api {
+    pub state: AppState,
+    pub config: ApiConfig,
+    pub token: String,
+}
+
+impl Api {
+    pub fn new(pool: PgPool) -> Self {
+        let config = config();
+        let caller = Caller {
+            subject: "ana".into(),
+            role: Role::Customer,
+            store: Some("madrid-1".into()),
+        };
+        Self {
+            state: AppState::new(pool, &config, graphs()).expect("state"),
+            token: mint(&config.auth, &caller, Duration::from_secs(300)).expect("token"),
+            config,
+        }
+    }
+
+    /// Sends a request; returns the status, the headers and the body (JSON when it parses).
+    pub async fn send(&self, request: Request<HttpBody>) -> (StatusCode, header::HeaderMap, Value) {
+        let response = router(self.state.clone(), &self.config)
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, headers, body)
+    }
+
+    pub fn get(&self, path: &str) -> Request<HttpBody> {
+        Request::get(path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .body(HttpBody::empty())
+            .expect("request")
+    }
+
+    pub fn post(&self, path: &str, body: impl Into<HttpBody>) -> Request<HttpBody> {
+        Request::post(path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .expect("request")
+    }
+}
+
+pub fn caller(subject: &str, role: Role, store: Option<&str>) -> Caller {
+    Caller {
+        subject: subject.into(),
+        role,
+        store: store.map(Into::into),
+    }
+}
+
+impl Api {
+    /// A token for `caller`.
+    pub fn token_for(&self, caller: &Caller) -> String {
+        mint(&self.config.auth, caller, Duration::from_secs(300)).expect("token")
+    }
+
+    /// A request with `token` (none when empty) and a JSON body (none when empty).
+    pub fn request(&self, method: &str, path: &str, token: &str, body: &str) -> Request<HttpBody> {
+        let mut request = Request::builder().method(method).uri(path);
+        if !token.is_empty() {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if !body.is_empty() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        request
+            .body(HttpBody::from(body.to_owned()))
+            .expect("request")
+    }
+}

@@ -1,0 +1,219 @@
+//! Threads over HTTP: server-chosen ids, one visibility rule on every route, search that shows
+//! only visible threads, delete.
+
+use axum::http::StatusCode;
+use mostrador_api::Role;
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::{RunStatus, ThreadId};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{Api, caller};
+
+async fn create(api: &Api, token: &str, body: &str) -> Value {
+    let (status, _, thread) = api.send(api.request("POST", "/threads", token, body)).await;
+    assert_eq!(status, StatusCode::OK, "{thread}");
+    thread
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn the_server_chooses_thread_ids(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let thread = create(&api, &ana, "{}").await;
+    assert!(Uuid::parse_str(thread["thread_id"].as_str().expect("id")).is_ok());
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(thread["values"], Value::Null);
+    assert_eq!(thread["metadata"], json!({}));
+
+    let bound = create(
+        &api,
+        &ana,
+        r#"{"metadata": {"graph_id": "agent", "topic": "refund"}}"#,
+    )
+    .await;
+    assert_eq!(
+        bound["metadata"],
+        json!({"graph_id": "agent", "topic": "refund"})
+    );
+
+    for (body, expected) in [
+        (
+            format!(r#"{{"thread_id": "{}"}}"#, Uuid::now_v7()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"ttl": {"ttl": 5}}"#.to_owned(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"metadata": {"graph_id": 7}}"#.to_owned(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"metadata": {"graph_id": "nope"}}"#.to_owned(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            r#"{"metadata": []}"#.to_owned(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        ("[".to_owned(), StatusCode::UNPROCESSABLE_ENTITY),
+    ] {
+        let (status, _, body_out) = api.send(api.request("POST", "/threads", &ana, &body)).await;
+        assert_eq!(status, expected, "{body} -> {body_out}");
+        assert!(body_out["detail"].is_string());
+    }
+    let count: i64 = sqlx::query_scalar("select count(*) from mostrador.threads")
+        .fetch_one(api.state.pool())
+        .await
+        .expect("count");
+    assert_eq!(count, 2, "refused creates wrote nothing");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn foreign_thread_is_404_on_every_route(pool: PgPool) {
+    let api = Api::new(pool);
+    let owner = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let thread = create(&api, &owner, "{}").await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+
+    let neighbour = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let clerk = api.token_for(&caller("pepe", Role::Clerk, Some("madrid-1")));
+    let manager = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let other_manager = api.token_for(&caller("eva", Role::Manager, Some("sevilla-2")));
+    let nonexistent = Uuid::now_v7().to_string();
+
+    let not_found = api
+        .send(api.request("GET", &format!("/threads/{nonexistent}"), &owner, ""))
+        .await
+        .2;
+    for (token, path, expected) in [
+        (&owner, id.clone(), StatusCode::OK),
+        (&manager, id.clone(), StatusCode::OK),
+        (&neighbour, id.clone(), StatusCode::NOT_FOUND),
+        (&clerk, id.clone(), StatusCode::NOT_FOUND),
+        (&other_manager, id.clone(), StatusCode::NOT_FOUND),
+        (&owner, "not-a-uuid".to_owned(), StatusCode::NOT_FOUND),
+        (&owner, nonexistent.clone(), StatusCode::NOT_FOUND),
+    ] {
+        let (status, _, body) = api
+            .send(api.request("GET", &format!("/threads/{path}"), token, ""))
+            .await;
+        assert_eq!(status, expected, "{path}: {body}");
+        if expected == StatusCode::NOT_FOUND {
+            assert_eq!(
+                body, not_found,
+                "no body tells a foreign thread from a missing one"
+            );
+        }
+    }
+    for (token, expected) in [
+        (&neighbour, StatusCode::NOT_FOUND),
+        (&other_manager, StatusCode::NOT_FOUND),
+        (&String::new(), StatusCode::UNAUTHORIZED),
+    ] {
+        let (status, _, _) = api
+            .send(api.request("DELETE", &format!("/threads/{id}"), token, ""))
+            .await;
+        assert_eq!(status, expected);
+    }
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &owner, ""))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the refused deletes changed nothing"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn search_shows_only_visible_threads(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let eva = api.token_for(&caller("eva", Role::Manager, Some("sevilla-2")));
+    let first = create(&api, &ana, r#"{"metadata": {"topic": "refund"}}"#).await;
+    create(&api, &ana, r#"{"metadata": {"graph_id": "agent"}}"#).await;
+    create(&api, &luis, "{}").await;
+
+    let ids = |body: &Value| -> Vec<String> {
+        body.as_array()
+            .expect("a list")
+            .iter()
+            .map(|t| t["thread_id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let search = |token: &str, body: &str| {
+        let request = api.request("POST", "/threads/search", token, body);
+        async { api.send(request).await }
+    };
+    assert_eq!(ids(&search(&ana, "{}").await.2).len(), 2);
+    assert_eq!(ids(&search(&luis, "{}").await.2).len(), 1);
+    assert_eq!(
+        ids(&search(&marta, "{}").await.2).len(),
+        3,
+        "the store's manager sees all"
+    );
+    assert_eq!(ids(&search(&eva, "{}").await.2).len(), 0);
+
+    let refunds = search(&ana, r#"{"metadata": {"topic": "refund"}}"#).await.2;
+    assert_eq!(ids(&refunds), [first["thread_id"].as_str().expect("id")]);
+    let one = search(&ana, r#"{"limit": 1}"#).await.2;
+    assert_eq!(ids(&one).len(), 1);
+
+    // Busy is derived from the thread's runs.
+    let thread_id =
+        ThreadId(Uuid::parse_str(first["thread_id"].as_str().expect("id")).expect("uuid"));
+    run::enqueue(api.state.pool(), &NewRun::new(thread_id, "agent"), None)
+        .await
+        .expect("enqueue");
+    let busy = search(&ana, r#"{"status": "busy"}"#).await.2;
+    assert_eq!(ids(&busy), [first["thread_id"].as_str().expect("id")]);
+
+    for bad in [
+        r#"{"status": "sleeping"}"#,
+        r#"{"limit": 0}"#,
+        r#"{"ids": ["nope"]}"#,
+        r#"{"values": {"a": 1}}"#,
+        r#"{"sort_by": "thread_id"}"#,
+    ] {
+        let (status, _, body) = search(&ana, bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn deleted_thread_is_gone_with_its_pending_runs(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = create(&api, &ana, r#"{"metadata": {"graph_id": "agent"}}"#).await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread_id = ThreadId(Uuid::parse_str(&id).expect("uuid"));
+    let run = run::enqueue(api.state.pool(), &NewRun::new(thread_id, "agent"), None)
+        .await
+        .expect("enqueue")
+        .run;
+    assert_eq!(run.status, RunStatus::Pending);
+
+    let (status, _, _) = api
+        .send(api.request("DELETE", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = api
+        .send(api.request("DELETE", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "deleting twice");
+    let runs: i64 = sqlx::query_scalar("select count(*) from mostrador.runs")
+        .fetch_one(api.state.pool())
+        .await
+        .expect("count");
+    assert_eq!(runs, 0, "its pending run went with it");
+}
