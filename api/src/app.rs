@@ -10,15 +10,19 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use mostrador_graph::Graph;
+use mostrador_queue::QueueLimit;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
-use crate::{probes, threads};
+use crate::{probes, runs, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
+
+/// Pending runs per graph when no limit is configured.
+pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 
 /// How the api behaves.
 #[derive(Debug, Clone)]
@@ -28,6 +32,8 @@ pub struct ApiConfig {
     pub body_limit: usize,
     /// Non-streaming requests taking longer get a 503.
     pub request_timeout: Duration,
+    /// Pending runs per graph above which new runs get a 503 with `Retry-After`.
+    pub max_pending: i64,
 }
 
 impl ApiConfig {
@@ -36,6 +42,7 @@ impl ApiConfig {
             auth,
             body_limit: BODY_LIMIT_DEFAULT,
             request_timeout: Duration::from_secs(30),
+            max_pending: MAX_PENDING_DEFAULT,
         }
     }
 }
@@ -52,6 +59,7 @@ struct Inner {
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
+    queue_limit: QueueLimit,
 }
 
 impl AppState {
@@ -73,6 +81,10 @@ impl AppState {
             graphs,
             assistants,
             draining: AtomicBool::new(false),
+            queue_limit: QueueLimit {
+                max_pending: config.max_pending,
+                retry_after: Duration::from_secs(5),
+            },
         })))
     }
 
@@ -103,6 +115,11 @@ impl AppState {
         })
     }
 
+    /// The bound on each graph's pending runs.
+    pub fn queue_limit(&self) -> QueueLimit {
+        self.0.queue_limit
+    }
+
     /// From now on `/ready` answers 503.
     pub fn start_draining(&self) {
         self.0.draining.store(true, Ordering::SeqCst);
@@ -129,6 +146,15 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route(
             "/threads/{thread_id}",
             get(threads::get).delete(threads::delete),
+        )
+        .route(
+            "/threads/{thread_id}/runs",
+            get(runs::list).post(runs::create),
+        )
+        .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
         )
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)

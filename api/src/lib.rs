@@ -15,6 +15,7 @@ pub mod authorize;
 pub mod error;
 pub mod extract;
 pub mod probes;
+pub mod runs;
 pub mod threads;
 
 pub use app::{ApiConfig, AppState, router, serve};

@@ -54,7 +54,7 @@ async fn each_graph_is_one_assistant_with_the_official_servers_id(pool: PgPool) 
     assert_eq!(body[0]["assistant_id"], id, "{body}");
     assert_eq!(body[0]["graph_id"], "agent");
     assert_eq!(body[0]["metadata"], json!({"created_by": "system"}));
-    assert_eq!(body.as_array().map(Vec::len), Some(1));
+    assert_eq!(body.as_array().map(Vec::len), Some(2), "one per graph");
 
     let filtered = api
         .send(api.post("/assistants/search", r#"{"graph_id": "other", "limit": 5}"#))

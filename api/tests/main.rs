@@ -1,4 +1,5 @@
 mod auth;
 mod http;
+mod runs;
 mod support;
 mod threads;

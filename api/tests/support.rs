@@ -34,7 +34,19 @@ pub fn graphs() -> BTreeMap<String, mostrador_graph::Graph> {
         .conditional_edge("model", |_| vec!["tools"])
         .compile()
         .expect("valid graph");
-    BTreeMap::from([("agent".to_owned(), agent)])
+    let approval = StateGraph::new()
+        .channel("decision", mostrador_graph::Reducer::LastValue)
+        .node("ask", |ctx| async move {
+            let decision = ctx.interrupt(serde_json::json!({"refund": 40}))?;
+            Ok(Command::new().set("decision", decision))
+        })
+        .edge(START, "ask")
+        .compile()
+        .expect("valid graph");
+    BTreeMap::from([
+        ("agent".to_owned(), agent),
+        ("approval".to_owned(), approval),
+    ])
 }
 
 pub struct Api {
@@ -45,7 +57,10 @@ pub struct Api {
 
 impl Api {
     pub fn new(pool: PgPool) -> Self {
-        let config = config();
+        Self::with(pool, config())
+    }
+
+    pub fn with(pool: PgPool, config: ApiConfig) -> Self {
         let caller = Caller {
             subject: "ana".into(),
             role: Role::Customer,

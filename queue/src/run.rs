@@ -74,6 +74,39 @@ pub enum MultitaskStrategy {
     Enqueue,
 }
 
+impl MultitaskStrategy {
+    /// The name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultitaskStrategy::Reject => "reject",
+            MultitaskStrategy::Interrupt => "interrupt",
+            MultitaskStrategy::Rollback => "rollback",
+            MultitaskStrategy::Enqueue => "enqueue",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Reject, Self::Interrupt, Self::Rollback, Self::Enqueue]
+            .into_iter()
+            .find(|strategy| strategy.as_str() == name)
+    }
+}
+
+impl RunStatus {
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Success,
+            Self::Error,
+            Self::Timeout,
+            Self::Interrupted,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == name)
+    }
+}
+
 /// How a cancelled run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
 #[sqlx(type_name = "mostrador.cancel_action", rename_all = "lowercase")]
@@ -241,6 +274,68 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId, run_id: Run
     .fetch_optional(executor)
     .await?
     .ok_or(Error::RunNotFound(run_id))
+}
+
+/// A thread's runs, newest first.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000 or a negative offset.
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    thread_id: ThreadId,
+    status: Option<RunStatus>,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<Run>> {
+    if !(1..=1000).contains(&limit) || offset < 0 {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be between 1 and 1000 and offset at least 0".into(),
+        });
+    }
+    let runs = sqlx::query_as!(
+        Run,
+        r#"
+        select
+            run_id as "run_id: RunId",
+            thread_id as "thread_id: ThreadId",
+            graph_id,
+            status as "status: RunStatus",
+            input,
+            command,
+            config,
+            metadata,
+            multitask_strategy as "multitask_strategy: MultitaskStrategy",
+            priority,
+            available_at,
+            attempt,
+            max_attempts,
+            drain_count,
+            lease_owner as "lease_owner: WorkerId",
+            cancel_action as "cancel_action: CancelAction",
+            error,
+            trace_id,
+            stream_mode,
+            created_at,
+            updated_at,
+            started_at,
+            finished_at
+        from mostrador.runs
+        where thread_id = $1
+          and ($2::mostrador.run_status is null or status = $2)
+        order by created_at desc, run_id desc
+        limit $3
+        offset $4
+        "#,
+        thread_id.0,
+        status as Option<RunStatus>,
+        limit,
+        offset,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(runs)
 }
 
 /// Enqueues one run, in one transaction: lock the thread, check the graph's queue limit, apply the

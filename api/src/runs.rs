@@ -1,0 +1,479 @@
+//! Runs on a thread: create (background), get, list, cancel. The api never executes a graph: it
+//! validates, authorizes the thread, and enqueues; workers do the rest.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mostrador_graph::checkpoint::INTERRUPT;
+use mostrador_graph::{Checkpointer, StreamMode};
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
+use mostrador_queue::{
+    CancelAction, Error as QueueError, PgCheckpointer, Run, RunId, RunStatus, Thread,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::assistants::Assistant;
+use crate::auth::{Caller, Role};
+use crate::authorize::{unavailable, visible_thread};
+use crate::error::ApiError;
+use crate::extract::Body;
+
+fn unprocessable(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+}
+
+/// A stream mode as clients name it: one name or a list.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StreamModes {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StreamModes {
+    /// The engine's modes. `messages-tuple` is the engine's `messages`.
+    fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
+        let names: Vec<&str> = match self {
+            StreamModes::One(name) => vec![name.as_str()],
+            StreamModes::Many(names) => names.iter().map(String::as_str).collect(),
+        };
+        let mut modes = Vec::new();
+        for name in names {
+            let mode = match name {
+                "messages-tuple" => StreamMode::Messages,
+                other => StreamMode::from_name(other).ok_or_else(|| {
+                    unprocessable(format!(
+                        "stream_mode {other:?} is not supported: use values, updates, messages, \
+                         messages-tuple, custom, tasks, checkpoints or debug"
+                    ))
+                })?,
+            };
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        Ok(modes)
+    }
+}
+
+/// The command of a run: only `resume` is supported.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunCommand {
+    resume: Option<Value>,
+    goto: Option<Value>,
+    update: Option<Value>,
+}
+
+/// The body of `POST /threads/{thread_id}/runs` (and of its `stream` and `wait` forms).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CreateRun {
+    assistant_id: Option<String>,
+    input: Option<Value>,
+    command: Option<RunCommand>,
+    stream_mode: Option<StreamModes>,
+    stream_subgraphs: Option<bool>,
+    metadata: Option<Map<String, Value>>,
+    config: Option<Value>,
+    context: Option<Map<String, Value>>,
+    checkpoint: Option<Value>,
+    checkpoint_id: Option<Value>,
+    interrupt_before: Option<Value>,
+    interrupt_after: Option<Value>,
+    webhook: Option<Value>,
+    multitask_strategy: Option<String>,
+    if_not_exists: Option<String>,
+    after_seconds: Option<f64>,
+    durability: Option<String>,
+}
+
+/// A validated run request.
+#[derive(Debug)]
+pub struct Accepted {
+    pub thread: Thread,
+    pub assistant: Assistant,
+    pub run: Run,
+}
+
+/// Validates, authorizes and enqueues a run on a thread.
+///
+/// # Errors
+///
+/// 404 for a thread the caller may not see or an unknown assistant, 422 for what the body asks
+/// that cannot be done, 403 for a resume by someone who may not decide, 409 for a resume of a
+/// thread that waits for nothing or a conflicting run, 503 over the graph's queue limit.
+pub async fn accept(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    body: CreateRun,
+) -> Result<Accepted, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let assistant_id = body
+        .assistant_id
+        .as_deref()
+        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+    let assistant = state.assistant(assistant_id).cloned().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("assistant {assistant_id:?} not found"),
+        )
+    })?;
+    let new = new_run(&thread, &assistant, body)?;
+    if let Some(command) = &new.command {
+        authorize_resume(state, caller, &thread, command).await?;
+    }
+    match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
+        Ok(enqueued) => Ok(Accepted {
+            thread,
+            assistant,
+            run: enqueued.run,
+        }),
+        Err(err) => Err(queue_error(err)),
+    }
+}
+
+fn new_run(thread: &Thread, assistant: &Assistant, body: CreateRun) -> Result<NewRun, ApiError> {
+    let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
+    if body.checkpoint.is_some() || body.checkpoint_id.is_some() {
+        return Err(unsupported("starting from a given checkpoint"));
+    }
+    if body.interrupt_before.is_some() || body.interrupt_after.is_some() {
+        return Err(unsupported("interrupt_before/interrupt_after"));
+    }
+    if body.webhook.is_some() {
+        return Err(unsupported("webhook"));
+    }
+    if body.stream_subgraphs == Some(true) {
+        return Err(unsupported("stream_subgraphs"));
+    }
+    if body.if_not_exists.as_deref() == Some("create") {
+        return Err(unprocessable(
+            "threads are created with POST /threads (the server chooses their ids)",
+        ));
+    }
+    if body
+        .if_not_exists
+        .as_deref()
+        .is_some_and(|value| value != "reject")
+    {
+        return Err(unprocessable("if_not_exists must be create or reject"));
+    }
+    let command = match body.command {
+        None => None,
+        Some(command) if command.goto.is_some() || command.update.is_some() => {
+            return Err(unsupported("command.goto and command.update"));
+        }
+        Some(RunCommand {
+            resume: Some(resume),
+            ..
+        }) => Some(json!({"resume": resume})),
+        Some(_) => None,
+    };
+    let multitask_strategy = match body.multitask_strategy.as_deref() {
+        None => MultitaskStrategy::Enqueue,
+        Some(name) => MultitaskStrategy::from_name(name).ok_or_else(|| {
+            unprocessable("multitask_strategy must be reject, interrupt, rollback or enqueue")
+        })?,
+    };
+    let after = match body.after_seconds {
+        None => Duration::ZERO,
+        Some(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            Duration::try_from_secs_f64(seconds)
+                .map_err(|_| unprocessable("after_seconds is out of range"))?
+        }
+        Some(_) => {
+            return Err(unprocessable(
+                "after_seconds must be a number of seconds ≥ 0",
+            ));
+        }
+    };
+    let stream_mode = match &body.stream_mode {
+        None => vec![StreamMode::Values],
+        Some(modes) => modes.parse()?,
+    };
+    let config = run_config(body.config, body.context, body.durability)?;
+    let mut metadata = body.metadata.unwrap_or_default();
+    metadata.insert("graph_id".into(), json!(assistant.graph_id));
+    metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
+    Ok(NewRun {
+        input: if command.is_some() { None } else { body.input },
+        command,
+        config,
+        metadata: Value::Object(metadata),
+        multitask_strategy,
+        after,
+        stream_mode,
+        ..NewRun::new(thread.thread_id, assistant.graph_id.clone())
+    })
+}
+
+/// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
+/// `max_concurrency`, `durability`.
+fn run_config(
+    config: Option<Value>,
+    context: Option<Map<String, Value>>,
+    durability: Option<String>,
+) -> Result<Value, ApiError> {
+    let mut config = match config {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(config)) => config,
+        Some(_) => return Err(unprocessable("config must be an object")),
+    };
+    if let Some(context) = context.filter(|context| !context.is_empty()) {
+        if config.contains_key("configurable") {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "specify either config.configurable or context, not both",
+            ));
+        }
+        config.insert("configurable".into(), Value::Object(context));
+    }
+    for field in ["recursion_limit", "max_concurrency"] {
+        if let Some(value) = config.get(field)
+            && !value.as_u64().is_some_and(|n| n > 0)
+        {
+            return Err(unprocessable(format!(
+                "config.{field} must be a positive integer"
+            )));
+        }
+    }
+    if config
+        .get("configurable")
+        .is_some_and(|configurable| !configurable.is_object())
+    {
+        return Err(unprocessable("config.configurable must be an object"));
+    }
+    match durability.as_deref() {
+        None => {}
+        Some(mode @ ("sync" | "async" | "exit")) => {
+            config.insert("durability".into(), json!(mode));
+        }
+        Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
+    }
+    Ok(Value::Object(config))
+}
+
+/// Resuming decides for the graph: managers only, and only a thread that waits for a decision.
+async fn authorize_resume(
+    state: &AppState,
+    caller: &Caller,
+    thread: &Thread,
+    _command: &Value,
+) -> Result<(), ApiError> {
+    if caller.role != Role::Manager {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only a manager may resume a thread with a decision",
+        ));
+    }
+    let latest = PgCheckpointer::new(state.pool().clone())
+        .get(thread.thread_id.0, None)
+        .await
+        .map_err(|err| {
+            tracing::warn!(error = %err, "reading a checkpoint failed");
+            unavailable(&QueueError::Invalid {
+                field: "checkpoint",
+                reason: err.to_string(),
+            })
+        })?;
+    let waiting = latest.is_some_and(|saved| saved.writes.iter().any(|w| w.channel == INTERRUPT));
+    if waiting {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread is not waiting for a decision: there is nothing to resume",
+        ))
+    }
+}
+
+/// The api's answer to a queue error.
+pub fn queue_error(err: QueueError) -> ApiError {
+    match err {
+        QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
+        QueueError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "Run not found"),
+        QueueError::Conflict { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "Thread is already running a task: wait for it, or choose another multitask_strategy",
+        ),
+        QueueError::GraphMismatch {
+            thread_graph_id, ..
+        } => ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the thread belongs to graph {thread_graph_id:?}"),
+        ),
+        QueueError::Backpressure {
+            graph_id,
+            retry_after,
+            ..
+        } => ApiError {
+            retry_after: Some(retry_after.as_secs().max(1)),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("graph {graph_id:?} has too many runs waiting; try again later"),
+            )
+        },
+        QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
+        other => unavailable(&other),
+    }
+}
+
+/// A run as the `langgraph-sdk` reads it.
+pub fn run_json(run: &Run) -> Value {
+    let assistant = Assistant::for_graph(&run.graph_id);
+    json!({
+        "run_id": run.run_id.0,
+        "thread_id": run.thread_id.0,
+        "assistant_id": assistant.assistant_id,
+        "metadata": run.metadata,
+        "status": run.status.as_str(),
+        "kwargs": {
+            "input": run.input,
+            "command": run.command,
+            "config": run.config,
+            "stream_mode": run.stream_mode,
+            "durability": run.config.get("durability").cloned().unwrap_or(json!("sync")),
+        },
+        "multitask_strategy": run.multitask_strategy.as_str(),
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    })
+}
+
+/// `Content-Location: /threads/{thread_id}/runs/{run_id}`: the client reads the run id from it.
+pub fn content_location(run: &Run) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("/threads/{}/runs/{}", run.thread_id, run.run_id))
+    {
+        headers.insert(header::CONTENT_LOCATION, value);
+    }
+    headers
+}
+
+/// `POST /threads/{thread_id}/runs`: enqueue a background run.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    Ok((
+        content_location(&accepted.run),
+        Json(run_json(&accepted.run)),
+    )
+        .into_response())
+}
+
+/// The run `run_id` of a thread the caller may see.
+pub async fn visible_run(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    run_id: &str,
+) -> Result<Run, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let run_id = Uuid::parse_str(run_id)
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Run not found"))?;
+    run::get(state.pool(), thread.thread_id, RunId(run_id))
+        .await
+        .map_err(queue_error)
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(Json(run_json(&run)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct ListQuery {
+    limit: i64,
+    offset: i64,
+    status: Option<String>,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        Self {
+            limit: 10,
+            offset: 0,
+            status: None,
+        }
+    }
+}
+
+/// `GET /threads/{thread_id}/runs`: newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(name) => Some(
+            RunStatus::from_name(name)
+                .ok_or_else(|| unprocessable(format!("unknown run status {name:?}")))?,
+        ),
+    };
+    let runs = run::list(
+        state.pool(),
+        thread.thread_id,
+        status,
+        query.limit,
+        query.offset,
+    )
+    .await
+    .map_err(queue_error)?;
+    Ok(Json(runs.iter().map(run_json).collect()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback`: 202. (`wait=1`
+/// arrives with streaming.)
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let action = match query.action.as_deref() {
+        None | Some("interrupt") => CancelAction::Interrupt,
+        Some("rollback") => CancelAction::Rollback,
+        Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
+    };
+    if !matches!(query.wait.as_deref(), None | Some("0" | "false" | "")) {
+        return Err(unprocessable(
+            "wait=1 is not supported yet: cancel, then join the run",
+        ));
+    }
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    mostrador_queue::cancel(state.pool(), run.thread_id, run.run_id, action)
+        .await
+        .map_err(queue_error)?;
+    Ok(StatusCode::ACCEPTED)
+}

@@ -1,0 +1,324 @@
+//! Runs over HTTP: background create with `Content-Location`, get, list, cancel; what is refused
+//! and that a refusal writes nothing; backpressure; who may resume.
+
+use axum::http::{StatusCode, header};
+use mostrador_api::{ApiConfig, Role};
+use mostrador_graph::stream::discard;
+use mostrador_graph::{RunControl, RunInput, RunOptions};
+use mostrador_queue::PgCheckpointer;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{Api, caller, config};
+
+async fn new_thread(api: &Api, token: &str) -> String {
+    let (status, _, thread) = api.send(api.request("POST", "/threads", token, "{}")).await;
+    assert_eq!(status, StatusCode::OK);
+    thread["thread_id"].as_str().expect("id").to_owned()
+}
+
+async fn runs(api: &Api) -> i64 {
+    sqlx::query_scalar("select count(*) from mostrador.runs")
+        .fetch_one(api.state.pool())
+        .await
+        .expect("count")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    let body = r#"{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hola"}]},
+                   "stream_mode": ["values", "messages-tuple"], "stream_subgraphs": false,
+                   "stream_resumable": false, "config": {"recursion_limit": 5}, "durability": "sync"}"#;
+    let (status, headers, run) = api
+        .send(api.request("POST", &format!("/threads/{thread}/runs"), &ana, body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let run_id = run["run_id"].as_str().expect("run id");
+    assert_eq!(
+        headers[header::CONTENT_LOCATION],
+        format!("/threads/{thread}/runs/{run_id}").as_str(),
+        "the client reads the run id from the end of Content-Location"
+    );
+    assert_eq!(run["status"], "pending");
+    assert_eq!(run["assistant_id"], "fe096781-5601-53d2-b2f6-0d3403f7e9ca");
+    assert_eq!(run["multitask_strategy"], "enqueue");
+    assert_eq!(run["kwargs"]["stream_mode"], json!(["values", "messages"]));
+    assert_eq!(run["metadata"]["graph_id"], "agent");
+
+    let (status, _, read) = api
+        .send(api.request("GET", &format!("/threads/{thread}/runs/{run_id}"), &ana, ""))
+        .await;
+    assert_eq!((status, &read), (StatusCode::OK, &run));
+    let (_, _, listed) = api
+        .send(api.request(
+            "GET",
+            &format!("/threads/{thread}/runs?limit=10&offset=0"),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(listed, json!([run]));
+    let (_, _, thread_now) = api
+        .send(api.request("GET", &format!("/threads/{thread}"), &ana, ""))
+        .await;
+    assert_eq!(thread_now["status"], "busy");
+    assert_eq!(
+        thread_now["metadata"]["graph_id"], "agent",
+        "the first run bound the thread"
+    );
+
+    // Someone else's thread: 404, and nothing enqueued.
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &luis,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = api
+        .send(api.request(
+            "GET",
+            &format!("/threads/{thread}/runs/{run_id}"),
+            &luis,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(runs(&api).await, 1);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    for (body, expected) in [
+        (r#"{}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (r#"{"assistant_id": "nope"}"#, StatusCode::NOT_FOUND),
+        (
+            r#"{"assistant_id": "agent", "stream_mode": "events"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "stream_mode": 3}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "multitask_strategy": "bogus"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "checkpoint_id": "x"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "interrupt_before": "*"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "after_seconds": -1}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "config": {"recursion_limit": 0}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "config": []}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "config": {"configurable": {"a": 1}}, "context": {"b": 2}}"#,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            r#"{"assistant_id": "agent", "durability": "eventually"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "if_not_exists": "create"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "command": {"goto": "model"}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "input": "#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let (status, _, answer) = api.send(api.request("POST", &path, &ana, body)).await;
+        assert_eq!(status, expected, "{body}: {answer}");
+        assert!(answer["detail"].is_string(), "{answer}");
+    }
+    let unknown = format!("/threads/{}/runs", Uuid::now_v7());
+    let (status, _, _) = api
+        .send(api.request("POST", &unknown, &ana, r#"{"assistant_id": "agent"}"#))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(runs(&api).await, 0, "nothing was enqueued");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn backpressure_returns_503_with_retry_after_and_inserts_nothing(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            max_pending: 1,
+            ..config()
+        },
+    );
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let first = new_thread(&api, &ana).await;
+    let second = new_thread(&api, &ana).await;
+    let body = r#"{"assistant_id": "agent"}"#;
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{first}/runs"), &ana, body))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, headers, answer) = api
+        .send(api.request("POST", &format!("/threads/{second}/runs"), &ana, body))
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert!(
+        headers[header::RETRY_AFTER]
+            .to_str()
+            .expect("ascii")
+            .parse::<u64>()
+            .is_ok()
+    );
+    assert_eq!(runs(&api).await, 1);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    let body = r#"{"assistant_id": "agent", "multitask_strategy": "reject"}"#;
+    assert_eq!(
+        api.send(api.request("POST", &path, &ana, body)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.send(api.request("POST", &path, &ana, body)).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(runs(&api).await, 1);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn only_a_manager_resumes_and_only_a_waiting_thread(pool: PgPool) {
+    let api = Api::new(pool.clone());
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    let resume = r#"{"assistant_id": "approval", "command": {"resume": "approved"}}"#;
+
+    let (status, _, answer) = api.send(api.request("POST", &path, &marta, resume)).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "nothing to resume yet: {answer}"
+    );
+
+    // The graph runs (as a worker would) and stops at its interrupt.
+    let graph = mostrador_api::AppState::graph(&api.state, "approval")
+        .expect("graph")
+        .clone();
+    let thread_uuid = Uuid::parse_str(&thread).expect("uuid");
+    let result = graph
+        .run(
+            &PgCheckpointer::new(pool),
+            thread_uuid,
+            RunInput::Values(json!({})),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+        .expect("run");
+    assert!(matches!(
+        result.outcome,
+        mostrador_graph::Outcome::Interrupted(_)
+    ));
+    let (_, _, waiting) = api
+        .send(api.request("GET", &format!("/threads/{thread}"), &ana, ""))
+        .await;
+    let interrupts: Vec<&Value> = waiting["interrupts"]
+        .as_object()
+        .expect("map")
+        .values()
+        .collect();
+    assert_eq!(interrupts.len(), 1, "{waiting}");
+    assert_eq!(interrupts[0][0]["value"], json!({"refund": 40}));
+
+    let (status, _, _) = api.send(api.request("POST", &path, &ana, resume)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "the customer may not decide");
+    assert_eq!(runs(&api).await, 0);
+    let (status, _, run) = api.send(api.request("POST", &path, &marta, resume)).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["kwargs"]["command"], json!({"resume": "approved"}));
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
+    let api = Api::new(pool);
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    let body = r#"{"assistant_id": "agent", "after_seconds": 3600}"#;
+    let (_, _, run) = api.send(api.request("POST", &path, &ana, body)).await;
+    let run_path = format!("{path}/{}", run["run_id"].as_str().expect("id"));
+
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            &format!("{run_path}/cancel?wait=0&action=interrupt"),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, _, cancelled) = api.send(api.request("GET", &run_path, &ana, "")).await;
+    assert_eq!(cancelled["status"], "interrupted");
+
+    let (_, _, run) = api.send(api.request("POST", &path, &ana, body)).await;
+    let run_path = format!("{path}/{}", run["run_id"].as_str().expect("id"));
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            &format!("{run_path}/cancel?wait=0&action=rollback"),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _, _) = api.send(api.request("GET", &run_path, &ana, "")).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "rolled back: as if never created"
+    );
+
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            &format!("{run_path}/cancel?action=explode"),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
