@@ -238,7 +238,7 @@ fn run_config(
     }
     for field in ["recursion_limit", "max_concurrency"] {
         if let Some(value) = config.get(field)
-            && !value.as_u64().is_some_and(|n| n > 0)
+            && value.as_u64().is_none_or(|n| n == 0)
         {
             return Err(unprocessable(format!(
                 "config.{field} must be a positive integer"
