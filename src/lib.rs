@@ -285,7 +285,13 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.request_timeout = timeout;
     }
     let registry: std::collections::BTreeMap<_, _> = graphs(&pool).into_iter().collect();
-    let state = AppState::new(pool.clone(), &config, registry)
+    let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
+    let listener = mostrador_queue::Listener::start(pool.clone(), async {
+        listener_stopped.await.unwrap_or(());
+    })
+    .await
+    .context("failed to listen for run events")?;
+    let state = AppState::new(pool.clone(), &config, registry, listener)
         .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -302,6 +308,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     )
     .await
     .context("serving the api failed")?;
+    let _ = stop_listener.send(());
     pool.close().await;
     tracing::info!("api stopped");
     Ok(())

@@ -10,9 +10,10 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use mostrador_graph::Graph;
-use mostrador_queue::QueueLimit;
+use mostrador_queue::{Listener, QueueLimit};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
@@ -59,6 +60,9 @@ struct Inner {
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
+    /// `true` once the pod shuts down: every SSE stream ends.
+    shutdown: watch::Sender<bool>,
+    listener: Listener,
     queue_limit: QueueLimit,
 }
 
@@ -66,10 +70,12 @@ impl AppState {
     /// # Errors
     ///
     /// An unusable auth configuration.
+    /// `listener` is the process's one LISTEN connection, fanned out to every stream.
     pub fn new(
         pool: PgPool,
         config: &ApiConfig,
         graphs: BTreeMap<String, Graph>,
+        listener: Listener,
     ) -> Result<Self, AuthError> {
         let assistants = graphs
             .keys()
@@ -81,6 +87,8 @@ impl AppState {
             graphs,
             assistants,
             draining: AtomicBool::new(false),
+            shutdown: watch::Sender::new(false),
+            listener,
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
                 retry_after: Duration::from_secs(5),
@@ -120,9 +128,19 @@ impl AppState {
         self.0.queue_limit
     }
 
-    /// From now on `/ready` answers 503.
+    pub fn listener(&self) -> &Listener {
+        &self.0.listener
+    }
+
+    /// Resolves (`wait_for(|s| *s)`) when the pod shuts down.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.0.shutdown.subscribe()
+    }
+
+    /// From now on `/ready` answers 503 and every SSE stream ends.
     pub fn start_draining(&self) {
         self.0.draining.store(true, Ordering::SeqCst);
+        self.0.shutdown.send_replace(true);
     }
 
     pub fn is_draining(&self) -> bool {
@@ -159,6 +177,20 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
+        // Streams and waits last as long as their runs: no request timeout.
+        .route(
+            "/threads/{thread_id}/runs/stream",
+            post(runs::create_and_stream),
+        )
+        .route(
+            "/threads/{thread_id}/runs/wait",
+            post(runs::create_and_wait),
+        )
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            get(runs::join_stream),
+        )
+        .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
         .route("/ok", get(probes::ok))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))

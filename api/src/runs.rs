@@ -1,14 +1,16 @@
-//! Runs on a thread: create (background), get, list, cancel. The api never executes a graph: it
-//! validates, authorizes the thread, and enqueues; workers do the rest.
+//! Runs on a thread: create (in the background, streaming its events, or waiting for its end),
+//! get, list, join, join its stream, cancel. The api never executes a graph: it validates,
+//! authorizes the thread, and enqueues; workers do the rest.
 
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_graph::checkpoint::INTERRUPT;
 use mostrador_graph::{Checkpointer, StreamMode};
+use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::{
     CancelAction, Error as QueueError, PgCheckpointer, Run, RunId, RunStatus, Thread,
@@ -23,6 +25,7 @@ use crate::auth::{Caller, Role};
 use crate::authorize::{unavailable, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::stream;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
@@ -476,4 +479,137 @@ pub async fn cancel(
         .await
         .map_err(queue_error)?;
     Ok(StatusCode::ACCEPTED)
+}
+
+/// `POST /threads/{thread_id}/runs/stream`: enqueue, then stream the run's events.
+pub async fn create_and_stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    let headers = content_location(&accepted.run);
+    Ok((headers, stream::events(&state, &accepted.run, 0, None)).into_response())
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,
+/// of the `stream_mode`s asked for (all stored ones when none is).
+pub async fn join_stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = stream::last_event_id(&headers)?;
+    let modes = stream_modes_query(query.as_deref())?;
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(stream::events(&state, &run, after, modes).into_response())
+}
+
+/// `stream_mode` query values (repeated keys, as the client sends a list); empty means all.
+fn stream_modes_query(query: Option<&str>) -> Result<Option<Vec<String>>, ApiError> {
+    let names: Vec<String> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(key, value)| *key == "stream_mode" && !value.is_empty())
+        .map(|(_, value)| value.replace("%2D", "-").replace("%2d", "-"))
+        .collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let modes = StreamModes::Many(names).parse()?;
+    Ok(Some(
+        modes
+            .into_iter()
+            .map(|mode| mode.as_str().to_owned())
+            .collect(),
+    ))
+}
+
+/// `POST /threads/{thread_id}/runs/wait`: enqueue, wait for the end, answer the final state.
+pub async fn create_and_wait(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    let headers = content_location(&accepted.run);
+    let result = final_state(&state, &accepted.run).await?;
+    Ok((headers, Json(result)).into_response())
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state.
+pub async fn join(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(Json(final_state(&state, &run).await?))
+}
+
+/// Waits for the run's `end`, then answers as the official server does: the thread's values,
+/// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
+async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
+    let mut follower = EventFollower::start(state.pool().clone(), state.listener(), run.run_id, 0)
+        .await
+        .map_err(queue_error)?;
+    let mut shutdown = state.shutdown_signal();
+    loop {
+        let next = tokio::select! {
+            next = follower.next() => next,
+            _ = shutdown.wait_for(|shutting_down| *shutting_down) => {
+                return Err(ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down: join the run again")
+                });
+            }
+        };
+        match next.map_err(queue_error)? {
+            Some(event) if event.event == "end" => break,
+            Some(_) => {}
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server is shutting down: join the run again",
+                ));
+            }
+        }
+    }
+    let ended = run::get(state.pool(), run.thread_id, run.run_id)
+        .await
+        .map_err(queue_error)?;
+    if ended.status == RunStatus::Error || ended.status == RunStatus::Timeout {
+        let error = ended
+            .error
+            .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
+        return Ok(json!({"__error__": error}));
+    }
+    let saved = PgCheckpointer::new(state.pool().clone())
+        .get(run.thread_id.0, None)
+        .await
+        .map_err(|err| {
+            unavailable(&QueueError::Invalid {
+                field: "checkpoint",
+                reason: err.to_string(),
+            })
+        })?;
+    let Some(saved) = saved else {
+        return Ok(json!({}));
+    };
+    let interrupts: Vec<Value> = saved
+        .writes
+        .iter()
+        .filter(|write| write.channel == INTERRUPT)
+        .map(|write| write.value.clone())
+        .collect();
+    let mut values = saved.values;
+    if !interrupts.is_empty() {
+        values.insert(INTERRUPT.to_owned(), Value::Array(interrupts));
+    }
+    Ok(Value::Object(values))
 }

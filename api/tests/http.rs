@@ -9,7 +9,7 @@ use crate::support::Api;
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     for path in ["/ok", "/live", "/ready"] {
         let request = Request::get(path).body(HttpBody::empty()).expect("request");
         assert_eq!(api.send(request).await.0, StatusCode::OK, "{path}");
@@ -27,7 +27,7 @@ async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: P
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn routes_need_a_valid_token(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let anonymous = Request::post("/assistants/search")
         .header(header::CONTENT_TYPE, "application/json")
         .body(HttpBody::from("{}"))
@@ -46,7 +46,7 @@ async fn routes_need_a_valid_token(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn each_graph_is_one_assistant_with_the_official_servers_id(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let (status, _, body) = api.send(api.post("/assistants/search", "{}")).await;
     assert_eq!(status, StatusCode::OK);
     // The id `langgraph dev` gives the graph `agent`.
@@ -99,7 +99,7 @@ async fn each_graph_is_one_assistant_with_the_official_servers_id(pool: PgPool) 
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn bad_bodies_get_clear_client_errors(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let (status, _, body) = api.send(api.post("/assistants/search", "{not json")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body["detail"].is_string(), "{body}");

@@ -1,5 +1,6 @@
 mod auth;
 mod http;
 mod runs;
+mod stream;
 mod support;
 mod threads;

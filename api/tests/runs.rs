@@ -27,7 +27,7 @@ async fn runs(api: &Api) -> i64 {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
     let body = r#"{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hola"}]},
@@ -96,7 +96,7 @@ async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
@@ -176,7 +176,8 @@ async fn backpressure_returns_503_with_retry_after_and_inserts_nothing(pool: PgP
             max_pending: 1,
             ..config()
         },
-    );
+    )
+    .await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let first = new_thread(&api, &ana).await;
     let second = new_thread(&api, &ana).await;
@@ -201,7 +202,7 @@ async fn backpressure_returns_503_with_retry_after_and_inserts_nothing(pool: PgP
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
@@ -219,7 +220,7 @@ async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn only_a_manager_resumes_and_only_a_waiting_thread(pool: PgPool) {
-    let api = Api::new(pool.clone());
+    let api = Api::new(pool.clone()).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
@@ -274,7 +275,7 @@ async fn only_a_manager_resumes_and_only_a_waiting_thread(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");

@@ -56,18 +56,21 @@ pub struct Api {
 }
 
 impl Api {
-    pub fn new(pool: PgPool) -> Self {
-        Self::with(pool, config())
+    pub async fn new(pool: PgPool) -> Self {
+        Self::with(pool, config()).await
     }
 
-    pub fn with(pool: PgPool, config: ApiConfig) -> Self {
+    pub async fn with(pool: PgPool, config: ApiConfig) -> Self {
+        let listener = mostrador_queue::Listener::start(pool.clone(), std::future::pending())
+            .await
+            .expect("listener");
         let caller = Caller {
             subject: "ana".into(),
             role: Role::Customer,
             store: Some("madrid-1".into()),
         };
         Self {
-            state: AppState::new(pool, &config, graphs()).expect("state"),
+            state: AppState::new(pool, &config, graphs(), listener).expect("state"),
             token: mint(&config.auth, &caller, Duration::from_secs(300)).expect("token"),
             config,
         }

@@ -19,7 +19,7 @@ async fn create(api: &Api, token: &str, body: &str) -> Value {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn the_server_chooses_thread_ids(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let thread = create(&api, &ana, "{}").await;
     assert!(Uuid::parse_str(thread["thread_id"].as_str().expect("id")).is_ok());
@@ -74,7 +74,7 @@ async fn the_server_chooses_thread_ids(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn foreign_thread_is_404_on_every_route(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let owner = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let thread = create(&api, &owner, "{}").await;
     let id = thread["thread_id"].as_str().expect("id").to_owned();
@@ -131,7 +131,7 @@ async fn foreign_thread_is_404_on_every_route(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn search_shows_only_visible_threads(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
     let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
@@ -188,7 +188,7 @@ async fn search_shows_only_visible_threads(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn deleted_thread_is_gone_with_its_pending_runs(pool: PgPool) {
-    let api = Api::new(pool);
+    let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let thread = create(&api, &ana, r#"{"metadata": {"graph_id": "agent"}}"#).await;
     let id = thread["thread_id"].as_str().expect("id").to_owned();

@@ -1,0 +1,211 @@
+//! Streams over HTTP: a run's events as server-sent events, replayed after `Last-Event-ID`,
+//! filtered by stream mode, ended by `end`; and `join` answering the final state. The events are
+//! written with the queue's own functions, as a worker writes them.
+
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use mostrador_api::Role;
+use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease, claim};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{Api, caller};
+
+/// The SSE events of a body: `(event, id, data)`.
+fn parse(body: &str) -> Vec<(String, Option<String>, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let mut event = None;
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event: ") {
+                    event = Some(value.to_owned());
+                } else if let Some(value) = line.strip_prefix("id: ") {
+                    id = Some(value.to_owned());
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str(value).expect("JSON data"));
+                }
+            }
+            Some((event?, id, data?))
+        })
+        .collect()
+}
+
+async fn claimed(api: &Api) -> ClaimedRun {
+    let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
+    worker.register(api.state.pool()).await.expect("register");
+    claim(api.state.pool(), worker.worker_id, &worker.graphs, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("the run")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent", "stream_mode": ["values", "updates"]}"#,
+        ))
+        .await;
+    let run_path = format!(
+        "/threads/{thread}/runs/{}",
+        run["run_id"].as_str().expect("id")
+    );
+
+    let held = claimed(&api).await;
+    event::append(
+        api.state.pool(),
+        held.lease(),
+        &[
+            NewEvent::new("values", json!({"messages": []})),
+            NewEvent::new("updates", json!({"model": {"messages": ["hola"]}})),
+            NewEvent::new("values", json!({"messages": ["hola"]})),
+        ],
+    )
+    .await
+    .expect("append");
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+
+    let stream = |last_event_id: Option<&str>, query: &str| {
+        let mut request = api.request("GET", &format!("{run_path}/stream{query}"), &ana, "");
+        if let Some(id) = last_event_id {
+            request
+                .headers_mut()
+                .insert("last-event-id", id.parse().expect("header"));
+        }
+        async { api.send(request).await }
+    };
+
+    let (status, headers, body) = stream(None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/event-stream")
+    );
+    let events = parse(body.as_str().expect("text"));
+    let names: Vec<&str> = events.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names, ["metadata", "values", "updates", "values", "end"]);
+    assert_eq!(events[0].2["run_id"], run["run_id"]);
+    let ids: Vec<Option<&str>> = events.iter().map(|(_, id, _)| id.as_deref()).collect();
+    assert_eq!(ids, [None, Some("1"), Some("2"), Some("3"), Some("4")]);
+
+    let (_, _, body) = stream(Some("2"), "").await;
+    let names: Vec<String> = parse(body.as_str().expect("text"))
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        names,
+        ["metadata", "values", "end"],
+        "only what came after event 2"
+    );
+
+    let (_, _, body) = stream(None, "?stream_mode=updates&cancel_on_disconnect=false").await;
+    let names: Vec<String> = parse(body.as_str().expect("text"))
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(names, ["metadata", "updates", "end"]);
+
+    let (status, _, _) = stream(Some("yesterday"), "").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, _) = stream(None, "?stream_mode=events").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let request = api.request("GET", &format!("{run_path}/stream"), &luis, "");
+    assert_eq!(api.send(request).await.0, StatusCode::NOT_FOUND);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let held = claimed(&api).await;
+    held.fail(
+        api.state.pool(),
+        &json!({"error": "NodeError", "message": "kaboom"}),
+        false,
+    )
+    .await
+    .expect("fail");
+    let join = format!(
+        "/threads/{thread}/runs/{}/join",
+        run["run_id"].as_str().expect("id")
+    );
+    let (status, _, body) = api.send(api.request("GET", &join, &ana, "")).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a failed run is still a 200, as the client expects"
+    );
+    assert_eq!(
+        body,
+        json!({"__error__": {"error": "NodeError", "message": "kaboom"}})
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    // Nobody runs it: its stream would wait forever, until the pod drains.
+    let request = api.request(
+        "GET",
+        &format!(
+            "/threads/{thread}/runs/{}/stream",
+            run["run_id"].as_str().expect("id")
+        ),
+        &ana,
+        "",
+    );
+    let state = api.state.clone();
+    let streaming = tokio::spawn(async move { api.send(request).await });
+    tokio::task::yield_now().await;
+    state.start_draining();
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(10), streaming)
+        .await
+        .expect("the stream ended with the drain")
+        .expect("task");
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<String> = parse(body.as_str().expect("text"))
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(names, ["metadata"]);
+}
