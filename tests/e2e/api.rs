@@ -7,7 +7,7 @@ use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
 use serde_json::Value;
 use sqlx::PgPool;
 
-use crate::support::{Db, Worker};
+use crate::support::{Db, Worker, sse_events};
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
@@ -70,5 +70,103 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
         api.exit(Duration::from_secs(10)).await.success(),
         "{}",
         api.log()
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
+    let db = Db::new(pool).await;
+    let api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
+    let _worker = Worker::start(&db, "w", &[]);
+    api.until_ready_is(200).await;
+    let config = AuthConfig {
+        secret: "e2e secret".into(),
+        issuer: "mostrador".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    };
+    let ana = Caller {
+        subject: "ana".into(),
+        role: Role::Customer,
+        store: Some("madrid-1".into()),
+    };
+    let bearer = format!(
+        "Bearer {}",
+        mint(&config, &ana, Duration::from_secs(60)).expect("token")
+    );
+    let json = ("Content-Type", "application/json");
+    let auth = ("Authorization", bearer.as_str());
+
+    let (status, body) = api
+        .request("POST", "/threads", &[auth, json], "{}")
+        .await
+        .expect("create");
+    assert_eq!(status, 200, "{body}");
+    let thread: Value = serde_json::from_str(&body).expect("json");
+    let thread_id = thread["thread_id"].as_str().expect("id");
+
+    let run = r#"{"assistant_id": "e2e_linear_5", "input": {}, "stream_mode": ["values", "updates"],
+                  "stream_subgraphs": false, "stream_resumable": false}"#;
+    let (status, body) = api
+        .request(
+            "POST",
+            &format!("/threads/{thread_id}/runs/stream"),
+            &[auth, json],
+            run,
+        )
+        .await
+        .expect("stream");
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    let names: Vec<&str> = events.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
+    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|name| **name == "updates").count(),
+        5,
+        "{names:?}"
+    );
+    let last_values = events
+        .iter()
+        .rev()
+        .find(|(name, ..)| name == "values")
+        .expect("values");
+    assert_eq!(
+        last_values.2["log"],
+        serde_json::json!(["s1", "s2", "s3", "s4", "s5"])
+    );
+    let run_id = events[0].2["run_id"].as_str().expect("run id");
+
+    // A reconnect after event 3 gets exactly the rest.
+    let last_event_id = "3";
+    let (_, rest) = api
+        .request(
+            "GET",
+            &format!(
+                "/threads/{thread_id}/runs/{run_id}/stream?stream_mode=&cancel_on_disconnect=false"
+            ),
+            &[auth, ("Last-Event-ID", last_event_id)],
+            "",
+        )
+        .await
+        .expect("join stream");
+    let rest = sse_events(&rest);
+    let expected: Vec<i64> = events
+        .iter()
+        .filter_map(|(_, id, _)| *id)
+        .filter(|id| *id > 3)
+        .collect();
+    let got: Vec<i64> = rest.iter().filter_map(|(_, id, _)| *id).collect();
+    assert_eq!(got, expected, "no event lost or repeated");
+
+    let (_, body) = api
+        .request("GET", &format!("/threads/{thread_id}"), &[auth], "")
+        .await
+        .expect("thread");
+    let thread: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(
+        thread["values"]["log"],
+        serde_json::json!(["s1", "s2", "s3", "s4", "s5"])
     );
 }

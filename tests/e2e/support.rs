@@ -281,11 +281,18 @@ impl Worker {
             .nth(1)
             .and_then(|code| code.parse().ok())
             .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {response:?}")))?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
-            .unwrap_or_default();
-        Ok((status, body))
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        Ok((
+            status,
+            if chunked {
+                dechunk(body)
+            } else {
+                body.to_owned()
+            },
+        ))
     }
 
     /// Waits until the worker answers `/ready` with `status`.
@@ -310,4 +317,39 @@ impl Worker {
 /// Ends with `status` or panics with the run.
 pub fn assert_status(run: &Run, status: RunStatus) {
     assert_eq!(run.status, status, "{run:?}");
+}
+
+/// The payload of a `Transfer-Encoding: chunked` body.
+fn dechunk(mut body: &str) -> String {
+    let mut payload = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        payload.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    payload
+}
+
+/// The server-sent events of a body: `(event, id, data)`, comments skipped.
+pub fn sse_events(body: &str) -> Vec<(String, Option<i64>, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let (mut event, mut id, mut data) = (None, None, None);
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event: ") {
+                    event = Some(value.to_owned());
+                } else if let Some(value) = line.strip_prefix("id: ") {
+                    id = value.parse().ok();
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(value).ok();
+                }
+            }
+            Some((event?, id, data?))
+        })
+        .collect()
 }
