@@ -48,6 +48,9 @@ enum Command {
     Worker(WorkerArgs),
     /// Serve the HTTP api until SIGTERM or SIGINT.
     Api(ApiArgs),
+    /// Everything in one process on a local Postgres (migrations, the api, a worker for every
+    /// graph), for development.
+    Dev(DevArgs),
     /// Print a development token (HS256) for a caller.
     Token(TokenArgs),
 }
@@ -61,7 +64,7 @@ struct ApiArgs {
     jwt: JwtArgs,
 
     /// The address to serve on.
-    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "0.0.0.0:2024")]
+    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "0.0.0.0:8123")]
     listen: SocketAddr,
 
     /// Request bodies above this many bytes get a 413.
@@ -266,6 +269,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate(args).await,
         Command::Worker(args) => worker(args, graphs).await,
         Command::Api(args) => api(args, graphs).await,
+        Command::Dev(args) => dev(args, graphs).await,
         Command::Token(args) => token(&args),
     }
 }
@@ -284,33 +288,141 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
     }
-    let registry: std::collections::BTreeMap<_, _> = graphs(&pool).into_iter().collect();
+    let registry = graphs(&pool).into_iter().collect();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("failed to listen on {}", args.listen))?;
+    serve_api(pool.clone(), &config, registry, listener, terminated()).await?;
+    pool.close().await;
+    Ok(())
+}
+
+/// Serves the api on `listener` until `shutdown` resolves; then streams end and it drains.
+async fn serve_api(
+    pool: PgPool,
+    config: &ApiConfig,
+    registry: std::collections::BTreeMap<String, mostrador_graph::Graph>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
-    let listener = mostrador_queue::Listener::start(pool.clone(), async {
+    let events = mostrador_queue::Listener::start(pool.clone(), async {
         listener_stopped.await.unwrap_or(());
     })
     .await
     .context("failed to listen for run events")?;
-    let state = AppState::new(pool.clone(), &config, registry, listener)
+    let state = AppState::new(pool, config, registry, events)
         .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("failed to listen on {}", args.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
     let draining = state.clone();
-    mostrador_api::serve(
-        listener,
-        mostrador_api::router(state, &config),
-        async move {
-            terminated().await;
-            draining.start_draining();
-        },
-    )
+    mostrador_api::serve(listener, mostrador_api::router(state, config), async move {
+        shutdown.await;
+        draining.start_draining();
+    })
     .await
     .context("serving the api failed")?;
     let _ = stop_listener.send(());
-    pool.close().await;
     tracing::info!("api stopped");
+    Ok(())
+}
+
+/// The development secret `mostrador dev` signs and verifies tokens with when none is set.
+const DEV_SECRET: &str = "mostrador-dev-secret";
+
+#[derive(Debug, Args)]
+struct DevArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// The api's address.
+    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "127.0.0.1:8123")]
+    listen: SocketAddr,
+}
+
+/// Everything in one process on a local Postgres: migrations, the api, and a worker for every
+/// graph; prints the URL and a development token.
+async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    migrate(MigrateArgs {
+        database: DatabaseArgs {
+            database_url: args.database.database_url.clone(),
+        },
+        grant_runtime_role: None,
+    })
+    .await?;
+    let db = DbConfig {
+        pool_size: 24,
+        ..DbConfig::new(&args.database.database_url, "mostrador-dev")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    let registry = graphs(&pool);
+    let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
+    let auth = AuthConfig {
+        secret,
+        issuer: "mostrador".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    };
+    let config = ApiConfig::new(auth.clone());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("failed to listen on {}", args.listen))?;
+    let url = format!("http://{}", listener.local_addr()?);
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    };
+    let worker = if registry.is_empty() {
+        tracing::warn!("this binary has no graphs: the api serves no assistant, no worker runs");
+        None
+    } else {
+        let mut graph_ids: Vec<String> = registry.keys().cloned().collect();
+        graph_ids.sort();
+        let config = WorkerConfig {
+            drain_timeout: Duration::from_secs(10),
+            ..WorkerConfig::new("dev", graph_ids)
+        };
+        Some(tokio::spawn(mostrador_worker::run(
+            pool.clone(),
+            config,
+            Arc::new(registry.clone()),
+            Arc::new(Telemetry::new()),
+            until_stopped(),
+        )))
+    };
+    let api = tokio::spawn({
+        let (pool, config, registry) =
+            (pool.clone(), config.clone(), registry.into_iter().collect());
+        let shutdown = until_stopped();
+        async move { serve_api(pool, &config, registry, listener, shutdown).await }
+    });
+
+    let manager = Caller {
+        subject: "dev".into(),
+        role: Role::Manager,
+        store: Some("dev".into()),
+    };
+    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
+    println!("mostrador dev is running");
+    println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
+    println!("  token: {token}");
+    println!(
+        "         (sub dev, role manager, store dev; valid 30 days; `mostrador token` mints others)"
+    );
+    println!(
+        "  e.g.:  curl -H 'Authorization: Bearer <token>' -X POST {url}/assistants/search -d '{{}}' -H 'Content-Type: application/json'"
+    );
+
+    terminated().await;
+    let _ = stop.send(true);
+    api.await.context("the api panicked")??;
+    if let Some(worker) = worker {
+        worker.await.context("the worker panicked")??;
+    }
+    pool.close().await;
     Ok(())
 }
 

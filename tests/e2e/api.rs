@@ -170,3 +170,57 @@ async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
         serde_json::json!(["s1", "s2", "s3", "s4", "s5"])
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn dev_mode_runs_api_and_worker_in_one_process(pool: PgPool) {
+    let db = Db::new(pool).await;
+    let mut dev = Worker::spawn(&db, "dev", "dev", &[]);
+    dev.until_ready_is(200).await;
+    let config = AuthConfig {
+        secret: "mostrador-dev-secret".into(),
+        issuer: "mostrador".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    };
+    let caller = Caller {
+        subject: "dev".into(),
+        role: Role::Manager,
+        store: Some("dev".into()),
+    };
+    let bearer = format!(
+        "Bearer {}",
+        mint(&config, &caller, Duration::from_secs(60)).expect("token")
+    );
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (_, body) = dev
+        .request("POST", "/threads", &headers, "{}")
+        .await
+        .expect("thread");
+    let thread: Value = serde_json::from_str(&body).expect("json");
+    let thread_id = thread["thread_id"].as_str().expect("id");
+    let (status, body) = dev
+        .request(
+            "POST",
+            &format!("/threads/{thread_id}/runs/wait"),
+            &headers,
+            r#"{"assistant_id": "e2e_linear_5", "input": {}}"#,
+        )
+        .await
+        .expect("wait");
+    assert_eq!(status, 200, "{body}\n{}", dev.log());
+    let values: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        values["log"],
+        serde_json::json!(["s1", "s2", "s3", "s4", "s5"])
+    );
+
+    dev.terminate();
+    assert!(
+        dev.exit(Duration::from_secs(20)).await.success(),
+        "{}",
+        dev.log()
+    );
+}
