@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
-use crate::{probes, runs, threads};
+use crate::{probes, runs, state, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
@@ -165,6 +165,15 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}",
             get(threads::get).delete(threads::delete),
         )
+        .route(
+            "/threads/{thread_id}/state",
+            get(state::get).post(state::update),
+        )
+        .route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            get(state::get_at),
+        )
+        .route("/threads/{thread_id}/history", post(state::history))
         .route(
             "/threads/{thread_id}/runs",
             get(runs::list).post(runs::create),

@@ -16,6 +16,7 @@ pub mod error;
 pub mod extract;
 pub mod probes;
 pub mod runs;
+pub mod state;
 pub mod stream;
 pub mod threads;
 

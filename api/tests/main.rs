@@ -1,6 +1,7 @@
 mod auth;
 mod http;
 mod runs;
+mod state;
 mod stream;
 mod support;
 mod threads;

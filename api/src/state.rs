@@ -1,0 +1,263 @@
+//! A thread's state: latest, at a checkpoint, its history, and updates made outside a run.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use mostrador_graph::{Error as GraphError, Graph, StateSnapshot};
+use mostrador_queue::{PgCheckpointer, Thread, ThreadStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::{Caller, Role};
+use crate::authorize::visible_thread;
+use crate::error::ApiError;
+use crate::extract::Body;
+
+fn unprocessable(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+}
+
+fn graph_error(err: GraphError) -> ApiError {
+    match err {
+        GraphError::CheckpointNotFound => {
+            ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")
+        }
+        GraphError::UnknownNode(node) => {
+            unprocessable(format!("as_node {node:?} is not a node of the graph"))
+        }
+        GraphError::InvalidUpdate { .. } | GraphError::InvalidInput(_) => {
+            unprocessable(err.to_string())
+        }
+        other => {
+            tracing::warn!(error = %other, "reading or writing state failed");
+            ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unavailable; try again",
+                )
+            }
+        }
+    }
+}
+
+/// The thread's graph, or `None` for a thread no run has bound yet (its state is empty).
+fn graph_of<'a>(state: &'a AppState, thread: &Thread) -> Option<&'a Graph> {
+    thread
+        .graph_id
+        .as_deref()
+        .and_then(|graph_id| state.graph(graph_id))
+}
+
+/// A state as the `langgraph-sdk` reads it (`ThreadState`).
+fn snapshot_json(thread: &Thread, snapshot: &StateSnapshot) -> Value {
+    let checkpoint = |id: Option<Uuid>| {
+        id.map(
+            |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": ""}),
+        )
+    };
+    let interrupt = |i: &mostrador_graph::Interrupt| json!({"id": i.id, "value": i.value});
+    let tasks: Vec<Value> = snapshot
+        .tasks
+        .iter()
+        .map(|task| {
+            json!({
+                "id": task.id,
+                "name": task.name,
+                "path": [],
+                "error": null,
+                "interrupts": task.interrupts.iter().map(interrupt).collect::<Vec<_>>(),
+                "checkpoint": null,
+                "state": null,
+                "result": null,
+            })
+        })
+        .collect();
+    json!({
+        "values": Value::Object(snapshot.values.clone()),
+        "next": snapshot.next,
+        "tasks": tasks,
+        "metadata": snapshot.metadata,
+        "created_at": snapshot.created_at,
+        "checkpoint": checkpoint(snapshot.checkpoint_id),
+        "parent_checkpoint": checkpoint(snapshot.parent_checkpoint_id),
+        "interrupts": snapshot.interrupts().map(interrupt).collect::<Vec<_>>(),
+        "checkpoint_id": snapshot.checkpoint_id,
+        "parent_checkpoint_id": snapshot.parent_checkpoint_id,
+    })
+}
+
+async fn snapshot(
+    state: &AppState,
+    thread: &Thread,
+    checkpoint_id: Option<Uuid>,
+) -> Result<StateSnapshot, ApiError> {
+    let Some(graph) = graph_of(state, thread) else {
+        return match checkpoint_id {
+            Some(_) => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
+            None => Ok(StateSnapshot::empty()),
+        };
+    };
+    graph
+        .get_state(
+            &PgCheckpointer::new(state.pool().clone()),
+            thread.thread_id.0,
+            checkpoint_id,
+        )
+        .await
+        .map_err(graph_error)
+}
+
+/// `GET /threads/{thread_id}/state`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let snapshot = snapshot(&state, &thread, None).await?;
+    Ok(Json(snapshot_json(&thread, &snapshot)))
+}
+
+/// `GET /threads/{thread_id}/state/{checkpoint_id}`.
+pub async fn get_at(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, checkpoint_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let checkpoint_id = Uuid::parse_str(&checkpoint_id)
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
+    let snapshot = snapshot(&state, &thread, Some(checkpoint_id)).await?;
+    Ok(Json(snapshot_json(&thread, &snapshot)))
+}
+
+/// `POST /threads/{thread_id}/history`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct History {
+    limit: i64,
+    /// A checkpoint id, or a checkpoint object with one.
+    before: Option<Value>,
+    metadata: Option<Value>,
+    checkpoint: Option<Value>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self {
+            limit: 10,
+            before: None,
+            metadata: None,
+            checkpoint: None,
+        }
+    }
+}
+
+pub async fn history(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(query): Body<History>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    if !(1..=1000).contains(&query.limit) {
+        return Err(unprocessable("limit must be between 1 and 1000"));
+    }
+    if query.metadata.as_ref().is_some_and(|m| !m.is_null())
+        || query.checkpoint.as_ref().is_some_and(|c| !c.is_null())
+    {
+        return Err(unprocessable(
+            "filtering history by metadata or checkpoint is not supported",
+        ));
+    }
+    let before = match &query.before {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.as_str()),
+        Some(Value::Object(checkpoint)) => checkpoint.get("checkpoint_id").and_then(Value::as_str),
+        Some(_) => None,
+    }
+    .map(Uuid::parse_str)
+    .transpose()
+    .map_err(|_| unprocessable("before must be a checkpoint id"))?;
+    let Some(graph) = graph_of(&state, &thread) else {
+        return Ok(Json(Vec::new()));
+    };
+    let history = graph
+        .get_history(
+            &PgCheckpointer::new(state.pool().clone()),
+            thread.thread_id.0,
+            usize::try_from(query.limit).unwrap_or(10),
+            before,
+        )
+        .await
+        .map_err(graph_error)?;
+    Ok(Json(
+        history.iter().map(|s| snapshot_json(&thread, s)).collect(),
+    ))
+}
+
+/// `POST /threads/{thread_id}/state`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Update {
+    values: Option<Value>,
+    as_node: Option<String>,
+    checkpoint_id: Option<Value>,
+    checkpoint: Option<Value>,
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(update): Body<Update>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    if update.checkpoint_id.as_ref().is_some_and(|c| !c.is_null())
+        || update.checkpoint.as_ref().is_some_and(|c| !c.is_null())
+    {
+        return Err(unprocessable(
+            "updating the state at an older checkpoint is not supported",
+        ));
+    }
+    let Some(graph) = graph_of(&state, &thread) else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread has no graph yet: run it once first",
+        ));
+    };
+    if thread.status == ThreadStatus::Busy {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread has a run in flight: update its state when the run is over",
+        ));
+    }
+    // Changing the state of a thread that waits for a decision is deciding: managers only.
+    let waiting = snapshot(&state, &thread, None).await?.interrupts().next().is_some();
+    if waiting && caller.role != Role::Manager {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only a manager may change a thread that waits for a decision",
+        ));
+    }
+    let values = update.values.unwrap_or(Value::Null);
+    let values = if values.is_null() { json!({}) } else { values };
+    let checkpoint_id = graph
+        .update_state(
+            &PgCheckpointer::new(state.pool().clone()),
+            thread.thread_id.0,
+            values,
+            update.as_node.as_deref(),
+        )
+        .await
+        .map_err(graph_error)?;
+    let checkpoint = json!({"thread_id": thread.thread_id.0, "checkpoint_ns": "", "checkpoint_id": checkpoint_id});
+    Ok(Json(json!({
+        "checkpoint": checkpoint,
+        "configurable": checkpoint,
+        "checkpoint_id": checkpoint_id,
+    })))
+}

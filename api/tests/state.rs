@@ -1,0 +1,168 @@
+//! Thread state over HTTP: latest, at a checkpoint, history, update; an empty thread's shape.
+
+use axum::http::StatusCode;
+use mostrador_api::Role;
+use mostrador_graph::stream::discard;
+use mostrador_graph::{RunControl, RunInput, RunOptions};
+use mostrador_queue::PgCheckpointer;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{Api, caller};
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn state_history_and_update_of_a_waiting_thread(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+
+    let (_, _, empty) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let empty_id = empty["thread_id"].as_str().expect("id");
+    let (status, _, state) = api
+        .send(api.request("GET", &format!("/threads/{empty_id}/state"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        state,
+        json!({"values": {}, "next": [], "tasks": [], "metadata": null, "created_at": null,
+               "checkpoint": null, "parent_checkpoint": null, "interrupts": [],
+               "checkpoint_id": null, "parent_checkpoint_id": null})
+    );
+
+    let (_, _, thread) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            r#"{"metadata": {"graph_id": "approval"}}"#,
+        ))
+        .await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    let graph = api.state.graph("approval").expect("graph").clone();
+    graph
+        .run(
+            &PgCheckpointer::new(pool),
+            Uuid::parse_str(&id).expect("uuid"),
+            RunInput::Values(json!({})),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+        .expect("run");
+
+    let (_, _, state) = api
+        .send(api.request("GET", &format!("/threads/{id}/state"), &ana, ""))
+        .await;
+    assert_eq!(state["next"], json!(["ask"]));
+    assert_eq!(
+        state["tasks"][0]["interrupts"][0]["value"],
+        json!({"refund": 40})
+    );
+    assert_eq!(state["interrupts"][0]["value"], json!({"refund": 40}));
+    assert_eq!(state["checkpoint"]["thread_id"], json!(id));
+
+    let update = r#"{"values": {"decision": "approved"}, "as_node": "ask"}"#;
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{id}/state"), &ana, update))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "changing a waiting thread is deciding"
+    );
+    let (status, _, updated) = api
+        .send(api.request("POST", &format!("/threads/{id}/state"), &marta, update))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    let (_, _, state) = api
+        .send(api.request("GET", &format!("/threads/{id}/state"), &ana, ""))
+        .await;
+    assert_eq!(state["values"], json!({"decision": "approved"}));
+    assert_eq!(
+        state["checkpoint_id"],
+        updated["checkpoint"]["checkpoint_id"]
+    );
+    assert_eq!(state["next"], json!([]));
+    let (status, _, history) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{id}/history"),
+            &ana,
+            r#"{"limit": 10}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let history = history.as_array().expect("list").clone();
+    assert!(history.len() >= 2, "{history:?}");
+    assert_eq!(
+        history[0]["checkpoint_id"], updated["checkpoint_id"],
+        "newest first"
+    );
+    let older = history[1]["checkpoint_id"].as_str().expect("id");
+    let (status, _, at) = api
+        .send(api.request("GET", &format!("/threads/{id}/state/{older}"), &ana, ""))
+        .await;
+    assert_eq!(
+        (status, &at["checkpoint_id"]),
+        (StatusCode::OK, &json!(older))
+    );
+    let before = format!(
+        r#"{{"limit": 10, "before": {{"checkpoint_id": "{}"}}}}"#,
+        state["checkpoint_id"].as_str().expect("id")
+    );
+    let (_, _, earlier) = api
+        .send(api.request("POST", &format!("/threads/{id}/history"), &ana, &before))
+        .await;
+    assert_eq!(earlier.as_array().map(Vec::len), Some(history.len() - 1));
+
+    for (method, path, body, expected) in [
+        (
+            "GET",
+            format!("/threads/{id}/state/not-a-checkpoint"),
+            "",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "GET",
+            format!("/threads/{id}/state/{}", Uuid::now_v7()),
+            "",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "POST",
+            format!("/threads/{id}/history"),
+            r#"{"before": "nope"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            format!("/threads/{id}/state"),
+            r#"{"values": {"nope": 1}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            format!("/threads/{id}/state"),
+            r#"{"values": {}, "as_node": "nope"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            format!("/threads/{empty_id}/state"),
+            r#"{"values": {}}"#,
+            StatusCode::CONFLICT,
+        ),
+    ] {
+        let (status, _, answer) = api.send(api.request(method, &path, &marta, body)).await;
+        assert_eq!(status, expected, "{method} {path} {body}: {answer}");
+        assert!(answer["detail"].is_string());
+    }
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}/state"), &luis, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let _: Value = state;
+}
