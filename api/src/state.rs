@@ -236,7 +236,11 @@ pub async fn update(
         ));
     }
     // Changing the state of a thread that waits for a decision is deciding: managers only.
-    let waiting = snapshot(&state, &thread, None).await?.interrupts().next().is_some();
+    let waiting = snapshot(&state, &thread, None)
+        .await?
+        .interrupts()
+        .next()
+        .is_some();
     if waiting && caller.role != Role::Manager {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

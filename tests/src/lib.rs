@@ -12,6 +12,8 @@
 //!   and appends `i²` to `done`), then `total` sums `done`.
 //! * `e2e_flaky`: `flaky` fails (retryably) while it has started at most `fail_times` times on
 //!   its thread; its retry policy allows 3 attempts.
+//! * `e2e_approval`: `ask` interrupts for a decision on `refund`, `record` keeps it (0 unless
+//!   `"approved"`).
 //! * `bench_linear_1`, `bench_linear_6`: `n1 → … → nN` that record nothing, for the worker
 //!   benchmarks (`bench/src/bin/worker_bench.rs`).
 
@@ -34,19 +36,9 @@ pub const EXECUTIONS: &str = "e2e_executions";
 ///
 /// The database failed.
 pub async fn create_executions_table(pool: &PgPool) -> sqlx::Result<()> {
-    sqlx::query(
-        "create table if not exists e2e_executions (
-            id bigint generated always as identity primary key,
-            thread_id uuid not null,
-            node text not null,
-            task text not null,
-            phase text not null check (phase in ('start', 'finish')),
-            pid integer not null,
-            at timestamptz not null default clock_timestamp()
-        )",
-    )
-    .execute(pool)
-    .await?;
+    sqlx::raw_sql(include_str!("executions.sql"))
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -57,9 +49,37 @@ pub fn graphs(pool: &PgPool) -> HashMap<String, Graph> {
         ("e2e_linear_6".to_owned(), linear(pool, 6)),
         ("e2e_fanout".to_owned(), fanout(pool)),
         ("e2e_flaky".to_owned(), flaky(pool)),
+        ("e2e_approval".to_owned(), approval()),
         ("bench_linear_1".to_owned(), quiet_linear(1)),
         ("bench_linear_6".to_owned(), quiet_linear(6)),
     ])
+}
+
+/// `ask` waits for a decision on a refund (an interrupt), then `record` keeps it.
+fn approval() -> Graph {
+    StateGraph::new()
+        .channel("decision", Reducer::LastValue)
+        .channel("refund", Reducer::LastValue)
+        .node("ask", |ctx| async move {
+            let refund = ctx.get("refund").cloned().unwrap_or(json!(40));
+            let decision = ctx.interrupt(json!({"refund": refund, "question": "approve?"}))?;
+            Ok(Command::new().set("decision", decision))
+        })
+        .node("record", |ctx| async move {
+            let approved = ctx.get("decision") == Some(&json!("approved"));
+            Ok(Command::new().set(
+                "refund",
+                if approved {
+                    json!(ctx.get("refund").cloned().unwrap_or(json!(40)))
+                } else {
+                    json!(0)
+                },
+            ))
+        })
+        .edge(START, "ask")
+        .edge("ask", "record")
+        .compile()
+        .expect("the approval graph is valid")
 }
 
 /// `n1 → … → nN`, each appending its name to `log` after sleeping `delay_ms`, and recording

@@ -1,0 +1,129 @@
+"""The official `langgraph-sdk` client against a running `mostrador dev` serving the end-to-end
+test graphs (`mostrador-e2e dev`). Run by `tests/sdk/run`; exits non-zero on the first failure.
+
+Environment: MOSTRADOR_URL, and tokens ANA_TOKEN (customer, store madrid-1), LUIS_TOKEN (customer,
+same store) and MARTA_TOKEN (manager of madrid-1).
+"""
+
+import asyncio
+import os
+
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+
+URL = os.environ["MOSTRADOR_URL"]
+LOG5 = ["s1", "s2", "s3", "s4", "s5"]
+
+
+def client(token_var):
+    token = os.environ[token_var]
+    return get_client(url=URL, api_key=None, headers={"Authorization": f"Bearer {token}"})
+
+
+async def collect(parts):
+    return [part async for part in parts]
+
+
+async def main():
+    ana, luis, marta = client("ANA_TOKEN"), client("LUIS_TOKEN"), client("MARTA_TOKEN")
+
+    assistants = await ana.assistants.search(limit=100)
+    graph_ids = {assistant["graph_id"] for assistant in assistants}
+    assert {"e2e_linear_5", "e2e_approval"} <= graph_ids, graph_ids
+    print("assistants: ok")
+
+    thread = await ana.threads.create()
+    parts = await collect(
+        ana.runs.stream(thread["thread_id"], "e2e_linear_5", input={}, stream_mode=["values", "updates"])
+    )
+    names = [part.event for part in parts]
+    assert names[0] == "metadata", names
+    assert names[-1] == "end", names
+    assert names.count("updates") == 5, names
+    values = [part.data for part in parts if part.event == "values"]
+    assert values[-1]["log"] == LOG5, values[-1]
+    print("stream (values, updates): ok")
+
+    waited_thread = await ana.threads.create()
+    result = await ana.runs.wait(waited_thread["thread_id"], "e2e_linear_5", input={})
+    assert result["log"] == LOG5, result
+    print("runs.wait: ok")
+
+    joined_thread = await ana.threads.create()
+    run = await ana.runs.create(joined_thread["thread_id"], "e2e_linear_5", input={"delay_ms": 50})
+    assert run["status"] == "pending", run
+    joined = await ana.runs.join(joined_thread["thread_id"], run["run_id"])
+    assert joined["log"] == LOG5, joined
+    print("runs.create + runs.join: ok")
+
+    # A client that disconnects mid-stream and reconnects with the last id it saw gets the rest,
+    # with no event lost or repeated.
+    resumed_thread = await ana.threads.create()
+    run = await ana.runs.create(
+        resumed_thread["thread_id"], "e2e_linear_5", input={"delay_ms": 100},
+        stream_mode=["values", "updates"],
+    )
+    first = []
+    async for part in ana.runs.join_stream(resumed_thread["thread_id"], run["run_id"]):
+        first.append(part)
+        if len([p for p in first if p.id]) == 3:
+            break
+    last_id = first[-1].id
+    rest = await collect(
+        ana.runs.join_stream(resumed_thread["thread_id"], run["run_id"], last_event_id=last_id)
+    )
+    whole = await collect(ana.runs.join_stream(resumed_thread["thread_id"], run["run_id"]))
+    ids = lambda parts: [p.id for p in parts if p.event != "metadata"]
+    assert ids(first) + ids(rest) == ids(whole), (ids(first), ids(rest), ids(whole))
+    assert len(set(ids(whole))) == len(ids(whole)), ids(whole)
+    print("join_stream after a disconnect: ok")
+
+    state = await ana.threads.get_state(waited_thread["thread_id"])
+    assert state["values"]["log"] == LOG5, state
+    assert state["next"] == [], state
+    history = await ana.threads.get_history(waited_thread["thread_id"], limit=20)
+    assert len(history) == 6, len(history)  # the input and five supersteps
+    assert history[0]["checkpoint_id"] == state["checkpoint_id"]
+    print("get_state + get_history: ok")
+
+    cancelled_thread = await ana.threads.create()
+    run = await ana.runs.create(
+        cancelled_thread["thread_id"], "e2e_linear_5", input={"slow": {"s2": 60000}}
+    )
+    for _ in range(200):
+        if (await ana.runs.get(cancelled_thread["thread_id"], run["run_id"]))["status"] == "running":
+            break
+        await asyncio.sleep(0.05)
+    await ana.runs.cancel(cancelled_thread["thread_id"], run["run_id"], action="interrupt")
+    await ana.runs.join(cancelled_thread["thread_id"], run["run_id"])
+    ended = await ana.runs.get(cancelled_thread["thread_id"], run["run_id"])
+    assert ended["status"] == "interrupted", ended
+    print("cancel a running run: ok")
+
+    approval = await ana.threads.create()
+    waiting = await ana.runs.wait(approval["thread_id"], "e2e_approval", input={"refund": 40})
+    assert waiting["__interrupt__"][0]["value"]["refund"] == 40, waiting
+    try:
+        await ana.runs.create(approval["thread_id"], "e2e_approval", command={"resume": "approved"})
+        raise AssertionError("a customer resumed a decision")
+    except PermissionDeniedError:
+        pass
+    decided = await marta.runs.wait(approval["thread_id"], "e2e_approval", command={"resume": "approved"})
+    assert decided["decision"] == "approved" and decided["refund"] == 40, decided
+    print("interrupt + resume by a manager: ok")
+
+    mine = {t["thread_id"] for t in await ana.threads.search(limit=100)}
+    theirs = {t["thread_id"] for t in await luis.threads.search(limit=100)}
+    store = {t["thread_id"] for t in await marta.threads.search(limit=100)}
+    assert thread["thread_id"] in mine and not (mine & theirs), (mine, theirs)
+    assert mine <= store, (mine, store)
+    try:
+        await luis.threads.get(thread["thread_id"])
+        raise AssertionError("a customer read another's thread")
+    except NotFoundError:
+        pass
+    print("search shows only visible threads: ok")
+
+
+asyncio.run(main())
+print("langgraph-sdk against mostrador: all checks passed")
