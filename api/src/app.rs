@@ -179,10 +179,6 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             get(runs::list).post(runs::create),
         )
         .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
-        .route(
-            "/threads/{thread_id}/runs/{run_id}/cancel",
-            post(runs::cancel),
-        )
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
@@ -200,6 +196,10 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             get(runs::join_stream),
         )
         .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
+        )
         .route("/ok", get(probes::ok))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))

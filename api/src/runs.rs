@@ -455,30 +455,39 @@ pub struct CancelQuery {
     action: Option<String>,
 }
 
-/// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback`: 202. (`wait=1`
-/// arrives with streaming.)
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback&wait=0|1`: 202 at
+/// once, or with `wait=1` the final state once the run has ended (204 when a rollback deleted it).
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let action = match query.action.as_deref() {
         None | Some("interrupt") => CancelAction::Interrupt,
         Some("rollback") => CancelAction::Rollback,
         Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
     };
-    if !matches!(query.wait.as_deref(), None | Some("0" | "false" | "")) {
-        return Err(unprocessable(
-            "wait=1 is not supported yet: cancel, then join the run",
-        ));
-    }
+    let wait = match query.wait.as_deref() {
+        None | Some("0" | "false" | "") => false,
+        Some("1" | "true") => true,
+        Some(_) => return Err(unprocessable("wait must be 0 or 1")),
+    };
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
     mostrador_queue::cancel(state.pool(), run.thread_id, run.run_id, action)
         .await
         .map_err(queue_error)?;
-    Ok(StatusCode::ACCEPTED)
+    if !wait {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    match final_state(&state, &run).await {
+        Ok(result) => Ok(Json(result).into_response()),
+        Err(err) if err.status == StatusCode::NOT_FOUND => {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// `POST /threads/{thread_id}/runs/stream`: enqueue, then stream the run's events.

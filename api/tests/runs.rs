@@ -322,4 +322,20 @@ async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
         ))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // wait=1: the answer comes once the run has ended.
+    let (_, _, run) = api.send(api.request("POST", &path, &ana, body)).await;
+    let run_path = format!("{path}/{}", run["run_id"].as_str().expect("id"));
+    let cancel = format!("{run_path}/cancel?wait=1&action=interrupt");
+    let (status, _, answer) = api.send(api.request("POST", &cancel, &ana, "")).await;
+    assert_eq!(
+        (status, answer),
+        (StatusCode::OK, json!({})),
+        "the thread has no state yet"
+    );
+    let (_, _, run) = api.send(api.request("POST", &path, &ana, body)).await;
+    let run_path = format!("{path}/{}", run["run_id"].as_str().expect("id"));
+    let cancel = format!("{run_path}/cancel?wait=1&action=rollback");
+    let (status, _, _) = api.send(api.request("POST", &cancel, &ana, "")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
 }
