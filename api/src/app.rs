@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
+use crate::metrics::{self, Metrics};
 use crate::{probes, runs, state, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
@@ -24,6 +25,9 @@ pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
 
 /// Pending runs per graph when no limit is configured.
 pub const MAX_PENDING_DEFAULT: i64 = 10_000;
+
+/// Open SSE streams per process when no limit is configured.
+pub const MAX_SUBSCRIBERS_DEFAULT: usize = 10_000;
 
 /// How the api behaves.
 #[derive(Debug, Clone)]
@@ -35,6 +39,8 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Pending runs per graph above which new runs get a 503 with `Retry-After`.
     pub max_pending: i64,
+    /// Open SSE streams above which new ones get a 503 with `Retry-After`.
+    pub max_subscribers: usize,
 }
 
 impl ApiConfig {
@@ -44,6 +50,7 @@ impl ApiConfig {
             body_limit: BODY_LIMIT_DEFAULT,
             request_timeout: Duration::from_secs(30),
             max_pending: MAX_PENDING_DEFAULT,
+            max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
         }
     }
 }
@@ -64,6 +71,8 @@ struct Inner {
     shutdown: watch::Sender<bool>,
     listener: Listener,
     queue_limit: QueueLimit,
+    max_subscribers: usize,
+    metrics: Metrics,
 }
 
 impl AppState {
@@ -89,6 +98,8 @@ impl AppState {
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
             listener,
+            max_subscribers: config.max_subscribers,
+            metrics: Metrics::default(),
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
                 retry_after: Duration::from_secs(5),
@@ -128,6 +139,20 @@ impl AppState {
         self.0.queue_limit
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    /// Counts an SSE stream in until the returned guard drops; `None` at the limit.
+    pub fn subscribe(&self) -> Option<Subscriber> {
+        let gauge = &self.0.metrics.sse_subscribers;
+        if usize::try_from(gauge.inc()).unwrap_or(usize::MAX) >= self.0.max_subscribers {
+            gauge.dec();
+            return None;
+        }
+        Some(Subscriber(self.clone()))
+    }
+
     pub fn listener(&self) -> &Listener {
         &self.0.listener
     }
@@ -145,6 +170,16 @@ impl AppState {
 
     pub fn is_draining(&self) -> bool {
         self.0.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// An open SSE stream, counted until dropped.
+#[derive(Debug)]
+pub struct Subscriber(AppState);
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.0.0.metrics.sse_subscribers.dec();
     }
 }
 
@@ -203,8 +238,13 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/ok", get(probes::ok))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
+        .route("/metrics", get(metrics::serve))
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count,
+        ))
         .with_state(state)
 }
 

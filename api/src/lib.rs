@@ -14,6 +14,7 @@ pub mod auth;
 pub mod authorize;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 pub mod probes;
 pub mod runs;
 pub mod state;

@@ -134,12 +134,20 @@ pub async fn accept(
         authorize_resume(state, caller, &thread, command).await?;
     }
     match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
-        Ok(enqueued) => Ok(Accepted {
-            thread,
-            assistant,
-            run: enqueued.run,
-        }),
-        Err(err) => Err(queue_error(err)),
+        Ok(enqueued) => {
+            state.metrics().runs_created.inc();
+            Ok(Accepted {
+                thread,
+                assistant,
+                run: enqueued.run,
+            })
+        }
+        Err(err) => {
+            if matches!(err, QueueError::Backpressure { .. }) {
+                state.metrics().backpressure_rejections.inc();
+            }
+            Err(queue_error(err))
+        }
     }
 }
 
@@ -499,7 +507,7 @@ pub async fn create_and_stream(
 ) -> Result<Response, ApiError> {
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     let headers = content_location(&accepted.run);
-    Ok((headers, stream::events(&state, &accepted.run, 0, None)).into_response())
+    Ok((headers, stream::events(&state, &accepted.run, 0, None)?).into_response())
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,
@@ -514,7 +522,7 @@ pub async fn join_stream(
     let after = stream::last_event_id(&headers)?;
     let modes = stream_modes_query(query.as_deref())?;
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(stream::events(&state, &run, after, modes).into_response())
+    Ok(stream::events(&state, &run, after, modes)?.into_response())
 }
 
 /// `stream_mode` query values (repeated keys, as the client sends a list); empty means all.

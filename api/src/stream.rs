@@ -43,18 +43,33 @@ pub fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
 }
 
 /// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`).
+///
+/// # Errors
+///
+/// 503 with `Retry-After` when the process serves its limit of streams already.
 pub fn events(
     state: &AppState,
     run: &Run,
     after_seq: i64,
     modes: Option<Vec<String>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
+    let subscriber = state.subscribe().ok_or_else(|| ApiError {
+        retry_after: Some(5),
+        ..ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "this server streams to as many clients as it may; try again",
+        )
+    })?;
     let (sender, receiver) = mpsc::channel::<Event>(64);
-    tokio::spawn(follow(state.clone(), run.clone(), after_seq, modes, sender));
+    let (state, run) = (state.clone(), run.clone());
+    tokio::spawn(async move {
+        follow(state, run, after_seq, modes, sender).await;
+        drop(subscriber);
+    });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|event| (Ok(event), receiver))
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat"))
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat")))
 }
 
 /// Sends the run's events until `end`, a shutdown, or a client that went away.
@@ -90,6 +105,8 @@ async fn follow(
         let next = tokio::select! {
             next = follower.next() => next,
             _ = shutdown.wait_for(|shutting_down| *shutting_down) => return,
+            // The client went away: free its slot now, not at the run's next event.
+            () = sender.closed() => return,
         };
         let event = match next {
             Ok(Some(event)) => event,

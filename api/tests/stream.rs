@@ -209,3 +209,69 @@ async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
         .collect();
     assert_eq!(names, ["metadata"]);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_subscribers: 1,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let path = format!(
+        "/threads/{thread}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+
+    // The first stream stays open: nobody runs the run.
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let first = tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
+        .await
+        .expect("infallible");
+    assert_eq!(first.status(), StatusCode::OK);
+
+    let (status, headers, body) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(headers.contains_key(header::RETRY_AFTER));
+
+    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
+    let metrics = metrics.as_str().expect("text").to_owned();
+    assert!(
+        metrics.contains("mostrador_api_sse_subscribers 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("mostrador_api_runs_created_total 1"),
+        "{metrics}"
+    );
+
+    drop(first);
+    // The closed stream is counted out once its follower notices: a new one is served.
+    let retried = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let router = mostrador_api::router(api.state.clone(), &api.config);
+            let response = tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
+                .await
+                .expect("infallible");
+            if response.status() == StatusCode::OK {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(retried.is_ok(), "a slot frees when a client goes away");
+}

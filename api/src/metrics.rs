@@ -1,0 +1,103 @@
+//! The api's Prometheus metrics, served on `/metrics`.
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::app::AppState;
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Open SSE streams.
+    pub sse_subscribers: Gauge,
+    /// Requests answered, by method and status code.
+    pub requests: Family<RequestLabels, Counter>,
+    pub runs_created: Counter,
+    /// Runs refused because their graph's queue was over its limit.
+    pub backpressure_rejections: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    pub status: u16,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("mostrador_api");
+        let metrics = Self {
+            sse_subscribers: Gauge::default(),
+            requests: Family::default(),
+            runs_created: Counter::default(),
+            backpressure_rejections: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "sse_subscribers",
+            "Open SSE streams",
+            metrics.sse_subscribers.clone(),
+        );
+        registry.register(
+            "requests",
+            "Requests answered, by method and status",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "runs_created",
+            "Runs enqueued through the api",
+            metrics.runs_created.clone(),
+        );
+        registry.register(
+            "backpressure_rejections",
+            "Runs refused with 503 because their graph's queue was over its limit",
+            metrics.backpressure_rejections.clone(),
+        );
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+}
+
+impl Metrics {
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// `GET /metrics`.
+pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics().encode(),
+    )
+}
+
+/// Counts every answered request.
+pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let method = request.method().as_str().to_owned();
+    let response = next.run(request).await;
+    state
+        .metrics()
+        .requests
+        .get_or_create(&RequestLabels {
+            method,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}
