@@ -214,10 +214,14 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             get(runs::list).post(runs::create),
         )
         .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route("/runs", post(runs::create_stateless))
+        .route("/runs/batch", post(runs::batch))
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
         // Streams and waits last as long as their runs: no request timeout.
+        .route("/runs/stream", post(runs::stream_stateless))
+        .route("/runs/wait", post(runs::wait_stateless))
         .route(
             "/threads/{thread_id}/runs/stream",
             post(runs::create_and_stream),

@@ -12,8 +12,9 @@ use mostrador_graph::checkpoint::INTERRUPT;
 use mostrador_graph::{Checkpointer, StreamMode};
 use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
+use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{
-    CancelAction, Error as QueueError, PgCheckpointer, Run, RunId, RunStatus, Thread,
+    CancelAction, Error as QueueError, PgCheckpointer, Run, RunId, RunStatus, Thread, ThreadId,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -93,6 +94,7 @@ pub struct CreateRun {
     webhook: Option<Value>,
     multitask_strategy: Option<String>,
     if_not_exists: Option<String>,
+    on_completion: Option<String>,
     after_seconds: Option<f64>,
     durability: Option<String>,
 }
@@ -129,7 +131,7 @@ pub async fn accept(
             format!("assistant {assistant_id:?} not found"),
         )
     })?;
-    let new = new_run(&thread, &assistant, body)?;
+    let new = new_run(thread.thread_id, &assistant, body)?;
     if let Some(command) = &new.command {
         authorize_resume(state, caller, &thread, command).await?;
     }
@@ -151,7 +153,140 @@ pub async fn accept(
     }
 }
 
-fn new_run(thread: &Thread, assistant: &Assistant, body: CreateRun) -> Result<NewRun, ApiError> {
+fn resolve_assistant<'a>(state: &'a AppState, body: &CreateRun) -> Result<&'a Assistant, ApiError> {
+    let assistant_id = body
+        .assistant_id
+        .as_deref()
+        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+    state.assistant(assistant_id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("assistant {assistant_id:?} not found"),
+        )
+    })
+}
+
+/// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by default).
+fn delete_on_completion(body: &CreateRun) -> Result<bool, ApiError> {
+    match body.on_completion.as_deref() {
+        None | Some("delete") => Ok(true),
+        Some("keep") => Ok(false),
+        Some(_) => Err(unprocessable("on_completion must be delete or keep")),
+    }
+}
+
+/// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
+/// all or nothing.
+async fn accept_stateless(
+    state: &AppState,
+    caller: &Caller,
+    bodies: Vec<CreateRun>,
+) -> Result<Vec<Accepted>, ApiError> {
+    let mut tx = state
+        .pool()
+        .begin()
+        .await
+        .map_err(|err| unavailable(&err.into()))?;
+    let mut accepted = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let assistant = resolve_assistant(state, &body)?.clone();
+        if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "You must provide a thread_id when resuming.",
+            ));
+        }
+        delete_on_completion(&body)?;
+        let new_thread = NewThread {
+            graph_id: Some(assistant.graph_id.clone()),
+            owner: caller.subject.clone(),
+            store: caller.store.clone(),
+            metadata: json!({}),
+        };
+        let thread = thread::create(&mut *tx, &new_thread)
+            .await
+            .map_err(|err| unavailable(&err))?;
+        let new = new_run(thread.thread_id, &assistant, body)?;
+        let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
+            Ok(enqueued) => enqueued.run,
+            Err(err) => {
+                if matches!(err, QueueError::Backpressure { .. }) {
+                    state.metrics().backpressure_rejections.inc();
+                }
+                return Err(queue_error(err));
+            }
+        };
+        accepted.push(Accepted {
+            thread,
+            assistant,
+            run,
+        });
+    }
+    tx.commit().await.map_err(|err| unavailable(&err.into()))?;
+    state.metrics().runs_created.inc_by(accepted.len() as u64);
+    Ok(accepted)
+}
+
+/// `POST /runs`: a background run on a new thread (kept: retention deletes it).
+pub async fn create_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = &accepted[0].run;
+    Ok((content_location(run), Json(run_json(run))).into_response())
+}
+
+/// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
+pub async fn batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(bodies): Body<Vec<CreateRun>>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    if bodies.is_empty() || bodies.len() > 1000 {
+        return Err(unprocessable("a batch holds 1 to 1000 runs"));
+    }
+    let accepted = accept_stateless(&state, &caller, bodies).await?;
+    Ok(Json(accepted.iter().map(|a| run_json(&a.run)).collect()))
+}
+
+/// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then
+/// deleted unless `on_completion` is `keep`.
+pub async fn wait_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let delete = delete_on_completion(&body)?;
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = &accepted[0].run;
+    let result = final_state(&state, run).await?;
+    if delete {
+        thread::delete(state.pool(), run.thread_id)
+            .await
+            .map_err(queue_error)?;
+    }
+    Ok((content_location(run), Json(result)).into_response())
+}
+
+/// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
+/// joined again after a disconnect); retention deletes it.
+pub async fn stream_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = &accepted[0].run;
+    Ok((content_location(run), stream::events(&state, run, 0, None)?).into_response())
+}
+
+fn new_run(
+    thread_id: ThreadId,
+    assistant: &Assistant,
+    body: CreateRun,
+) -> Result<NewRun, ApiError> {
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
     if body.checkpoint.is_some() || body.checkpoint_id.is_some() {
         return Err(unsupported("starting from a given checkpoint"));
@@ -222,7 +357,7 @@ fn new_run(thread: &Thread, assistant: &Assistant, body: CreateRun) -> Result<Ne
         multitask_strategy,
         after,
         stream_mode,
-        ..NewRun::new(thread.thread_id, assistant.graph_id.clone())
+        ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
 }
 

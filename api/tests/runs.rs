@@ -339,3 +339,62 @@ async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
     let (status, _, _) = api.send(api.request("POST", &cancel, &ana, "")).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn stateless_and_batch_runs_get_threads_of_their_own(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let (status, headers, run) = api
+        .send(api.request(
+            "POST",
+            "/runs",
+            &ana,
+            r#"{"assistant_id": "agent", "input": {}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert!(headers.contains_key(header::CONTENT_LOCATION));
+    let thread = run["thread_id"].as_str().expect("thread id");
+    let (status, _, owned) = api
+        .send(api.request("GET", &format!("/threads/{thread}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "the caller owns the new thread");
+    assert_eq!(owned["metadata"]["graph_id"], "agent");
+
+    let batch = r#"[{"assistant_id": "agent", "input": {"n": 1}}, {"assistant_id": "approval", "input": {}}]"#;
+    let (status, _, runs_out) = api
+        .send(api.request("POST", "/runs/batch", &ana, batch))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{runs_out}");
+    let threads: Vec<&str> = runs_out
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|run| run["thread_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(threads.len(), 2);
+    assert_ne!(threads[0], threads[1]);
+    assert_eq!(runs(&api).await, 3);
+
+    // One bad run refuses the whole batch, and nothing is written.
+    let bad = r#"[{"assistant_id": "agent"}, {"assistant_id": "nope"}]"#;
+    let (status, _, _) = api
+        .send(api.request("POST", "/runs/batch", &ana, bad))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    for body in ["[]", r#"{"assistant_id": "agent"}"#] {
+        let (status, _, _) = api
+            .send(api.request("POST", "/runs/batch", &ana, body))
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    }
+    let resume = r#"{"assistant_id": "approval", "command": {"resume": "yes"}}"#;
+    let (status, _, _) = api.send(api.request("POST", "/runs", &ana, resume)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "resuming needs a thread");
+    assert_eq!(runs(&api).await, 3);
+    let threads_now: i64 = sqlx::query_scalar("select count(*) from mostrador.threads")
+        .fetch_one(api.state.pool())
+        .await
+        .expect("count");
+    assert_eq!(threads_now, 3, "refused runs left no thread behind");
+}

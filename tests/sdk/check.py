@@ -49,6 +49,18 @@ async def main():
     assert result["log"] == LOG5, result
     print("runs.wait: ok")
 
+    stateless = await ana.runs.wait(None, "e2e_linear_5", input={})
+    assert stateless["log"] == LOG5, stateless
+    batch = await ana.runs.create_batch([
+        {"assistant_id": "e2e_linear_5", "input": {}},
+        {"assistant_id": "e2e_linear_6", "input": {}},
+    ])
+    assert len({run["thread_id"] for run in batch}) == 2, batch
+    for run in batch:
+        joined = await ana.runs.join(run["thread_id"], run["run_id"])
+        assert joined["log"][:5] == LOG5, joined
+    print("stateless runs.wait + runs.create_batch: ok")
+
     joined_thread = await ana.threads.create()
     run = await ana.runs.create(joined_thread["thread_id"], "e2e_linear_5", input={"delay_ms": 50})
     assert run["status"] == "pending", run
