@@ -75,6 +75,14 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_REQUEST_TIMEOUT", value_parser = parse_duration)]
     request_timeout: Option<Duration>,
 
+    /// Pending runs per graph above which new runs get a 503 with Retry-After.
+    #[arg(long, env = "MOSTRADOR_MAX_PENDING", default_value_t = mostrador_api::app::MAX_PENDING_DEFAULT)]
+    max_pending: i64,
+
+    /// Open SSE streams above which new ones get a 503 with Retry-After.
+    #[arg(long, env = "MOSTRADOR_MAX_SUBSCRIBERS", default_value_t = mostrador_api::app::MAX_SUBSCRIBERS_DEFAULT)]
+    max_subscribers: usize,
+
     /// Database connections.
     #[arg(long, env = "MOSTRADOR_POOL_SIZE", default_value_t = 16)]
     pool_size: u32,
@@ -285,6 +293,8 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         .context("failed to check the database schema")?;
     let mut config = ApiConfig::new(args.jwt.config());
     config.body_limit = args.body_limit;
+    config.max_pending = args.max_pending;
+    config.max_subscribers = args.max_subscribers;
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
     }

@@ -1,0 +1,420 @@
+//! `api-bench`: the api process of the built binary under load.
+//!
+//! It starts `mostrador-e2e api` (and, for `pickup`, a worker) against its own database, which it
+//! drops and recreates. Requests are plain HTTP/1.1 over a new connection each (`Connection:
+//! close`), so figures include connection setup.
+//!
+//! Scenarios:
+//!
+//! * `create-runs`: 32 concurrent clients create background runs on their own threads.
+//! * `fanout`: 1,000 SSE subscribers to one run; the benchmark, holding the run as a worker does,
+//!   appends 200 events 10 ms apart, each carrying its append time; latency append → client.
+//!   Also the api's RSS before and with the subscribers connected.
+//! * `pickup`: one idle worker; from the `POST /threads/{id}/runs/stream` request to the first
+//!   `values` event at the client, one run at a time.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::Parser;
+use mostrador_api::auth::mint;
+use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_queue::db::DbConfig;
+use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::run::{NewRun, enqueue};
+use mostrador_queue::thread::{NewThread, create_many};
+use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim, schema};
+use serde_json::{Value, json};
+use sqlx::migrate::MigrateDatabase;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::task::JoinSet;
+
+const SECRET: &str = "api-bench-secret";
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// A database this benchmark may drop and recreate.
+    #[arg(
+        long,
+        env = "BENCH_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/mostrador_api_bench"
+    )]
+    database_url: String,
+    /// The `mostrador-e2e` binary.
+    #[arg(long, default_value = "target/release/mostrador-e2e")]
+    binary: PathBuf,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "create-runs,fanout,pickup"
+    )]
+    scenarios: Vec<String>,
+    #[arg(long, default_value_t = 5_000)]
+    runs: usize,
+    #[arg(long, default_value_t = 1_000)]
+    subscribers: usize,
+    #[arg(long, default_value_t = 200)]
+    pickups: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(
+        args.binary.exists(),
+        "{} is missing: cargo build --release -p mostrador-tests --bin mostrador-e2e",
+        args.binary.display()
+    );
+    for scenario in &args.scenarios {
+        if sqlx::Postgres::database_exists(&args.database_url).await? {
+            sqlx::Postgres::force_drop_database(&args.database_url).await?;
+        }
+        sqlx::Postgres::create_database(&args.database_url).await?;
+        let pool = DbConfig {
+            pool_size: 8,
+            ..DbConfig::new(&args.database_url, "api-bench")
+        }
+        .connect_lazy()?;
+        schema::migrate(&pool).await.context("migrate")?;
+        match scenario.as_str() {
+            "create-runs" => create_runs(&args, &pool).await?,
+            "fanout" => fanout(&args, &pool).await?,
+            "pickup" => pickup(&args, &pool).await?,
+            other => anyhow::bail!("unknown scenario {other:?}"),
+        }
+        pool.close().await;
+    }
+    Ok(())
+}
+
+/// A process of the binary; killed when dropped.
+struct Process {
+    child: Child,
+    port: u16,
+}
+
+impl Process {
+    fn start(args: &Args, command: &str, extra: &[&str]) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(&args.binary)
+            .arg(command)
+            .args(["--database-url", &args.database_url])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("MOSTRADOR_JWT_SECRET", SECRET)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok(Self { child, port })
+    }
+
+    async fn until_ready(&self) -> anyhow::Result<()> {
+        for _ in 0..200 {
+            if let Ok((200, _)) = request(self.port, "GET", "/ready", "", "").await {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        anyhow::bail!("the process never got ready")
+    }
+
+    fn rss_kib(&self) -> anyhow::Result<u64> {
+        let pid = self.child.id().context("running")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .context("VmRSS")
+    }
+}
+
+fn token() -> anyhow::Result<String> {
+    let config = AuthConfig {
+        secret: SECRET.into(),
+        issuer: "mostrador".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    };
+    let caller = Caller {
+        subject: "bench".into(),
+        role: Role::Manager,
+        store: Some("bench".into()),
+    };
+    Ok(mint(&config, &caller, Duration::from_secs(3600))?)
+}
+
+/// One request on a new connection: status and body.
+async fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .context("status")?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Opens an SSE stream and returns its reader once the response head has been read.
+async fn open_stream(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> anyhow::Result<BufReader<TcpStream>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        anyhow::ensure!(
+            reader.read_line(&mut line).await? > 0,
+            "closed before the head ended"
+        );
+        if line == "\r\n" {
+            return Ok(reader);
+        }
+    }
+}
+
+/// The next `(event, data)` of an SSE stream (chunk-size lines and comments skipped).
+async fn next_event(reader: &mut BufReader<TcpStream>) -> anyhow::Result<Option<(String, String)>> {
+    let (mut event, mut data) = (None, None);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await? == 0 {
+            return Ok(None);
+        }
+        let line = line.trim_end();
+        if let Some(value) = line.strip_prefix("event: ") {
+            event = Some(value.to_owned());
+        } else if let Some(value) = line.strip_prefix("data: ") {
+            data = Some(value.to_owned());
+        } else if line.is_empty() {
+            if let (Some(event), Some(data)) = (event.take(), data.take()) {
+                return Ok(Some((event, data)));
+            }
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or_default()
+}
+
+async fn create_runs(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let api = Process::start(args, "api", &["--max-pending", "1000000"])?;
+    api.until_ready().await?;
+    let token = Arc::new(token()?);
+    let clients = 32;
+    let threads = create_many(
+        pool,
+        &(0..clients)
+            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .collect::<Vec<_>>(),
+    )
+    .await?;
+    let per_client = args.runs / clients;
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for thread in threads {
+        let (token, port) = (Arc::clone(&token), api.port);
+        tasks.spawn(async move {
+            let path = format!("/threads/{}/runs", thread.thread_id);
+            let body = r#"{"assistant_id": "bench_linear_1", "input": {}, "multitask_strategy": "enqueue"}"#;
+            for _ in 0..per_client {
+                let (status, answer) = request(port, "POST", &path, &token, body).await?;
+                anyhow::ensure!(status == 200, "{status} {answer}");
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let rate = (per_client * clients) as f64 / start.elapsed().as_secs_f64();
+    println!("| create background runs, 32 clients, one api process | {rate:.0} requests/s |");
+    Ok(())
+}
+
+async fn fanout(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let api = Process::start(args, "api", &[])?;
+    api.until_ready().await?;
+    let token = Arc::new(token()?);
+    let thread = &create_many(
+        pool,
+        &[NewThread::new("bench_linear_1", "bench").store("bench")],
+    )
+    .await?[0];
+    let run = enqueue(pool, &NewRun::new(thread.thread_id, "bench_linear_1"), None)
+        .await?
+        .run;
+    let worker = WorkerLease::new(
+        "api-bench",
+        vec!["bench_linear_1".into()],
+        Duration::from_secs(600),
+    );
+    worker.register(pool).await?;
+    let held = claim(pool, worker.worker_id, &worker.graphs, 1)
+        .await?
+        .pop()
+        .context("the run")?;
+
+    let idle = api.rss_kib()?;
+    let path = format!("/threads/{}/runs/{}/stream", thread.thread_id, run.run_id);
+    let mut readers = Vec::with_capacity(args.subscribers);
+    for _ in 0..args.subscribers {
+        let mut reader = open_stream(api.port, "GET", &path, &token, "").await?;
+        let first = next_event(&mut reader).await?.context("metadata")?;
+        anyhow::ensure!(first.0 == "metadata", "{first:?}");
+        readers.push(reader);
+    }
+    let connected = api.rss_kib()?;
+    println!(
+        "| SSE: {} idle subscribers | api RSS {:.1} MiB → {:.1} MiB: {:.1} KiB per connection |",
+        args.subscribers,
+        idle as f64 / 1024.0,
+        connected as f64 / 1024.0,
+        connected.saturating_sub(idle) as f64 / args.subscribers as f64
+    );
+
+    let mut clients = JoinSet::new();
+    for mut reader in readers {
+        clients.spawn(async move {
+            let mut latencies = Vec::new();
+            while let Some((event, data)) = next_event(&mut reader).await? {
+                if event == "end" {
+                    break;
+                }
+                let sent: Value = serde_json::from_str(&data)?;
+                let sent = sent["sent_us"].as_u64().context("sent_us")?;
+                latencies.push(Duration::from_micros(now_micros().saturating_sub(sent)));
+            }
+            anyhow::Ok(latencies)
+        });
+    }
+    let events = 200;
+    for i in 0..events {
+        event::append(
+            pool,
+            held.lease(),
+            &[NewEvent::new(
+                "custom",
+                json!({"i": i, "sent_us": now_micros()}),
+            )],
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
+    let mut all = Vec::new();
+    while let Some(latencies) = clients.join_next().await {
+        let latencies = latencies??;
+        anyhow::ensure!(
+            latencies.len() == events,
+            "a subscriber got {} of {events}",
+            latencies.len()
+        );
+        all.extend(latencies);
+    }
+    all.sort();
+    println!(
+        "| SSE fan-out: {} subscribers × {events} events, append → client | p50 {:.2} ms, p99 {:.2} ms (target p99 ≤ 50 ms) |",
+        args.subscribers,
+        ms(percentile(&all, 50)),
+        ms(percentile(&all, 99))
+    );
+    Ok(())
+}
+
+async fn pickup(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let api = Process::start(args, "api", &[])?;
+    let _worker = Process::start(args, "worker", &["--graphs", "bench_linear_1"])?;
+    api.until_ready().await?;
+    let token = token()?;
+    let threads = create_many(
+        pool,
+        &(0..args.pickups + 10)
+            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .collect::<Vec<_>>(),
+    )
+    .await?;
+    let mut samples = Vec::new();
+    for (i, thread) in threads.iter().enumerate() {
+        let path = format!("/threads/{}/runs/stream", thread.thread_id);
+        let start = Instant::now();
+        let mut reader = open_stream(
+            api.port,
+            "POST",
+            &path,
+            &token,
+            r#"{"assistant_id": "bench_linear_1", "input": {}, "stream_mode": "values"}"#,
+        )
+        .await?;
+        let mut first = None;
+        while let Some((event, _)) = next_event(&mut reader).await? {
+            if event == "values" && first.is_none() {
+                first = Some(start.elapsed());
+            }
+            if event == "end" {
+                break;
+            }
+        }
+        // The first runs warm connections up.
+        if i >= 10 {
+            samples.push(first.context("a values event")?);
+        }
+    }
+    samples.sort();
+    println!(
+        "| enqueue → first SSE event through api and worker processes, idle worker | p50 {:.2} ms, p99 {:.2} ms |",
+        ms(percentile(&samples, 50)),
+        ms(percentile(&samples, 99))
+    );
+    Ok(())
+}
