@@ -198,7 +198,9 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/threads/search", post(threads::search))
         .route(
             "/threads/{thread_id}",
-            get(threads::get).delete(threads::delete),
+            get(threads::get)
+                .patch(threads::update)
+                .delete(threads::delete),
         )
         .route(
             "/threads/{thread_id}/state",
@@ -213,7 +215,10 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}/runs",
             get(runs::list).post(runs::create),
         )
-        .route("/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}",
+            get(runs::get).delete(runs::delete),
+        )
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
         .layer(axum::middleware::from_fn(move |request, next| {

@@ -765,3 +765,17 @@ async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
     }
     Ok(Value::Object(values))
 }
+
+/// `DELETE /threads/{thread_id}/runs/{run_id}`: 204; 409 for a run in flight.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    match run::delete(state.pool(), run.thread_id, run.run_id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(QueueError::Invalid { reason, .. }) => Err(ApiError::new(StatusCode::CONFLICT, reason)),
+        Err(err) => Err(queue_error(err)),
+    }
+}

@@ -247,3 +247,53 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
         "error": null,
     }))
 }
+
+/// `PATCH /threads/{thread_id}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Patch {
+    metadata: Option<Map<String, Value>>,
+    ttl: Option<Value>,
+}
+
+/// Merges metadata into the thread; 204 with `Prefer: return=minimal`, else the thread.
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    headers: axum::http::HeaderMap,
+    Body(patch): Body<Patch>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    if patch.ttl.as_ref().is_some_and(|ttl| !ttl.is_null()) {
+        return Err(unprocessable(
+            "ttl is not per thread here: each graph's retention policy deletes idle threads",
+        ));
+    }
+    let metadata = patch
+        .metadata
+        .ok_or_else(|| unprocessable("metadata is required"))?;
+    if metadata.contains_key("graph_id") {
+        return Err(unprocessable(
+            "graph_id is the thread's graph: it cannot be changed",
+        ));
+    }
+    thread::update_metadata(state.pool(), thread.thread_id, &Value::Object(metadata))
+        .await
+        .map_err(|err| match err {
+            QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
+            other => unavailable(&other),
+        })?;
+    let minimal = headers
+        .get("prefer")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.contains("return=minimal"));
+    if minimal {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let thread = thread::get(state.pool(), thread.thread_id)
+        .await
+        .map_err(|err| unavailable(&err))?;
+    Ok(Json(thread_json(&state, &thread).await?).into_response())
+}

@@ -398,3 +398,32 @@ async fn stateless_and_batch_runs_get_threads_of_their_own(pool: PgPool) {
         .expect("count");
     assert_eq!(threads_now, 3, "refused runs left no thread behind");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn only_a_finished_run_is_deleted(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &path,
+            &ana,
+            r#"{"assistant_id": "agent", "after_seconds": 3600}"#,
+        ))
+        .await;
+    let run_path = format!("{path}/{}", run["run_id"].as_str().expect("id"));
+    let (status, _, _) = api.send(api.request("DELETE", &run_path, &ana, "")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "pending: cancel it first");
+    let cancel = format!("{run_path}/cancel?action=interrupt");
+    assert_eq!(
+        api.send(api.request("POST", &cancel, &ana, "")).await.0,
+        StatusCode::ACCEPTED
+    );
+    let (status, _, _) = api.send(api.request("DELETE", &run_path, &ana, "")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = api.send(api.request("GET", &run_path, &ana, "")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(runs(&api).await, 0);
+}

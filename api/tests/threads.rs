@@ -217,3 +217,54 @@ async fn deleted_thread_is_gone_with_its_pending_runs(pool: PgPool) {
         .expect("count");
     assert_eq!(runs, 0, "its pending run went with it");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn thread_metadata_is_merged_by_patch(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = create(
+        &api,
+        &ana,
+        r#"{"metadata": {"topic": "refund", "order": 7}}"#,
+    )
+    .await;
+    let path = format!("/threads/{}", thread["thread_id"].as_str().expect("id"));
+    let (status, _, patched) = api
+        .send(api.request(
+            "PATCH",
+            &path,
+            &ana,
+            r#"{"metadata": {"order": 8, "urgent": true}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(
+        patched["metadata"],
+        json!({"topic": "refund", "order": 8, "urgent": true})
+    );
+
+    let mut minimal = api.request("PATCH", &path, &ana, r#"{"metadata": {"seen": 1}}"#);
+    minimal
+        .headers_mut()
+        .insert("prefer", "return=minimal".parse().expect("header"));
+    assert_eq!(api.send(minimal).await.0, StatusCode::NO_CONTENT);
+
+    for body in [
+        r#"{}"#,
+        r#"{"metadata": {"graph_id": "agent"}}"#,
+        r#"{"metadata": {}, "ttl": 5}"#,
+    ] {
+        let (status, _, _) = api.send(api.request("PATCH", &path, &ana, body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    }
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let (status, _, _) = api
+        .send(api.request("PATCH", &path, &luis, r#"{"metadata": {"mine": true}}"#))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, _, now) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!(
+        now["metadata"],
+        json!({"topic": "refund", "order": 8, "urgent": true, "seen": 1})
+    );
+}

@@ -710,3 +710,49 @@ async fn check_limit(
     }
     Ok(())
 }
+
+/// Deletes a finished run and its events (the thread's state stays). A run in flight is not
+/// deleted: cancel it first.
+///
+/// # Errors
+///
+/// [`Error::RunNotFound`]; [`Error::Invalid`] for a run that is pending or running.
+pub async fn delete(executor: impl PgExecutor<'_>, thread_id: ThreadId, run_id: RunId) -> Result {
+    let deleted = sqlx::query!(
+        r#"
+        with target as (
+            select run_id, status in ('pending', 'running') as in_flight
+            from mostrador.runs
+            where run_id = $1
+              and thread_id = $2
+            for update
+        ),
+        deleted as (
+            delete from mostrador.runs r
+            using target t
+            where r.run_id = t.run_id
+              and not t.in_flight
+            returning r.run_id
+        ),
+        deleted_events as (
+            delete from mostrador.run_events e
+            using deleted d
+            where e.run_id = d.run_id
+        )
+        select in_flight as "in_flight!"
+        from target
+        "#,
+        run_id.0,
+        thread_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    match deleted {
+        None => Err(Error::RunNotFound(run_id)),
+        Some(row) if row.in_flight => Err(Error::Invalid {
+            field: "run",
+            reason: "the run is in flight: cancel it first".into(),
+        }),
+        Some(_) => Ok(()),
+    }
+}

@@ -412,3 +412,38 @@ pub async fn delete<'a>(db: impl Acquire<'a, Database = Postgres>, thread_id: Th
     tx.commit().await?;
     Ok(())
 }
+
+/// Merges `metadata` into the thread's (top-level keys replaced).
+///
+/// # Errors
+///
+/// [`Error::ThreadNotFound`]; [`Error::Invalid`] for metadata that is not an object.
+pub async fn update_metadata(
+    executor: impl PgExecutor<'_>,
+    thread_id: ThreadId,
+    metadata: &Value,
+) -> Result<()> {
+    if !metadata.is_object() {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    let updated = sqlx::query!(
+        r#"
+        update mostrador.threads
+        set metadata = metadata || $2,
+            updated_at = now()
+        where thread_id = $1
+          and deleted_at is null
+        "#,
+        thread_id.0,
+        metadata,
+    )
+    .execute(executor)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(Error::ThreadNotFound(thread_id));
+    }
+    Ok(())
+}
