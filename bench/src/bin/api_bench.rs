@@ -223,10 +223,10 @@ async fn next_event(reader: &mut BufReader<TcpStream>) -> anyhow::Result<Option<
             event = Some(value.to_owned());
         } else if let Some(value) = line.strip_prefix("data: ") {
             data = Some(value.to_owned());
-        } else if line.is_empty() {
-            if let (Some(event), Some(data)) = (event.take(), data.take()) {
-                return Ok(Some((event, data)));
-            }
+        } else if line.is_empty()
+            && let (Some(event), Some(data)) = (event.take(), data.take())
+        {
+            return Ok(Some((event, data)));
         }
     }
 }
