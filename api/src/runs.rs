@@ -259,15 +259,9 @@ pub async fn wait_stateless(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let delete = delete_on_completion(&body)?;
-    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
-    let run = &accepted[0].run;
-    let result = final_state(&state, run).await?;
-    if delete {
-        thread::delete(state.pool(), run.thread_id)
-            .await
-            .map_err(queue_error)?;
-    }
-    Ok((content_location(run), Json(result)).into_response())
+    let mut accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = accepted.remove(0).run;
+    Ok(waiting(state, run, delete))
 }
 
 /// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
@@ -689,9 +683,7 @@ pub async fn create_and_wait(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let accepted = accept(&state, &caller, &thread_id, body).await?;
-    let headers = content_location(&accepted.run);
-    let result = final_state(&state, &accepted.run).await?;
-    Ok((headers, Json(result)).into_response())
+    Ok(waiting(state, accepted.run, false))
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state.
@@ -699,9 +691,59 @@ pub async fn join(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, run_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(Json(final_state(&state, &run).await?))
+    Ok(waiting(state, run, false))
+}
+
+/// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of
+/// silence) keeps waiting; JSON parsers skip leading whitespace.
+const WAIT_KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// Answers `200` at once, then blank lines while the run goes on, then its final state (or
+/// `{"__error__": ...}` if waiting failed); with `delete_thread`, the run's thread is deleted
+/// once it ended.
+fn waiting(state: AppState, run: Run, delete_thread: bool) -> Response {
+    let headers = content_location(&run);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
+    tokio::spawn(async move {
+        let result = final_state(&state, &run);
+        tokio::pin!(result);
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + WAIT_KEEP_ALIVE,
+            WAIT_KEEP_ALIVE,
+        );
+        let answer = loop {
+            tokio::select! {
+                answer = &mut result => break answer,
+                _ = tick.tick() => {
+                    if sender.send(axum::body::Bytes::from_static(b"\n")).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
+        let body = match answer {
+            Ok(value) => value,
+            Err(err) => json!({"__error__": {"error": "WaitFailed", "message": err.detail}}),
+        };
+        if delete_thread && let Err(err) = thread::delete(state.pool(), run.thread_id).await {
+            tracing::warn!(error = %err, "deleting a stateless run's thread failed");
+        }
+        let _ = sender.send(axum::body::Bytes::from(body.to_string())).await;
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), receiver))
+    });
+    (
+        headers,
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
 }
 
 /// Waits for the run's `end`, then answers as the official server does: the thread's values,

@@ -275,3 +275,47 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
     .await;
     assert!(retried.is_ok(), "a slot frees when a client goes away");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
+    use futures_util::StreamExt;
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let join = format!(
+        "/threads/{thread}/runs/{}/join",
+        run["run_id"].as_str().expect("id")
+    );
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let response = tower::ServiceExt::oneshot(router, api.request("GET", &join, &ana, ""))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK, "answered at once");
+    let mut body = response.into_body().into_data_stream();
+    let first = tokio::time::timeout(Duration::from_secs(8), body.next())
+        .await
+        .expect("a keep-alive within the interval")
+        .expect("a frame")
+        .expect("bytes");
+    assert_eq!(&first[..], b"\n");
+
+    let held = claimed(&api).await;
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+    let mut rest = Vec::new();
+    while let Some(frame) = body.next().await {
+        rest.extend_from_slice(&frame.expect("bytes"));
+    }
+    let answer: Value = serde_json::from_slice(&rest).expect("JSON after the blank lines");
+    assert_eq!(answer, json!({}), "the thread has no state");
+}
