@@ -91,13 +91,18 @@ struct ApiArgs {
 /// How the api verifies tokens (and `token` mints them).
 #[derive(Debug, Args)]
 struct JwtArgs {
-    /// The HS256 shared secret.
+    /// The HS256 shared secret (development; `token` signs with it).
     #[arg(
         long = "jwt-secret",
         env = "MOSTRADOR_JWT_SECRET",
         hide_env_values = true
     )]
-    secret: String,
+    secret: Option<String>,
+
+    /// Verify RS256 tokens against this JWKS instead (Keycloak:
+    /// https://<host>/realms/<realm>/protocol/openid-connect/certs).
+    #[arg(long, env = "MOSTRADOR_JWKS_URL")]
+    jwks_url: Option<String>,
 
     /// The issuer tokens must name (`iss`).
     #[arg(
@@ -131,7 +136,8 @@ struct JwtArgs {
 impl JwtArgs {
     fn config(&self) -> AuthConfig {
         AuthConfig {
-            secret: self.secret.clone(),
+            secret: self.secret.clone().unwrap_or_default(),
+            jwks_url: self.jwks_url.clone(),
             issuer: self.issuer.clone(),
             audience: self.audience.clone(),
             claims: ClaimPaths {
@@ -368,6 +374,7 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
     let auth = AuthConfig {
         secret,
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),
@@ -442,6 +449,10 @@ fn token(args: &TokenArgs) -> anyhow::Result<()> {
         role: args.role,
         store: args.store.clone(),
     };
+    anyhow::ensure!(
+        args.jwt.secret.is_some(),
+        "minting needs the HS256 secret: --jwt-secret or MOSTRADOR_JWT_SECRET"
+    );
     let token = mostrador_api::auth::mint(&args.jwt.config(), &caller, args.ttl)?;
     println!("{token}");
     Ok(())

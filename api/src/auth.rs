@@ -1,17 +1,26 @@
 //! Who is calling: a JWT from `Authorization: Bearer …`, verified, and the three claims mostrador
 //! uses: the subject, the role and the store.
 //!
-//! Tokens are HS256 with a shared secret (development and tests; `mostrador token` mints them).
-//! Issuer, audience and expiry are always checked. Claim paths are configurable because identity
+//! Tokens are RS256, verified against the identity provider's JWKS (Keycloak's certs endpoint):
+//! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]. Or,
+//! for development and tests, HS256 with a shared secret (`mostrador token` mints them). Issuer,
+//! audience and expiry are always checked. Claim paths are configurable because identity
 //! providers nest them (Keycloak puts realm roles under `realm_access.roles`); a role claim may be
 //! a string or a list, and the highest known role in it counts. Tokens never reach logs: errors
 //! say what was wrong with a token, never what it was.
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// The least time between two fetches of the JWKS.
+pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
 
 /// What a caller may do beyond its own threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,8 +89,11 @@ impl Default for ClaimPaths {
 /// How tokens are verified.
 #[derive(Clone)]
 pub struct AuthConfig {
-    /// The HS256 shared secret.
+    /// The HS256 shared secret (development; `mint` signs with it). Unused with a JWKS.
     pub secret: String,
+    /// Verify RS256 tokens against this JWKS (e.g. Keycloak's
+    /// `/realms/{realm}/protocol/openid-connect/certs`) instead of the secret.
+    pub jwks_url: Option<String>,
     pub issuer: String,
     pub audience: String,
     pub claims: ClaimPaths,
@@ -91,6 +103,7 @@ impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuthConfig")
             .field("secret", &"<redacted>")
+            .field("jwks_url", &self.jwks_url)
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
             .field("claims", &self.claims)
@@ -109,13 +122,96 @@ pub enum AuthError {
     Invalid(String),
     #[error("the token has no usable {0} claim")]
     Claim(&'static str),
+    /// The identity provider's keys cannot be fetched: nobody can be authenticated now (a 503).
+    #[error("cannot verify tokens now: {0}")]
+    Unavailable(String),
 }
 
 /// Verifies tokens.
 pub struct Authenticator {
-    key: DecodingKey,
+    keys: Keys,
     validation: Validation,
     claims: ClaimPaths,
+}
+
+enum Keys {
+    Secret(DecodingKey),
+    Jwks(Jwks),
+}
+
+/// The identity provider's signing keys, by `kid`, fetched when a token names one not seen yet.
+struct Jwks {
+    url: String,
+    client: reqwest::Client,
+    cached: Mutex<Cached>,
+}
+
+#[derive(Default)]
+struct Cached {
+    keys: HashMap<String, DecodingKey>,
+    fetched_at: Option<Instant>,
+    fetches: u64,
+}
+
+impl Jwks {
+    fn new(url: &str) -> Result<Self, AuthError> {
+        // reqwest is built without a crypto provider of its own; ring is ours (installing it
+        // again is a no-op).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|err| AuthError::Unavailable(format!("HTTP client: {err}")))?;
+        Ok(Self {
+            url: url.to_owned(),
+            client,
+            cached: Mutex::default(),
+        })
+    }
+
+    /// The key `kid` names, refreshing the set if it is unknown and the last fetch is old enough.
+    async fn key(&self, kid: &str) -> Result<DecodingKey, AuthError> {
+        let mut cached = self.cached.lock().await;
+        if let Some(key) = cached.keys.get(kid) {
+            return Ok(key.clone());
+        }
+        if cached
+            .fetched_at
+            .is_none_or(|at| at.elapsed() >= JWKS_REFRESH)
+        {
+            cached.fetched_at = Some(Instant::now());
+            cached.fetches += 1;
+            cached.keys = self.fetch().await?;
+        }
+        cached
+            .keys
+            .get(kid)
+            .cloned()
+            .ok_or_else(|| AuthError::Invalid("unknown signing key".into()))
+    }
+
+    async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, AuthError> {
+        let unavailable =
+            |err: reqwest::Error| AuthError::Unavailable(format!("fetching the JWKS: {err}"));
+        let set: JwkSet = self
+            .client
+            .get(&self.url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(unavailable)?
+            .json()
+            .await
+            .map_err(unavailable)?;
+        Ok(set
+            .keys
+            .iter()
+            .filter_map(|jwk| {
+                let kid = jwk.common.key_id.clone()?;
+                DecodingKey::from_jwk(jwk).ok().map(|key| (kid, key))
+            })
+            .collect())
+    }
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -132,15 +228,22 @@ const LEEWAY: Duration = Duration::from_secs(30);
 impl Authenticator {
     /// # Errors
     ///
-    /// An empty secret.
+    /// An empty secret without a JWKS URL.
     pub fn new(config: &AuthConfig) -> Result<Self, AuthError> {
-        let mut validation = Validation::new(Algorithm::HS256);
+        let (keys, algorithm) = match &config.jwks_url {
+            Some(url) => (Keys::Jwks(Jwks::new(url)?), Algorithm::RS256),
+            None => (
+                Keys::Secret(hs256_key(config, DecodingKey::from_secret)?),
+                Algorithm::HS256,
+            ),
+        };
+        let mut validation = Validation::new(algorithm);
         validation.set_issuer(&[&config.issuer]);
         validation.set_audience(&[&config.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.leeway = LEEWAY.as_secs();
         Ok(Self {
-            key: hs256_key(config, DecodingKey::from_secret)?,
+            keys,
             validation,
             claims: config.claims.clone(),
         })
@@ -151,10 +254,24 @@ impl Authenticator {
     /// # Errors
     ///
     /// [`AuthError`] saying what is wrong with the token.
-    pub fn verify(&self, token: &str) -> Result<Caller, AuthError> {
+    pub async fn verify(&self, token: &str) -> Result<Caller, AuthError> {
+        let key = match &self.keys {
+            Keys::Secret(key) => key.clone(),
+            Keys::Jwks(jwks) => {
+                let header = jsonwebtoken::decode_header(token)
+                    .map_err(|_| AuthError::Invalid("malformed token".into()))?;
+                if header.alg != Algorithm::RS256 {
+                    return Err(AuthError::Invalid("unexpected algorithm".into()));
+                }
+                let kid = header
+                    .kid
+                    .ok_or_else(|| AuthError::Invalid("the token names no signing key".into()))?;
+                jwks.key(&kid).await?
+            }
+        };
         let data =
-            jsonwebtoken::decode::<Value>(token, &self.key, &self.validation).map_err(|err| {
-                match err.kind() {
+            jsonwebtoken::decode::<Value>(token, &key, &self.validation).map_err(
+                |err| match err.kind() {
                     ErrorKind::ExpiredSignature => AuthError::Expired,
                     ErrorKind::InvalidAudience => AuthError::Invalid("wrong audience".into()),
                     ErrorKind::InvalidIssuer => AuthError::Invalid("wrong issuer".into()),
@@ -166,8 +283,8 @@ impl Authenticator {
                         AuthError::Invalid(format!("missing {claim} claim"))
                     }
                     _ => AuthError::Invalid("malformed token".into()),
-                }
-            })?;
+                },
+            )?;
         let payload = data.claims;
         let subject = claim(&payload, &self.claims.subject)
             .and_then(Value::as_str)
@@ -194,7 +311,7 @@ impl Authenticator {
     /// # Errors
     ///
     /// [`AuthError::Missing`] without a bearer token, else as [`Authenticator::verify`].
-    pub fn verify_header(&self, authorization: Option<&str>) -> Result<Caller, AuthError> {
+    pub async fn verify_header(&self, authorization: Option<&str>) -> Result<Caller, AuthError> {
         let token = authorization
             .and_then(|value| {
                 value
@@ -204,7 +321,15 @@ impl Authenticator {
             .map(str::trim)
             .filter(|token| !token.is_empty())
             .ok_or(AuthError::Missing)?;
-        self.verify(token)
+        self.verify(token).await
+    }
+
+    /// How many times the JWKS was fetched (0 with a shared secret).
+    pub async fn jwks_fetches(&self) -> u64 {
+        match &self.keys {
+            Keys::Secret(_) => 0,
+            Keys::Jwks(jwks) => jwks.cached.lock().await.fetches,
+        }
     }
 }
 

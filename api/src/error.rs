@@ -36,7 +36,13 @@ impl ApiError {
 
 impl From<AuthError> for ApiError {
     fn from(err: AuthError) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, err.to_string())
+        match err {
+            AuthError::Unavailable(_) => Self {
+                retry_after: Some(5),
+                ..Self::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+            },
+            other => Self::new(StatusCode::UNAUTHORIZED, other.to_string()),
+        }
     }
 }
 

@@ -21,7 +21,7 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok());
-        Ok(state.auth().verify_header(header)?)
+        Ok(state.auth().verify_header(header).await?)
     }
 }
 

@@ -15,6 +15,7 @@ use sqlx::PgPool;
 fn config() -> AuthConfig {
     AuthConfig {
         secret: "development secret".into(),
+        jwks_url: None,
         issuer: "https://keycloak.example/realms/retail".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),
@@ -57,22 +58,25 @@ fn valid_payload() -> Value {
     })
 }
 
-fn verify(token: &str) -> Result<Caller, AuthError> {
-    Authenticator::new(&config()).expect("config").verify(token)
+async fn verify(token: &str) -> Result<Caller, AuthError> {
+    Authenticator::new(&config())
+        .expect("config")
+        .verify(token)
+        .await
 }
 
-#[test]
-fn minted_token_verifies_as_its_caller() {
+#[tokio::test]
+async fn minted_token_verifies_as_its_caller() {
     let ana = caller("ana", Role::Manager, Some("madrid-1"));
     let token = mint(&config(), &ana, Duration::from_secs(60)).expect("mint");
-    assert_eq!(verify(&token), Ok(ana));
+    assert_eq!(verify(&token).await, Ok(ana));
     let no_store = caller("luis", Role::Customer, None);
     let token = mint(&config(), &no_store, Duration::from_secs(60)).expect("mint");
-    assert_eq!(verify(&token), Ok(no_store));
+    assert_eq!(verify(&token).await, Ok(no_store));
 }
 
-#[test]
-fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
+#[tokio::test]
+async fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
     let keycloak = AuthConfig {
         claims: ClaimPaths {
             subject: "preferred_username".into(),
@@ -91,7 +95,8 @@ fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
     assert_eq!(
         Authenticator::new(&keycloak)
             .expect("config")
-            .verify(&token),
+            .verify(&token)
+            .await,
         Ok(caller("marta", Role::Manager, Some("sevilla-2")))
     );
     // Minting writes the same paths.
@@ -104,52 +109,53 @@ fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
     assert_eq!(
         Authenticator::new(&keycloak)
             .expect("config")
-            .verify(&minted),
+            .verify(&minted)
+            .await,
         Ok(caller("marta", Role::Clerk, Some("s")))
     );
 }
 
-#[test]
-fn expired_token_is_rejected() {
+#[tokio::test]
+async fn expired_token_is_rejected() {
     let mut payload = valid_payload();
     payload["exp"] = json!(now() - 120);
     assert_eq!(
-        verify(&token(&payload, Algorithm::HS256, &config().secret)),
+        verify(&token(&payload, Algorithm::HS256, &config().secret)).await,
         Err(AuthError::Expired)
     );
 }
 
-#[test]
-fn wrong_audience_issuer_signature_or_algorithm_is_rejected() {
+#[tokio::test]
+async fn wrong_audience_issuer_signature_or_algorithm_is_rejected() {
     let secret = config().secret;
     let mut payload = valid_payload();
     payload["aud"] = json!("another-service");
     assert_eq!(
-        verify(&token(&payload, Algorithm::HS256, &secret)),
+        verify(&token(&payload, Algorithm::HS256, &secret)).await,
         Err(AuthError::Invalid("wrong audience".into()))
     );
     let mut payload = valid_payload();
     payload["iss"] = json!("https://evil.example");
     assert_eq!(
-        verify(&token(&payload, Algorithm::HS256, &secret)),
+        verify(&token(&payload, Algorithm::HS256, &secret)).await,
         Err(AuthError::Invalid("wrong issuer".into()))
     );
     assert_eq!(
-        verify(&token(&valid_payload(), Algorithm::HS256, "another secret")),
+        verify(&token(&valid_payload(), Algorithm::HS256, "another secret")).await,
         Err(AuthError::Invalid("bad signature".into()))
     );
     assert!(matches!(
-        verify(&token(&valid_payload(), Algorithm::HS512, &secret)),
+        verify(&token(&valid_payload(), Algorithm::HS512, &secret)).await,
         Err(AuthError::Invalid(_))
     ));
     assert_eq!(
-        verify("not.a.token"),
+        verify("not.a.token").await,
         Err(AuthError::Invalid("malformed token".into()))
     );
 }
 
-#[test]
-fn token_without_expiry_subject_or_known_role_is_rejected() {
+#[tokio::test]
+async fn token_without_expiry_subject_or_known_role_is_rejected() {
     let secret = config().secret;
     for (claim, replacement, expected) in [
         (
@@ -171,35 +177,43 @@ fn token_without_expiry_subject_or_known_role_is_rejected() {
             value => payload[claim] = value,
         }
         assert_eq!(
-            verify(&token(&payload, Algorithm::HS256, &secret)),
+            verify(&token(&payload, Algorithm::HS256, &secret)).await,
             Err(expected),
             "{claim}"
         );
     }
 }
 
-#[test]
-fn authorization_header_needs_a_bearer_token() {
+#[tokio::test]
+async fn authorization_header_needs_a_bearer_token() {
     let auth = Authenticator::new(&config()).expect("config");
-    assert_eq!(auth.verify_header(None), Err(AuthError::Missing));
+    assert_eq!(auth.verify_header(None).await, Err(AuthError::Missing));
     assert_eq!(
-        auth.verify_header(Some("Basic YW5hOng=")),
+        auth.verify_header(Some("Basic YW5hOng=")).await,
         Err(AuthError::Missing)
     );
-    assert_eq!(auth.verify_header(Some("Bearer ")), Err(AuthError::Missing));
+    assert_eq!(
+        auth.verify_header(Some("Bearer ")).await,
+        Err(AuthError::Missing)
+    );
     let token = mint(
         &config(),
         &caller("ana", Role::Customer, None),
         Duration::from_secs(60),
     )
     .expect("mint");
-    assert!(auth.verify_header(Some(&format!("Bearer {token}"))).is_ok());
+    assert!(
+        auth.verify_header(Some(&format!("Bearer {token}")))
+            .await
+            .is_ok()
+    );
 }
 
-#[test]
-fn an_empty_secret_is_a_configuration_error() {
+#[tokio::test]
+async fn an_empty_secret_is_a_configuration_error() {
     let empty = AuthConfig {
         secret: String::new(),
+        jwks_url: None,
         ..config()
     };
     assert!(Authenticator::new(&empty).is_err());

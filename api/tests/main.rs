@@ -1,5 +1,6 @@
 mod auth;
 mod http;
+mod jwks;
 mod matrix;
 mod runs;
 mod state;

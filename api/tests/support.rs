@@ -17,6 +17,7 @@ pub fn config() -> ApiConfig {
         body_limit: 64 * 1024,
         ..ApiConfig::new(AuthConfig {
             secret: "api test secret".into(),
+            jwks_url: None,
             issuer: "mostrador".into(),
             audience: "mostrador".into(),
             claims: ClaimPaths::default(),

@@ -17,6 +17,7 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
 
     let config = AuthConfig {
         secret: "e2e secret".into(),
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),
@@ -82,6 +83,7 @@ async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
     api.until_ready_is(200).await;
     let config = AuthConfig {
         secret: "e2e secret".into(),
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),
@@ -179,6 +181,7 @@ async fn dev_mode_runs_api_and_worker_in_one_process(pool: PgPool) {
     dev.until_ready_is(200).await;
     let config = AuthConfig {
         secret: "mostrador-dev-secret".into(),
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),

@@ -2,8 +2,8 @@
 
 use mostrador_api::{AuthConfig, Authenticator, Caller, ClaimPaths, Role};
 
-#[test]
-fn minted_development_token_verifies_with_the_same_settings() {
+#[tokio::test]
+async fn minted_development_token_verifies_with_the_same_settings() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
         .args([
             "token", "--sub", "marta", "--role", "manager", "--store", "madrid-1",
@@ -16,6 +16,7 @@ fn minted_development_token_verifies_with_the_same_settings() {
     let token = String::from_utf8(output.stdout).expect("utf-8");
     let config = AuthConfig {
         secret: "e2e secret".into(),
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths {
@@ -26,7 +27,8 @@ fn minted_development_token_verifies_with_the_same_settings() {
     assert_eq!(
         Authenticator::new(&config)
             .expect("config")
-            .verify(token.trim()),
+            .verify(token.trim())
+            .await,
         Ok(Caller {
             subject: "marta".into(),
             role: Role::Manager,

@@ -141,6 +141,7 @@ impl Process {
 fn token() -> anyhow::Result<String> {
     let config = AuthConfig {
         secret: SECRET.into(),
+        jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),

@@ -1,0 +1,153 @@
+//! RS256 tokens verified against a JWKS served over HTTP, as Keycloak serves its certs: keys
+//! cached, an unknown `kid` fetching them again at most once per 30 s, an unreachable identity
+//! provider a 503 rather than a 401.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use mostrador_api::{ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};
+use serde_json::json;
+
+const KEY_1: &[u8] = include_bytes!("fixtures/jwks-key.der");
+const KEY_2: &[u8] = include_bytes!("fixtures/jwks-key-2.der");
+
+/// Serves `jwks` at `/certs`, counting the requests.
+async fn identity_provider(jwks: &'static str) -> (String, Arc<AtomicUsize>) {
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&served);
+    let app = Router::new().route(
+        "/certs",
+        get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { ([("content-type", "application/json")], jwks) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/certs", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, served)
+}
+
+fn config(url: &str) -> AuthConfig {
+    AuthConfig {
+        secret: String::new(),
+        jwks_url: Some(url.to_owned()),
+        issuer: "https://keycloak.example/realms/retail".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    }
+}
+
+fn rs256(key: &[u8], kid: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid.to_owned());
+    let payload = json!({
+        "iss": "https://keycloak.example/realms/retail", "aud": "mostrador", "exp": now + 300,
+        "sub": "marta", "role": "manager", "store": "madrid-1",
+    });
+    jsonwebtoken::encode(&header, &payload, &EncodingKey::from_rsa_der(key)).expect("sign")
+}
+
+fn marta() -> Caller {
+    Caller {
+        subject: "marta".into(),
+        role: Role::Manager,
+        store: Some("madrid-1".into()),
+    }
+}
+
+#[tokio::test]
+async fn rs256_tokens_verify_against_the_jwks_and_keys_are_cached() {
+    let (url, served) = identity_provider(include_str!("fixtures/jwks-2.json")).await;
+    let auth = Authenticator::new(&config(&url)).expect("config");
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    assert_eq!(auth.verify(&rs256(KEY_2, "k2")).await, Ok(marta()));
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "one fetch served every known key"
+    );
+    assert_eq!(auth.jwks_fetches().await, 1);
+}
+
+#[tokio::test]
+async fn unknown_kid_refreshes_the_keys_at_most_once_per_30_seconds() {
+    let (url, served) = identity_provider(include_str!("fixtures/jwks-1.json")).await;
+    let auth = Authenticator::new(&config(&url)).expect("config");
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    // k2 is not published: the first try may not fetch again so soon, nor may the next ones.
+    for _ in 0..5 {
+        assert_eq!(
+            auth.verify(&rs256(KEY_2, "k2")).await,
+            Err(AuthError::Invalid("unknown signing key".into()))
+        );
+    }
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "a flood of unknown kids does not flood the provider"
+    );
+}
+
+#[tokio::test]
+async fn forged_or_foreign_tokens_are_rejected() {
+    let (url, _) = identity_provider(include_str!("fixtures/jwks-1.json")).await;
+    let auth = Authenticator::new(&config(&url)).expect("config");
+    assert_eq!(
+        auth.verify(&rs256(KEY_2, "k1")).await,
+        Err(AuthError::Invalid("bad signature".into())),
+        "signed by another key under k1's name"
+    );
+    let hs256 = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"sub": "marta", "role": "manager", "exp": 9_999_999_999_u64}),
+        &EncodingKey::from_secret(b"guess").expect("key"),
+    )
+    .expect("sign");
+    assert_eq!(
+        auth.verify(&hs256).await,
+        Err(AuthError::Invalid("unexpected algorithm".into()))
+    );
+    let mut no_kid = Header::new(Algorithm::RS256);
+    no_kid.kid = None;
+    let anonymous = jsonwebtoken::encode(
+        &no_kid,
+        &json!({"sub": "marta"}),
+        &EncodingKey::from_rsa_der(KEY_1),
+    )
+    .expect("sign");
+    assert!(matches!(
+        auth.verify(&anonymous).await,
+        Err(AuthError::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn unreachable_identity_provider_is_a_503_not_a_401() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port();
+    let auth =
+        Authenticator::new(&config(&format!("http://127.0.0.1:{port}/certs"))).expect("config");
+    let err = auth
+        .verify(&rs256(KEY_1, "k1"))
+        .await
+        .expect_err("nobody serves the keys");
+    assert!(matches!(err, AuthError::Unavailable(_)), "{err:?}");
+    let answer = ApiError::from(err);
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.retry_after.is_some());
+}
