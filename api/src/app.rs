@@ -248,6 +248,10 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
         .route("/metrics", get(metrics::serve))
+        .merge(
+            utoipa_swagger_ui::SwaggerUi::new("/docs")
+                .url("/openapi.json", crate::openapi::document()),
+        )
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(axum::middleware::from_fn_with_state(

@@ -15,6 +15,7 @@ pub mod authorize;
 pub mod error;
 pub mod extract;
 pub mod metrics;
+pub mod openapi;
 pub mod probes;
 pub mod runs;
 pub mod state;

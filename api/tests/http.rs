@@ -122,3 +122,36 @@ async fn bad_bodies_get_clear_client_errors(pool: PgPool) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(body["detail"].is_string());
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn openapi_names_every_route_and_docs_are_served_offline(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let (status, _, document) = api.send(api.request("GET", "/openapi.json", "", "")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(document["info"]["title"], "mostrador");
+    for (method, path, ..) in mostrador_api::openapi::ROUTES {
+        assert!(
+            document["paths"][path][method].is_object(),
+            "{method} {path} in the document"
+        );
+        let concrete = path
+            .replace("{assistant_id}", "agent")
+            .replace("{thread_id}", "01a22000-0000-7000-8000-000000000000")
+            .replace("{run_id}", "01a22000-0000-7000-8000-000000000001")
+            .replace("{checkpoint_id}", "01a22000-0000-7000-8000-000000000002");
+        let (_, _, body) = api
+            .send(api.request(&method.to_uppercase(), &concrete, "", ""))
+            .await;
+        assert_ne!(
+            body,
+            json!({"detail": "no such route"}),
+            "{method} {path} is a route of the router"
+        );
+    }
+    let (status, _, page) = api.send(api.request("GET", "/docs/", "", "")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.as_str().is_some_and(|html| html.contains("swagger")),
+        "{page}"
+    );
+}

@@ -1,0 +1,275 @@
+//! `/openapi.json` and `/docs` (Swagger UI, served from the binary: no CDN).
+//!
+//! The document is built from one table of the routes, so it cannot name a route the router
+//! lacks without the test `openapi_names_every_route` noticing.
+
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, Paths};
+use utoipa::openapi::response::Response;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder};
+
+/// Every route: method, path, tag, summary, and the status codes it answers with.
+pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
+    (
+        "post",
+        "/assistants/search",
+        "assistants",
+        "Search the assistants (one per graph)",
+        &[200, 401, 422],
+    ),
+    (
+        "get",
+        "/assistants/{assistant_id}",
+        "assistants",
+        "An assistant, by its id or its graph id",
+        &[200, 401, 404],
+    ),
+    (
+        "get",
+        "/assistants/{assistant_id}/graph",
+        "assistants",
+        "The graph's nodes and fixed edges",
+        &[200, 401, 404],
+    ),
+    (
+        "get",
+        "/assistants/{assistant_id}/schemas",
+        "assistants",
+        "The graph's state channels",
+        &[200, 401, 404],
+    ),
+    (
+        "post",
+        "/threads",
+        "threads",
+        "Create a thread (the server chooses its id)",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "post",
+        "/threads/search",
+        "threads",
+        "The caller's visible threads, newest first",
+        &[200, 401, 422],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}",
+        "threads",
+        "A thread",
+        &[200, 401, 404],
+    ),
+    (
+        "patch",
+        "/threads/{thread_id}",
+        "threads",
+        "Merge metadata into a thread",
+        &[200, 204, 401, 404, 422],
+    ),
+    (
+        "delete",
+        "/threads/{thread_id}",
+        "threads",
+        "Delete a thread, its pending runs and its state",
+        &[204, 401, 404],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/state",
+        "state",
+        "The thread's latest state",
+        &[200, 401, 404],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/state",
+        "state",
+        "Update the thread's state (a decision when it waits: managers only)",
+        &[200, 401, 403, 404, 409, 422],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/state/{checkpoint_id}",
+        "state",
+        "The thread's state at a checkpoint",
+        &[200, 401, 404],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/history",
+        "state",
+        "The thread's states, newest first",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/runs",
+        "runs",
+        "The thread's runs, newest first",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/runs",
+        "runs",
+        "Enqueue a background run",
+        &[200, 401, 403, 404, 409, 422, 503],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/runs/stream",
+        "runs",
+        "Enqueue a run and stream its events (SSE)",
+        &[200, 401, 403, 404, 409, 422, 503],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/runs/wait",
+        "runs",
+        "Enqueue a run and answer its final state",
+        &[200, 401, 403, 404, 409, 422, 503],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/runs/{run_id}",
+        "runs",
+        "A run",
+        &[200, 401, 404],
+    ),
+    (
+        "delete",
+        "/threads/{thread_id}/runs/{run_id}",
+        "runs",
+        "Delete a finished run",
+        &[204, 401, 404, 409],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/runs/{run_id}/stream",
+        "runs",
+        "A run's events after Last-Event-ID (SSE)",
+        &[200, 401, 404, 422, 503],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/runs/{run_id}/join",
+        "runs",
+        "Wait for a run; its final state",
+        &[200, 401, 404],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/runs/{run_id}/cancel",
+        "runs",
+        "Cancel a run (action=interrupt|rollback, wait=0|1)",
+        &[200, 202, 204, 401, 404, 422],
+    ),
+    (
+        "post",
+        "/runs",
+        "stateless runs",
+        "A background run on a new thread",
+        &[200, 400, 401, 404, 422, 503],
+    ),
+    (
+        "post",
+        "/runs/batch",
+        "stateless runs",
+        "Background runs on new threads, all or nothing",
+        &[200, 400, 401, 404, 422, 503],
+    ),
+    (
+        "post",
+        "/runs/stream",
+        "stateless runs",
+        "A run on a new thread, streamed (SSE)",
+        &[200, 400, 401, 404, 422, 503],
+    ),
+    (
+        "post",
+        "/runs/wait",
+        "stateless runs",
+        "A run on a new thread; its final state",
+        &[200, 400, 401, 404, 422, 503],
+    ),
+    ("get", "/ok", "probes", "The process answers", &[200]),
+    (
+        "get",
+        "/live",
+        "probes",
+        "Liveness: touches nothing external",
+        &[200],
+    ),
+    (
+        "get",
+        "/ready",
+        "probes",
+        "Readiness: database, schema, not draining",
+        &[200, 503],
+    ),
+    ("get", "/metrics", "probes", "Prometheus metrics", &[200]),
+];
+
+fn method(name: &str) -> HttpMethod {
+    match name {
+        "post" => HttpMethod::Post,
+        "patch" => HttpMethod::Patch,
+        "delete" => HttpMethod::Delete,
+        _ => HttpMethod::Get,
+    }
+}
+
+fn describe(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        204 => "No content",
+        400 => "Bad request: {\"detail\": ...}",
+        401 => "Missing, expired or invalid token",
+        403 => "Only a manager may decide",
+        404 => "Not found, or not visible to the caller",
+        409 => "Conflict with the thread's runs or state",
+        422 => "Invalid request: {\"detail\": ...}",
+        503 => "Over a limit or draining: retry after Retry-After",
+        _ => "",
+    }
+}
+
+/// The OpenAPI document of the api.
+pub fn document() -> OpenApi {
+    let mut paths = Paths::new();
+    for (name, path, tag, summary, statuses) in ROUTES {
+        let mut operation = OperationBuilder::new().tag(*tag).summary(Some(*summary));
+        for status in *statuses {
+            operation = operation.response(status.to_string(), Response::new(describe(*status)));
+        }
+        if *tag != "probes" {
+            operation = operation.security(SecurityRequirement::new::<_, _, &str>("bearer", []));
+        }
+        paths.add_path_operation(path, vec![method(name)], operation.build());
+    }
+    let components = ComponentsBuilder::new()
+        .security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("mostrador")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "LangGraph-style agent graphs served from PostgreSQL, speaking the langgraph-sdk wire protocol.",
+                ))
+                .build(),
+        )
+        .paths(paths)
+        .components(Some(components))
+        .build()
+}
