@@ -196,6 +196,8 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         )
         .route("/threads", post(threads::create))
         .route("/threads/search", post(threads::search))
+        .route("/threads/prune", post(threads::prune))
+        .route("/threads/{thread_id}/copy", post(threads::copy))
         .route(
             "/threads/{thread_id}",
             get(threads::get)

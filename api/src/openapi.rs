@@ -53,6 +53,20 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         &[200, 401, 422],
     ),
     (
+        "post",
+        "/threads/prune",
+        "threads",
+        "Delete threads, or keep only their latest checkpoint",
+        &[200, 401, 422],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/copy",
+        "threads",
+        "A new thread of the caller's with the same state",
+        &[200, 401, 404],
+    ),
+    (
         "get",
         "/threads/{thread_id}",
         "threads",

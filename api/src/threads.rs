@@ -297,3 +297,87 @@ pub async fn update(
         .map_err(|err| unavailable(&err))?;
     Ok(Json(thread_json(&state, &thread).await?).into_response())
 }
+
+/// `POST /threads/prune`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Prune {
+    thread_ids: Vec<String>,
+    strategy: Option<String>,
+}
+
+/// Deletes the threads (`delete`, the default) or keeps only their latest checkpoint
+/// (`keep_latest`). Ids of threads the caller may not see are passed over, as if unknown.
+pub async fn prune(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(prune): Body<Prune>,
+) -> Result<Json<Value>, ApiError> {
+    let keep_latest = match prune.strategy.as_deref() {
+        None | Some("delete") => false,
+        Some("keep_latest") => true,
+        Some(_) => return Err(unprocessable("strategy must be delete or keep_latest")),
+    };
+    if prune.thread_ids.len() > 1000 {
+        return Err(unprocessable("at most 1000 threads per call"));
+    }
+    let checkpointer = PgCheckpointer::new(state.pool().clone());
+    let mut pruned = 0;
+    for id in &prune.thread_ids {
+        let thread = match visible_thread(state.pool(), &caller, id).await {
+            Ok(thread) => thread,
+            Err(err) if err.status == StatusCode::NOT_FOUND => continue,
+            Err(err) => return Err(err),
+        };
+        if keep_latest {
+            checkpointer
+                .prune(thread.thread_id.0, 1)
+                .await
+                .map_err(|err| {
+                    tracing::warn!(error = %err, "pruning checkpoints failed");
+                    unavailable(&QueueError::Invalid {
+                        field: "checkpoints",
+                        reason: err.to_string(),
+                    })
+                })?;
+        } else {
+            match thread::delete(state.pool(), thread.thread_id).await {
+                Ok(()) | Err(QueueError::ThreadNotFound(_)) => {}
+                Err(err) => return Err(unavailable(&err)),
+            }
+        }
+        pruned += 1;
+    }
+    Ok(Json(json!({"pruned_count": pruned})))
+}
+
+/// `POST /threads/{thread_id}/copy`: a new thread of the caller's with the same state.
+pub async fn copy(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let original = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let copy = thread::create(
+        state.pool(),
+        &NewThread {
+            graph_id: original.graph_id.clone(),
+            owner: caller.subject.clone(),
+            store: caller.store.clone(),
+            metadata: original.metadata.clone(),
+        },
+    )
+    .await
+    .map_err(|err| unavailable(&err))?;
+    PgCheckpointer::new(state.pool().clone())
+        .copy_thread(original.thread_id.0, copy.thread_id.0)
+        .await
+        .map_err(|err| {
+            tracing::warn!(error = %err, "copying a thread failed");
+            unavailable(&QueueError::Invalid {
+                field: "checkpoints",
+                reason: err.to_string(),
+            })
+        })?;
+    Ok(Json(thread_json(&state, &copy).await?))
+}

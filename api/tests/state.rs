@@ -166,3 +166,96 @@ async fn state_history_and_update_of_a_waiting_thread(pool: PgPool) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let _: Value = state;
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn copy_is_the_callers_and_prune_touches_only_visible_threads(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let (_, _, thread) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            r#"{"metadata": {"graph_id": "approval"}}"#,
+        ))
+        .await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    let graph = api.state.graph("approval").expect("graph").clone();
+    graph
+        .run(
+            &PgCheckpointer::new(pool),
+            Uuid::parse_str(&id).expect("uuid"),
+            RunInput::Values(json!({})),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+        .expect("run");
+
+    // The manager copies ana's thread: the copy is the manager's, with the same state.
+    let (status, _, copy) = api
+        .send(api.request("POST", &format!("/threads/{id}/copy"), &marta, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{copy}");
+    let copy_id = copy["thread_id"].as_str().expect("id").to_owned();
+    assert_ne!(copy_id, id);
+    let (_, _, copied) = api
+        .send(api.request("GET", &format!("/threads/{copy_id}/state"), &marta, ""))
+        .await;
+    let (_, _, original) = api
+        .send(api.request("GET", &format!("/threads/{id}/state"), &ana, ""))
+        .await;
+    assert_eq!(copied["values"], original["values"]);
+    assert_eq!(copied["next"], json!(["ask"]));
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{copy_id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the copy is not ana's");
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{id}/copy"), &luis, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Luis cannot prune ana's thread: it is passed over, as if unknown.
+    let body = format!(r#"{{"thread_ids": ["{id}", "nope"]}}"#);
+    let (status, _, pruned) = api
+        .send(api.request("POST", "/threads/prune", &luis, &body))
+        .await;
+    assert_eq!(
+        (status, pruned),
+        (StatusCode::OK, json!({"pruned_count": 0}))
+    );
+    let keep = format!(r#"{{"thread_ids": ["{id}"], "strategy": "keep_latest"}}"#);
+    let (_, _, pruned) = api
+        .send(api.request("POST", "/threads/prune", &ana, &keep))
+        .await;
+    assert_eq!(pruned, json!({"pruned_count": 1}));
+    let (_, _, history) = api
+        .send(api.request("POST", &format!("/threads/{id}/history"), &ana, "{}"))
+        .await;
+    assert_eq!(
+        history.as_array().map(Vec::len),
+        Some(1),
+        "only the latest checkpoint stays"
+    );
+    let (_, _, pruned) = api
+        .send(api.request("POST", "/threads/prune", &ana, &body))
+        .await;
+    assert_eq!(pruned, json!({"pruned_count": 1}));
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "deleted");
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            "/threads/prune",
+            &ana,
+            r#"{"thread_ids": [], "strategy": "shred"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
