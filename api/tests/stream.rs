@@ -319,3 +319,81 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
     let answer: Value = serde_json::from_slice(&rest).expect("JSON after the blank lines");
     assert_eq!(answer, json!({}), "the thread has no state");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPool) {
+    use futures_util::StreamExt;
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let path = format!(
+        "/threads/{thread}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+    let held = claimed(&api).await;
+
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let response = tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
+        .await
+        .expect("infallible");
+    let mut body = response.into_body().into_data_stream();
+    let mut seen = String::new();
+    let append = |i: i64| {
+        let (pool, lease) = (api.state.pool().clone(), held.lease());
+        async move {
+            event::append(&pool, lease, &[NewEvent::new("values", json!({"i": i}))])
+                .await
+                .expect("append");
+        }
+    };
+    for i in 1..=3 {
+        append(i).await;
+    }
+    read_until(&mut body, &mut seen, "id: 3\n").await;
+
+    // The api's one LISTEN connection dies; events keep coming while it reconnects.
+    let pid = api.state.listener().backend_pid();
+    sqlx::query("select pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(api.state.pool())
+        .await
+        .expect("terminate");
+    for i in 4..=6 {
+        append(i).await;
+    }
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+    read_until(&mut body, &mut seen, "event: end").await;
+    let ids: Vec<Option<String>> = parse(&seen).into_iter().map(|(_, id, _)| id).collect();
+    let expected: Vec<Option<String>> = std::iter::once(None)
+        .chain((1..=7).map(|seq: i64| Some(seq.to_string())))
+        .collect();
+    assert_eq!(ids, expected, "every event once, in order");
+}
+
+/// Reads frames of `body` into `seen` until it contains `needle`.
+async fn read_until(
+    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+    seen: &mut String,
+    needle: &str,
+) {
+    use futures_util::StreamExt;
+    while !seen.contains(needle) {
+        let frame = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("in time")
+            .expect("open")
+            .expect("bytes");
+        seen.push_str(std::str::from_utf8(&frame).expect("utf-8"));
+    }
+}
