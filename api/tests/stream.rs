@@ -322,7 +322,6 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPool) {
-    use futures_util::StreamExt;
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
     let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
