@@ -246,6 +246,11 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}/runs/{run_id}/cancel",
             post(runs::cancel),
         )
+        // Every route above refuses new work while the pod drains; the probes below answer.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_draining,
+        ))
         .route("/ok", get(probes::ok))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
@@ -261,6 +266,27 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             metrics::count,
         ))
         .with_state(state)
+}
+
+/// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to
+/// another pod (probes stay outside this layer).
+async fn refuse_while_draining(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if state.is_draining() {
+        return crate::ApiError {
+            retry_after: Some(1),
+            ..crate::ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this server is shutting down; try again",
+            )
+        }
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Answers 503 when a (non-streaming) request takes longer than `timeout`.

@@ -136,13 +136,19 @@ pub async fn get_at(
 
 /// `POST /threads/{thread_id}/history`.
 #[derive(Debug, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct History {
     limit: i64,
     /// A checkpoint id, or a checkpoint object with one.
     before: Option<Value>,
     metadata: Option<Value>,
     checkpoint: Option<Value>,
+    /// Which fields to answer with; all are answered.
+    #[allow(
+        dead_code,
+        reason = "accepted as the client sends it; every field is answered"
+    )]
+    select: Option<Value>,
 }
 
 impl Default for History {
@@ -152,6 +158,7 @@ impl Default for History {
             before: None,
             metadata: None,
             checkpoint: None,
+            select: None,
         }
     }
 }
@@ -201,7 +208,7 @@ pub async fn history(
 
 /// `POST /threads/{thread_id}/state`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Update {
     values: Option<Value>,
     as_node: Option<String>,

@@ -24,7 +24,7 @@ fn unprocessable(detail: impl Into<String>) -> ApiError {
 
 /// `POST /threads`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Create {
     thread_id: Option<Value>,
     metadata: Option<Map<String, Value>>,
@@ -250,7 +250,7 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
 
 /// `PATCH /threads/{thread_id}`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Patch {
     metadata: Option<Map<String, Value>>,
     ttl: Option<Value>,
@@ -300,7 +300,7 @@ pub async fn update(
 
 /// `POST /threads/prune`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Prune {
     thread_ids: Vec<String>,
     strategy: Option<String>,

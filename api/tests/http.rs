@@ -19,6 +19,13 @@ async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: P
         .body(HttpBody::empty())
         .expect("request");
     assert_eq!(api.send(request).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, headers, _) = api.send(api.post("/assistants/search", "{}")).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "new work goes to another pod"
+    );
+    assert!(headers.contains_key(header::RETRY_AFTER));
     let request = Request::get("/live")
         .body(HttpBody::empty())
         .expect("request");

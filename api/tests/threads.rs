@@ -60,6 +60,10 @@ async fn the_server_chooses_thread_ids(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         ("[".to_owned(), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            r#"{"metadata": {}, "colour": "red"}"#.to_owned(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
     ] {
         let (status, _, body_out) = api.send(api.request("POST", "/threads", &ana, &body)).await;
         assert_eq!(status, expected, "{body} -> {body_out}");
