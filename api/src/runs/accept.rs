@@ -1,0 +1,426 @@
+//! A run request: validated, authorized, and enqueued on its thread or on a new one.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mostrador_graph::checkpoint::INTERRUPT;
+use mostrador_graph::{Checkpointer, StreamMode};
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, Thread, ThreadId};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::wait::waiting;
+use super::{content_location, queue_error, run_json, unprocessable};
+use crate::app::AppState;
+use crate::assistants::Assistant;
+use crate::auth::{Caller, Role};
+use crate::authorize::{unavailable, visible_thread};
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::stream;
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StreamModes {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StreamModes {
+    /// The engine's modes. `messages-tuple` is the engine's `messages`.
+    pub(super) fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
+        let names: Vec<&str> = match self {
+            StreamModes::One(name) => vec![name.as_str()],
+            StreamModes::Many(names) => names.iter().map(String::as_str).collect(),
+        };
+        let mut modes = Vec::new();
+        for name in names {
+            let mode = match name {
+                "messages-tuple" => StreamMode::Messages,
+                other => StreamMode::from_name(other).ok_or_else(|| {
+                    unprocessable(format!(
+                        "stream_mode {other:?} is not supported: use values, updates, messages, \
+                         messages-tuple, custom, tasks, checkpoints or debug"
+                    ))
+                })?,
+            };
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        Ok(modes)
+    }
+}
+
+/// The command of a run: only `resume` is supported.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunCommand {
+    resume: Option<Value>,
+    goto: Option<Value>,
+    update: Option<Value>,
+}
+
+/// The body of `POST /threads/{thread_id}/runs` (and of its `stream` and `wait` forms).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CreateRun {
+    assistant_id: Option<String>,
+    input: Option<Value>,
+    command: Option<RunCommand>,
+    stream_mode: Option<StreamModes>,
+    stream_subgraphs: Option<bool>,
+    metadata: Option<Map<String, Value>>,
+    config: Option<Value>,
+    context: Option<Map<String, Value>>,
+    checkpoint: Option<Value>,
+    checkpoint_id: Option<Value>,
+    interrupt_before: Option<Value>,
+    interrupt_after: Option<Value>,
+    webhook: Option<Value>,
+    multitask_strategy: Option<String>,
+    if_not_exists: Option<String>,
+    on_completion: Option<String>,
+    after_seconds: Option<f64>,
+    durability: Option<String>,
+}
+
+/// A validated run request.
+#[derive(Debug)]
+pub struct Accepted {
+    pub thread: Thread,
+    pub assistant: Assistant,
+    pub run: Run,
+}
+
+/// Validates, authorizes and enqueues a run on a thread.
+///
+/// # Errors
+///
+/// 404 for a thread the caller may not see or an unknown assistant, 422 for what the body asks
+/// that cannot be done, 403 for a resume by someone who may not decide, 409 for a resume of a
+/// thread that waits for nothing or a conflicting run, 503 over the graph's queue limit.
+pub async fn accept(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    body: CreateRun,
+) -> Result<Accepted, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let assistant_id = body
+        .assistant_id
+        .as_deref()
+        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+    let assistant = state.assistant(assistant_id).cloned().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("assistant {assistant_id:?} not found"),
+        )
+    })?;
+    let new = new_run(thread.thread_id, &assistant, body)?;
+    if new.command.is_some() {
+        authorize_resume(state, caller, &thread).await?;
+    }
+    match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
+        Ok(enqueued) => {
+            state.metrics().runs_created.inc();
+            Ok(Accepted {
+                thread,
+                assistant,
+                run: enqueued.run,
+            })
+        }
+        Err(err) => {
+            if matches!(err, QueueError::Backpressure { .. }) {
+                state.metrics().backpressure_rejections.inc();
+            }
+            Err(queue_error(err))
+        }
+    }
+}
+
+fn resolve_assistant<'a>(state: &'a AppState, body: &CreateRun) -> Result<&'a Assistant, ApiError> {
+    let assistant_id = body
+        .assistant_id
+        .as_deref()
+        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+    state.assistant(assistant_id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("assistant {assistant_id:?} not found"),
+        )
+    })
+}
+
+/// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by default).
+fn delete_on_completion(body: &CreateRun) -> Result<bool, ApiError> {
+    match body.on_completion.as_deref() {
+        None | Some("delete") => Ok(true),
+        Some("keep") => Ok(false),
+        Some(_) => Err(unprocessable("on_completion must be delete or keep")),
+    }
+}
+
+/// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
+/// all or nothing.
+async fn accept_stateless(
+    state: &AppState,
+    caller: &Caller,
+    bodies: Vec<CreateRun>,
+) -> Result<Vec<Accepted>, ApiError> {
+    let mut tx = state
+        .pool()
+        .begin()
+        .await
+        .map_err(|err| unavailable(&err.into()))?;
+    let mut accepted = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let assistant = resolve_assistant(state, &body)?.clone();
+        if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "You must provide a thread_id when resuming.",
+            ));
+        }
+        delete_on_completion(&body)?;
+        let new_thread = NewThread {
+            graph_id: Some(assistant.graph_id.clone()),
+            owner: caller.subject.clone(),
+            store: caller.store.clone(),
+            metadata: json!({}),
+        };
+        let thread = thread::create(&mut *tx, &new_thread)
+            .await
+            .map_err(|err| unavailable(&err))?;
+        let new = new_run(thread.thread_id, &assistant, body)?;
+        let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
+            Ok(enqueued) => enqueued.run,
+            Err(err) => {
+                if matches!(err, QueueError::Backpressure { .. }) {
+                    state.metrics().backpressure_rejections.inc();
+                }
+                return Err(queue_error(err));
+            }
+        };
+        accepted.push(Accepted {
+            thread,
+            assistant,
+            run,
+        });
+    }
+    tx.commit().await.map_err(|err| unavailable(&err.into()))?;
+    state.metrics().runs_created.inc_by(accepted.len() as u64);
+    Ok(accepted)
+}
+
+/// `POST /runs`: a background run on a new thread (kept: retention deletes it).
+pub async fn create_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = &accepted[0].run;
+    Ok((content_location(run), Json(run_json(run))).into_response())
+}
+
+/// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
+pub async fn batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(bodies): Body<Vec<CreateRun>>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    if bodies.is_empty() || bodies.len() > 1000 {
+        return Err(unprocessable("a batch holds 1 to 1000 runs"));
+    }
+    let accepted = accept_stateless(&state, &caller, bodies).await?;
+    Ok(Json(accepted.iter().map(|a| run_json(&a.run)).collect()))
+}
+
+/// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then
+/// deleted unless `on_completion` is `keep`.
+pub async fn wait_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let delete = delete_on_completion(&body)?;
+    let mut accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = accepted.remove(0).run;
+    Ok(waiting(state, run, delete))
+}
+
+/// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
+/// joined again after a disconnect); retention deletes it.
+pub async fn stream_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let run = &accepted[0].run;
+    Ok((content_location(run), stream::events(&state, run, 0, None)?).into_response())
+}
+
+fn new_run(
+    thread_id: ThreadId,
+    assistant: &Assistant,
+    body: CreateRun,
+) -> Result<NewRun, ApiError> {
+    let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
+    if body.checkpoint.is_some() || body.checkpoint_id.is_some() {
+        return Err(unsupported("starting from a given checkpoint"));
+    }
+    if body.interrupt_before.is_some() || body.interrupt_after.is_some() {
+        return Err(unsupported("interrupt_before/interrupt_after"));
+    }
+    if body.webhook.is_some() {
+        return Err(unsupported("webhook"));
+    }
+    if body.stream_subgraphs == Some(true) {
+        return Err(unsupported("stream_subgraphs"));
+    }
+    if body.if_not_exists.as_deref() == Some("create") {
+        return Err(unprocessable(
+            "threads are created with POST /threads (the server chooses their ids)",
+        ));
+    }
+    if body
+        .if_not_exists
+        .as_deref()
+        .is_some_and(|value| value != "reject")
+    {
+        return Err(unprocessable("if_not_exists must be create or reject"));
+    }
+    let command = match body.command {
+        None => None,
+        Some(command) if command.goto.is_some() || command.update.is_some() => {
+            return Err(unsupported("command.goto and command.update"));
+        }
+        Some(RunCommand {
+            resume: Some(resume),
+            ..
+        }) => Some(json!({"resume": resume})),
+        Some(_) => None,
+    };
+    let multitask_strategy = match body.multitask_strategy.as_deref() {
+        None => MultitaskStrategy::Enqueue,
+        Some(name) => MultitaskStrategy::from_name(name).ok_or_else(|| {
+            unprocessable("multitask_strategy must be reject, interrupt, rollback or enqueue")
+        })?,
+    };
+    let after = match body.after_seconds {
+        None => Duration::ZERO,
+        Some(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            Duration::try_from_secs_f64(seconds)
+                .map_err(|_| unprocessable("after_seconds is out of range"))?
+        }
+        Some(_) => {
+            return Err(unprocessable(
+                "after_seconds must be a number of seconds ≥ 0",
+            ));
+        }
+    };
+    let stream_mode = match &body.stream_mode {
+        None => vec![StreamMode::Values],
+        Some(modes) => modes.parse()?,
+    };
+    let config = run_config(body.config, body.context, body.durability)?;
+    let mut metadata = body.metadata.unwrap_or_default();
+    metadata.insert("graph_id".into(), json!(assistant.graph_id));
+    metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
+    Ok(NewRun {
+        input: if command.is_some() { None } else { body.input },
+        command,
+        config,
+        metadata: Value::Object(metadata),
+        multitask_strategy,
+        after,
+        stream_mode,
+        ..NewRun::new(thread_id, assistant.graph_id.clone())
+    })
+}
+
+/// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
+/// `max_concurrency`, `durability`.
+fn run_config(
+    config: Option<Value>,
+    context: Option<Map<String, Value>>,
+    durability: Option<String>,
+) -> Result<Value, ApiError> {
+    let mut config = match config {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(config)) => config,
+        Some(_) => return Err(unprocessable("config must be an object")),
+    };
+    if let Some(context) = context.filter(|context| !context.is_empty()) {
+        if config.contains_key("configurable") {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "specify either config.configurable or context, not both",
+            ));
+        }
+        config.insert("configurable".into(), Value::Object(context));
+    }
+    for field in ["recursion_limit", "max_concurrency"] {
+        if let Some(value) = config.get(field)
+            && value.as_u64().is_none_or(|n| n == 0)
+        {
+            return Err(unprocessable(format!(
+                "config.{field} must be a positive integer"
+            )));
+        }
+    }
+    if config
+        .get("configurable")
+        .is_some_and(|configurable| !configurable.is_object())
+    {
+        return Err(unprocessable("config.configurable must be an object"));
+    }
+    match durability.as_deref() {
+        None => {}
+        Some(mode @ ("sync" | "async" | "exit")) => {
+            config.insert("durability".into(), json!(mode));
+        }
+        Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
+    }
+    Ok(Value::Object(config))
+}
+
+/// Resuming decides for the graph: managers only, and only a thread that waits for a decision.
+async fn authorize_resume(
+    state: &AppState,
+    caller: &Caller,
+    thread: &Thread,
+) -> Result<(), ApiError> {
+    if caller.role != Role::Manager {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only a manager may resume a thread with a decision",
+        ));
+    }
+    let latest = PgCheckpointer::new(state.pool().clone())
+        .get(thread.thread_id.0, None)
+        .await
+        .map_err(|err| {
+            tracing::warn!(error = %err, "reading a checkpoint failed");
+            unavailable(&QueueError::Invalid {
+                field: "checkpoint",
+                reason: err.to_string(),
+            })
+        })?;
+    let waiting = latest.is_some_and(|saved| saved.writes.iter().any(|w| w.channel == INTERRUPT));
+    if waiting {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread is not waiting for a decision: there is nothing to resume",
+        ))
+    }
+}

@@ -1,0 +1,245 @@
+//! Runs on a thread: create (in the background, streaming its events, or waiting for its end),
+//! get, list, join, join its stream, cancel, delete; and stateless runs. The api never executes a
+//! graph: it validates, authorizes the thread, and enqueues; workers do the rest.
+//!
+//! * [`accept`]: a run request, validated and enqueued (on a thread, or on a new one).
+//! * [`wait`]: streaming a run's events, and waiting for its end.
+
+mod accept;
+mod wait;
+
+use wait::final_state;
+
+pub use accept::{
+    Accepted, CreateRun, RunCommand, StreamModes, accept, batch, create_stateless,
+    stream_stateless, wait_stateless,
+};
+pub use wait::{create_and_stream, create_and_wait, join, join_stream};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mostrador_queue::run::{self};
+use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::assistants::Assistant;
+use crate::auth::Caller;
+use crate::authorize::{unavailable, visible_thread};
+use crate::error::ApiError;
+use crate::extract::Body;
+
+pub(crate) fn unprocessable(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+}
+
+/// The api's answer to a queue error.
+pub fn queue_error(err: QueueError) -> ApiError {
+    match err {
+        QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
+        QueueError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "Run not found"),
+        QueueError::Conflict { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "Thread is already running a task: wait for it, or choose another multitask_strategy",
+        ),
+        QueueError::GraphMismatch {
+            thread_graph_id, ..
+        } => ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the thread belongs to graph {thread_graph_id:?}"),
+        ),
+        QueueError::Backpressure {
+            graph_id,
+            retry_after,
+            ..
+        } => ApiError {
+            retry_after: Some(retry_after.as_secs().max(1)),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("graph {graph_id:?} has too many runs waiting; try again later"),
+            )
+        },
+        QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
+        other => unavailable(&other),
+    }
+}
+
+/// A run as the `langgraph-sdk` reads it.
+pub fn run_json(run: &Run) -> Value {
+    let assistant = Assistant::for_graph(&run.graph_id);
+    json!({
+        "run_id": run.run_id.0,
+        "thread_id": run.thread_id.0,
+        "assistant_id": assistant.assistant_id,
+        "metadata": run.metadata,
+        "status": run.status.as_str(),
+        "kwargs": {
+            "input": run.input,
+            "command": run.command,
+            "config": run.config,
+            "stream_mode": run.stream_mode,
+            "durability": run.config.get("durability").cloned().unwrap_or(json!("sync")),
+        },
+        "multitask_strategy": run.multitask_strategy.as_str(),
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    })
+}
+
+/// `Content-Location: /threads/{thread_id}/runs/{run_id}`: the client reads the run id from it.
+pub fn content_location(run: &Run) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("/threads/{}/runs/{}", run.thread_id, run.run_id))
+    {
+        headers.insert(header::CONTENT_LOCATION, value);
+    }
+    headers
+}
+
+/// `POST /threads/{thread_id}/runs`: enqueue a background run.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    Ok((
+        content_location(&accepted.run),
+        Json(run_json(&accepted.run)),
+    )
+        .into_response())
+}
+
+/// The run `run_id` of a thread the caller may see.
+pub async fn visible_run(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    run_id: &str,
+) -> Result<Run, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let run_id = Uuid::parse_str(run_id)
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Run not found"))?;
+    run::get(state.pool(), thread.thread_id, RunId(run_id))
+        .await
+        .map_err(queue_error)
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(Json(run_json(&run)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct ListQuery {
+    limit: i64,
+    offset: i64,
+    status: Option<String>,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        Self {
+            limit: 10,
+            offset: 0,
+            status: None,
+        }
+    }
+}
+
+/// `GET /threads/{thread_id}/runs`: newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(name) => Some(
+            RunStatus::from_name(name)
+                .ok_or_else(|| unprocessable(format!("unknown run status {name:?}")))?,
+        ),
+    };
+    let runs = run::list(
+        state.pool(),
+        thread.thread_id,
+        status,
+        query.limit,
+        query.offset,
+    )
+    .await
+    .map_err(queue_error)?;
+    Ok(Json(runs.iter().map(run_json).collect()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback&wait=0|1`: 202 at
+/// once, or with `wait=1` the final state once the run has ended (204 when a rollback deleted it).
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let action = match query.action.as_deref() {
+        None | Some("interrupt") => CancelAction::Interrupt,
+        Some("rollback") => CancelAction::Rollback,
+        Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
+    };
+    let wait = match query.wait.as_deref() {
+        None | Some("0" | "false" | "") => false,
+        Some("1" | "true") => true,
+        Some(_) => return Err(unprocessable("wait must be 0 or 1")),
+    };
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    mostrador_queue::cancel(state.pool(), run.thread_id, run.run_id, action)
+        .await
+        .map_err(queue_error)?;
+    if !wait {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    match final_state(&state, &run).await {
+        Ok(result) => Ok(Json(result).into_response()),
+        Err(err) if err.status == StatusCode::NOT_FOUND => {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// `POST /threads/{thread_id}/runs/stream`: enqueue, then stream the run's events.
+/// `DELETE /threads/{thread_id}/runs/{run_id}`: 204; 409 for a run in flight.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    match run::delete(state.pool(), run.thread_id, run.run_id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(QueueError::Invalid { reason, .. }) => Err(ApiError::new(StatusCode::CONFLICT, reason)),
+        Err(err) => Err(queue_error(err)),
+    }
+}

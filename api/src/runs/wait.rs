@@ -1,0 +1,203 @@
+//! Streaming a run's events, and waiting for its end (with keep-alives).
+
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mostrador_graph::Checkpointer;
+use mostrador_graph::checkpoint::INTERRUPT;
+use mostrador_queue::event::EventFollower;
+use mostrador_queue::run::{self};
+use mostrador_queue::thread::{self};
+use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, RunStatus};
+use serde_json::{Value, json};
+
+use super::accept::{CreateRun, StreamModes, accept};
+use super::{content_location, queue_error, visible_run};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::authorize::unavailable;
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::stream;
+
+pub async fn create_and_stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    let headers = content_location(&accepted.run);
+    Ok((headers, stream::events(&state, &accepted.run, 0, None)?).into_response())
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,
+/// of the `stream_mode`s asked for (all stored ones when none is).
+pub async fn join_stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = stream::last_event_id(&headers)?;
+    let modes = stream_modes_query(query.as_deref())?;
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(stream::events(&state, &run, after, modes)?.into_response())
+}
+
+/// `stream_mode` query values (repeated keys, as the client sends a list); empty means all.
+fn stream_modes_query(query: Option<&str>) -> Result<Option<Vec<String>>, ApiError> {
+    let names: Vec<String> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(key, value)| *key == "stream_mode" && !value.is_empty())
+        .map(|(_, value)| value.replace("%2D", "-").replace("%2d", "-"))
+        .collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let modes = StreamModes::Many(names).parse()?;
+    Ok(Some(
+        modes
+            .into_iter()
+            .map(|mode| mode.as_str().to_owned())
+            .collect(),
+    ))
+}
+
+/// `POST /threads/{thread_id}/runs/wait`: enqueue, wait for the end, answer the final state.
+pub async fn create_and_wait(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    Ok(waiting(state, accepted.run, false))
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state.
+pub async fn join(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    Ok(waiting(state, run, false))
+}
+
+/// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of
+/// silence) keeps waiting; JSON parsers skip leading whitespace.
+const WAIT_KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// Answers `200` at once, then blank lines while the run goes on, then its final state (or
+/// `{"__error__": ...}` if waiting failed); with `delete_thread`, the run's thread is deleted
+/// once it ended.
+pub(super) fn waiting(state: AppState, run: Run, delete_thread: bool) -> Response {
+    let headers = content_location(&run);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
+    tokio::spawn(async move {
+        let result = final_state(&state, &run);
+        tokio::pin!(result);
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + WAIT_KEEP_ALIVE,
+            WAIT_KEEP_ALIVE,
+        );
+        let answer = loop {
+            tokio::select! {
+                answer = &mut result => break answer,
+                _ = tick.tick() => {
+                    if sender.send(axum::body::Bytes::from_static(b"\n")).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
+        let body = match answer {
+            Ok(value) => value,
+            Err(err) => json!({"__error__": {"error": "WaitFailed", "message": err.detail}}),
+        };
+        if delete_thread && let Err(err) = thread::delete(state.pool(), run.thread_id).await {
+            tracing::warn!(error = %err, "deleting a stateless run's thread failed");
+        }
+        let _ = sender.send(axum::body::Bytes::from(body.to_string())).await;
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), receiver))
+    });
+    (
+        headers,
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Waits for the run's `end`, then answers as the official server does: the thread's values,
+/// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
+pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
+    let mut follower = EventFollower::start(state.pool().clone(), state.listener(), run.run_id, 0)
+        .await
+        .map_err(queue_error)?;
+    let mut shutdown = state.shutdown_signal();
+    loop {
+        let next = tokio::select! {
+            next = follower.next() => next,
+            _ = shutdown.wait_for(|shutting_down| *shutting_down) => {
+                return Err(ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down: join the run again")
+                });
+            }
+        };
+        match next.map_err(queue_error)? {
+            Some(event) if event.event == "end" => break,
+            Some(_) => {}
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server is shutting down: join the run again",
+                ));
+            }
+        }
+    }
+    let ended = run::get(state.pool(), run.thread_id, run.run_id)
+        .await
+        .map_err(queue_error)?;
+    if ended.status == RunStatus::Error || ended.status == RunStatus::Timeout {
+        let error = ended
+            .error
+            .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
+        return Ok(json!({"__error__": error}));
+    }
+    let saved = PgCheckpointer::new(state.pool().clone())
+        .get(run.thread_id.0, None)
+        .await
+        .map_err(|err| {
+            unavailable(&QueueError::Invalid {
+                field: "checkpoint",
+                reason: err.to_string(),
+            })
+        })?;
+    let Some(saved) = saved else {
+        return Ok(json!({}));
+    };
+    let interrupts: Vec<Value> = saved
+        .writes
+        .iter()
+        .filter(|write| write.channel == INTERRUPT)
+        .map(|write| write.value.clone())
+        .collect();
+    let mut values = saved.values;
+    if !interrupts.is_empty() {
+        values.insert(INTERRUPT.to_owned(), Value::Array(interrupts));
+    }
+    Ok(Value::Object(values))
+}
