@@ -194,20 +194,31 @@ async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
         &ana,
         "",
     );
-    let state = api.state.clone();
-    let streaming = tokio::spawn(async move { api.send(request).await });
-    tokio::task::yield_now().await;
-    state.start_draining();
-    let (status, _, body) = tokio::time::timeout(Duration::from_secs(10), streaming)
+    // The stream is open (its response is out) before the drain begins.
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let response = tower::ServiceExt::oneshot(router, request)
         .await
-        .expect("the stream ended with the drain")
-        .expect("task");
-    assert_eq!(status, StatusCode::OK);
-    let names: Vec<String> = parse(body.as_str().expect("text"))
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    api.state.start_draining();
+    let body = tokio::time::timeout(
+        Duration::from_secs(10),
+        axum::body::to_bytes(response.into_body(), usize::MAX),
+    )
+    .await
+    .expect("the stream ended with the drain")
+    .expect("body");
+    let names: Vec<String> = parse(std::str::from_utf8(&body).expect("utf-8"))
         .into_iter()
         .map(|e| e.0)
         .collect();
     assert_eq!(names, ["metadata"]);
+    let (status, _, _) = api.send(api.request("GET", "/ready", "", "")).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready while draining"
+    );
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
