@@ -230,6 +230,27 @@ async fn record(pool: &PgPool, ctx: &NodeContext, phase: &str) -> Result<i64, No
         .and_then(Value::as_str)
         .and_then(|id| Uuid::parse_str(id).ok())
         .ok_or_else(|| NodeError::fatal("the run's config has no thread_id"))?;
+    let recorded = insert_execution(pool, thread_id, ctx, phase).await;
+    let recorded = match recorded {
+        // A database the tests did not prepare (`mostrador-e2e dev` on one's own database):
+        // make the table and try again.
+        Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("42P01") => {
+            create_executions_table(pool)
+                .await
+                .map_err(|err| NodeError::retryable(format!("creating e2e_executions: {err}")))?;
+            insert_execution(pool, thread_id, ctx, phase).await
+        }
+        other => other,
+    };
+    recorded.map_err(|err| NodeError::retryable(format!("recording the execution failed: {err}")))
+}
+
+async fn insert_execution(
+    pool: &PgPool,
+    thread_id: Uuid,
+    ctx: &NodeContext,
+    phase: &str,
+) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "with recorded as (
             insert into e2e_executions (thread_id, node, task, phase, pid)
@@ -254,5 +275,4 @@ async fn record(pool: &PgPool, ctx: &NodeContext, phase: &str) -> Result<i64, No
     .bind(std::process::id() as i32)
     .fetch_one(pool)
     .await
-    .map_err(|err| NodeError::retryable(format!("recording the execution failed: {err}")))
 }
