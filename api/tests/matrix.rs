@@ -159,6 +159,14 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         ("GET", "/threads/{t}/runs/{r}/stream", "", true),
         ("GET", "/threads/{t}/runs/{r}/join", "", true),
         ("POST", "/threads/{t}/runs/{r}/cancel", "", true),
+        (
+            "PATCH",
+            "/threads/{t}",
+            r#"{"metadata": {"seen": true}}"#,
+            true,
+        ),
+        ("POST", "/threads/{t}/copy", "", true),
+        ("DELETE", "/threads/{t}/runs/{r}", "", false),
         ("DELETE", "/threads/{t}", "", false),
     ];
     let mut stranger_answer = None;
@@ -166,7 +174,7 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         let thread = thread_override.unwrap_or(&thread_id);
         for (method, template, body, answers_at_once) in routes {
             if *expect == Expect::Allowed && !answers_at_once {
-                continue; // it would wait for a run nobody executes, or delete the thread
+                continue; // it would wait for a run nobody executes, or delete what others read
             }
             let path = template
                 .replace("{t}", thread)
@@ -215,4 +223,7 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         .await;
     assert_eq!(status, StatusCode::OK, "no stranger deleted it");
     assert_eq!(thread["thread_id"], json!(thread_id));
+    let run_path = format!("/threads/{thread_id}/runs/{run_id}");
+    let (status, _, _) = api.send(api.request("GET", &run_path, &owner, "")).await;
+    assert_eq!(status, StatusCode::OK, "no stranger deleted its run");
 }
