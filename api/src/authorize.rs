@@ -34,18 +34,6 @@ pub async fn visible_thread(
     match thread::get(pool, ThreadId(id)).await {
         Ok(thread) if may_see(caller, &thread) => Ok(thread),
         Ok(_) | Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
-        Err(err) => Err(unavailable(&err)),
-    }
-}
-
-/// A database failure: the caller may try again (503), and it is logged, unlike client errors.
-pub fn unavailable(err: &QueueError) -> ApiError {
-    tracing::warn!(error = %err, "database unavailable");
-    ApiError {
-        retry_after: Some(1),
-        ..ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "the database is unavailable; try again",
-        )
+        Err(err) => Err(ApiError::unavailable(err)),
     }
 }

@@ -27,6 +27,19 @@ impl ApiError {
         }
     }
 
+    /// The database (or the checkpointer on it) failed: the caller may try again. Logged, unlike
+    /// client errors.
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "database unavailable");
+        Self {
+            retry_after: Some(1),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable; try again",
+            )
+        }
+    }
+
     /// The one answer for a thread the caller may not see, whether it exists or not, and for an
     /// id that is not one: nothing in it tells them apart.
     pub fn thread_not_found() -> Self {

@@ -30,16 +30,7 @@ fn graph_error(err: GraphError) -> ApiError {
         GraphError::InvalidUpdate { .. } | GraphError::InvalidInput(_) => {
             unprocessable(err.to_string())
         }
-        other => {
-            tracing::warn!(error = %other, "reading or writing state failed");
-            ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the database is unavailable; try again",
-                )
-            }
-        }
+        other => ApiError::unavailable(other),
     }
 }
 

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
-use mostrador_graph::checkpoint::INTERRUPT;
+use mostrador_graph::Saved;
 use mostrador_queue::thread::{self, NewThread, ThreadSearch, Visibility};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::{Caller, Role};
-use crate::authorize::{unavailable, visible_thread};
+use crate::authorize::visible_thread;
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -80,7 +80,7 @@ pub async fn create(
     };
     let thread = thread::create(state.pool(), &new)
         .await
-        .map_err(|err| unavailable(&err))?;
+        .map_err(ApiError::unavailable)?;
     Ok(Json(thread_json(&state, &thread).await?))
 }
 
@@ -104,7 +104,7 @@ pub async fn delete(
     match thread::delete(state.pool(), thread.thread_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
-        Err(err) => Err(unavailable(&err)),
+        Err(err) => Err(ApiError::unavailable(err)),
     }
 }
 
@@ -194,7 +194,7 @@ pub async fn search(
     let threads = match thread::search(state.pool(), &query).await {
         Ok(threads) => threads,
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
-        Err(err) => return Err(unavailable(&err)),
+        Err(err) => return Err(ApiError::unavailable(err)),
     };
     let mut found = Vec::with_capacity(threads.len());
     for thread in &threads {
@@ -209,25 +209,15 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
     let saved = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, None)
         .await
-        .map_err(|err| {
-            tracing::warn!(error = %err, "reading a checkpoint failed");
-            ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the database is unavailable; try again",
-                )
-            }
-        })?;
+        .map_err(ApiError::unavailable)?;
+    // By task id, as the client reads them.
     let mut interrupts = Map::new();
-    if let Some(saved) = &saved {
-        for write in saved.writes.iter().filter(|w| w.channel == INTERRUPT) {
-            if let Value::Array(list) = interrupts
-                .entry(write.task_id.clone())
-                .or_insert_with(|| json!([]))
-            {
-                list.push(write.value.clone());
-            }
+    for interrupt in saved.iter().flat_map(Saved::pending_interrupts) {
+        if let Value::Array(list) = interrupts
+            .entry(interrupt.task_id)
+            .or_insert_with(|| json!([]))
+        {
+            list.push(json!({"id": interrupt.id, "value": interrupt.value}));
         }
     }
     let mut metadata = thread.metadata.clone();
@@ -283,7 +273,7 @@ pub async fn update(
         .await
         .map_err(|err| match err {
             QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
-            other => unavailable(&other),
+            other => ApiError::unavailable(other),
         })?;
     let minimal = headers
         .get("prefer")
@@ -294,7 +284,7 @@ pub async fn update(
     }
     let thread = thread::get(state.pool(), thread.thread_id)
         .await
-        .map_err(|err| unavailable(&err))?;
+        .map_err(ApiError::unavailable)?;
     Ok(Json(thread_json(&state, &thread).await?).into_response())
 }
 
@@ -333,17 +323,11 @@ pub async fn prune(
             checkpointer
                 .prune(thread.thread_id.0, 1)
                 .await
-                .map_err(|err| {
-                    tracing::warn!(error = %err, "pruning checkpoints failed");
-                    unavailable(&QueueError::Invalid {
-                        field: "checkpoints",
-                        reason: err.to_string(),
-                    })
-                })?;
+                .map_err(ApiError::unavailable)?;
         } else {
             match thread::delete(state.pool(), thread.thread_id).await {
                 Ok(()) | Err(QueueError::ThreadNotFound(_)) => {}
-                Err(err) => return Err(unavailable(&err)),
+                Err(err) => return Err(ApiError::unavailable(err)),
             }
         }
         pruned += 1;
@@ -368,16 +352,10 @@ pub async fn copy(
         },
     )
     .await
-    .map_err(|err| unavailable(&err))?;
+    .map_err(ApiError::unavailable)?;
     PgCheckpointer::new(state.pool().clone())
         .copy_thread(original.thread_id.0, copy.thread_id.0)
         .await
-        .map_err(|err| {
-            tracing::warn!(error = %err, "copying a thread failed");
-            unavailable(&QueueError::Invalid {
-                field: "checkpoints",
-                reason: err.to_string(),
-            })
-        })?;
+        .map_err(ApiError::unavailable)?;
     Ok(Json(thread_json(&state, &copy).await?))
 }

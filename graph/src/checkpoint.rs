@@ -79,6 +79,13 @@ pub struct Saved {
     pub writes: Vec<PendingWrite>,
 }
 
+impl Saved {
+    /// The interrupts of this checkpoint's next tasks that no resume has answered yet.
+    pub fn pending_interrupts(&self) -> Vec<crate::Interrupt> {
+        crate::task::pending_interrupts(self)
+    }
+}
+
 /// Where checkpoints live. Implementations must make `put` and `put_writes` durable before they
 /// return: the engine's guarantees (no finished superstep or task runs twice) rest on it.
 pub trait Checkpointer: Send + Sync {

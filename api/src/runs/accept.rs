@@ -6,7 +6,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use mostrador_graph::checkpoint::INTERRUPT;
 use mostrador_graph::{Checkpointer, StreamMode};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::{self, NewThread};
@@ -19,7 +18,7 @@ use super::{content_location, queue_error, run_json, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::{Caller, Role};
-use crate::authorize::{unavailable, visible_thread};
+use crate::authorize::visible_thread;
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::stream;
@@ -173,11 +172,7 @@ async fn accept_stateless(
     caller: &Caller,
     bodies: Vec<CreateRun>,
 ) -> Result<Vec<Accepted>, ApiError> {
-    let mut tx = state
-        .pool()
-        .begin()
-        .await
-        .map_err(|err| unavailable(&err.into()))?;
+    let mut tx = state.pool().begin().await.map_err(ApiError::unavailable)?;
     let mut accepted = Vec::with_capacity(bodies.len());
     for body in bodies {
         let assistant = resolve_assistant(state, &body)?.clone();
@@ -196,7 +191,7 @@ async fn accept_stateless(
         };
         let thread = thread::create(&mut *tx, &new_thread)
             .await
-            .map_err(|err| unavailable(&err))?;
+            .map_err(ApiError::unavailable)?;
         let new = new_run(thread.thread_id, &assistant, body)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
@@ -213,7 +208,7 @@ async fn accept_stateless(
             run,
         });
     }
-    tx.commit().await.map_err(|err| unavailable(&err.into()))?;
+    tx.commit().await.map_err(ApiError::unavailable)?;
     state.metrics().runs_created.inc_by(accepted.len() as u64);
     Ok(accepted)
 }
@@ -407,14 +402,8 @@ async fn authorize_resume(
     let latest = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, None)
         .await
-        .map_err(|err| {
-            tracing::warn!(error = %err, "reading a checkpoint failed");
-            unavailable(&QueueError::Invalid {
-                field: "checkpoint",
-                reason: err.to_string(),
-            })
-        })?;
-    let waiting = latest.is_some_and(|saved| saved.writes.iter().any(|w| w.channel == INTERRUPT));
+        .map_err(ApiError::unavailable)?;
+    let waiting = latest.is_some_and(|saved| !saved.pending_interrupts().is_empty());
     if waiting {
         Ok(())
     } else {

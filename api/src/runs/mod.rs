@@ -29,7 +29,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{unavailable, visible_thread};
+use crate::authorize::visible_thread;
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -64,7 +64,7 @@ pub fn queue_error(err: QueueError) -> ApiError {
             )
         },
         QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
-        other => unavailable(&other),
+        other => ApiError::unavailable(other),
     }
 }
 

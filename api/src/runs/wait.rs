@@ -10,14 +10,13 @@ use mostrador_graph::checkpoint::INTERRUPT;
 use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self};
 use mostrador_queue::thread::{self};
-use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, RunStatus};
+use mostrador_queue::{PgCheckpointer, Run, RunStatus};
 use serde_json::{Value, json};
 
 use super::accept::{CreateRun, StreamModes, accept};
 use super::{content_location, queue_error, visible_run};
 use crate::app::AppState;
 use crate::auth::Caller;
-use crate::authorize::unavailable;
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::stream;
@@ -180,20 +179,14 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
     let saved = PgCheckpointer::new(state.pool().clone())
         .get(run.thread_id.0, None)
         .await
-        .map_err(|err| {
-            unavailable(&QueueError::Invalid {
-                field: "checkpoint",
-                reason: err.to_string(),
-            })
-        })?;
+        .map_err(ApiError::unavailable)?;
     let Some(saved) = saved else {
         return Ok(json!({}));
     };
     let interrupts: Vec<Value> = saved
-        .writes
-        .iter()
-        .filter(|write| write.channel == INTERRUPT)
-        .map(|write| write.value.clone())
+        .pending_interrupts()
+        .into_iter()
+        .map(|interrupt| json!({"id": interrupt.id, "value": interrupt.value}))
         .collect();
     let mut values = saved.values;
     if !interrupts.is_empty() {
