@@ -57,7 +57,8 @@ impl RunControl {
         Self::default()
     }
 
-    /// Finish the current superstep, save it, then stop with [`Outcome::Drained`].
+    /// Let the tasks in flight finish and save them, start no other, then stop with
+    /// [`Outcome::Drained`].
     pub fn request_drain(&self, reason: impl Into<String>) {
         let mut drain_reason = self
             .drain_reason

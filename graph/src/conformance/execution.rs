@@ -230,6 +230,86 @@ pub async fn fan_out_respects_max_concurrency<C: Checkpointer>(checkpointer: &C)
     Ok(())
 }
 
+/// A drain during a wide fan-out lets the tasks in flight finish and starts no other; the resumed
+/// run executes only the tasks that never ran, and the result is the uninterrupted one.
+pub async fn drain_mid_fan_out_starts_no_waiting_task<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    // Every task waits at the gate, so the first two hold both slots when the drain comes.
+    let (started, gate) = (
+        Arc::new(Notify::new()),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    let graph = {
+        let (starts, started, gate) = (starts.clone(), Arc::clone(&started), Arc::clone(&gate));
+        StateGraph::new()
+            .channel("results", Reducer::Append)
+            .node("work", move |ctx| {
+                let (starts, started, gate) =
+                    (starts.clone(), Arc::clone(&started), Arc::clone(&gate));
+                async move {
+                    let i = ctx.arg().and_then(Value::as_u64).unwrap_or(0);
+                    starts.record(&format!("work{i}"));
+                    if i == 1 {
+                        started.notify_one();
+                    }
+                    drop(gate.acquire().await.expect("the gate is never closed"));
+                    Ok(Command::new().set("results", json!(i)))
+                }
+            })
+            .conditional_edge(START, |_| {
+                (0..8)
+                    .map(|i| Send::new("work", json!(i)))
+                    .collect::<Vec<_>>()
+            })
+            .compile()?
+    };
+    let options = RunOptions {
+        max_concurrency: 2,
+        ..RunOptions::default()
+    };
+    let thread_id = thread();
+    let control = RunControl::new();
+    let running = graph.run(
+        checkpointer,
+        thread_id,
+        input(),
+        &options,
+        &control,
+        discard(),
+    );
+    let drive = async {
+        started.notified().await;
+        control.request_drain("sigterm");
+        gate.add_permits(8);
+    };
+    let (result, ()) = tokio::join!(running, drive);
+    assert_eq!(result?.outcome, Outcome::Drained("sigterm".into()));
+    let ran: usize = (0..8).map(|i| starts.of(&format!("work{i}"))).sum();
+    assert_eq!(
+        ran, 2,
+        "only the tasks in flight ran; those waiting for a slot did not start"
+    );
+
+    let resumed = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::Continue,
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await?;
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(resumed.values["results"], json!((0..8).collect::<Vec<_>>()));
+    for i in 0..8 {
+        assert_eq!(starts.of(&format!("work{i}")), 1, "work{i} ran once");
+    }
+    Ok(())
+}
+
 pub async fn recursion_limit_stops_a_loop<C: Checkpointer>(checkpointer: &C) -> TestResult {
     let graph = StateGraph::new()
         .channel(

@@ -147,6 +147,10 @@ macro_rules! conformance_tests {
             $crate::conformance::drain_in_the_last_superstep_reports_no_drain(&$make).await
         }
         #[$attr]
+        async fn drain_mid_fan_out_starts_no_waiting_task($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::drain_mid_fan_out_starts_no_waiting_task(&$make).await
+        }
+        #[$attr]
         async fn finished_tasks_are_not_rerun_after_a_crash($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::finished_tasks_are_not_rerun_after_a_crash(&$make).await
         }

@@ -9,8 +9,10 @@
 //!   tasks that had not finished.
 //! * An interrupt stops its node; the other tasks of the superstep finish; no checkpoint is taken.
 //!   Resuming re-runs the node from its start, and `interrupt` returns the resume value.
-//! * A drain never pre-empts a task: the current superstep finishes and is saved, then the run
-//!   stops `Drained` (unless that superstep finished the graph). A cancel aborts the tasks in
+//! * A drain never pre-empts a task: the tasks in flight finish and their writes are saved, the
+//!   tasks of the superstep still waiting for a slot (`max_concurrency`) do not start, and the run
+//!   stops `Drained` (unless that superstep finished the graph). Resuming runs only the tasks that
+//!   had not finished, so a wide fan-out drains in the time of its slowest task in flight. A cancel aborts the tasks in
 //!   flight and discards their writes; the last checkpoint stands.
 
 use std::collections::BTreeMap;
@@ -116,6 +118,9 @@ struct Execution<'a, C> {
 enum Step {
     Done(BTreeMap<usize, TaskDone>),
     Interrupted(Vec<Interrupt>),
+    /// A drain came while tasks of the superstep were still waiting for a slot: they were not
+    /// started, and the finished ones' writes are saved for the next attempt.
+    Drained,
     Cancelled,
 }
 
@@ -212,6 +217,13 @@ impl<C: Checkpointer> Execution<'_, C> {
             saved?;
             match step? {
                 Step::Cancelled => return Ok(result(Outcome::Cancelled, &current, supersteps)),
+                Step::Drained => {
+                    return Ok(result(
+                        Outcome::Drained(self.control.reason()),
+                        &current,
+                        supersteps,
+                    ));
+                }
                 Step::Interrupted(interrupts) => {
                     return Ok(result(
                         Outcome::Interrupted(interrupts),
@@ -350,16 +362,21 @@ impl<C: Checkpointer> Execution<'_, C> {
             self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
             task_ids.insert(index, task_id);
             let (node, permits) = (node.clone(), Arc::clone(&permits));
+            let drain = self.control.drain.clone();
             tasks.spawn(async move {
                 let _permit = permits
                     .acquire_owned()
                     .await
                     .expect("the semaphore is never closed");
-                (index, invoke(&node, ctx).await)
+                if drain.is_cancelled() {
+                    return (index, None);
+                }
+                (index, Some(invoke(&node, ctx).await))
             });
         }
 
         let mut interrupts = Vec::new();
+        let mut not_started = false;
         loop {
             let joined = tokio::select! {
                 biased;
@@ -385,6 +402,10 @@ impl<C: Checkpointer> Execution<'_, C> {
                 })?;
                 let spec = &current.checkpoint.next[index];
                 let task_id = &task_ids[&index];
+                let Some(res) = res else {
+                    not_started = true;
+                    continue;
+                };
                 match res {
                     Ok(command) => {
                         self.check_update(&spec.node, &command)?;
@@ -446,6 +467,7 @@ impl<C: Checkpointer> Execution<'_, C> {
             // between re-runs them exactly as a crash before their writes would. This halves the
             // commits of one-task supersteps.
             let checkpoint_follows = failure.is_none()
+                && !not_started
                 && tasks.is_empty()
                 && interrupts.is_empty()
                 && self.options.durability == Durability::Sync;
@@ -460,10 +482,12 @@ impl<C: Checkpointer> Execution<'_, C> {
                 return Err(failure);
             }
         }
-        if interrupts.is_empty() {
-            Ok(Step::Done(done))
-        } else {
+        if !interrupts.is_empty() {
             Ok(Step::Interrupted(interrupts))
+        } else if not_started {
+            Ok(Step::Drained)
+        } else {
+            Ok(Step::Done(done))
         }
     }
 
