@@ -1,9 +1,20 @@
 //! The model client, the built-in offline model, tools with idempotency keys and the four retail
-//! graphs, with the registry that maps an assistant (graph) id to a compiled graph.
+//! graphs.
 //!
-//! So far: [`model`], the client of an OpenAI-compatible chat-completions endpoint. The offline
-//! model, the tools and the graphs come next.
+//! * [`model`]: the client of an OpenAI-compatible chat-completions endpoint.
+//! * [`offline`]: the deterministic model used when no base URL is configured.
+//! * [`llm`]: [`Model`], either of them, and LangGraph messages ⇄ chat messages.
+//! * [`effects`]: tools with external effects run once per idempotency key.
+//! * [`retail`]: the `retail` schema's statements, and the demo data.
+//! * [`graphs`]: `tienda`, `cliente`, `compras` and `fichas`.
 
+pub mod effects;
+pub mod graphs;
+pub mod llm;
 pub mod model;
+pub mod offline;
+pub mod retail;
 
+pub use llm::{Model, Request};
 pub use model::{Completion, ModelClient, ModelConfig, ModelError, ToolCall};
+pub use offline::Offline;

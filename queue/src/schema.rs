@@ -12,8 +12,8 @@ use crate::{Error, Result};
 /// runtime schema check and all database tests.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
-/// The schemas whose tables the runtime role may read and write.
-const RUNTIME_SCHEMAS: &[&str] = &["mostrador"];
+/// The schemas the api and workers read and write: the queue's and the retail graphs'.
+const RUNTIME_SCHEMAS: &[&str] = &["mostrador", "retail"];
 
 /// Applies every pending migration under sqlx's advisory lock, so concurrent `migrate` jobs are
 /// safe.
