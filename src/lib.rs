@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use mostrador_agents::{Model, ModelClient, ModelConfig, Offline};
 use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
@@ -26,8 +27,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::duration::parse_duration;
 
-/// Builds the graphs a process serves; their nodes may use the database.
-pub type GraphSet = fn(&PgPool) -> Registry;
+/// Builds the graphs a process serves; their nodes may use the database and the model.
+pub type GraphSet = fn(&PgPool, &Model) -> Registry;
 
 /// The database a local `mostrador` uses when none is configured.
 const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/mostrador";
@@ -53,6 +54,74 @@ enum Command {
     Dev(DevArgs),
     /// Print a development token (HS256) for a caller.
     Token(TokenArgs),
+    /// Load the demo data of the retail graphs (stores, catalogue, stock, orders); loading it
+    /// again changes nothing.
+    Seed(SeedArgs),
+}
+
+#[derive(Debug, Args)]
+struct SeedArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+/// The model the graphs call: an OpenAI-compatible server, or the built-in offline model when no
+/// base URL is set.
+#[derive(Debug, Args)]
+struct ModelArgs {
+    /// The chat-completions server (vLLM, LiteLLM, ...), e.g. http://litellm:4000/v1 [default:
+    /// none: the built-in offline model answers].
+    #[arg(long, env = "MODEL_BASE_URL")]
+    model_base_url: Option<String>,
+
+    /// The model to ask for.
+    #[arg(long, env = "MODEL_NAME")]
+    model_name: Option<String>,
+
+    /// The server's API key.
+    #[arg(long, env = "MODEL_API_KEY", hide_env_values = true)]
+    model_api_key: Option<String>,
+
+    /// Tokens the model accepts in all; required with a base URL.
+    #[arg(long, env = "MODEL_CONTEXT_WINDOW")]
+    model_context_window: Option<String>,
+
+    /// The offline model's wait before its first token (e.g. 200ms).
+    #[arg(long, env = "MOSTRADOR_OFFLINE_LATENCY", value_parser = parse_duration, default_value = "0s")]
+    offline_latency: Duration,
+
+    /// The offline model's wait between tokens.
+    #[arg(long, env = "MOSTRADOR_OFFLINE_TOKEN_INTERVAL", value_parser = parse_duration, default_value = "0s")]
+    offline_token_interval: Duration,
+}
+
+impl ModelArgs {
+    /// The model; refuses a base URL without a context window.
+    fn model(&self) -> anyhow::Result<Model> {
+        let config = ModelConfig::from_values(
+            self.model_base_url.clone(),
+            self.model_name.clone(),
+            self.model_api_key.clone(),
+            self.model_context_window.clone(),
+        )
+        .map_err(|why| anyhow::anyhow!("invalid model configuration: {why}"))?;
+        Ok(match config {
+            Some(config) => {
+                tracing::info!(base_url = %config.base_url, model = %config.model, context_window = config.context_window, "the graphs call the configured model");
+                Model::Remote(ModelClient::new(config)?)
+            }
+            None => {
+                tracing::warn!(
+                    model = mostrador_agents::offline::NAME,
+                    "no MODEL_BASE_URL: the built-in offline model answers (deterministic, for development and tests)"
+                );
+                Model::Offline(Offline::new(
+                    self.offline_latency,
+                    self.offline_token_interval,
+                ))
+            }
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -199,6 +268,9 @@ struct WorkerArgs {
     #[command(flatten)]
     database: DatabaseArgs,
 
+    #[command(flatten)]
+    model: ModelArgs,
+
     /// The graphs to claim runs of, comma-separated [default: every graph of this binary].
     #[arg(long, env = "MOSTRADOR_GRAPHS", value_delimiter = ',')]
     graphs: Vec<String>,
@@ -285,6 +357,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Api(args) => api(args, graphs).await,
         Command::Dev(args) => dev(args, graphs).await,
         Command::Token(args) => token(&args),
+        Command::Seed(args) => seed(&args.database.database_url).await,
     }
 }
 
@@ -304,7 +377,10 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
     }
-    let registry = graphs(&pool).into_iter().collect();
+    // The api describes the graphs and never runs a node: it needs no model.
+    let registry = graphs(&pool, &Model::Offline(Offline::default()))
+        .into_iter()
+        .collect();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;
@@ -350,14 +426,22 @@ struct DevArgs {
     #[command(flatten)]
     database: DatabaseArgs,
 
+    #[command(flatten)]
+    model: ModelArgs,
+
     /// The api's address.
     #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "127.0.0.1:8123")]
     listen: SocketAddr,
+
+    /// Load the demo data of the retail graphs first (as `mostrador seed`).
+    #[arg(long)]
+    demo_data: bool,
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
 /// graph; prints the URL and a development token.
 async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let model = args.model.model()?;
     migrate(MigrateArgs {
         database: DatabaseArgs {
             database_url: args.database.database_url.clone(),
@@ -370,7 +454,10 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         ..DbConfig::new(&args.database.database_url, "mostrador-dev")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    let registry = graphs(&pool);
+    if args.demo_data {
+        seed(&args.database.database_url).await?;
+    }
+    let registry = graphs(&pool, &model);
     let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
     let auth = AuthConfig {
         secret,
@@ -443,6 +530,23 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn seed(database_url: &str) -> anyhow::Result<()> {
+    let db = DbConfig {
+        pool_size: 1,
+        ..DbConfig::new(database_url, "mostrador-seed")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
+    mostrador_agents::retail::load_demo_data(&pool)
+        .await
+        .context("failed to load the demo data")?;
+    tracing::info!("loaded the demo data (stores, catalogue, stock, orders of ana and luis)");
+    pool.close().await;
+    Ok(())
+}
+
 fn token(args: &TokenArgs) -> anyhow::Result<()> {
     let caller = Caller {
         subject: args.sub.clone(),
@@ -493,6 +597,7 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 }
 
 async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let model = args.model.model()?;
     let db = DbConfig {
         pool_size: args.pool_size.unwrap_or(
             u32::try_from(args.max_runs)
@@ -505,7 +610,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
     schema::check_schema(&pool)
         .await
         .context("failed to check the database schema")?;
-    let registry = Arc::new(graphs(&pool));
+    let registry = Arc::new(graphs(&pool, &model));
     let name = args
         .name
         .or_else(|| std::env::var("HOSTNAME").ok())

@@ -53,7 +53,11 @@ impl Offline {
             .unwrap_or(0)
     }
 
-    pub async fn complete(&self, request: Request<'_>, mut on_token: impl FnMut(&str)) -> Completion {
+    pub async fn complete(
+        &self,
+        request: Request<'_>,
+        mut on_token: impl FnMut(&str),
+    ) -> Completion {
         *self
             .calls
             .lock()
@@ -144,9 +148,19 @@ fn tienda(messages: &[Value]) -> Answer {
     let question = last_human(messages);
     let lower = question.to_lowercase();
     let results = tool_results(messages);
-    let about_store = ["horario", "abre", "abrís", "cierra", "cerráis", "dirección", "direccion", "teléfono", "dónde está"]
-        .iter()
-        .any(|word| lower.contains(word));
+    let about_store = [
+        "horario",
+        "abre",
+        "abrís",
+        "cierra",
+        "cerráis",
+        "dirección",
+        "direccion",
+        "teléfono",
+        "dónde está",
+    ]
+    .iter()
+    .any(|word| lower.contains(word));
     if about_store {
         let Some(info) = results.get("store_info") else {
             return Answer::Call(vec![("store_info", json!({}))]);
@@ -190,7 +204,9 @@ fn tienda(messages: &[Value]) -> Answer {
         match stock["nearby"].as_array().and_then(|n| n.first()) {
             Some(near) => answer.push_str(&format!(
                 " Hay {} en {} ({}); podemos pedir que lo traigan.",
-                near["quantity"], near["name"].as_str().unwrap_or(""), near["city"].as_str().unwrap_or("")
+                near["quantity"],
+                near["name"].as_str().unwrap_or(""),
+                near["city"].as_str().unwrap_or("")
             )),
             None => answer.push_str(" Tampoco hay en otras tiendas."),
         }
@@ -218,8 +234,9 @@ fn order_number(messages: &[Value]) -> Option<String> {
                 .collect::<Vec<_>>()
         })
         .find(|word| {
-            word.strip_prefix("PED-")
-                .is_some_and(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+            word.strip_prefix("PED-").is_some_and(|digits| {
+                !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+            })
         })
 }
 
@@ -252,7 +269,10 @@ fn cliente(messages: &[Value]) -> Answer {
             _ => format!(
                 "El encargado de tu tienda ha revisado la devolución del pedido {order_id} y no la \
                  ha aprobado{}. Si quieres, te explico otras opciones.",
-                outcome["note"].as_str().map(|n| format!(": {n}")).unwrap_or_default()
+                outcome["note"]
+                    .as_str()
+                    .map(|n| format!(": {n}"))
+                    .unwrap_or_default()
             ),
         });
     }
@@ -260,7 +280,9 @@ fn cliente(messages: &[Value]) -> Answer {
     if refundable <= 0.0 {
         return Answer::Text(format!(
             "Lo siento: el pedido {order_id} no admite devolución ({}).",
-            policy["why"].as_str().unwrap_or("fuera del plazo de la política de devoluciones")
+            policy["why"]
+                .as_str()
+                .unwrap_or("fuera del plazo de la política de devoluciones")
         ));
     }
     Answer::Call(vec![(
@@ -298,7 +320,10 @@ fn fichas_writer(question: &str) -> String {
     let request = crate::llm::json_in(question).unwrap_or(Value::Null);
     let product = &request["product"];
     let feedback = request["feedback"].as_str().unwrap_or("");
-    let attributes = product["attributes"].as_object().cloned().unwrap_or_default();
+    let attributes = product["attributes"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let mut sheet = format!(
         "# {}\n\n{} · {} · {}\n\n## Descripción\n\n{} de {}, {}.\n\n## Características\n\n",
         product["name"].as_str().unwrap_or(""),
@@ -312,8 +337,13 @@ fn fichas_writer(question: &str) -> String {
             .and_then(Value::as_str)
             .unwrap_or("para el día a día"),
     );
-    for (key, value) in attributes.iter().filter(|(k, _)| *k != "cuidados" && *k != "uso") {
-        let value = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+    for (key, value) in attributes
+        .iter()
+        .filter(|(k, _)| *k != "cuidados" && *k != "uso")
+    {
+        let value = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
         sheet.push_str(&format!("- {key}: {value}\n"));
     }
     if feedback.contains("Cuidados") {
@@ -342,7 +372,9 @@ fn fichas_reviewer(question: &str) -> String {
         .flatten()
         .filter(|(key, _)| *key != "cuidados" && *key != "uso")
         .filter(|(_, value)| {
-            let value = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
             !sheet.contains(&value)
         })
         .map(|(key, _)| key.clone())

@@ -16,7 +16,9 @@ use uuid::Uuid;
 ///
 /// The database failed (or the `retail` schema is missing: run `mostrador migrate`).
 pub async fn load_demo_data(pool: &PgPool) -> sqlx::Result<()> {
-    sqlx::raw_sql(include_str!("demo.sql")).execute(pool).await?;
+    sqlx::raw_sql(include_str!("demo.sql"))
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -24,7 +26,9 @@ pub async fn load_demo_data(pool: &PgPool) -> sqlx::Result<()> {
 pub async fn search_products(pool: &PgPool, query: &str, limit: i64) -> sqlx::Result<Vec<Value>> {
     let patterns: Vec<String> = query
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| word.chars().count() >= 3 && !STOPWORDS.contains(&word.to_lowercase().as_str()))
+        .filter(|word| {
+            word.chars().count() >= 3 && !STOPWORDS.contains(&word.to_lowercase().as_str())
+        })
         .map(|word| format!("%{}%", word.to_lowercase()))
         .collect();
     if patterns.is_empty() {
@@ -58,8 +62,8 @@ pub async fn search_products(pool: &PgPool, query: &str, limit: i64) -> sqlx::Re
 /// Words too common to search by.
 const STOPWORDS: &[&str] = &[
     "que", "los", "las", "del", "con", "para", "por", "una", "uno", "tenéis", "teneis", "hay",
-    "tienes", "tiene", "queda", "quedan", "busco", "the", "and", "talla", "esta", "este",
-    "tienda", "stock", "cuántas", "cuantas", "cuántos", "cuantos", "unidades",
+    "tienes", "tiene", "queda", "quedan", "busco", "the", "and", "talla", "esta", "este", "tienda",
+    "stock", "cuántas", "cuantas", "cuántos", "cuantos", "unidades",
 ];
 
 /// A product's stock in one store, and in every other store that has it (nearest city first:
@@ -152,9 +156,7 @@ pub async fn customer_order(
     )
     .fetch_one(pool)
     .await?;
-    let days_since_delivery = order
-        .delivered_at
-        .map(|at| (Utc::now() - at).num_days());
+    let days_since_delivery = order.delivered_at.map(|at| (Utc::now() - at).num_days());
     let lines: Vec<Value> = lines
         .into_iter()
         .map(|l| {
@@ -205,10 +207,18 @@ pub struct ApprovalRequest<'a> {
 }
 
 /// Records the return and its pending approval (once per task); returns the approval.
-pub async fn record_approval(pool: &PgPool, request: &ApprovalRequest<'_>) -> sqlx::Result<Approval> {
-    let return_id = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("return:{}", request.task_id).as_bytes());
-    let approval_id =
-        Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("approval:{}", request.task_id).as_bytes());
+pub async fn record_approval(
+    pool: &PgPool,
+    request: &ApprovalRequest<'_>,
+) -> sqlx::Result<Approval> {
+    let return_id = Uuid::new_v5(
+        &Uuid::NAMESPACE_OID,
+        format!("return:{}", request.task_id).as_bytes(),
+    );
+    let approval_id = Uuid::new_v5(
+        &Uuid::NAMESPACE_OID,
+        format!("approval:{}", request.task_id).as_bytes(),
+    );
     let mut tx = pool.begin().await?;
     sqlx::query!(
         r#"
@@ -321,8 +331,13 @@ pub async fn store_approvals(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// Refund this amount (the proposed one, or the manager's edit).
-    Approve { amount: f64, note: Option<String> },
-    Reject { note: Option<String> },
+    Approve {
+        amount: f64,
+        note: Option<String>,
+    },
+    Reject {
+        note: Option<String>,
+    },
 }
 
 impl Decision {
@@ -439,9 +454,12 @@ pub async fn refund(
             )
             .execute(&mut *tx)
             .await?;
-            sqlx::query!("select pg_notify('retail_refunds', $1)", return_id.to_string())
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query!(
+                "select pg_notify('retail_refunds', $1)",
+                return_id.to_string()
+            )
+            .execute(&mut *tx)
+            .await?;
             json!({"status": "refunded", "refund_id": refund_id, "amount": amount})
         }
         None => json!({"status": "already_refunded", "return_id": return_id}),
@@ -497,11 +515,20 @@ pub async fn write_proposals(
     run_id: Uuid,
     proposals: &[Proposal],
 ) -> sqlx::Result<()> {
-    let stores: Vec<&str> = proposals.iter().map(|p| p.reference.store_id.as_str()).collect();
-    let products: Vec<&str> = proposals.iter().map(|p| p.reference.product_id.as_str()).collect();
+    let stores: Vec<&str> = proposals
+        .iter()
+        .map(|p| p.reference.store_id.as_str())
+        .collect();
+    let products: Vec<&str> = proposals
+        .iter()
+        .map(|p| p.reference.product_id.as_str())
+        .collect();
     let quantities: Vec<i32> = proposals.iter().map(|p| p.quantity).collect();
     let stock: Vec<i32> = proposals.iter().map(|p| p.reference.quantity).collect();
-    let points: Vec<i32> = proposals.iter().map(|p| p.reference.reorder_point).collect();
+    let points: Vec<i32> = proposals
+        .iter()
+        .map(|p| p.reference.reorder_point)
+        .collect();
     sqlx::query!(
         r#"
         insert into retail.purchase_proposals

@@ -32,7 +32,11 @@ const SYSTEM: &str = "Eres el servicio de atención al cliente de una cadena de 
 fn tools() -> Vec<Value> {
     let order = json!({"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]});
     vec![
-        tool("lookup_order", "Un pedido del cliente: tienda, fechas, líneas e importes.", order.clone()),
+        tool(
+            "lookup_order",
+            "Un pedido del cliente: tienda, fechas, líneas e importes.",
+            order.clone(),
+        ),
         tool(
             "check_return_policy",
             "Qué líneas del pedido admiten devolución según la política, y el importe reembolsable.",
@@ -189,7 +193,8 @@ async fn approval(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError
         .await
         .map_err(db)?
     else {
-        let refused = json!({"status": "refused", "note": format!("the customer has no order {order_id:?}")});
+        let refused =
+            json!({"status": "refused", "note": format!("the customer has no order {order_id:?}")});
         return Ok(Command::new()
             .set("messages", json!([tool_message(&call, &refused)]))
             .goto("agent"));

@@ -55,7 +55,11 @@ pub fn graph(pool: &PgPool, model: &Model) -> Graph {
             None,
         )
         .node("summarize", |ctx| async move {
-            let done = ctx.get("done").and_then(Value::as_array).cloned().unwrap_or_default();
+            let done = ctx
+                .get("done")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let proposals: u64 = done.iter().filter_map(|d| d["proposals"].as_u64()).sum();
             let units: u64 = done.iter().filter_map(|d| d["units"].as_u64()).sum();
             Ok(Command::new().set(
@@ -73,7 +77,9 @@ pub fn graph(pool: &PgPool, model: &Model) -> Graph {
 async fn plan(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError> {
     let pass_date = match ctx.get("pass_date").and_then(Value::as_str) {
         Some(date) => NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|_| {
-            NodeError::fatal(format!("pass_date must be a date (YYYY-MM-DD), not {date:?}"))
+            NodeError::fatal(format!(
+                "pass_date must be a date (YYYY-MM-DD), not {date:?}"
+            ))
         })?,
         None => Utc::now().date_naive(),
     };
@@ -118,7 +124,8 @@ async fn batch(pool: &PgPool, model: &Model, ctx: &NodeContext) -> Result<Comman
         .map_err(|err| NodeError::fatal(format!("a batch without references: {err}")))?;
     let pass_date: NaiveDate = serde_json::from_value(arg["pass_date"].clone())
         .map_err(|err| NodeError::fatal(format!("a batch without a pass date: {err}")))?;
-    let question = json!({"role": "user", "content": json!({"references": references}).to_string()});
+    let question =
+        json!({"role": "user", "content": json!({"references": references}).to_string()});
     let answer = model
         .ask(
             ctx,
@@ -158,13 +165,23 @@ pub fn quantities(references: &[Reference], answer: &str) -> Result<Vec<Proposal
         .map(|reference| {
             let entry = given
                 .iter()
-                .find(|q| q["store_id"] == reference.store_id && q["product_id"] == reference.product_id)
-                .ok_or_else(|| format!("no quantity for {}/{}", reference.store_id, reference.product_id))?;
+                .find(|q| {
+                    q["store_id"] == reference.store_id && q["product_id"] == reference.product_id
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "no quantity for {}/{}",
+                        reference.store_id, reference.product_id
+                    )
+                })?;
             let quantity = entry["quantity"]
                 .as_i64()
                 .filter(|q| (1..=100_000).contains(q))
                 .ok_or_else(|| {
-                    format!("quantity {} for {}/{}", entry["quantity"], reference.store_id, reference.product_id)
+                    format!(
+                        "quantity {} for {}/{}",
+                        entry["quantity"], reference.store_id, reference.product_id
+                    )
                 })?;
             Ok(Proposal {
                 reference: reference.clone(),

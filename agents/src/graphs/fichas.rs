@@ -51,13 +51,19 @@ pub fn graph(pool: &PgPool, model: &Model) -> Graph {
                     rounds
                         .as_u64()
                         .filter(|n| (1..=10).contains(n))
-                        .ok_or_else(|| NodeError::fatal("max_rounds must be an integer from 1 to 10"))?;
+                        .ok_or_else(|| {
+                            NodeError::fatal("max_rounds must be an integer from 1 to 10")
+                        })?;
                 }
                 let product = retail::product(&pool, product_id)
                     .await
                     .map_err(db)?
-                    .ok_or_else(|| NodeError::fatal(format!("there is no product {product_id:?}")))?;
-                Ok(Command::new().set("product", product).set("round", json!(0)))
+                    .ok_or_else(|| {
+                        NodeError::fatal(format!("there is no product {product_id:?}"))
+                    })?;
+                Ok(Command::new()
+                    .set("product", product)
+                    .set("round", json!(0)))
             }
         })
         .node("write", move |ctx| {
@@ -106,10 +112,18 @@ pub fn graph(pool: &PgPool, model: &Model) -> Graph {
         .edge("load", "write")
         .edge("write", "review")
         .conditional_edge("review", |state| {
-            let approved = state.get("review").and_then(|r| r.get("approved")) == Some(&json!(true));
+            let approved =
+                state.get("review").and_then(|r| r.get("approved")) == Some(&json!(true));
             let rounds = state.get("round").and_then(Value::as_u64).unwrap_or(0);
-            let limit = state.get("max_rounds").and_then(Value::as_u64).unwrap_or(MAX_ROUNDS);
-            vec![if approved || rounds >= limit { "save" } else { "write" }]
+            let limit = state
+                .get("max_rounds")
+                .and_then(Value::as_u64)
+                .unwrap_or(MAX_ROUNDS);
+            vec![if approved || rounds >= limit {
+                "save"
+            } else {
+                "write"
+            }]
         })
         .edge("save", END)
         .compile()

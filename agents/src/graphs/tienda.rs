@@ -72,7 +72,11 @@ pub fn graph(pool: &PgPool, model: &Model) -> Graph {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            vec![if pending_tool_calls(&history).is_empty() { END } else { "tools" }]
+            vec![if pending_tool_calls(&history).is_empty() {
+                END
+            } else {
+                "tools"
+            }]
         })
         .edge("tools", "agent")
         .compile()

@@ -50,6 +50,56 @@ pub async fn interrupt_reruns_the_node_from_its_start<C: Checkpointer>(
     Ok(())
 }
 
+/// `task_id` is an idempotency key: the same when a task runs again (its resume), different on
+/// another thread and in another superstep.
+pub async fn task_id_is_stable_across_reruns_and_unique_elsewhere<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let graph = {
+        let (ask, after) = (Arc::clone(&seen), Arc::clone(&seen));
+        StateGraph::new()
+            .channel("decisions", Reducer::Append)
+            .node("ask", move |ctx| {
+                let seen = Arc::clone(&ask);
+                async move {
+                    seen.lock().expect("lock").push(ctx.task_id().to_owned());
+                    let decision = ctx.interrupt(json!("?"))?;
+                    Ok(Command::new().set("decisions", json!([decision])))
+                }
+            })
+            .node("after", move |ctx| {
+                let seen = Arc::clone(&after);
+                async move {
+                    seen.lock().expect("lock").push(ctx.task_id().to_owned());
+                    Ok(Command::new())
+                }
+            })
+            .edge(START, "ask")
+            .edge("ask", "after")
+            .compile()?
+    };
+    let (a, b) = (thread(), thread());
+    run(&graph, checkpointer, a, input()).await;
+    run(
+        &graph,
+        checkpointer,
+        a,
+        RunInput::Resume(Resume::Value(json!("yes"))),
+    )
+    .await;
+    run(&graph, checkpointer, b, input()).await;
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 4, "ask, ask again, after, ask on b: {seen:?}");
+    assert_eq!(seen[0], seen[1], "the resumed task keeps its id");
+    assert_ne!(seen[1], seen[2], "the next superstep's task has another id");
+    assert_ne!(
+        seen[0], seen[3],
+        "the same task on another thread has another id"
+    );
+    Ok(())
+}
+
 pub async fn resume_value_reaches_interrupt_by_id<C: Checkpointer>(checkpointer: &C) -> TestResult {
     let graph = approval_graph(&Starts::default(), 1);
     let thread_id = thread();

@@ -151,6 +151,10 @@ macro_rules! conformance_tests {
             $crate::conformance::drain_mid_fan_out_starts_no_waiting_task(&$make).await
         }
         #[$attr]
+        async fn task_id_is_stable_across_reruns_and_unique_elsewhere($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::task_id_is_stable_across_reruns_and_unique_elsewhere(&$make).await
+        }
+        #[$attr]
         async fn finished_tasks_are_not_rerun_after_a_crash($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::finished_tasks_are_not_rerun_after_a_crash(&$make).await
         }

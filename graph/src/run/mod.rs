@@ -351,7 +351,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 .ok_or_else(|| Error::UnknownNode(spec.node.clone()))?;
             let ctx = NodeContext {
                 node: Arc::from(spec.node.as_str()),
-                task_id: Arc::from(task_id.as_str()),
+                task_id: Arc::from(format!("{checkpoint_id}:{task_id}").as_str()),
                 state: Arc::clone(&state),
                 arg: spec.arg.clone(),
                 config: Arc::clone(&config),

@@ -1,7 +1,12 @@
-//! `mostrador` serving the end-to-end test graphs (see the `mostrador-tests` library).
+//! `mostrador` serving the retail graphs and the end-to-end test graphs (see the
+//! `mostrador-tests` library).
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(mostrador_tests::graphs)
+    mostrador::main(|pool, model| {
+        let mut graphs = mostrador_agents::graphs::all(pool, model);
+        graphs.extend(mostrador_tests::graphs(pool));
+        graphs
+    })
 }
