@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{probes, runs, state, threads};
+use crate::{approvals, probes, runs, state, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
@@ -221,6 +221,8 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}/runs/{run_id}",
             get(runs::get).delete(runs::delete),
         )
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/{approval_id}", get(approvals::get))
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
         .layer(axum::middleware::from_fn(move |request, next| {

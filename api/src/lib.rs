@@ -9,6 +9,7 @@
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
 pub mod app;
+pub mod approvals;
 pub mod assistants;
 pub mod auth;
 pub mod authorize;

@@ -179,6 +179,20 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         &[200, 202, 204, 401, 404, 422],
     ),
     (
+        "get",
+        "/approvals",
+        "approvals",
+        "A manager's store's approvals (status pending, approved or rejected), oldest first",
+        &[200, 401, 403, 422, 503],
+    ),
+    (
+        "get",
+        "/approvals/{approval_id}",
+        "approvals",
+        "One approval of the manager's store",
+        &[200, 401, 403, 404, 503],
+    ),
+    (
         "post",
         "/runs",
         "stateless runs",

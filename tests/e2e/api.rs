@@ -53,11 +53,15 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
         [
             "bench_linear_1",
             "bench_linear_6",
+            "cliente",
+            "compras",
             "e2e_approval",
             "e2e_fanout",
             "e2e_flaky",
             "e2e_linear_5",
-            "e2e_linear_6"
+            "e2e_linear_6",
+            "fichas",
+            "tienda"
         ]
     );
 

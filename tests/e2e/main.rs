@@ -1,4 +1,5 @@
 mod api;
+mod retail;
 mod soak;
 mod support;
 mod token;
