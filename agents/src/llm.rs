@@ -72,9 +72,10 @@ impl Model {
     ///
     /// # Errors
     ///
-    /// A failed call fails the node without a retry: the client already retried what it could
-    /// before the first byte, and asking again after a broken answer would be a storm of calls
-    /// to a model that is struggling.
+    /// An answer that broke off, stalled or was refused fails the node for good: asking again
+    /// would be a storm of calls to a model that is struggling. A model still unreachable after
+    /// the client's retries before the first byte is a retryable failure (the queue tries the run
+    /// again later, with backoff, within its `max_attempts`).
     pub async fn ask(&self, ctx: &NodeContext, request: Request<'_>) -> Result<Value, NodeError> {
         let id = format!("run-{}", Uuid::now_v7());
         let started = std::time::Instant::now();
@@ -89,7 +90,15 @@ impl Model {
             .await
             .map_err(|err| {
                 tracing::warn!(task = request.task, model = self.name(), error = %err, "the model failed");
-                NodeError::fatal(format!("{} ({})", err, request.task))
+                let message = format!("{err} ({})", request.task);
+                match err {
+                    // Still down after the client's retries: the run may try again later, with
+                    // the queue's backoff.
+                    ModelError::Unavailable(_) => NodeError::retryable(message),
+                    ModelError::Rejected { .. }
+                    | ModelError::Stream(_)
+                    | ModelError::IdleTimeout(_) => NodeError::fatal(message),
+                }
             })?;
         tracing::info!(
             task = request.task,

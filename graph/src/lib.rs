@@ -62,8 +62,14 @@ pub enum Error {
     #[error("no node named {0:?}")]
     UnknownNode(String),
 
+    /// A node failed (after its retries). `retryable` is the node's word on whether trying
+    /// again may succeed: a fatal failure (bad input, an answer that broke off) is not.
     #[error("node {node:?} failed: {message}")]
-    NodeFailed { node: String, message: String },
+    NodeFailed {
+        node: String,
+        message: String,
+        retryable: bool,
+    },
 
     #[error("recursion limit of {0} supersteps reached without finishing")]
     RecursionLimit(usize),

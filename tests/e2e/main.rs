@@ -1,4 +1,5 @@
 mod api;
+mod model;
 mod retail;
 mod soak;
 mod support;

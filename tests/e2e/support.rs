@@ -253,6 +253,11 @@ impl Worker {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The process's HTTP address.
+    pub fn addr(&self) -> (&'static str, u16) {
+        ("127.0.0.1", self.port)
+    }
+
     /// `GET path` on the process's HTTP port: status code and body.
     pub async fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
         self.request("GET", path, &[], "").await

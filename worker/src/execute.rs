@@ -349,8 +349,8 @@ async fn fail(
 }
 
 /// Ends the run for an engine error: a lost lease writes nothing; failures that another attempt
-/// may not repeat (a node error, the database) are retryable within `max_attempts`; the others
-/// end the run `error` at once.
+/// may not repeat (a node's retryable error, the database) are retryable within `max_attempts`;
+/// the others (a node's fatal error included) end the run `error` at once.
 async fn finish_error(
     pool: &PgPool,
     claimed: &ClaimedRun,
@@ -361,7 +361,7 @@ async fn finish_error(
             Some(QueueError::LeaseLost { .. }) => return Ok(Finish::LeaseLost),
             _ => ("CheckpointerError", true),
         },
-        GraphError::NodeFailed { .. } => ("NodeError", true),
+        GraphError::NodeFailed { retryable, .. } => ("NodeError", *retryable),
         GraphError::RecursionLimit(_) => ("GraphRecursionError", false),
         GraphError::NothingToResume => ("NothingToResume", false),
         GraphError::InvalidGraph(_)

@@ -272,12 +272,12 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn node_error_is_recorded_and_retried_within_max_attempts(
+async fn retryable_node_error_is_recorded_and_retried_within_max_attempts(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let graph = StateGraph::new()
         .node("broken", |_| async {
-            Err(NodeError::fatal("the model returned nonsense"))
+            Err(NodeError::retryable("the model returned nonsense"))
         })
         .edge(START, "broken")
         .compile()?;
@@ -320,6 +320,30 @@ async fn node_error_is_recorded_and_retried_within_max_attempts(
         .map(|(name, _)| name)
         .collect();
     assert_eq!(names[names.len() - 2..], ["error", "end"]);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn fatal_node_error_ends_the_run_at_once(pool: PgPool) -> anyhow::Result<()> {
+    let graph = StateGraph::new()
+        .node("broken", |_| async {
+            Err(NodeError::fatal("the answer broke off"))
+        })
+        .edge(START, "broken")
+        .compile()?;
+    enqueue(&pool, None, |new| NewRun {
+        max_attempts: 3,
+        ..new
+    })
+    .await;
+    let claimed = claim_next(&pool).await;
+    assert_eq!(
+        executor(&pool)
+            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .await?,
+        Finish::Ended(RunStatus::Error),
+        "another attempt would fail the same way"
+    );
     Ok(())
 }
 

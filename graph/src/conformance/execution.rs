@@ -450,7 +450,7 @@ pub async fn node_timeout<C: Checkpointer>(checkpointer: &C) -> TestResult {
         )
         .await;
     match res {
-        Err(Error::NodeFailed { node, message }) => {
+        Err(Error::NodeFailed { node, message, .. }) => {
             assert_eq!(node, "slow");
             assert!(message.contains("timed out"), "{message}");
         }

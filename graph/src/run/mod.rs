@@ -399,6 +399,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 let (index, res) = joined.map_err(|err| Error::NodeFailed {
                     node: "(unknown)".into(),
                     message: format!("task panicked: {err}"),
+                    retryable: false,
                 })?;
                 let spec = &current.checkpoint.next[index];
                 let task_id = &task_ids[&index];
@@ -450,7 +451,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                             task_id: task_id.clone(),
                         });
                     }
-                    Err(NodeError::Failed { message, .. }) => {
+                    Err(NodeError::Failed { message, retryable }) => {
                         to_emit.push((
                             StreamMode::Tasks,
                             json!({"id": task_id, "name": spec.node, "result": null, "error": message}),
@@ -458,6 +459,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                         failure.get_or_insert(Error::NodeFailed {
                             node: spec.node.clone(),
                             message,
+                            retryable,
                         });
                     }
                 }
