@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use mostrador_api::auth::mint;
 use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_graph::StreamMode;
+use mostrador_queue::RunStatus;
+use mostrador_queue::run::NewRun;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::support::{Db, Worker};
+use crate::support::{Db, Worker, assert_status};
 
 /// The secret `mostrador dev` signs with when none is set.
 const DEV_SECRET: &str = "mostrador-dev-secret";
@@ -189,6 +192,81 @@ async fn compras_proposes_every_reference_below_its_reorder_point(pool: PgPool) 
         count(&db.pool, "select count(*) from retail.purchase_proposals").await,
         below,
         "one proposal per reference and day"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn compras_drained_mid_pass_resumes_without_reasking_the_model(pool: PgPool) {
+    let db = Db::new(pool).await;
+    mostrador_agents::retail::load_demo_data(&db.pool)
+        .await
+        .expect("demo data");
+    let references = count(
+        &db.pool,
+        "select count(*) from retail.stock where quantity < reorder_point",
+    )
+    .await;
+    let mut first = Worker::start(
+        &db,
+        "first",
+        &["--graphs", "compras", "--offline-latency", "200ms"],
+    );
+    first.until_ready_is(200).await;
+    // One reference per batch, two batches at a time.
+    let run = db
+        .enqueue_with("compras", |new| NewRun {
+            input: Some(json!({"batch_size": 1})),
+            config: json!({"max_concurrency": 2}),
+            stream_mode: vec![StreamMode::Updates, StreamMode::Messages],
+            ..new
+        })
+        .await;
+    let mut events = db.follow(&run).await;
+    let mut batches_done = 0;
+    while batches_done < 4 {
+        let event = events
+            .next()
+            .await
+            .expect("events")
+            .expect("the run goes on");
+        if event.event == "updates" && event.data.get("batch").is_some() {
+            batches_done += 1;
+        }
+    }
+    first.terminate();
+    assert!(
+        first.exit(Duration::from_secs(20)).await.success(),
+        "{}",
+        first.log()
+    );
+    assert_status(&db.run(&run).await, RunStatus::Pending);
+    let proposed = count(&db.pool, "select count(*) from retail.purchase_proposals").await;
+    assert!(
+        (4..references).contains(&proposed),
+        "drained mid-pass: {proposed} of {references} references proposed"
+    );
+
+    let second = Worker::start(&db, "second", &["--graphs", "compras"]);
+    second.until_ready_is(200).await;
+    assert_status(
+        &db.until_end(&run, Duration::from_secs(60)).await,
+        RunStatus::Success,
+    );
+    assert_eq!(
+        count(&db.pool, "select count(*) from retail.purchase_proposals").await,
+        references
+    );
+    let asked: i64 = sqlx::query_scalar(
+        "select count(distinct data->0->>'id') from mostrador.run_events
+         where run_id = $1 and event = 'messages'",
+    )
+    .bind(run.run_id.0)
+    .fetch_one(&db.pool)
+    .await
+    .expect("model calls");
+    assert_eq!(
+        asked, references,
+        "the model was asked once per batch, across both workers"
     );
 }
 

@@ -76,6 +76,13 @@ impl Db {
             .expect("run")
     }
 
+    /// Follows the run's events from the first.
+    pub async fn follow(&self, run: &Run) -> EventFollower {
+        EventFollower::start(self.pool.clone(), &self.listener, run.run_id, 0)
+            .await
+            .expect("follow")
+    }
+
     /// Waits, without polling, for the run's `end` event; then returns the run.
     pub async fn until_end(&self, run: &Run, within: Duration) -> Run {
         let mut follower = EventFollower::start(self.pool.clone(), &self.listener, run.run_id, 0)
