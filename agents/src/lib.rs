@@ -4,11 +4,10 @@
 //! * [`model`]: the client of an OpenAI-compatible chat-completions endpoint.
 //! * [`offline`]: the deterministic model used when no base URL is configured.
 //! * [`llm`]: [`Model`], either of them, and LangGraph messages ⇄ chat messages.
-//! * [`effects`]: tools with external effects run once per idempotency key.
-//! * [`retail`]: the `retail` schema's statements, and the demo data.
+//! * [`retail`]: the `retail` schema's statements, and the demo data. Tools with external
+//!   effects (the refund) run once per idempotency key through `mostrador_queue::effects`.
 //! * [`graphs`]: `tienda`, `cliente`, `compras` and `fichas`.
 
-pub mod effects;
 pub mod graphs;
 pub mod llm;
 pub mod model;

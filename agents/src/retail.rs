@@ -427,7 +427,8 @@ pub async fn refund(
 ) -> sqlx::Result<Value> {
     let mut tx = pool.begin().await?;
     if let Some(recorded) =
-        crate::effects::claim(&mut tx, idempotency_key, "refund", thread_id, run_id).await?
+        mostrador_queue::effects::claim(&mut tx, idempotency_key, "refund", thread_id, run_id)
+            .await?
     {
         return Ok(recorded);
     }
@@ -464,7 +465,7 @@ pub async fn refund(
         }
         None => json!({"status": "already_refunded", "return_id": return_id}),
     };
-    crate::effects::record(&mut tx, idempotency_key, &result).await?;
+    mostrador_queue::effects::record(&mut tx, idempotency_key, &result).await?;
     tx.commit().await?;
     Ok(result)
 }
@@ -600,19 +601,4 @@ pub async fn write_sheet(pool: &PgPool, sheet: &Sheet<'_>) -> sqlx::Result<()> {
     .execute(pool)
     .await?;
     Ok(())
-}
-
-/// The owner and store of a thread (the customer a `cliente` run serves, the store a `tienda`
-/// run answers for).
-pub async fn thread_owner(
-    pool: &PgPool,
-    thread_id: Uuid,
-) -> sqlx::Result<Option<(String, Option<String>)>> {
-    let row = sqlx::query!(
-        "select owner, store from mostrador.threads where thread_id = $1",
-        thread_id
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(|r| (r.owner, r.store)))
 }

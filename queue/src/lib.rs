@@ -31,6 +31,7 @@ pub mod cancel;
 pub mod checkpoint;
 pub mod claim;
 pub mod db;
+pub mod effects;
 pub mod enqueue;
 pub mod event;
 pub mod lease;

@@ -4,6 +4,7 @@
 mod cancel;
 mod checkpoint;
 mod claim;
+mod effects;
 mod enqueue;
 mod events;
 mod lifecycle;

@@ -118,11 +118,7 @@ async fn ask(model: &Model, ctx: &NodeContext, history: &[Value]) -> Result<Valu
 
 /// The customer the thread belongs to.
 async fn customer(pool: &PgPool, thread_id: Uuid) -> Result<String, NodeError> {
-    retail::thread_owner(pool, thread_id)
-        .await
-        .map_err(db)?
-        .map(|(owner, _)| owner)
-        .ok_or_else(|| NodeError::fatal("the run's thread is gone"))
+    Ok(super::thread(pool, thread_id).await?.owner)
 }
 
 async fn run_tools(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError> {

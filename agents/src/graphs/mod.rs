@@ -16,6 +16,7 @@ pub mod tienda;
 use std::collections::HashMap;
 
 use mostrador_graph::{Graph, NodeContext, NodeError};
+use mostrador_queue::{Error as QueueError, Thread, ThreadId};
 use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -41,6 +42,15 @@ pub(crate) fn run_and_thread(ctx: &NodeContext) -> Result<(Uuid, Uuid), NodeErro
             .ok_or_else(|| NodeError::fatal(format!("the run's configuration has no {key}")))
     };
     Ok((id("run_id")?, id("thread_id")?))
+}
+
+/// The thread a node works for: its owner (the customer) and store.
+pub(crate) async fn thread(pool: &PgPool, thread_id: Uuid) -> Result<Thread, NodeError> {
+    match mostrador_queue::thread::get(pool, ThreadId(thread_id)).await {
+        Ok(thread) => Ok(thread),
+        Err(QueueError::ThreadNotFound(_)) => Err(NodeError::fatal("the run's thread is gone")),
+        Err(err) => Err(NodeError::retryable(format!("the database failed: {err}"))),
+    }
 }
 
 /// The messages of the state.

@@ -88,10 +88,7 @@ async fn run_tools(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeErro
         Some(store) => Some(store.to_owned()),
         None => {
             let (_, thread_id) = run_and_thread(ctx)?;
-            retail::thread_owner(pool, thread_id)
-                .await
-                .map_err(db)?
-                .and_then(|(_, store)| store)
+            super::thread(pool, thread_id).await?.store
         }
     };
     let mut results = Vec::new();

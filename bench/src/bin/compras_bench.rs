@@ -164,7 +164,10 @@ async fn pass(pool: &PgPool, args: &Args, latency: Duration) -> anyhow::Result<(
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let wall = started.elapsed();
-    anyhow::ensure!(ended.status == RunStatus::Success, "the pass failed: {ended:?}");
+    anyhow::ensure!(
+        ended.status == RunStatus::Success,
+        "the pass failed: {ended:?}"
+    );
     let proposals: i64 = sqlx::query_scalar("select count(*) from retail.purchase_proposals")
         .fetch_one(pool)
         .await?;
