@@ -3,6 +3,7 @@
 //! listener reconnect), each with `id` = its `seq`; keep-alive comments; `end` last. A stream
 //! also ends when the pod shuts down.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use mostrador_queue::event::EventFollower;
 use mostrador_queue::{Error as QueueError, Run};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::app::AppState;
@@ -42,7 +43,33 @@ pub fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
     }
 }
 
-/// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`).
+/// How a client asked for model tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Messages {
+    /// `messages-tuple`: one `messages` event per chunk, `[chunk, metadata]`, as stored.
+    #[default]
+    Tuple,
+    /// `messages`: `messages/metadata` the first time a message is seen, then
+    /// `messages/partial` with the message accumulated so far (`messages/complete` for a whole
+    /// message), as the official server streams them.
+    Partial,
+}
+
+impl Messages {
+    /// The form the stream mode names ask for: `messages` without `messages-tuple` is partial.
+    pub fn asked<'a>(mut names: impl Iterator<Item = &'a str> + Clone) -> Self {
+        if names.clone().any(|name| name == "messages")
+            && !names.any(|name| name == "messages-tuple")
+        {
+            Messages::Partial
+        } else {
+            Messages::Tuple
+        }
+    }
+}
+
+/// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`),
+/// with model tokens in the `messages` form asked for.
 ///
 /// # Errors
 ///
@@ -52,6 +79,7 @@ pub fn events(
     run: &Run,
     after_seq: i64,
     modes: Option<Vec<String>>,
+    messages: Messages,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
     let subscriber = state.subscribe().ok_or_else(|| ApiError {
         retry_after: Some(5),
@@ -63,7 +91,7 @@ pub fn events(
     let (sender, receiver) = mpsc::channel::<Event>(64);
     let (state, run) = (state.clone(), run.clone());
     tokio::spawn(async move {
-        follow(state, run, after_seq, modes, sender).await;
+        follow(state, run, after_seq, modes, messages, sender).await;
         drop(subscriber);
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
@@ -78,6 +106,7 @@ async fn follow(
     run: Run,
     after_seq: i64,
     modes: Option<Vec<String>>,
+    messages: Messages,
     sender: mpsc::Sender<Event>,
 ) {
     let metadata = Event::default()
@@ -87,11 +116,15 @@ async fn follow(
         return;
     }
     let mut shutdown = state.shutdown_signal();
+    // Partial messages accumulate every chunk of a message: a resumed stream re-reads the log
+    // from the start and sends only what follows `after_seq`.
+    let mut partial = (messages == Messages::Partial).then(Accumulated::default);
+    let from = if partial.is_some() { 0 } else { after_seq };
     let mut follower = match EventFollower::start(
         state.pool().clone(),
         state.listener(),
         run.run_id,
-        after_seq,
+        from,
     )
     .await
     {
@@ -127,11 +160,21 @@ async fn follow(
                 .as_ref()
                 .is_none_or(|modes| modes.iter().any(|wanted| wanted == mode)),
         };
-        if wanted {
+        let id = event.seq.to_string();
+        let sses = match &mut partial {
+            Some(accumulated) if wanted && event.event == "messages" => {
+                accumulated.fold(&event.data)
+            }
+            _ if wanted => vec![(event.event.clone(), event.data.clone())],
+            _ => Vec::new(),
+        };
+        // Events up to `after_seq` were read only to accumulate messages.
+        let replayed = event.seq <= after_seq;
+        for (name, data) in sses.into_iter().filter(|_| !replayed) {
             let sse = Event::default()
-                .event(event.event.as_str())
-                .id(event.seq.to_string())
-                .data(event.data.to_string());
+                .event(name)
+                .id(id.clone())
+                .data(data.to_string());
             if sender.send(sse).await.is_err() {
                 return;
             }
@@ -139,6 +182,44 @@ async fn follow(
         if event.event == "end" {
             return;
         }
+    }
+}
+
+/// The messages seen so far on a stream, by id, for the `messages` (partial) form.
+#[derive(Debug, Default)]
+struct Accumulated(HashMap<String, Value>);
+
+impl Accumulated {
+    /// The events one stored `[chunk, metadata]` becomes.
+    fn fold(&mut self, data: &Value) -> Vec<(String, Value)> {
+        let (message, metadata) = (&data[0], &data[1]);
+        let Some(id) = message["id"].as_str() else {
+            return vec![("messages/complete".into(), json!([message]))];
+        };
+        let mut sses = Vec::new();
+        if !self.0.contains_key(id) {
+            sses.push((
+                "messages/metadata".into(),
+                json!({ id: {"metadata": metadata} }),
+            ));
+        }
+        if message["type"] != "AIMessageChunk" {
+            self.0.insert(id.to_owned(), message.clone());
+            sses.push(("messages/complete".into(), json!([message])));
+            return sses;
+        }
+        let so_far = self
+            .0
+            .entry(id.to_owned())
+            .or_insert_with(|| json!({"type": "ai", "id": id, "content": ""}));
+        let text = format!(
+            "{}{}",
+            so_far["content"].as_str().unwrap_or(""),
+            message["content"].as_str().unwrap_or("")
+        );
+        so_far["content"] = json!(text);
+        sses.push(("messages/partial".into(), json!([so_far])));
+        sses
     }
 }
 

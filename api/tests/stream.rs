@@ -133,6 +133,89 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent", "stream_mode": "messages"}"#,
+        ))
+        .await;
+    let run_path = format!(
+        "/threads/{thread}/runs/{}",
+        run["run_id"].as_str().expect("id")
+    );
+    let held = claimed(&api).await;
+    let chunk = |text: &str| {
+        let chunk = json!({"type": "AIMessageChunk", "id": "m1", "content": text});
+        NewEvent::new("messages", json!([chunk, {"langgraph_node": "model"}]))
+    };
+    event::append(
+        api.state.pool(),
+        held.lease(),
+        &[chunk("Que"), chunk("dan "), chunk("siete.")],
+    )
+    .await
+    .expect("append");
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+
+    let stream = |last_event_id: Option<&str>, query: &str| {
+        let mut request = api.request("GET", &format!("{run_path}/stream{query}"), &ana, "");
+        if let Some(id) = last_event_id {
+            request
+                .headers_mut()
+                .insert("last-event-id", id.parse().expect("header"));
+        }
+        async { parse(api.send(request).await.2.as_str().expect("text")) }
+    };
+    let partial = stream(None, "?stream_mode=messages").await;
+    let names: Vec<&str> = partial.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "metadata",
+            "messages/metadata",
+            "messages/partial",
+            "messages/partial",
+            "messages/partial",
+            "end"
+        ]
+    );
+    assert_eq!(
+        partial[1].2,
+        json!({"m1": {"metadata": {"langgraph_node": "model"}}})
+    );
+    let contents: Vec<&Value> = partial[2..5].iter().map(|e| &e.2[0]["content"]).collect();
+    assert_eq!(
+        contents,
+        [&json!("Que"), &json!("Quedan "), &json!("Quedan siete.")]
+    );
+    assert_eq!(partial[4].2[0]["type"], "ai");
+
+    let resumed = stream(Some("2"), "?stream_mode=messages").await;
+    let names: Vec<&str> = resumed.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names, ["metadata", "messages/partial", "end"]);
+    assert_eq!(
+        resumed[1].2[0]["content"], "Quedan siete.",
+        "the message as accumulated from the first chunk, not from the resume"
+    );
+
+    let tuples = stream(None, "?stream_mode=messages-tuple").await;
+    let names: Vec<&str> = tuples.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["metadata", "messages", "messages", "messages", "end"]
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));

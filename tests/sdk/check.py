@@ -2,7 +2,9 @@
 test graphs (`mostrador-e2e dev`). Run by `tests/sdk/run`; exits non-zero on the first failure.
 
 Environment: MOSTRADOR_URL, and tokens ANA_TOKEN (customer, store madrid-1), LUIS_TOKEN (customer,
-same store) and MARTA_TOKEN (manager of madrid-1).
+same store) and MARTA_TOKEN (manager of madrid-1); for the retail graphs on the demo data,
+PEPE_TOKEN (clerk of madrid-centro), CUSTOMER_TOKEN (ana, customer of madrid-centro) and
+MANAGER_TOKEN (marta, manager of madrid-centro).
 """
 
 import asyncio
@@ -135,6 +137,45 @@ async def main():
     except NotFoundError:
         pass
     print("search shows only visible threads: ok")
+
+    await retail()
+
+
+async def retail():
+    pepe, customer, manager = client("PEPE_TOKEN"), client("CUSTOMER_TOKEN"), client("MANAGER_TOKEN")
+    question = {"messages": [{"role": "user", "content": "¿Quedan zapatillas de trail Cumbre 42?"}]}
+
+    parts = await collect(pepe.runs.stream(None, "tienda", input=question, stream_mode="messages"))
+    names = [part.event for part in parts]
+    assert "messages/metadata" in names, names
+    partials = [part.data[0] for part in parts if part.event == "messages/partial"]
+    assert len(partials) > 5, partials
+    answer = partials[-1]
+    assert answer["type"] == "ai" and "Madrid Norte" in answer["content"], answer
+    same = [p["content"] for p in partials if p["id"] == answer["id"]]
+    assert all(later.startswith(earlier) for earlier, later in zip(same, same[1:])), same
+    print("tienda, stream_mode messages (partial): ok")
+
+    parts = await collect(pepe.runs.stream(None, "tienda", input=question, stream_mode="messages-tuple"))
+    chunks = [part.data for part in parts if part.event == "messages"]
+    assert chunks and all(c[0]["type"] == "AIMessageChunk" for c in chunks), chunks
+    assert chunks[0][1]["langgraph_node"] == "agent", chunks[0]
+    assert "".join(c[0]["content"] for c in chunks) == answer["content"]
+    print("tienda, stream_mode messages-tuple: ok")
+
+    thread = await customer.threads.create()
+    ask = {"messages": [{"role": "user", "content": "Quiero devolver el pedido PED-1001"}]}
+    waiting = await customer.runs.wait(thread["thread_id"], "cliente", input=ask)
+    request = waiting["__interrupt__"][0]["value"]
+    assert request["type"] == "refund_approval" and request["order_id"] == "PED-1001", request
+    try:
+        await customer.runs.create(thread["thread_id"], "cliente", command={"resume": "approve"})
+        raise AssertionError("a customer approved their own refund")
+    except PermissionDeniedError:
+        pass
+    decided = await manager.runs.wait(thread["thread_id"], "cliente", command={"resume": "approve"})
+    assert "115,70 €" in decided["messages"][-1]["content"], decided["messages"][-1]
+    print("cliente: refund approved by a manager: ok")
 
 
 asyncio.run(main())

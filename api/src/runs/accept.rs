@@ -31,14 +31,17 @@ pub enum StreamModes {
 }
 
 impl StreamModes {
-    /// The engine's modes. `messages-tuple` is the engine's `messages`.
-    pub(super) fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
-        let names: Vec<&str> = match self {
+    fn names(&self) -> Vec<&str> {
+        match self {
             StreamModes::One(name) => vec![name.as_str()],
             StreamModes::Many(names) => names.iter().map(String::as_str).collect(),
-        };
+        }
+    }
+
+    /// The engine's modes. `messages-tuple` is the engine's `messages`.
+    pub(super) fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
         let mut modes = Vec::new();
-        for name in names {
+        for name in self.names() {
             let mode = match name {
                 "messages-tuple" => StreamMode::Messages,
                 other => StreamMode::from_name(other).ok_or_else(|| {
@@ -87,6 +90,17 @@ pub struct CreateRun {
     on_completion: Option<String>,
     after_seconds: Option<f64>,
     durability: Option<String>,
+}
+
+impl CreateRun {
+    /// The form of `messages` events the client asked for.
+    pub fn messages_form(&self) -> stream::Messages {
+        self.stream_mode
+            .as_ref()
+            .map_or(stream::Messages::Tuple, |modes| {
+                stream::Messages::asked(modes.names().into_iter())
+            })
+    }
 }
 
 /// A validated run request.
@@ -257,9 +271,11 @@ pub async fn stream_stateless(
     caller: Caller,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    let messages = body.messages_form();
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
-    Ok((content_location(run), stream::events(&state, run, 0, None)?).into_response())
+    let events = stream::events(&state, run, 0, None, messages)?;
+    Ok((content_location(run), events).into_response())
 }
 
 fn new_run(

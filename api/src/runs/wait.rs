@@ -27,9 +27,11 @@ pub async fn create_and_stream(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    let messages = body.messages_form();
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     let headers = content_location(&accepted.run);
-    Ok((headers, stream::events(&state, &accepted.run, 0, None)?).into_response())
+    let events = stream::events(&state, &accepted.run, 0, None, messages)?;
+    Ok((headers, events).into_response())
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,
@@ -42,13 +44,16 @@ pub async fn join_stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = stream::last_event_id(&headers)?;
-    let modes = stream_modes_query(query.as_deref())?;
+    let (modes, messages) = stream_modes_query(query.as_deref())?;
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(stream::events(&state, &run, after, modes)?.into_response())
+    Ok(stream::events(&state, &run, after, modes, messages)?.into_response())
 }
 
-/// `stream_mode` query values (repeated keys, as the client sends a list); empty means all.
-fn stream_modes_query(query: Option<&str>) -> Result<Option<Vec<String>>, ApiError> {
+/// `stream_mode` query values (repeated keys, as the client sends a list; empty means all), and
+/// the form of `messages` events they ask for.
+fn stream_modes_query(
+    query: Option<&str>,
+) -> Result<(Option<Vec<String>>, stream::Messages), ApiError> {
     let names: Vec<String> = query
         .unwrap_or_default()
         .split('&')
@@ -57,14 +62,18 @@ fn stream_modes_query(query: Option<&str>) -> Result<Option<Vec<String>>, ApiErr
         .map(|(_, value)| value.replace("%2D", "-").replace("%2d", "-"))
         .collect();
     if names.is_empty() {
-        return Ok(None);
+        return Ok((None, stream::Messages::Tuple));
     }
+    let messages = stream::Messages::asked(names.iter().map(String::as_str));
     let modes = StreamModes::Many(names).parse()?;
-    Ok(Some(
-        modes
-            .into_iter()
-            .map(|mode| mode.as_str().to_owned())
-            .collect(),
+    Ok((
+        Some(
+            modes
+                .into_iter()
+                .map(|mode| mode.as_str().to_owned())
+                .collect(),
+        ),
+        messages,
     ))
 }
 
