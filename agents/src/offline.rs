@@ -266,6 +266,12 @@ fn cliente(messages: &[Value]) -> Answer {
                  Lo verás en tu cuenta en 3 a 5 días laborables.",
                 money(&outcome["amount"])
             ),
+            Some("refused") => format!(
+                "No puedo proponer un reembolso del pedido {order_id}: {}.",
+                outcome["note"]
+                    .as_str()
+                    .unwrap_or("no hay nada que devolver")
+            ),
             _ => format!(
                 "El encargado de tu tienda ha revisado la devolución del pedido {order_id} y no la \
                  ha aprobado{}. Si quieres, te explico otras opciones.",

@@ -1,1 +1,2 @@
+mod answers;
 mod model;

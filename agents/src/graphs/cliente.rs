@@ -189,8 +189,7 @@ async fn approval(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError
         .await
         .map_err(db)?
     else {
-        let refused =
-            json!({"status": "refused", "note": format!("the customer has no order {order_id:?}")});
+        let refused = json!({"status": "refused", "note": format!("no encuentro el pedido {order_id} entre los del cliente")});
         return Ok(Command::new()
             .set("messages", json!([tool_message(&call, &refused)]))
             .goto("agent"));
@@ -199,7 +198,8 @@ async fn approval(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError
     let asked = call["args"]["amount"].as_f64().unwrap_or(refundable);
     let amount = retail::round2(asked.min(refundable));
     if amount <= 0.0 {
-        let refused = json!({"status": "refused", "note": "nothing in this order may be refunded"});
+        let refused =
+            json!({"status": "refused", "note": "no queda nada reembolsable en este pedido"});
         return Ok(Command::new()
             .set("messages", json!([tool_message(&call, &refused)]))
             .goto("agent"));
