@@ -30,7 +30,7 @@ fn quantities_cover_every_reference_of_the_batch_or_are_refused() {
     );
 
     let missing = r#"{"quantities": [{"store_id": "s1", "product_id": "a", "quantity": 18}]}"#;
-    assert!(quantities(&batch, missing).unwrap_err().contains("s1/b"));
+    assert!(quantities(&batch, missing).is_err_and(|why| why.contains("s1/b")));
     let negative = r#"{"quantities": [{"store_id": "s1", "product_id": "a", "quantity": -1},
         {"store_id": "s1", "product_id": "b", "quantity": 6}]}"#;
     assert!(quantities(&batch, negative).is_err());
