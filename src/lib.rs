@@ -54,9 +54,30 @@ enum Command {
     Dev(DevArgs),
     /// Print a development token (HS256) for a caller.
     Token(TokenArgs),
+    /// Delete whole threads idle longer than their graph's retention policy (and purge threads
+    /// the api deleted): runs, events, checkpoints; one thread per transaction, in batches.
+    Retention(RetentionArgs),
     /// Load the demo data of the retail graphs (stores, catalogue, stock, orders); loading it
     /// again changes nothing.
     Seed(SeedArgs),
+}
+
+#[derive(Debug, Args)]
+struct RetentionArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// Only this graph's threads (`_unbound`: threads that never ran).
+    #[arg(long)]
+    graph: Option<String>,
+
+    /// Threads read per batch.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    batch: i64,
+
+    /// Print what would be deleted; change nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -358,6 +379,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Dev(args) => dev(args, graphs).await,
         Command::Token(args) => token(&args),
         Command::Seed(args) => seed(&args.database.database_url).await,
+        Command::Retention(args) => retention(args).await,
     }
 }
 
@@ -525,6 +547,54 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     api.await.context("the api panicked")??;
     if let Some(worker) = worker {
         worker.await.context("the worker panicked")??;
+    }
+    pool.close().await;
+    Ok(())
+}
+
+async fn retention(args: RetentionArgs) -> anyhow::Result<()> {
+    use mostrador_queue::retention::{self, Sweep};
+
+    let db = DbConfig {
+        pool_size: 2,
+        ..DbConfig::new(&args.database.database_url, "mostrador-retention")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
+    let sweep = Sweep {
+        graph: args.graph,
+        batch: args.batch,
+        dry_run: args.dry_run,
+    };
+    let report = retention::sweep(&pool, &sweep, |candidate| {
+        println!(
+            "would delete thread {} (graph {}, last active {})",
+            candidate.thread_id,
+            candidate.graph_id.as_deref().unwrap_or(retention::UNBOUND),
+            candidate.last_activity_at.to_rfc3339()
+        );
+    })
+    .await?;
+    let rows = report.rows;
+    if args.dry_run {
+        println!(
+            "dry run: {} threads would be deleted; nothing changed",
+            report.deleted
+        );
+    } else {
+        println!(
+            "deleted {} threads ({} runs, {} events, {} checkpoints, {} blobs, {} writes); \
+             skipped {} busy or touched since listed",
+            report.deleted,
+            rows.runs,
+            rows.events,
+            rows.checkpoints,
+            rows.blobs,
+            rows.writes,
+            report.skipped
+        );
     }
     pool.close().await;
     Ok(())

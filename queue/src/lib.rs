@@ -36,6 +36,7 @@ pub mod enqueue;
 pub mod event;
 pub mod lease;
 pub mod listener;
+pub mod retention;
 pub mod run;
 pub mod schema;
 pub mod thread;

@@ -8,5 +8,6 @@ mod effects;
 mod enqueue;
 mod events;
 mod lifecycle;
+mod retention;
 mod schema;
 mod support;

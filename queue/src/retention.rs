@@ -1,0 +1,345 @@
+//! Retention: whole threads idle longer than their graph's policy (`retention_policies`, data an
+//! operator edits) are deleted: runs, events, checkpoints, blobs and writes, one thread per
+//! transaction. The thread's row stays, marked `deleted_at` and `purged_at`, so traces and
+//! business rows that point at it still resolve. Threads the api deleted are purged the same way.
+//!
+//! Candidates come from the index `threads_retention_idx (graph_id, last_activity_at)` in
+//! bounded, keyset-paginated batches, never from a scan or from JSON. A thread with a pending or
+//! running run is skipped: retention takes the thread's row lock, which enqueueing takes too, and
+//! checks under it.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{Error, Result};
+
+/// A retention policy: threads of `graph_id` idle longer than `days` go. `_unbound` is the
+/// policy of threads that never ran (they have no graph).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub graph_id: String,
+    pub days: i32,
+}
+
+/// The graph id of the policy for threads without a graph.
+pub const UNBOUND: &str = "_unbound";
+
+/// A thread retention may delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub thread_id: Uuid,
+    pub graph_id: Option<String>,
+    pub last_activity_at: DateTime<Utc>,
+}
+
+/// Where the next batch starts: after this `(last_activity_at, thread_id)`.
+pub type Cursor = Option<(DateTime<Utc>, Uuid)>;
+
+/// The policies, of one graph or of all.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn policies(pool: &PgPool, graph_id: Option<&str>) -> Result<Vec<Policy>> {
+    Ok(sqlx::query_as!(
+        Policy,
+        r#"
+        select graph_id, days
+        from mostrador.retention_policies
+        where $1::text is null or graph_id = $1
+        order by graph_id
+        "#,
+        graph_id
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Up to `limit` threads of `policy` idle longer than its days, after `cursor`, oldest first.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn idle(
+    pool: &PgPool,
+    policy: &Policy,
+    cursor: Cursor,
+    limit: i64,
+) -> Result<Vec<Candidate>> {
+    let (after_at, after_id) = cursor.unzip();
+    let graph_id = (policy.graph_id != UNBOUND).then_some(policy.graph_id.as_str());
+    // N.B. Two spellings of one range scan on `threads_retention_idx`: `graph_id = $1` and
+    // `graph_id is null` (a generic plan cannot pick between them from one `is not distinct`).
+    let rows = if let Some(graph_id) = graph_id {
+        sqlx::query_as!(
+            Candidate,
+            r#"
+            select thread_id, graph_id, last_activity_at
+            from mostrador.threads
+            where graph_id = $1
+              and deleted_at is null
+              and last_activity_at < now() - make_interval(days => $2)
+              and ($3::timestamptz is null or (last_activity_at, thread_id) > ($3, $4::uuid))
+            order by last_activity_at, thread_id
+            limit $5
+            "#,
+            graph_id,
+            policy.days,
+            after_at,
+            after_id,
+            limit
+        )
+        .fetch_all(pool)
+        .await?
+    } else {
+        sqlx::query_as!(
+            Candidate,
+            r#"
+            select thread_id, graph_id, last_activity_at
+            from mostrador.threads
+            where graph_id is null
+              and deleted_at is null
+              and last_activity_at < now() - make_interval(days => $1)
+              and ($2::timestamptz is null or (last_activity_at, thread_id) > ($2, $3::uuid))
+            order by last_activity_at, thread_id
+            limit $4
+            "#,
+            policy.days,
+            after_at,
+            after_id,
+            limit
+        )
+        .fetch_all(pool)
+        .await?
+    };
+    Ok(rows)
+}
+
+/// Up to `limit` threads the api deleted whose runs, events and checkpoints are still there,
+/// after `cursor`.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn deleted_unpurged(pool: &PgPool, cursor: Cursor, limit: i64) -> Result<Vec<Candidate>> {
+    let (after_at, after_id) = cursor.unzip();
+    Ok(sqlx::query_as!(
+        Candidate,
+        r#"
+        select thread_id, graph_id, deleted_at as "last_activity_at!"
+        from mostrador.threads
+        where deleted_at is not null and purged_at is null
+          and ($1::timestamptz is null or (deleted_at, thread_id) > ($1, $2::uuid))
+        order by deleted_at, thread_id
+        limit $3
+        "#,
+        after_at,
+        after_id,
+        limit
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The rows one thread's deletion removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub runs: i64,
+    pub events: i64,
+    pub checkpoints: i64,
+    pub blobs: i64,
+    pub writes: i64,
+}
+
+impl std::ops::AddAssign for Deleted {
+    fn add_assign(&mut self, other: Self) {
+        self.runs += other.runs;
+        self.events += other.events;
+        self.checkpoints += other.checkpoints;
+        self.blobs += other.blobs;
+        self.writes += other.writes;
+    }
+}
+
+/// Deletes one thread whole, in one transaction; `None` (and nothing changed) when it has a
+/// pending or running run, or is no longer idle past `idle_before` (a run touched it since it was
+/// listed). `idle_before` is `None` for a thread the api already deleted.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn delete_thread(
+    pool: &PgPool,
+    thread_id: Uuid,
+    idle_before: Option<DateTime<Utc>>,
+) -> Result<Option<Deleted>> {
+    let mut tx = pool.begin().await?;
+    let deletable = sqlx::query_scalar!(
+        r#"
+        select not exists (
+                select 1 from mostrador.runs r
+                where r.thread_id = t.thread_id and r.status in ('pending', 'running')
+            ) and ($2::timestamptz is null or t.deleted_at is not null or t.last_activity_at <= $2)
+            as "deletable!"
+        from mostrador.threads t
+        where t.thread_id = $1 and t.purged_at is null
+        for update of t
+        "#,
+        thread_id,
+        idle_before
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if deletable != Some(true) {
+        return Ok(None);
+    }
+    let counts = sqlx::query!(
+        r#"
+        with runs as (
+            delete from mostrador.runs where thread_id = $1 returning run_id
+        ),
+        events as (
+            delete from mostrador.run_events
+            where run_id = any(array(select run_id from mostrador.runs where thread_id = $1))
+            returning 1
+        ),
+        writes as (
+            delete from mostrador.checkpoint_writes where thread_id = $1 returning 1
+        ),
+        blobs as (
+            delete from mostrador.checkpoint_blobs where thread_id = $1 returning 1
+        ),
+        checkpoints as (
+            delete from mostrador.checkpoints where thread_id = $1 returning 1
+        ),
+        marked as (
+            update mostrador.threads
+            set deleted_at = coalesce(deleted_at, now()), purged_at = now(), updated_at = now()
+            where thread_id = $1
+        )
+        select
+            (select count(*) from runs) as "runs!",
+            (select count(*) from events) as "events!",
+            (select count(*) from checkpoints) as "checkpoints!",
+            (select count(*) from blobs) as "blobs!",
+            (select count(*) from writes) as "writes!"
+        "#,
+        thread_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(Deleted {
+        runs: counts.runs,
+        events: counts.events,
+        checkpoints: counts.checkpoints,
+        blobs: counts.blobs,
+        writes: counts.writes,
+    }))
+}
+
+/// What one pass of retention does.
+#[derive(Debug, Clone, Default)]
+pub struct Sweep {
+    /// Only this graph's policy (and not the purge of threads the api deleted).
+    pub graph: Option<String>,
+    /// Threads read per statement.
+    pub batch: i64,
+    /// List, delete nothing.
+    pub dry_run: bool,
+}
+
+/// What a pass did (or, dry, would do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub deleted: u64,
+    /// Busy (a pending or running run), or touched since listed.
+    pub skipped: u64,
+    pub rows: Deleted,
+}
+
+/// One pass: every policy's idle threads, then threads the api deleted, in batches of
+/// `sweep.batch`; `dry` sees each thread a dry run would delete.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a graph without a policy or a batch outside 1..=10,000; the database
+/// failed.
+pub async fn sweep(
+    pool: &PgPool,
+    sweep: &Sweep,
+    mut dry: impl FnMut(&Candidate),
+) -> Result<Report> {
+    if !(1..=10_000).contains(&sweep.batch) {
+        return Err(Error::Invalid {
+            field: "batch",
+            reason: "must be from 1 to 10,000".into(),
+        });
+    }
+    let policies = policies(pool, sweep.graph.as_deref()).await?;
+    if let (Some(graph), true) = (&sweep.graph, policies.is_empty()) {
+        return Err(Error::Invalid {
+            field: "graph",
+            reason: format!("no retention policy for {graph:?} (see mostrador.retention_policies)"),
+        });
+    }
+    let mut report = Report::default();
+    for policy in &policies {
+        let mut cursor: Cursor = None;
+        loop {
+            let batch = idle(pool, policy, cursor, sweep.batch).await?;
+            for candidate in &batch {
+                let idle_before = Some(candidate.last_activity_at);
+                apply(pool, sweep, candidate, idle_before, &mut report, &mut dry).await?;
+            }
+            match next(&batch, sweep.batch) {
+                Some(after) => cursor = Some(after),
+                None => break,
+            }
+        }
+    }
+    if sweep.graph.is_none() {
+        let mut cursor: Cursor = None;
+        loop {
+            let batch = deleted_unpurged(pool, cursor, sweep.batch).await?;
+            for candidate in &batch {
+                apply(pool, sweep, candidate, None, &mut report, &mut dry).await?;
+            }
+            match next(&batch, sweep.batch) {
+                Some(after) => cursor = Some(after),
+                None => break,
+            }
+        }
+    }
+    Ok(report)
+}
+
+async fn apply(
+    pool: &PgPool,
+    sweep: &Sweep,
+    candidate: &Candidate,
+    idle_before: Option<DateTime<Utc>>,
+    report: &mut Report,
+    dry: &mut impl FnMut(&Candidate),
+) -> Result<()> {
+    if sweep.dry_run {
+        dry(candidate);
+        report.deleted += 1;
+        return Ok(());
+    }
+    match delete_thread(pool, candidate.thread_id, idle_before).await? {
+        Some(rows) => {
+            report.deleted += 1;
+            report.rows += rows;
+        }
+        None => report.skipped += 1,
+    }
+    Ok(())
+}
+
+/// The cursor after a full batch; `None` after the last one.
+fn next(batch: &[Candidate], limit: i64) -> Cursor {
+    let last = batch.last()?;
+    (batch.len() as i64 == limit).then_some((last.last_activity_at, last.thread_id))
+}

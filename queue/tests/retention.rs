@@ -1,0 +1,222 @@
+//! Retention deletes whole threads idle longer than their graph's policy, and nothing else.
+
+use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::retention::{self, Report, Sweep};
+use mostrador_queue::run::NewRun;
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{RunStatus, ThreadId, ThreadStatus, claim};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{enqueue, new_worker};
+
+/// A thread of `graph` with a finished run, its three events (with `end`) and a checkpoint, last active `days_idle`
+/// days ago.
+async fn history(pool: &PgPool, graph: &str, days_idle: i32) -> Uuid {
+    let thread = thread::create(pool, &NewThread::new(graph, "ana"))
+        .await
+        .expect("thread");
+    enqueue(pool, NewRun::new(thread.thread_id, graph)).await;
+    let worker = new_worker(pool).await;
+    let held = claim(pool, worker.worker_id, &[graph.to_owned()], 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("the run");
+    event::append(
+        pool,
+        held.lease(),
+        &[
+            NewEvent::new("values", json!({})),
+            NewEvent::new("updates", json!({})),
+        ],
+    )
+    .await
+    .expect("events");
+    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+    let id = thread.thread_id.0;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "insert into mostrador.checkpoints (thread_id, checkpoint_id, step) values ('{id}', gen_random_uuid(), 1);
+         insert into mostrador.checkpoint_blobs (thread_id, channel, version, value) values ('{id}', 'messages', 1, '[]'), ('{id}', 'store', 1, '\"x\"');
+         insert into mostrador.checkpoint_writes (thread_id, checkpoint_id, task_id, idx, channel, value) values ('{id}', gen_random_uuid(), '0:agent', 0, 'messages', '[]');
+         update mostrador.threads set last_activity_at = now() - interval '{days_idle} days' where thread_id = '{id}';"
+    )))
+    .execute(pool)
+    .await
+    .expect("checkpoint rows");
+    id
+}
+
+/// Rows a thread has in each table: runs, events, checkpoints, blobs, writes.
+async fn rows(pool: &PgPool, thread_id: Uuid) -> [i64; 5] {
+    let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "select
+            (select count(*) from mostrador.runs where thread_id = $1),
+            (select count(*) from mostrador.run_events e join mostrador.runs r using (run_id) where r.thread_id = $1),
+            (select count(*) from mostrador.checkpoints where thread_id = $1),
+            (select count(*) from mostrador.checkpoint_blobs where thread_id = $1),
+            (select count(*) from mostrador.checkpoint_writes where thread_id = $1)",
+    )
+    .bind(thread_id)
+    .fetch_one(pool)
+    .await
+    .expect("counts");
+    [counts.0, counts.1, counts.2, counts.3, counts.4]
+}
+
+fn all() -> Sweep {
+    Sweep {
+        graph: None,
+        batch: 2,
+        dry_run: false,
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn retention_deletes_whole_idle_threads_only(pool: PgPool) {
+    // tienda keeps 7 days, cliente 90.
+    let idle = [
+        history(&pool, "tienda", 8).await,
+        history(&pool, "tienda", 30).await,
+        history(&pool, "tienda", 9).await,
+    ];
+    let recent = history(&pool, "tienda", 6).await;
+    let long_kept = history(&pool, "cliente", 60).await;
+    let busy = history(&pool, "tienda", 20).await;
+    for thread in idle.iter().chain([&recent, &long_kept, &busy]) {
+        assert_eq!(rows(&pool, *thread).await, [1, 3, 1, 2, 1], "before");
+    }
+    enqueue(&pool, NewRun::new(ThreadId(busy), "tienda")).await;
+
+    let dry = retention::sweep(
+        &pool,
+        &Sweep {
+            dry_run: true,
+            ..all()
+        },
+        |_| {},
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(
+        dry.deleted, 4,
+        "the three idle ones and the busy one are listed"
+    );
+    assert_eq!(
+        rows(&pool, idle[0]).await,
+        [1, 3, 1, 2, 1],
+        "a dry run changes nothing"
+    );
+
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 3);
+    assert_eq!(report.skipped, 1, "the thread with a pending run");
+    assert_eq!(
+        (
+            report.rows.runs,
+            report.rows.events,
+            report.rows.checkpoints,
+            report.rows.blobs,
+            report.rows.writes
+        ),
+        (3, 9, 3, 6, 3)
+    );
+    for thread in idle {
+        assert_eq!(rows(&pool, thread).await, [0; 5], "{thread} deleted whole");
+        let (deleted, purged): (bool, bool) = sqlx::query_as(
+            "select deleted_at is not null, purged_at is not null from mostrador.threads where thread_id = $1",
+        )
+        .bind(thread)
+        .fetch_one(&pool)
+        .await
+        .expect("thread row");
+        assert!(deleted && purged, "the row stays, marked");
+    }
+    assert_eq!(
+        rows(&pool, recent).await,
+        [1, 3, 1, 2, 1],
+        "recent: untouched"
+    );
+    assert_eq!(
+        rows(&pool, long_kept).await,
+        [1, 3, 1, 2, 1],
+        "within cliente's 90 days"
+    );
+    assert_eq!(rows(&pool, busy).await, [2, 3, 1, 2, 1], "busy: skipped");
+    assert!(thread::get(&pool, ThreadId(busy)).await.is_ok());
+
+    let again = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(
+        again,
+        Report {
+            skipped: 1,
+            ..Report::default()
+        },
+        "nothing left but the busy one"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn retention_purges_threads_the_api_deleted_and_unbound_idle_ones(pool: PgPool) {
+    let deleted = history(&pool, "cliente", 1).await;
+    thread::delete(&pool, ThreadId(deleted))
+        .await
+        .expect("delete");
+    let unbound = thread::create(
+        &pool,
+        &NewThread {
+            graph_id: None,
+            ..NewThread::new("x", "ana")
+        },
+    )
+    .await
+    .expect("thread")
+    .thread_id
+    .0;
+    sqlx::query("update mostrador.threads set last_activity_at = now() - interval '8 days' where thread_id = $1")
+        .bind(unbound)
+        .execute(&pool)
+        .await
+        .expect("idle");
+    let only_tienda = retention::sweep(
+        &pool,
+        &Sweep {
+            graph: Some("tienda".into()),
+            ..all()
+        },
+        |_| {},
+    )
+    .await
+    .expect("sweep");
+    assert_eq!(only_tienda.deleted, 0);
+
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 2, "{report:?}");
+    assert_eq!(rows(&pool, deleted).await, [0; 5]);
+    let purged: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.threads where purged_at is not null")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(purged, 2);
+
+    let unknown = retention::sweep(
+        &pool,
+        &Sweep {
+            graph: Some("nope".into()),
+            ..all()
+        },
+        |_| {},
+    )
+    .await;
+    assert!(unknown.is_err(), "a graph without a policy is an error");
+}
