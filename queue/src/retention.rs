@@ -3,8 +3,9 @@
 //! transaction. The thread's row stays, marked `deleted_at` and `purged_at`, so traces and
 //! business rows that point at it still resolve. Threads the api deleted are purged the same way.
 //!
-//! Candidates come from the index `threads_retention_idx (graph_id, last_activity_at)` in
-//! bounded, keyset-paginated batches, never from a scan or from JSON. A thread with a pending or
+//! Candidates come from the index `threads_retention_idx (graph_id, last_activity_at,
+//! thread_id)` in bounded, keyset-paginated batches (a range scan that stops at the batch's
+//! limit), never from a scan or from JSON. A thread with a pending or
 //! running run is skipped: retention takes the thread's row lock, which enqueueing takes too, and
 //! checks under it.
 
@@ -67,7 +68,7 @@ pub async fn idle(
     cursor: Cursor,
     limit: i64,
 ) -> Result<Vec<Candidate>> {
-    let (after_at, after_id) = cursor.unzip();
+    let (after_at, after_id) = cursor.unwrap_or((DateTime::<Utc>::UNIX_EPOCH, Uuid::nil()));
     let graph_id = (policy.graph_id != UNBOUND).then_some(policy.graph_id.as_str());
     // N.B. Two spellings of one range scan on `threads_retention_idx`: `graph_id = $1` and
     // `graph_id is null` (a generic plan cannot pick between them from one `is not distinct`).
@@ -80,7 +81,7 @@ pub async fn idle(
             where graph_id = $1
               and deleted_at is null
               and last_activity_at < now() - make_interval(days => $2)
-              and ($3::timestamptz is null or (last_activity_at, thread_id) > ($3, $4::uuid))
+              and (last_activity_at, thread_id) > ($3, $4)
             order by last_activity_at, thread_id
             limit $5
             "#,
@@ -101,7 +102,7 @@ pub async fn idle(
             where graph_id is null
               and deleted_at is null
               and last_activity_at < now() - make_interval(days => $1)
-              and ($2::timestamptz is null or (last_activity_at, thread_id) > ($2, $3::uuid))
+              and (last_activity_at, thread_id) > ($2, $3)
             order by last_activity_at, thread_id
             limit $4
             "#,
