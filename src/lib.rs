@@ -304,6 +304,11 @@ struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_MAX_RUNS", default_value_t = MAX_RUNS_DEFAULT)]
     max_runs: usize,
 
+    /// Tasks of a superstep at once, for runs whose config sets no max_concurrency (so model
+    /// calls in flight are at most max runs × this) [default: the engine's].
+    #[arg(long, env = "MOSTRADOR_MAX_CONCURRENCY")]
+    max_concurrency: Option<usize>,
+
     /// How long the worker's runs stay its own without a heartbeat (e.g. 60s, 500ms, 2m) [default: 60s].
     #[arg(long, env = "MOSTRADOR_LEASE", value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -701,6 +706,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
         grace_period: args.grace_period.unwrap_or(defaults.grace_period),
         run_timeout: args.run_timeout,
+        max_concurrency: args.max_concurrency,
         ..defaults
     };
     config

@@ -85,6 +85,8 @@ pub struct Executor {
     pool: PgPool,
     publisher: Publisher,
     telemetry: Arc<Telemetry>,
+    /// For runs whose configuration sets none.
+    max_concurrency: Option<usize>,
 }
 
 impl Executor {
@@ -94,7 +96,16 @@ impl Executor {
             publisher: Publisher::start(pool.clone()),
             pool,
             telemetry,
+            max_concurrency: None,
         }
+    }
+
+    /// Runs whose configuration sets no `max_concurrency` get this one (the engine's default
+    /// otherwise).
+    #[must_use]
+    pub fn max_concurrency(mut self, max_concurrency: Option<usize>) -> Self {
+        self.max_concurrency = max_concurrency;
+        self
     }
 
     /// Executes one claimed run to its end. `timeout` bounds the whole run (it then ends
@@ -119,7 +130,7 @@ impl Executor {
             PgCheckpointer::fenced(pool.clone(), claimed.lease()),
             &self.telemetry,
         );
-        let options = match run_options(claimed) {
+        let options = match run_options(claimed, self.max_concurrency) {
             Ok(options) => options,
             Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
         };
@@ -229,11 +240,14 @@ impl Executor {
     }
 }
 
-/// The engine's options from the run's `config` (`max_concurrency`, `recursion_limit`,
-/// `durability`, and `configurable` for the nodes).
-fn run_options(claimed: &ClaimedRun) -> Result<RunOptions, String> {
+/// The engine's options from the run's `config` (`max_concurrency`, else the worker's;
+/// `recursion_limit`, `durability`, and `configurable` for the nodes).
+fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<RunOptions, String> {
     let config = &claimed.config;
     let mut options = RunOptions::default();
+    if let Some(n) = max_concurrency {
+        options.max_concurrency = n;
+    }
     if let Some(n) = config.get("max_concurrency") {
         options.max_concurrency = positive(n, "max_concurrency")?;
     }

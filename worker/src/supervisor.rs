@@ -58,6 +58,8 @@ pub struct WorkerConfig {
     pub grace_period: Duration,
     /// Ends a run `timeout` when it runs longer.
     pub run_timeout: Option<Duration>,
+    /// Tasks of one superstep at once, for runs whose configuration sets none.
+    pub max_concurrency: Option<usize>,
 }
 
 impl WorkerConfig {
@@ -73,6 +75,7 @@ impl WorkerConfig {
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
             grace_period: GRACE_PERIOD_DEFAULT,
             run_timeout: None,
+            max_concurrency: None,
         }
     }
 
@@ -94,6 +97,9 @@ impl WorkerConfig {
         }
         if self.max_runs == 0 {
             return Err("max runs must be at least 1".into());
+        }
+        if self.max_concurrency == Some(0) {
+            return Err("max concurrency must be at least 1".into());
         }
         if self.lease < Duration::from_secs(1) {
             return Err("the lease must be at least one second".into());
@@ -141,7 +147,8 @@ pub async fn run(
     telemetry.set_ready(true);
 
     let mut supervisor = Supervisor {
-        executor: Executor::new(pool.clone(), Arc::clone(&telemetry)),
+        executor: Executor::new(pool.clone(), Arc::clone(&telemetry))
+            .max_concurrency(config.max_concurrency),
         queued: listener.queued(),
         control: listener.control(),
         pool,

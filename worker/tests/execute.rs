@@ -405,3 +405,41 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
     assert_eq!(checkpoints, 0, "nor any checkpoint");
     Ok(())
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn the_workers_max_concurrency_bounds_runs_that_set_none(pool: PgPool) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let graph = {
+        let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+        StateGraph::new()
+            .channel("done", Reducer::Append)
+            .node("work", move |_| {
+                let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+                async move {
+                    peak.fetch_max(
+                        in_flight.fetch_add(1, Ordering::SeqCst) + 1,
+                        Ordering::SeqCst,
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Command::new().set("done", json!(1)))
+                }
+            })
+            .conditional_edge(START, |_| {
+                (0..12)
+                    .map(|i| mostrador_graph::Send::new("work", json!(i)))
+                    .collect::<Vec<_>>()
+            })
+            .compile()?
+    };
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let finish = executor(&pool)
+        .max_concurrency(Some(3))
+        .execute(&claimed, &graph, &RunHandle::new(), None)
+        .await?;
+    assert_eq!(finish, Finish::Ended(RunStatus::Success));
+    assert_eq!(peak.load(Ordering::SeqCst), 3);
+    Ok(())
+}
