@@ -5,6 +5,7 @@
 //! `mostrador` binary serves the built-in graphs, and the end-to-end tests build one that adds
 //! graphs which record their executions (see `tests/`).
 
+mod batch;
 mod duration;
 
 use std::io::IsTerminal;
@@ -60,6 +61,56 @@ enum Command {
     /// Load the demo data of the retail graphs (stores, catalogue, stock, orders); loading it
     /// again changes nothing.
     Seed(SeedArgs),
+    /// Submit one run of a graph (for a scheduler: a CronJob), wait for it, exit non-zero if it
+    /// failed.
+    Enqueue(EnqueueArgs),
+    /// Submit one run per JSON line of a file (or stdin), wait for them with a progress line,
+    /// print a summary, exit non-zero if any failed.
+    Batch(BatchArgs),
+}
+
+/// How runs are submitted by a scheduler.
+#[derive(Debug, Args)]
+struct SubmitArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// The graph (assistant) to run.
+    #[arg(long)]
+    graph: String,
+
+    /// The runs' config, JSON (e.g. '{"max_concurrency": 24}').
+    #[arg(long, default_value = "{}")]
+    config: String,
+
+    /// The owner of the runs' threads.
+    #[arg(long, env = "MOSTRADOR_SCHEDULER_OWNER", default_value = "scheduler")]
+    owner: String,
+
+    /// Stop waiting after this long (0s: do not wait; print the run ids) [default: until they
+    /// end].
+    #[arg(long, value_parser = parse_duration)]
+    wait: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct EnqueueArgs {
+    #[command(flatten)]
+    submit: SubmitArgs,
+
+    /// The run's input, JSON.
+    #[arg(long, default_value = "{}")]
+    input: String,
+}
+
+#[derive(Debug, Args)]
+struct BatchArgs {
+    #[command(flatten)]
+    submit: SubmitArgs,
+
+    /// JSON lines, one run's input each ('-': standard input).
+    #[arg(long)]
+    inputs: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -385,6 +436,20 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Token(args) => token(&args),
         Command::Seed(args) => seed(&args.database.database_url).await,
         Command::Retention(args) => retention(args).await,
+        Command::Enqueue(args) => {
+            let input = serde_json::from_str(&args.input).context("--input is not JSON")?;
+            submit(args.submit, vec![input], graphs).await
+        }
+        Command::Batch(args) => {
+            let inputs = if args.inputs.as_os_str() == "-" {
+                batch::json_lines(std::io::stdin().lock())?
+            } else {
+                let file = std::fs::File::open(&args.inputs)
+                    .with_context(|| format!("failed to open {}", args.inputs.display()))?;
+                batch::json_lines(std::io::BufReader::new(file))?
+            };
+            submit(args.submit, inputs, graphs).await
+        }
     }
 }
 
@@ -602,6 +667,46 @@ async fn retention(args: RetentionArgs) -> anyhow::Result<()> {
         );
     }
     pool.close().await;
+    Ok(())
+}
+
+async fn submit(
+    args: SubmitArgs,
+    inputs: Vec<serde_json::Value>,
+    graphs: GraphSet,
+) -> anyhow::Result<()> {
+    let config: serde_json::Value =
+        serde_json::from_str(&args.config).context("--config is not JSON")?;
+    anyhow::ensure!(config.is_object(), "--config must be a JSON object");
+    let db = DbConfig {
+        pool_size: 2,
+        ..DbConfig::new(&args.database.database_url, "mostrador-submit")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    let known = graphs(&pool, &Model::Offline(Offline::default()));
+    anyhow::ensure!(
+        known.contains_key(&args.graph),
+        "no graph {:?} in this binary (it serves: {})",
+        args.graph,
+        {
+            let mut names: Vec<&str> = known.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            names.join(", ")
+        }
+    );
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
+    let submit = batch::Submit {
+        graph: args.graph,
+        inputs,
+        config,
+        owner: args.owner,
+        wait: args.wait,
+    };
+    let all_succeeded = batch::submit(&pool, &submit).await?;
+    pool.close().await;
+    anyhow::ensure!(all_succeeded, "not every run succeeded");
     Ok(())
 }
 

@@ -258,6 +258,32 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId, run_id: Run
     .ok_or(Error::RunNotFound(run_id))
 }
 
+/// The status of each of `run_ids` (those that exist), with the error of the failed ones.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn statuses(
+    executor: impl PgExecutor<'_>,
+    run_ids: &[RunId],
+) -> Result<Vec<(RunId, RunStatus, Option<Value>)>> {
+    let ids: Vec<Uuid> = run_ids.iter().map(|id| id.0).collect();
+    let rows = sqlx::query!(
+        r#"
+        select run_id as "run_id: RunId", status as "status: RunStatus", error
+        from mostrador.runs
+        where run_id = any($1)
+        "#,
+        &ids
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.run_id, row.status, row.error))
+        .collect())
+}
+
 /// A thread's runs, newest first.
 ///
 /// # Errors

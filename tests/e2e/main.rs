@@ -1,6 +1,7 @@
 mod api;
 mod model;
 mod retail;
+mod schedule;
 mod soak;
 mod support;
 mod token;
