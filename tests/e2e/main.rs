@@ -1,6 +1,7 @@
 mod api;
 mod model;
 mod retail;
+mod roles;
 mod schedule;
 mod soak;
 mod support;

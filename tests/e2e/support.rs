@@ -200,18 +200,23 @@ impl Worker {
 
     /// Starts another command of the binary (`api`, ...) on the test database and a free port.
     pub fn spawn(db: &Db, name: &str, command: &str, args: &[&str]) -> Self {
+        Self::spawn_at(&db.url, name, command, args)
+    }
+
+    /// [`Worker::spawn`] connecting with `url` (another role, ...).
+    pub fn spawn_at(url: &str, name: &str, command: &str, args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
             .port();
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-logs");
         std::fs::create_dir_all(&dir).expect("log directory");
-        let database = db.url.rsplit('/').next().unwrap_or("db");
+        let database = url.rsplit('/').next().unwrap_or("db");
         let log = dir.join(format!("{database}-{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
             .arg(command)
-            .args(["--database-url", &db.url])
+            .args(["--database-url", url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(args)
             .env("RUST_LOG", "info,sqlx=warn")
