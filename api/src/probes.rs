@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use mostrador_queue::schema::check_schema;
+use mostrador_queue::schema::check_schema_serves;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
@@ -23,7 +23,7 @@ pub async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
     }
     let checked = tokio::time::timeout(
         std::time::Duration::from_secs(2),
-        check_schema(state.pool()),
+        check_schema_serves(state.pool()),
     )
     .await;
     match checked {

@@ -34,6 +34,23 @@ pub async fn migrate(pool: &PgPool) -> Result {
 /// [`Error::Schema`] with a message that names `mostrador migrate` when the database is behind the
 /// binary, ahead of it (a newer binary migrated it), or was migrated from different files.
 pub async fn check_schema<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
+    check(db, false).await
+}
+
+/// Whether a running process may go on serving: every migration this binary embeds is applied,
+/// unchanged; migrations newer than the binary are accepted, because during a rollout the new
+/// release migrates the database while the previous one still serves, and migrations only add
+/// (they never change what an earlier release reads or writes). Readiness probes use this; start-up
+/// uses the exact [`check_schema`].
+///
+/// # Errors
+///
+/// [`Error::Schema`] when the database is behind the binary or was migrated from different files.
+pub async fn check_schema_serves<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
+    check(db, true).await
+}
+
+async fn check<'a>(db: impl Acquire<'a, Database = Postgres>, ahead_is_fine: bool) -> Result {
     let mut conn = db.acquire().await?;
     // N.B. Runtime-checked queries: `_sqlx_migrations` is sqlx's own table and may not exist yet.
     let has_table: bool =
@@ -84,7 +101,7 @@ pub async fn check_schema<'a>(db: impl Acquire<'a, Database = Postgres>) -> Resu
             Some(_) => {}
         }
     }
-    if newest_applied > newest_known {
+    if newest_applied > newest_known && !ahead_is_fine {
         return Err(Error::Schema(format!(
             "database schema is ahead of this binary (at migration {newest_applied}, binary knows up to \
              {newest_known}); deploy the newer binary, or run `mostrador migrate` with it"

@@ -310,13 +310,14 @@ async fn node_error_is_recorded_and_retried_by_policy(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn worker_is_ready_only_on_the_schema_it_embeds(pool: PgPool) {
+async fn worker_stays_ready_on_a_newer_schema_but_not_on_an_older_one(pool: PgPool) {
     let db = Db::new(pool).await;
     let a = Worker::start(&db, "a", &[]);
     a.until_ready_is(200).await;
     assert_eq!(a.get("/live").await.expect("live").0, 200);
 
-    // A newer release migrated the database: this binary must not count as ready.
+    // A newer release migrated the database during its rollout: this one goes on serving
+    // (migrations only add). Readiness checks the schema on every request.
     sqlx::query(
         "insert into _sqlx_migrations (version, description, success, checksum, execution_time)
          select 99999999999999, 'from the future', true, checksum, 0 from _sqlx_migrations limit 1",
@@ -324,14 +325,18 @@ async fn worker_is_ready_only_on_the_schema_it_embeds(pool: PgPool) {
     .execute(&db.pool)
     .await
     .expect("future migration");
+    assert_eq!(a.get("/ready").await.expect("ready").0, 200);
+
+    // A migration this binary needs is missing: not ready, still alive.
+    sqlx::query(
+        "delete from _sqlx_migrations where version = (
+             select max(version) from _sqlx_migrations where version < 99999999999999)",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("remove a migration");
     a.until_ready_is(503).await;
     let (_, body) = a.get("/ready").await.expect("ready");
-    assert!(body.contains("ahead"), "{body}");
+    assert!(body.contains("behind"), "{body}");
     assert_eq!(a.get("/live").await.expect("live").0, 200, "still alive");
-
-    sqlx::query("delete from _sqlx_migrations where version = 99999999999999")
-        .execute(&db.pool)
-        .await
-        .expect("back");
-    a.until_ready_is(200).await;
 }
