@@ -385,6 +385,10 @@ struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_GRACE_PERIOD", value_parser = parse_duration)]
     grace_period: Option<Duration>,
 
+    /// How often to try to be the scheduler of due crons [default: 5s].
+    #[arg(long, env = "MOSTRADOR_CRON_INTERVAL", value_parser = parse_duration)]
+    cron_interval: Option<Duration>,
+
     /// End runs that take longer as `timeout` [default: no limit].
     #[arg(long, env = "MOSTRADOR_RUN_TIMEOUT", value_parser = parse_duration)]
     run_timeout: Option<Duration>,
@@ -812,6 +816,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         grace_period: args.grace_period.unwrap_or(defaults.grace_period),
         run_timeout: args.run_timeout,
         max_concurrency: args.max_concurrency,
+        cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
         ..defaults
     };
     config

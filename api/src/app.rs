@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{approvals, probes, runs, state, threads};
+use crate::{approvals, crons, probes, runs, state, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
@@ -223,6 +223,17 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         )
         .route("/approvals", get(approvals::list))
         .route("/approvals/{approval_id}", get(approvals::get))
+        .route("/runs/crons", post(crons::create))
+        .route("/runs/crons/search", post(crons::search))
+        .route("/runs/crons/count", post(crons::count))
+        .route(
+            "/runs/crons/{cron_id}",
+            axum::routing::delete(crons::delete),
+        )
+        .route(
+            "/threads/{thread_id}/runs/crons",
+            post(crons::create_for_thread),
+        )
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
         .layer(axum::middleware::from_fn(move |request, next| {

@@ -13,6 +13,7 @@ pub mod approvals;
 pub mod assistants;
 pub mod auth;
 pub mod authorize;
+pub mod crons;
 pub mod error;
 pub mod extract;
 pub mod metrics;

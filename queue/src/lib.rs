@@ -30,6 +30,7 @@
 pub mod cancel;
 pub mod checkpoint;
 pub mod claim;
+pub mod cron;
 pub mod db;
 pub mod effects;
 pub mod enqueue;

@@ -4,6 +4,7 @@
 mod cancel;
 mod checkpoint;
 mod claim;
+mod cron;
 mod effects;
 mod enqueue;
 mod events;

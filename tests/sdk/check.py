@@ -138,6 +138,24 @@ async def main():
         pass
     print("search shows only visible threads: ok")
 
+    cron = await ana.crons.create("e2e_linear_5", schedule="*/5 * * * *", input={})
+    assert cron["next_run_date"] and cron["schedule"] == "*/5 * * * *", cron
+    on_thread = await ana.crons.create_for_thread(thread["thread_id"], "e2e_linear_5", schedule="0 6 * * *")
+    assert on_thread["thread_id"] == thread["thread_id"], on_thread
+    mine = await ana.crons.search()
+    assert {c["cron_id"] for c in mine} == {cron["cron_id"], on_thread["cron_id"]}, mine
+    assert await luis.crons.search() == []
+    assert await ana.crons.count() == 2
+    await ana.crons.delete(cron["cron_id"])
+    try:
+        await luis.crons.delete(on_thread["cron_id"])
+        raise AssertionError("a customer deleted another's cron")
+    except NotFoundError:
+        pass
+    await ana.crons.delete(on_thread["cron_id"])
+    assert await ana.crons.search() == []
+    print("crons: create, create_for_thread, search, count, delete: ok")
+
     await retail()
 
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use mostrador_graph::Graph;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
-use mostrador_queue::{ClaimedRun, Lease, Listener, RunId, WorkerLease, claim};
+use mostrador_queue::{ClaimedRun, Lease, Listener, RunId, WorkerLease, claim, cron};
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -34,6 +34,8 @@ pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
 pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(25);
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const GRACE_PERIOD_DEFAULT: Duration = Duration::from_secs(30);
+/// How often a worker tries to be the scheduler of due crons (schedules have minute resolution).
+pub const CRON_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
 /// Compiled graphs by graph (assistant) id.
 pub type Registry = HashMap<String, Graph>;
@@ -60,6 +62,8 @@ pub struct WorkerConfig {
     pub run_timeout: Option<Duration>,
     /// Tasks of one superstep at once, for runs whose configuration sets none.
     pub max_concurrency: Option<usize>,
+    /// How often the worker tries to be the scheduler of due crons.
+    pub cron_interval: Duration,
 }
 
 impl WorkerConfig {
@@ -76,6 +80,7 @@ impl WorkerConfig {
             grace_period: GRACE_PERIOD_DEFAULT,
             run_timeout: None,
             max_concurrency: None,
+            cron_interval: CRON_INTERVAL_DEFAULT,
         }
     }
 
@@ -97,6 +102,9 @@ impl WorkerConfig {
         }
         if self.max_runs == 0 {
             return Err("max runs must be at least 1".into());
+        }
+        if self.cron_interval < Duration::from_millis(10) {
+            return Err("the cron interval must be at least 10ms".into());
         }
         if self.max_concurrency == Some(0) {
             return Err("max concurrency must be at least 1".into());
@@ -164,13 +172,51 @@ pub async fn run(
         cancelled_all: false,
         more_queued: false,
     };
-    supervisor.run(shutdown).await;
+    // The scheduler ticks beside the supervisor (its own connection, its own cadence) until the
+    // shutdown begins: a draining worker enqueues nothing new.
+    let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
+    let scheduler = tokio::spawn(schedule_crons(
+        supervisor.pool.clone(),
+        supervisor.config.cron_interval,
+        scheduler_stopped,
+    ));
+    supervisor
+        .run(async {
+            shutdown.await;
+            let _ = stop_scheduler.send(true);
+        })
+        .await;
+    let _ = stop_scheduler.send(true);
+    let _ = scheduler.await;
 
     let _ = stop_listener.send(());
     listener.join().await;
     supervisor.lease.deregister(&supervisor.pool).await?;
     tracing::info!("worker stopped");
     Ok(())
+}
+
+/// Calls [`cron::tick`] every `interval` until `stopped`; the one worker that wins a tick's lock
+/// enqueues the due crons' runs.
+async fn schedule_crons(
+    pool: PgPool,
+    interval: Duration,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticks = ticker(interval);
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => return,
+            _ = ticks.tick() => {}
+        }
+        match cron::tick(&pool).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(runs = n, "enqueued the runs of due crons"),
+            Err(err) => {
+                tracing::warn!(error = %err, "a scheduler tick failed; the next one retries")
+            }
+        }
+    }
 }
 
 struct Supervisor {

@@ -39,7 +39,7 @@ impl StreamModes {
     }
 
     /// The engine's modes. `messages-tuple` is the engine's `messages`.
-    pub(super) fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
+    pub(crate) fn parse(&self) -> Result<Vec<StreamMode>, ApiError> {
         let mut modes = Vec::new();
         for name in self.names() {
             let mode = match name {

@@ -5,7 +5,7 @@
 //! * [`accept`]: a run request, validated and enqueued (on a thread, or on a new one).
 //! * [`wait`]: streaming a run's events, and waiting for its end.
 
-mod accept;
+pub mod accept;
 mod wait;
 
 use wait::final_state;

@@ -1,0 +1,443 @@
+//! Scheduled runs. A cron is a run template (graph, payload, thread or not) and a five-field UTC
+//! schedule. Workers call [`tick`] every few seconds; one of them at a time wins the scheduler's
+//! transaction-scoped advisory lock and, in that same transaction, enqueues one run per due cron
+//! and moves each cron's `next_run_at` past now. So however many workers tick, each tick of a
+//! cron enqueues exactly one run; ticks missed while no worker ran are caught up by one run, not
+//! by a burst.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Datelike, Duration, DurationRound, TimeZone, Timelike, Utc};
+use serde_json::Value;
+use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
+
+use crate::enqueue::enqueue;
+use crate::run::{MultitaskStrategy, NewRun};
+use crate::thread::{self, NewThread, ThreadId};
+use crate::{Error, Result};
+
+/// The advisory lock key of the scheduler ("mostrador cron" in ASCII, folded into an i64).
+const SCHEDULER_LOCK: i64 = 0x6d6f_7374_6372_6f6e;
+
+/// Due crons handled per tick at most (the rest wait for the next tick).
+const TICK_BATCH: i64 = 100;
+
+/// A parsed five-field schedule: minute, hour, day of month, month, day of week (UTC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    minutes: BTreeSet<u32>,
+    hours: BTreeSet<u32>,
+    days: BTreeSet<u32>,
+    months: BTreeSet<u32>,
+    weekdays: BTreeSet<u32>,
+    /// Day of month and day of week both restricted: either matches (cron's rule).
+    either_day: bool,
+}
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+impl Schedule {
+    /// `"*/15 6-20 * * mon-fri"` and the like: `*`, numbers, names of months and weekdays,
+    /// ranges `a-b`, lists `a,b`, steps `*/n` and `a-b/n`; Sunday is 0 or 7.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, for the caller to read.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        let [minute, hour, day, month, weekday] = fields[..] else {
+            return Err(format!(
+                "a schedule has five fields (minute hour day-of-month month day-of-week), not {}",
+                fields.len()
+            ));
+        };
+        let mut weekdays = field(weekday, 0, 7, &WEEKDAYS, 0, "day of week")?;
+        if weekdays.remove(&7) {
+            weekdays.insert(0);
+        }
+        let schedule = Self {
+            minutes: field(minute, 0, 59, &[], 0, "minute")?,
+            hours: field(hour, 0, 23, &[], 0, "hour")?,
+            days: field(day, 1, 31, &[], 1, "day of month")?,
+            months: field(month, 1, 12, &MONTHS, 1, "month")?,
+            weekdays,
+            either_day: day != "*" && weekday != "*",
+        };
+        if schedule.next_after(Utc::now()).is_none() {
+            return Err(format!("the schedule {text:?} never fires"));
+        }
+        Ok(schedule)
+    }
+
+    fn day_matches(&self, at: DateTime<Utc>) -> bool {
+        let day = self.days.contains(&at.day());
+        let weekday = self.weekdays.contains(&at.weekday().num_days_from_sunday());
+        if self.either_day {
+            day || weekday
+        } else {
+            day && weekday
+        }
+    }
+
+    /// The first minute strictly after `after` that the schedule names (`None` if none within
+    /// five years).
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut at = after.duration_trunc(Duration::minutes(1)).ok()? + Duration::minutes(1);
+        let limit = after + Duration::days(5 * 366);
+        while at <= limit {
+            if !self.months.contains(&at.month()) {
+                let (year, month) = if at.month() == 12 {
+                    (at.year() + 1, 1)
+                } else {
+                    (at.year(), at.month() + 1)
+                };
+                at = Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0).single()?;
+            } else if !self.day_matches(at) {
+                at = (at + Duration::days(1))
+                    .duration_trunc(Duration::days(1))
+                    .ok()?;
+            } else if !self.hours.contains(&at.hour()) {
+                at = (at + Duration::hours(1))
+                    .duration_trunc(Duration::hours(1))
+                    .ok()?;
+            } else if !self.minutes.contains(&at.minute()) {
+                at += Duration::minutes(1);
+            } else {
+                return Some(at);
+            }
+        }
+        None
+    }
+}
+
+/// One field: its values within `min..=max` (`names[i]` stands for `i + first_name`).
+fn field(
+    text: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    first_name: u32,
+    what: &str,
+) -> std::result::Result<BTreeSet<u32>, String> {
+    let value = |token: &str| -> std::result::Result<u32, String> {
+        let lower = token.to_ascii_lowercase();
+        names
+            .iter()
+            .position(|name| *name == lower)
+            .map(|i| i as u32 + first_name)
+            .or_else(|| token.parse().ok())
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| format!("{what}: {token:?} is not a value from {min} to {max}"))
+    };
+    let mut values = BTreeSet::new();
+    for item in text.split(',') {
+        let (range, step) = match item.split_once('/') {
+            Some((range, step)) => (
+                range,
+                step.parse::<u32>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("{what}: the step {step:?} is not a positive number"))?,
+            ),
+            None => (item, 1),
+        };
+        let (low, high) = match range {
+            "*" => (min, max),
+            _ => match range.split_once('-') {
+                Some((low, high)) => (value(low)?, value(high)?),
+                None if item.contains('/') => (value(range)?, max),
+                None => {
+                    let one = value(range)?;
+                    (one, one)
+                }
+            },
+        };
+        if low > high {
+            return Err(format!("{what}: the range {range:?} is backwards"));
+        }
+        values.extend((low..=high).step_by(step as usize));
+    }
+    Ok(values)
+}
+
+/// A cron as the `langgraph-sdk` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cron {
+    pub cron_id: Uuid,
+    pub graph_id: String,
+    pub thread_id: Option<Uuid>,
+    pub owner: String,
+    pub store: Option<String>,
+    pub schedule: String,
+    /// `input`, `config`, `metadata`, `stream_mode`, `multitask_strategy` of its runs.
+    pub payload: Value,
+    pub metadata: Value,
+    pub on_run_completed: String,
+    pub enabled: bool,
+    pub end_time: Option<DateTime<Utc>>,
+    pub next_run_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a caller decides about a new cron.
+#[derive(Debug, Clone)]
+pub struct NewCron {
+    pub graph_id: String,
+    pub thread_id: Option<ThreadId>,
+    pub owner: String,
+    pub store: Option<String>,
+    pub schedule: String,
+    pub payload: Value,
+    pub metadata: Value,
+    pub enabled: bool,
+    pub end_time: Option<DateTime<Utc>>,
+}
+
+/// Creates a cron; its first run is at the schedule's next minute.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a schedule that does not parse or never fires, or a payload or metadata
+/// that is not an object.
+pub async fn create(executor: impl PgExecutor<'_>, new: &NewCron) -> Result<Cron> {
+    let schedule = Schedule::parse(&new.schedule).map_err(|reason| Error::Invalid {
+        field: "schedule",
+        reason,
+    })?;
+    for (field, value) in [("payload", &new.payload), ("metadata", &new.metadata)] {
+        if !value.is_object() {
+            return Err(Error::Invalid {
+                field,
+                reason: "must be an object".into(),
+            });
+        }
+    }
+    let next_run_at = schedule
+        .next_after(Utc::now())
+        .expect("a parsed schedule fires");
+    Ok(sqlx::query_as!(
+        Cron,
+        r#"
+        insert into mostrador.crons
+            (cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata, enabled,
+             end_time, next_run_at)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        returning cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        "#,
+        Uuid::now_v7(),
+        new.graph_id,
+        new.thread_id.map(|id| id.0),
+        new.owner,
+        new.store,
+        new.schedule
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        new.payload,
+        new.metadata,
+        new.enabled,
+        new.end_time,
+        next_run_at
+    )
+    .fetch_one(executor)
+    .await?)
+}
+
+/// A caller's crons (optionally of one graph, one thread, enabled or not), oldest first.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000 or a negative offset.
+pub async fn search(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    graph_id: Option<&str>,
+    thread_id: Option<Uuid>,
+    enabled: Option<bool>,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<Cron>> {
+    if !(1..=1000).contains(&limit) || offset < 0 {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be from 1 to 1000 and offset not negative".into(),
+        });
+    }
+    Ok(sqlx::query_as!(
+        Cron,
+        r#"
+        select cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        from mostrador.crons
+        where owner = $1
+          and ($2::text is null or graph_id = $2)
+          and ($3::uuid is null or thread_id = $3)
+          and ($4::boolean is null or enabled = $4)
+        order by created_at, cron_id
+        limit $5 offset $6
+        "#,
+        owner,
+        graph_id,
+        thread_id,
+        enabled,
+        limit,
+        offset
+    )
+    .fetch_all(executor)
+    .await?)
+}
+
+/// Deletes a cron of `owner`; `false` when there is none (someone else's included).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -> Result<bool> {
+    let deleted = sqlx::query!(
+        "delete from mostrador.crons where cron_id = $1 and owner = $2",
+        cron_id,
+        owner
+    )
+    .execute(executor)
+    .await?;
+    Ok(deleted.rows_affected() == 1)
+}
+
+/// One scheduler tick: if this caller wins the scheduler's lock, enqueues one run per due cron
+/// and moves the crons on; returns the runs enqueued (0 when another worker holds the lock).
+/// A cron whose thread is gone, or whose end time passed, is disabled; one whose graph is over
+/// its queue limit waits for the next tick.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn tick(pool: &PgPool) -> Result<usize> {
+    let mut tx = pool.begin().await?;
+    let leader = sqlx::query_scalar!(
+        r#"select pg_try_advisory_xact_lock($1) as "leader!""#,
+        SCHEDULER_LOCK
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !leader {
+        return Ok(0);
+    }
+    let due = sqlx::query_as!(
+        Cron,
+        r#"
+        select cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        from mostrador.crons
+        where enabled and next_run_at <= now()
+        order by next_run_at
+        limit $1
+        for update skip locked
+        "#,
+        TICK_BATCH
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let now = Utc::now();
+    let mut enqueued = 0;
+    for cron in due {
+        if cron.end_time.is_some_and(|end| end < cron.next_run_at) {
+            disable(&mut *tx, cron.cron_id).await?;
+            continue;
+        }
+        let mut attempt = sqlx::Connection::begin(&mut *tx).await?;
+        match enqueue_for(&mut attempt, &cron).await {
+            Ok(()) => {
+                attempt.commit().await?;
+                enqueued += 1;
+            }
+            Err(Error::Backpressure { .. }) => {
+                // The graph's queue is full: this tick's run waits for the next tick.
+                attempt.rollback().await?;
+                continue;
+            }
+            Err(Error::ThreadNotFound(_) | Error::GraphMismatch { .. }) => {
+                attempt.rollback().await?;
+                tracing::warn!(cron_id = %cron.cron_id, "the cron's thread is gone: disabling it");
+                disable(&mut *tx, cron.cron_id).await?;
+                continue;
+            }
+            Err(err) => return Err(err),
+        }
+        let next = Schedule::parse(&cron.schedule)
+            .ok()
+            .and_then(|schedule| schedule.next_after(now));
+        sqlx::query!(
+            r#"
+            update mostrador.crons
+            set next_run_at = coalesce($2, next_run_at), enabled = enabled and $2 is not null,
+                updated_at = now()
+            where cron_id = $1
+            "#,
+            cron.cron_id,
+            next
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(enqueued)
+}
+
+async fn disable(executor: impl PgExecutor<'_>, cron_id: Uuid) -> Result<()> {
+    sqlx::query!(
+        "update mostrador.crons set enabled = false, updated_at = now() where cron_id = $1",
+        cron_id
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// Enqueues the cron's run: on its thread, or on a new thread of its owner.
+async fn enqueue_for(tx: &mut sqlx::PgConnection, cron: &Cron) -> Result<()> {
+    let thread_id = match cron.thread_id {
+        Some(id) => ThreadId(id),
+        None => {
+            let mut new = NewThread::new(&cron.graph_id, &cron.owner);
+            new.store.clone_from(&cron.store);
+            new.metadata = serde_json::json!({"cron_id": cron.cron_id});
+            thread::create(&mut *tx, &new).await?.thread_id
+        }
+    };
+    let payload = &cron.payload;
+    let object = |key: &str| payload.get(key).filter(|value| value.is_object()).cloned();
+    let mut new = NewRun::new(thread_id, &cron.graph_id);
+    new.input = payload
+        .get("input")
+        .filter(|input| !input.is_null())
+        .cloned();
+    if let Some(config) = object("config") {
+        new.config = config;
+    }
+    let mut metadata = object("metadata").unwrap_or_else(|| serde_json::json!({}));
+    metadata["cron_id"] = serde_json::json!(cron.cron_id);
+    new.metadata = metadata;
+    new.multitask_strategy = payload
+        .get("multitask_strategy")
+        .and_then(Value::as_str)
+        .and_then(MultitaskStrategy::from_name)
+        .unwrap_or(MultitaskStrategy::Enqueue);
+    if let Some(modes) = payload.get("stream_mode").and_then(Value::as_array) {
+        let modes: Vec<_> = modes
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(mostrador_graph::StreamMode::from_name)
+            .collect();
+        if !modes.is_empty() {
+            new.stream_mode = modes;
+        }
+    }
+    enqueue(&mut *tx, &new, None).await?;
+    Ok(())
+}

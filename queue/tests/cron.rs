@@ -1,0 +1,181 @@
+//! Crons: schedules and the scheduler's tick (exactly one run per due cron per tick, however many
+//! workers tick at once).
+
+use chrono::{DateTime, Utc};
+use mostrador_queue::cron::{self, NewCron, Schedule};
+use mostrador_queue::thread::{self, NewThread};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{GRAPH, count_runs, wide_pool};
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .expect("time")
+        .with_timezone(&Utc)
+}
+
+fn next(schedule: &str, after: &str) -> String {
+    Schedule::parse(schedule)
+        .expect("valid")
+        .next_after(at(after))
+        .expect("fires")
+        .to_rfc3339()
+}
+
+#[test]
+fn schedules_fire_on_the_minutes_they_name() {
+    assert_eq!(
+        next("*/15 * * * *", "2026-11-30T10:07:30Z"),
+        "2026-11-30T10:15:00+00:00"
+    );
+    assert_eq!(
+        next("0 6 * * *", "2026-11-30T06:00:00Z"),
+        "2026-12-01T06:00:00+00:00",
+        "strictly after"
+    );
+    // 2026-12-05 is a Saturday.
+    assert_eq!(
+        next("30 3 * * mon-fri", "2026-12-05T12:00:00Z"),
+        "2026-12-07T03:30:00+00:00"
+    );
+    assert_eq!(
+        next("0 0 * * 7", "2026-12-05T12:00:00Z"),
+        "2026-12-06T00:00:00+00:00",
+        "7 is Sunday"
+    );
+    assert_eq!(
+        next("0 12 1 jan *", "2026-11-30T00:00:00Z"),
+        "2027-01-01T12:00:00+00:00"
+    );
+    // Day of month and day of week both given: either matches (2026-12-01 is a Tuesday).
+    assert_eq!(
+        next("0 0 15 * tue", "2026-11-30T00:00:00Z"),
+        "2026-12-01T00:00:00+00:00"
+    );
+    assert_eq!(
+        next("5-10/5 * * * *", "2026-11-30T10:06:00Z"),
+        "2026-11-30T10:10:00+00:00"
+    );
+    assert_eq!(
+        next("0 0 29 2 *", "2026-11-30T00:00:00Z"),
+        "2028-02-29T00:00:00+00:00"
+    );
+}
+
+#[test]
+fn bad_schedules_say_why() {
+    for (schedule, why) in [
+        ("* * * *", "five fields"),
+        ("60 * * * *", "minute"),
+        ("* 5-1 * * *", "backwards"),
+        ("*/0 * * * *", "step"),
+        ("0 0 31 2 *", "never fires"),
+        ("0 0 * * funday", "day of week"),
+    ] {
+        let err = Schedule::parse(schedule).expect_err(schedule);
+        assert!(err.contains(why), "{schedule}: {err}");
+    }
+}
+
+async fn due_cron(pool: &PgPool, thread_id: Option<mostrador_queue::ThreadId>) -> uuid::Uuid {
+    let cron = cron::create(
+        pool,
+        &NewCron {
+            graph_id: GRAPH.into(),
+            thread_id,
+            owner: "ana".into(),
+            store: Some("madrid-centro".into()),
+            schedule: "* * * * *".into(),
+            payload: json!({"input": {"n": 1}}),
+            metadata: json!({}),
+            enabled: true,
+            end_time: None,
+        },
+    )
+    .await
+    .expect("cron");
+    make_due(pool, cron.cron_id).await;
+    cron.cron_id
+}
+
+/// The tick that was due a second ago (time moved with SQL).
+async fn make_due(pool: &PgPool, cron_id: uuid::Uuid) {
+    sqlx::query(
+        "update mostrador.crons set next_run_at = now() - interval '1 second' where cron_id = $1",
+    )
+    .bind(cron_id)
+    .execute(pool)
+    .await
+    .expect("due");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn concurrent_ticks_enqueue_one_run_per_due_cron(pool: PgPool) {
+    let pool = wide_pool(&pool, 8).await;
+    let stateless = due_cron(&pool, None).await;
+    let thread = thread::create(&pool, &NewThread::new(GRAPH, "ana"))
+        .await
+        .expect("thread");
+    let threaded = due_cron(&pool, Some(thread.thread_id)).await;
+    for tick in 1..=3 {
+        let (a, b, c) = tokio::join!(cron::tick(&pool), cron::tick(&pool), cron::tick(&pool));
+        let enqueued = a.expect("tick") + b.expect("tick") + c.expect("tick");
+        assert_eq!(
+            enqueued, 2,
+            "tick {tick}: one run per cron, whoever won the lock"
+        );
+        assert_eq!(count_runs(&pool).await, 2 * tick as i64);
+        let quiet = cron::tick(&pool).await.expect("tick");
+        assert_eq!(quiet, 0, "nothing is due until the next minute");
+        make_due(&pool, stateless).await;
+        make_due(&pool, threaded).await;
+    }
+    let on_thread: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.runs where thread_id = $1")
+            .bind(thread.thread_id.0)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(on_thread, 3, "the thread cron's runs queue on its thread");
+    let stateless_threads: i64 = sqlx::query_scalar(
+        "select count(*) from mostrador.threads where metadata->>'cron_id' = $1::text and owner = 'ana'",
+    )
+    .bind(stateless)
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(
+        stateless_threads, 3,
+        "a new thread of the creator per stateless run"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_cron_past_its_end_time_or_without_its_thread_stops(pool: PgPool) {
+    let ended = due_cron(&pool, None).await;
+    sqlx::query(
+        "update mostrador.crons set end_time = now() - interval '1 hour' where cron_id = $1",
+    )
+    .bind(ended)
+    .execute(&pool)
+    .await
+    .expect("end");
+    let thread = thread::create(&pool, &NewThread::new(GRAPH, "ana"))
+        .await
+        .expect("thread");
+    let orphan = due_cron(&pool, Some(thread.thread_id)).await;
+    thread::delete(&pool, thread.thread_id)
+        .await
+        .expect("delete");
+    assert_eq!(cron::tick(&pool).await.expect("tick"), 0);
+    let enabled: Vec<bool> = sqlx::query_scalar(
+        "select enabled from mostrador.crons where cron_id = any($1) order by cron_id",
+    )
+    .bind(vec![ended, orphan])
+    .fetch_all(&pool)
+    .await
+    .expect("enabled");
+    assert_eq!(enabled, [false, false]);
+    assert_eq!(count_runs(&pool).await, 0);
+}
