@@ -40,6 +40,11 @@ const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/mostrador
 struct Cli {
     #[command(subcommand)]
     command: Command,
+
+    /// Logs on stderr: text for people, json (one object per line, with the fields of the
+    /// request or run span, its trace_id included) for a log pipeline.
+    #[arg(long, global = true, env = "MOSTRADOR_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -405,13 +410,19 @@ struct WorkerArgs {
 /// Runs the command line with `graphs` as the graphs this binary serves.
 pub fn main(graphs: GraphSet) -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    if cli.log_format == "json" {
+        logs.json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -278,6 +278,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             state.clone(),
             metrics::count,
         ))
+        .layer(axum::middleware::from_fn(crate::trace::traced))
         .with_state(state)
 }
 

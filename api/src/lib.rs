@@ -23,6 +23,7 @@ pub mod runs;
 pub mod state;
 pub mod stream;
 pub mod threads;
+pub mod trace;
 
 pub use app::{ApiConfig, AppState, router, serve};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};

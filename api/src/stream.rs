@@ -109,9 +109,10 @@ async fn follow(
     messages: Messages,
     sender: mpsc::Sender<Event>,
 ) {
-    let metadata = Event::default()
-        .event("metadata")
-        .data(json!({"run_id": run.run_id.0, "attempt": run.attempt}).to_string());
+    let metadata = Event::default().event("metadata").data(
+        json!({"run_id": run.run_id.0, "attempt": run.attempt, "trace_id": run.trace_id})
+            .to_string(),
+    );
     if sender.send(metadata).await.is_err() {
         return;
     }

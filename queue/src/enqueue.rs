@@ -132,7 +132,9 @@ pub async fn enqueue<'a>(
             priority, available_at, max_attempts, trace_id, stream_mode
         )
         values (
-            $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11, $12, $13
+            $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11,
+            -- Every run has a trace: its creator's, or one of its own.
+            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13
         )
         returning
             run_id as "run_id: RunId",
@@ -262,7 +264,8 @@ pub async fn enqueue_batch<'a>(
             select
                 i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
                 i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
-                i.max_attempts, i.trace_id, string_to_array(i.stream_mode, ',')
+                i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
+                string_to_array(i.stream_mode, ',')
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
             -- generic plan of this prepared statement may probe threads by graph_id instead

@@ -6,4 +6,5 @@ mod schedule;
 mod soak;
 mod support;
 mod token;
+mod trace;
 mod worker;

@@ -271,6 +271,9 @@ fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<R
     if let Value::Object(map) = &mut configurable {
         map.insert("run_id".into(), json!(claimed.run_id.0));
         map.insert("thread_id".into(), json!(claimed.thread_id.0));
+        if let Some(trace_id) = &claimed.trace_id {
+            map.insert("trace_id".into(), json!(trace_id));
+        }
     }
     options.config = configurable;
     Ok(options)

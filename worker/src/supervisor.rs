@@ -18,6 +18,7 @@ use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
+use tracing::Instrument;
 
 use crate::execute::{Executor, Finish, RunHandle};
 use crate::telemetry::{RunLabels, Telemetry};
@@ -488,10 +489,21 @@ impl Supervisor {
         let (executor, timeout) = (self.executor.clone(), self.config.run_timeout);
         tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
         let run_id = claimed.run_id;
-        let task = self.runs.spawn(async move {
-            let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
-            (claimed.run_id, finish)
-        });
+        // The run's span names its trace: the one of the request that created it.
+        let span = tracing::info_span!(
+            "run",
+            run_id = %claimed.run_id,
+            graph = %claimed.graph_id,
+            attempt = claimed.attempt,
+            trace_id = claimed.trace_id.as_deref().unwrap_or(""),
+        );
+        let task = self.runs.spawn(
+            async move {
+                let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
+                (claimed.run_id, finish)
+            }
+            .instrument(span),
+        );
         self.tasks.insert(task.id(), run_id);
     }
 

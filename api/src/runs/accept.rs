@@ -353,6 +353,7 @@ fn new_run(
         multitask_strategy,
         after,
         stream_mode,
+        trace_id: crate::trace::current(),
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
 }

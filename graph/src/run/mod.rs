@@ -23,6 +23,7 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::channel::{State, as_state};
@@ -363,16 +364,20 @@ impl<C: Checkpointer> Execution<'_, C> {
             task_ids.insert(index, task_id);
             let (node, permits) = (node.clone(), Arc::clone(&permits));
             let drain = self.control.drain.clone();
-            tasks.spawn(async move {
-                let _permit = permits
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed");
-                if drain.is_cancelled() {
-                    return (index, None);
+            // A task runs in the caller's span (the worker's run span: its trace).
+            tasks.spawn(
+                async move {
+                    let _permit = permits
+                        .acquire_owned()
+                        .await
+                        .expect("the semaphore is never closed");
+                    if drain.is_cancelled() {
+                        return (index, None);
+                    }
+                    (index, Some(invoke(&node, ctx).await))
                 }
-                (index, Some(invoke(&node, ctx).await))
-            });
+                .in_current_span(),
+            );
         }
 
         let mut interrupts = Vec::new();
