@@ -75,6 +75,23 @@ enum Command {
 }
 
 /// How runs are submitted by a scheduler.
+impl Command {
+    /// The subcommand's name (the default `service.name` of its traces).
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Migrate(_) => "migrate",
+            Command::Worker(_) => "worker",
+            Command::Api(_) => "api",
+            Command::Dev(_) => "dev",
+            Command::Token(_) => "token",
+            Command::Retention(_) => "retention",
+            Command::Seed(_) => "seed",
+            Command::Enqueue(_) => "enqueue",
+            Command::Batch(_) => "batch",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct SubmitArgs {
     #[command(flatten)]
@@ -410,19 +427,13 @@ struct WorkerArgs {
 /// Runs the command line with `graphs` as the graphs this binary serves.
 pub fn main(graphs: GraphSet) -> ExitCode {
     let cli = Cli::parse();
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr);
-    if cli.log_format == "json" {
-        logs.json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .init();
-    } else {
-        logs.with_ansi(std::io::stderr().is_terminal()).init();
-    }
+    let traces = match install_tracing(&cli) {
+        Ok(traces) => traces,
+        Err(err) => {
+            eprintln!("failed to set up tracing: {err:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -433,13 +444,80 @@ pub fn main(graphs: GraphSet) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli, graphs)) {
+    let code = match runtime.block_on(run(cli, graphs)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
+    };
+    drop(runtime);
+    if let Some(traces) = traces
+        && let Err(err) = traces.shutdown()
+    {
+        eprintln!("failed to flush the last traces: {err}");
     }
+    code
+}
+
+/// Logs on stderr (text or JSON) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, spans exported over OTLP/HTTP (protobuf) in
+/// batches; the exporter reads the other `OTEL_EXPORTER_OTLP_*` variables (headers, timeout) and
+/// `OTEL_SERVICE_NAME`. Returns the provider to flush at exit.
+fn install_tracing(
+    cli: &Cli,
+) -> anyhow::Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = if cli.log_format == "json" {
+        fmt.json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .boxed()
+    } else {
+        fmt.with_ansi(std::io::stderr().is_terminal()).boxed()
+    };
+    let exporting = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|name| std::env::var(name).is_ok_and(|value| !value.is_empty()));
+    let provider = if exporting {
+        // reqwest is built without a crypto provider of its own; ring is ours.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()
+            .context("invalid OTLP exporter settings")?;
+        let service = std::env::var("OTEL_SERVICE_NAME")
+            .unwrap_or_else(|_| format!("mostrador-{}", cli.command.name()));
+        Some(
+            opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_resource(
+                    opentelemetry_sdk::Resource::builder()
+                        .with_service_name(service)
+                        .build(),
+                )
+                .build(),
+        )
+    } else {
+        None
+    };
+    let otel = provider
+        .as_ref()
+        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("mostrador")));
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    Ok(provider)
 }
 
 async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {

@@ -203,8 +203,29 @@ impl Worker {
         Self::spawn_at(&db.url, name, command, args)
     }
 
+    /// [`Worker::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        db: &Db,
+        name: &str,
+        command: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::spawn_process(&db.url, name, command, args, env)
+    }
+
     /// [`Worker::spawn`] connecting with `url` (another role, ...).
     pub fn spawn_at(url: &str, name: &str, command: &str, args: &[&str]) -> Self {
+        Self::spawn_process(url, name, command, args, &[])
+    }
+
+    fn spawn_process(
+        url: &str,
+        name: &str,
+        command: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -220,6 +241,7 @@ impl Worker {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(args)
             .env("RUST_LOG", "info,sqlx=warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .kill_on_drop(true)

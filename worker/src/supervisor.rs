@@ -197,6 +197,30 @@ pub async fn run(
     Ok(())
 }
 
+/// Makes a run's span part of the trace of the request that created it (no-op unless the process
+/// exports traces). The remote parent's span id is derived from the run id: the request's own span
+/// id is not stored.
+fn continue_trace(span: &tracing::Span, trace_id: &str, run_id: RunId) {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let Ok(trace_id) = TraceId::from_hex(trace_id) else {
+        return;
+    };
+    let tail: [u8; 8] = run_id.0.as_bytes()[8..]
+        .try_into()
+        .expect("a uuid has 16 bytes");
+    let parent = SpanContext::new(
+        trace_id,
+        SpanId::from_bytes(tail),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
+}
+
 /// Calls [`cron::tick`] every `interval` until `stopped`; the one worker that wins a tick's lock
 /// enqueues the due crons' runs.
 async fn schedule_crons(
@@ -497,6 +521,9 @@ impl Supervisor {
             attempt = claimed.attempt,
             trace_id = claimed.trace_id.as_deref().unwrap_or(""),
         );
+        if let Some(trace_id) = &claimed.trace_id {
+            continue_trace(&span, trace_id, run_id);
+        }
         let task = self.runs.spawn(
             async move {
                 let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
