@@ -40,8 +40,10 @@ impl RuntimeRole {
     }
 }
 
+/// The api, a worker, `seed` and `retention` run a whole approval flow under the runtime role;
+/// the role cannot create, alter, truncate or drop anything.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn api_and_workers_run_under_the_runtime_role_which_cannot_ddl(pool: PgPool) {
+async fn runtime_role_cannot_ddl(pool: PgPool) {
     let db = Db::new(pool).await;
     let role = RuntimeRole::create(&db.pool).await;
     let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
