@@ -22,6 +22,14 @@ pub struct Metrics {
     pub runs_created: Counter,
     /// Runs refused because their graph's queue was over its limit.
     pub backpressure_rejections: Counter,
+    /// Pending and running runs by graph, read from the database when scraped.
+    pub queue_depth: Family<DepthLabels, Gauge>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DepthLabels {
+    pub graph: String,
+    pub status: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,6 +46,7 @@ impl Default for Metrics {
             requests: Family::default(),
             runs_created: Counter::default(),
             backpressure_rejections: Counter::default(),
+            queue_depth: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -60,6 +69,11 @@ impl Default for Metrics {
             "Runs refused with 503 because their graph's queue was over its limit",
             metrics.backpressure_rejections.clone(),
         );
+        registry.register(
+            "queue_depth",
+            "Pending and running runs, by graph and status (read when scraped)",
+            metrics.queue_depth.clone(),
+        );
         Self {
             registry,
             ..metrics
@@ -76,8 +90,41 @@ impl Metrics {
     }
 }
 
-/// `GET /metrics`.
+/// `GET /metrics`. The queue's depth is read from the database first (within a second; on a
+/// failure the last values stand).
 pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
+    let depth = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        mostrador_queue::run::depth(state.pool()),
+    )
+    .await;
+    match depth {
+        Ok(Ok(depth)) => {
+            let family = &state.metrics().queue_depth;
+            family.clear();
+            // Every graph shows, empty queues as 0: a chart needs the line.
+            for assistant in state.assistants() {
+                for status in ["pending", "running"] {
+                    family
+                        .get_or_create(&DepthLabels {
+                            graph: assistant.graph_id.clone(),
+                            status: status.into(),
+                        })
+                        .set(0);
+                }
+            }
+            for (graph, status, runs) in depth {
+                family
+                    .get_or_create(&DepthLabels {
+                        graph,
+                        status: status.as_str().into(),
+                    })
+                    .set(runs);
+            }
+        }
+        Ok(Err(err)) => tracing::warn!(error = %err, "reading the queue depth failed"),
+        Err(_) => tracing::warn!("reading the queue depth took over a second"),
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -351,6 +351,14 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
         metrics.contains("mostrador_api_runs_created_total 1"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains(r#"mostrador_api_queue_depth{graph="agent",status="pending"} 1"#),
+        "the queue's depth, read when scraped: {metrics}"
+    );
+    assert!(
+        metrics.contains(r#"mostrador_api_queue_depth{graph="agent",status="running"} 0"#),
+        "{metrics}"
+    );
 
     drop(first);
     // The closed stream is counted out once its follower notices: a new one is served.

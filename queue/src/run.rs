@@ -258,6 +258,28 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId, run_id: Run
     .ok_or(Error::RunNotFound(run_id))
 }
 
+/// Pending and running runs by graph: the queue's depth.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn depth(executor: impl PgExecutor<'_>) -> Result<Vec<(String, RunStatus, i64)>> {
+    let rows = sqlx::query!(
+        r#"
+        select graph_id, status as "status: RunStatus", count(*) as "runs!"
+        from mostrador.runs
+        where status in ('pending', 'running')
+        group by graph_id, status
+        "#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.graph_id, row.status, row.runs))
+        .collect())
+}
+
 /// The status of each of `run_ids` (those that exist), with the error of the failed ones.
 ///
 /// # Errors
