@@ -246,6 +246,11 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_SUBSCRIBERS", default_value_t = mostrador_api::app::MAX_SUBSCRIBERS_DEFAULT)]
     max_subscribers: usize,
 
+    /// An SSE client that reads nothing this long while its buffer is full is disconnected
+    /// [default: 30s].
+    #[arg(long, env = "MOSTRADOR_SLOW_CLIENT_TIMEOUT", value_parser = parse_duration)]
+    slow_client_timeout: Option<Duration>,
+
     /// Database connections.
     #[arg(long, env = "MOSTRADOR_POOL_SIZE", default_value_t = 16)]
     pool_size: u32,
@@ -561,6 +566,9 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_subscribers = args.max_subscribers;
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
+    }
+    if let Some(timeout) = args.slow_client_timeout {
+        config.slow_client_timeout = timeout;
     }
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = graphs(&pool, &Model::Offline(Offline::default()))

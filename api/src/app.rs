@@ -41,6 +41,9 @@ pub struct ApiConfig {
     pub max_pending: i64,
     /// Open SSE streams above which new ones get a 503 with `Retry-After`.
     pub max_subscribers: usize,
+    /// An SSE client that reads nothing for this long while its stream's buffer is full is
+    /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
+    pub slow_client_timeout: Duration,
 }
 
 impl ApiConfig {
@@ -51,9 +54,13 @@ impl ApiConfig {
             request_timeout: Duration::from_secs(30),
             max_pending: MAX_PENDING_DEFAULT,
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
+            slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
         }
     }
 }
+
+/// See [`ApiConfig::slow_client_timeout`].
+pub const SLOW_CLIENT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 /// What every handler may use. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -72,6 +79,7 @@ struct Inner {
     listener: Listener,
     queue_limit: QueueLimit,
     max_subscribers: usize,
+    slow_client_timeout: Duration,
     metrics: Metrics,
 }
 
@@ -99,6 +107,7 @@ impl AppState {
             shutdown: watch::Sender::new(false),
             listener,
             max_subscribers: config.max_subscribers,
+            slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
@@ -151,6 +160,10 @@ impl AppState {
             return None;
         }
         Some(Subscriber(self.clone()))
+    }
+
+    pub fn slow_client_timeout(&self) -> Duration {
+        self.0.slow_client_timeout
     }
 
     pub fn listener(&self) -> &Listener {

@@ -14,9 +14,13 @@ use mostrador_queue::event::EventFollower;
 use mostrador_queue::{Error as QueueError, Run};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::SendTimeoutError;
 
 use crate::app::AppState;
 use crate::error::ApiError;
+
+/// Events a stream holds for a client that does not read them yet.
+pub const STREAM_BUFFER: usize = 64;
 
 /// How often a quiet stream gets a keep-alive comment (the client gives up after 300 s).
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
@@ -88,7 +92,7 @@ pub fn events(
             "this server streams to as many clients as it may; try again",
         )
     })?;
-    let (sender, receiver) = mpsc::channel::<Event>(64);
+    let (sender, receiver) = mpsc::channel::<Event>(STREAM_BUFFER);
     let (state, run) = (state.clone(), run.clone());
     tokio::spawn(async move {
         follow(state, run, after_seq, modes, messages, sender).await;
@@ -117,6 +121,7 @@ async fn follow(
         return;
     }
     let mut shutdown = state.shutdown_signal();
+    let slow_client = state.slow_client_timeout();
     // Partial messages accumulate every chunk of a message: a resumed stream re-reads the log
     // from the start and sends only what follows `after_seq`.
     let mut partial = (messages == Messages::Partial).then(Accumulated::default);
@@ -176,8 +181,15 @@ async fn follow(
                 .event(name)
                 .id(id.clone())
                 .data(data.to_string());
-            if sender.send(sse).await.is_err() {
-                return;
+            // A client that stopped reading holds at most the channel's events; past the
+            // timeout it is let go, and other streams never wait for it.
+            match sender.send_timeout(sse, slow_client).await {
+                Ok(()) => {}
+                Err(SendTimeoutError::Timeout(_)) => {
+                    tracing::info!(run_id = %run.run_id, "an SSE client stopped reading: disconnected");
+                    return;
+                }
+                Err(SendTimeoutError::Closed(_)) => return,
             }
         }
         if event.event == "end" {

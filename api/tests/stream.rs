@@ -498,3 +498,101 @@ async fn read_until(
         seen.push_str(std::str::from_utf8(&frame).expect("utf-8"));
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn slow_client_does_not_stall_others(pool: PgPool) {
+    use mostrador_api::ApiConfig;
+    use mostrador_api::stream::STREAM_BUFFER;
+
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            slow_client_timeout: Duration::from_millis(300),
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let path = format!(
+        "/threads/{thread}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+    let open = || {
+        let router = mostrador_api::router(api.state.clone(), &api.config);
+        tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
+    };
+    // The slow client: its response is never read until the end of the test.
+    let slow = open().await.expect("infallible");
+    let reader = open().await.expect("infallible");
+    let reading = tokio::spawn(async move {
+        axum::body::to_bytes(reader.into_body(), usize::MAX)
+            .await
+            .expect("body")
+    });
+
+    let events = 4 * STREAM_BUFFER;
+    let held = claimed(&api).await;
+    let batch: Vec<NewEvent> = (0..events)
+        .map(|i| NewEvent::new("values", json!({"i": i, "pad": "x".repeat(1000)})))
+        .collect();
+    event::append(api.state.pool(), held.lease(), &batch)
+        .await
+        .expect("append");
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+
+    let fast = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the reading client got every event while the other read nothing")
+        .expect("task");
+    let fast = parse(std::str::from_utf8(&fast).expect("utf-8"));
+    assert_eq!(fast.iter().filter(|e| e.0 == "values").count(), events);
+    assert_eq!(fast.last().map(|e| e.0.as_str()), Some("end"));
+
+    // The slow one is let go once its buffer stays full past the timeout: its stream leaves the
+    // subscriber count (time is what it waits for: the count is the signal).
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while api.state.metrics().sse_subscribers.get() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the slow client was disconnected");
+    // What it can still read is bounded, and has no `end`.
+    let slow = tokio::time::timeout(
+        Duration::from_secs(10),
+        axum::body::to_bytes(slow.into_body(), usize::MAX),
+    )
+    .await
+    .expect("the slow stream was closed")
+    .expect("body");
+    let slow = parse(std::str::from_utf8(&slow).expect("utf-8"));
+    assert!(
+        slow.len() <= STREAM_BUFFER + 2,
+        "a bounded buffer: {} events",
+        slow.len()
+    );
+    assert!(
+        slow.iter().all(|e| e.0 != "end"),
+        "disconnected before the end"
+    );
+    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
+    assert!(
+        metrics
+            .as_str()
+            .expect("text")
+            .contains("mostrador_api_sse_subscribers 0"),
+        "{metrics}"
+    );
+}
