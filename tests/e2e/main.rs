@@ -1,4 +1,5 @@
 mod api;
+mod faults;
 mod model;
 mod retail;
 mod roles;
