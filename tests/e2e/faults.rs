@@ -114,3 +114,119 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
     .expect("a new stream after the reconnect ended");
     assert_eq!(again.last().map(|(name, _)| name.as_str()), Some("end"));
 }
+
+/// A TCP proxy to Postgres that the test can cut: every connection through it is closed, and new
+/// ones are refused, as when a node loses the network.
+struct Proxy {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(target: (String, u16)) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (cut, is_cut) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if *is_cut.borrow() {
+                    continue; // dropped: refused
+                }
+                let target = target.clone();
+                let mut is_cut = is_cut.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut client, mut server) = (client, server);
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = is_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut }
+    }
+
+    fn cut(&self) {
+        let _ = self.cut.send(true);
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn worker_loses_database_mid_run(pool: PgPool) {
+    use crate::support::Executions;
+    use mostrador_queue::RunStatus;
+
+    let db = Db::new(pool).await;
+    let options = db.pool.connect_options();
+    let proxy = Proxy::start((options.get_host().to_owned(), options.get_port())).await;
+    let via_proxy = db.url.replacen(
+        &format!(":{}/", options.get_port()),
+        &format!(":{}/", proxy.port),
+        1,
+    );
+    assert_ne!(via_proxy, db.url);
+    let mut executions = Executions::listen(&db).await;
+    let a = Worker::spawn_at(
+        &via_proxy,
+        "a",
+        "worker",
+        &[
+            "--lease",
+            "2s",
+            "--poll-interval",
+            "200ms",
+            "--graphs",
+            "e2e_linear_6",
+        ],
+    );
+    a.until_ready_is(200).await;
+    let run = db
+        .enqueue("e2e_linear_6", json!({"slow": {"s3": 4_000}}))
+        .await;
+    executions
+        .until(|e| e.thread_id == run.thread_id.0 && e.node == "s3" && e.phase == "start")
+        .await;
+    // Cut once a's events up to s2 are published: during s3 a touches the database only to
+    // heartbeat.
+    let mut events = db.follow(&run).await;
+    let mut values = 0;
+    while values < 3 {
+        let event = events.next().await.expect("events").expect("the run goes on");
+        if event.event == "values" {
+            values += 1;
+        }
+    }
+    proxy.cut();
+
+    // A cannot heartbeat: after a whole lease it stops the run, and its lease expires.
+    let b = Worker::start(&db, "b", &["--graphs", "e2e_linear_6"]);
+    b.until_ready_is(200).await;
+    let ended = db.until_end(&run, Duration::from_secs(60)).await;
+    assert_eq!(ended.status, RunStatus::Success, "{ended:?}");
+    assert!(ended.attempt >= 2, "taken over by b: {ended:?}");
+    let started = db.counts(run.thread_id.0, "start").await;
+    let finished = db.counts(run.thread_id.0, "finish").await;
+    for node in ["s1", "s2", "s4", "s5", "s6"] {
+        assert_eq!(started[node], 1, "{node} ran once: {started:?}");
+    }
+    assert_eq!(started["s3"], 2, "s3 started on a, then again on b");
+    assert_eq!(finished["s3"], 1, "a never finished it: {finished:?}");
+    assert_eq!(
+        db.values(run.thread_id.0).await["log"],
+        json!(["s1", "s2", "s3", "s4", "s5", "s6"]),
+        "no write of a's landed after b took over"
+    );
+    let log = a.log();
+    assert!(
+        log.contains("no heartbeat for a whole lease: stopping this worker's runs"),
+        "{log}"
+    );
+}

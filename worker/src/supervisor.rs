@@ -171,6 +171,7 @@ pub async fn run(
         stranded: Vec::new(),
         drain_deadline: None,
         cancelled_all: false,
+        last_heartbeat: Instant::now(),
         more_queued: false,
     };
     // The scheduler ticks beside the supervisor (its own connection, its own cadence) until the
@@ -263,6 +264,8 @@ struct Supervisor {
     stranded: Vec<ClaimedRun>,
     drain_deadline: Option<Instant>,
     cancelled_all: bool,
+    /// When a heartbeat last reached the database.
+    last_heartbeat: Instant,
     /// The last claim filled every free slot: more runs may wait, so a slot that frees up is
     /// filled at once rather than at the next notification or poll.
     more_queued: bool,
@@ -450,8 +453,25 @@ impl Supervisor {
                     }
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "heartbeat failed"),
+            Err(err) => {
+                tracing::warn!(error = %err, "heartbeat failed");
+                // A whole lease without a heartbeat: the runs are another worker's by now (or
+                // will be at its next sweep). Stop executing them; their writes would be refused
+                // by the fence anyway, but their nodes' effects would not.
+                if self.last_heartbeat.elapsed() >= self.config.lease && !self.in_flight.is_empty()
+                {
+                    tracing::warn!(
+                        runs = self.in_flight.len(),
+                        "no heartbeat for a whole lease: stopping this worker's runs"
+                    );
+                    for run in self.in_flight.values() {
+                        run.handle.control.cancel();
+                    }
+                }
+                return;
+            }
         }
+        self.last_heartbeat = Instant::now();
     }
 
     fn free(&self) -> usize {
