@@ -1,4 +1,5 @@
 mod auth;
+mod hostile;
 mod http;
 mod jwks;
 mod matrix;

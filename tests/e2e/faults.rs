@@ -199,7 +199,11 @@ async fn worker_loses_database_mid_run(pool: PgPool) {
     let mut events = db.follow(&run).await;
     let mut values = 0;
     while values < 3 {
-        let event = events.next().await.expect("events").expect("the run goes on");
+        let event = events
+            .next()
+            .await
+            .expect("events")
+            .expect("the run goes on");
         if event.event == "values" {
             values += 1;
         }

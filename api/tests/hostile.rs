@@ -1,0 +1,198 @@
+//! Hostile input, generated (proptest strategies, a fixed seed so a failure reproduces): the
+//! `Last-Event-ID` header, bearer tokens, and run-create bodies. Nothing panics, nothing answers a
+//! 500, nothing malformed is accepted (no mangled token changes who calls), and a refused request
+//! writes nothing.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use mostrador_api::Role;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+use serde_json::{Map, Value, json};
+use sqlx::PgPool;
+
+use crate::support::{Api, caller};
+
+/// `n` values of `strategy`, the same on every run.
+fn samples<T: std::fmt::Debug>(strategy: impl Strategy<Value = T>, n: usize) -> Vec<T> {
+    let mut runner = TestRunner::deterministic();
+    (0..n)
+        .map(|_| strategy.new_tree(&mut runner).expect("a value").current())
+        .collect()
+}
+
+#[test]
+fn last_event_id_accepts_sequence_numbers_only() {
+    let headers = prop_oneof![
+        any::<String>(),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| format!(" {n} ")),
+        Just("1e3".to_owned()),
+        Just("0x10".to_owned()),
+        Just("1796013920780-0".to_owned()),
+    ];
+    for text in samples(headers, 5_000) {
+        let Ok(value) = HeaderValue::from_str(&text) else {
+            continue; // Not a header value: no client can send it.
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("last-event-id", value);
+        let expected = text.trim().parse::<i64>().ok().filter(|n| *n >= 0);
+        match mostrador_api::stream::last_event_id(&headers) {
+            Ok(seq) => assert_eq!(Some(seq), expected, "{text:?}"),
+            Err(err) => {
+                assert_eq!(expected, None, "{text:?} refused");
+                assert_eq!(err.status, StatusCode::UNPROCESSABLE_ENTITY);
+            }
+        }
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn mangled_tokens_never_change_who_calls(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let token = api.token_for(&caller("ana", Role::Manager, Some("madrid-centro")));
+    assert!(
+        api.state.auth().verify(&token).await.is_ok(),
+        "the original verifies"
+    );
+    let len = token.len();
+    let mangle = prop_oneof![
+        // One byte replaced.
+        (
+            0..len,
+            any::<u8>().prop_filter("printable", |b| b.is_ascii_graphic())
+        )
+            .prop_map({
+                let token = token.clone();
+                move |(at, byte)| {
+                    let mut bytes = token.clone().into_bytes();
+                    bytes[at] = byte;
+                    String::from_utf8_lossy(&bytes).into_owned()
+                }
+            }),
+        // Cut short.
+        (0..len).prop_map({
+            let token = token.clone();
+            move |at| token[..at].to_owned()
+        }),
+        // Segments shuffled or dropped.
+        Just(token.split('.').rev().collect::<Vec<_>>().join(".")),
+        Just(token.split('.').take(2).collect::<Vec<_>>().join(".") + "."),
+        // The payload of another token with this one's signature.
+        Just({
+            let other = api.token_for(&caller("luis", Role::Manager, Some("madrid-centro")));
+            let (mine, theirs) = (
+                token.split('.').collect::<Vec<_>>(),
+                other.split('.').collect::<Vec<_>>(),
+            );
+            format!("{}.{}.{}", mine[0], theirs[1], mine[2])
+        }),
+        any::<String>(),
+    ];
+    let original = api.state.auth().verify(&token).await.expect("verifies");
+    for mangled in samples(mangle, 2_000) {
+        // Base64 lets a last character change without changing the bytes it decodes to: such a
+        // token is the same token. Whatever verifies must be exactly the original caller.
+        if let Ok(verified) = api.state.auth().verify(&mangled).await {
+            assert_eq!(
+                verified, original,
+                "a mangled token changed who calls: {mangled:?}"
+            );
+        }
+    }
+}
+
+/// JSON of any shape, a few levels deep.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|f| json!(f)),
+        any::<String>().prop_map(Value::String),
+        Just(json!("agent")),
+        Just(json!("values")),
+        Just(json!("enqueue")),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::vec((any::<String>(), inner), 0..4)
+                .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+        ]
+    })
+}
+
+/// A run-create body: the keys the api knows (and some it does not) with values of any shape.
+fn run_body() -> impl Strategy<Value = Value> {
+    const KEYS: [&str; 15] = [
+        "assistant_id",
+        "input",
+        "command",
+        "config",
+        "context",
+        "metadata",
+        "stream_mode",
+        "multitask_strategy",
+        "after_seconds",
+        "if_not_exists",
+        "durability",
+        "on_completion",
+        "interrupt_before",
+        "webhook",
+        "unknown",
+    ];
+    prop_oneof![
+        any_json(),
+        proptest::collection::vec((proptest::sample::select(&KEYS[..]), any_json()), 0..6)
+            .prop_map(|pairs| {
+                let mut body: Map<String, Value> = pairs
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value))
+                    .collect();
+                body.entry("assistant_id").or_insert(json!("agent"));
+                Value::Object(body)
+            }),
+    ]
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn generated_run_bodies_never_500_and_write_only_when_accepted(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let runs = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from mostrador.runs")
+            .fetch_one(api.state.pool())
+            .await
+            .expect("count")
+    };
+    let mut accepted = 0;
+    for body in samples(run_body(), 400) {
+        let before = runs().await;
+        let (status, _, answer) = api
+            .send(api.request(
+                "POST",
+                &format!("/threads/{thread}/runs"),
+                &ana,
+                &body.to_string(),
+            ))
+            .await;
+        assert!(!status.is_server_error(), "{status} for {body}: {answer}");
+        let after = runs().await;
+        if status == StatusCode::OK {
+            accepted += 1;
+            assert_eq!(after, before + 1, "{body}");
+        } else {
+            assert!(status.is_client_error(), "{status} for {body}");
+            assert!(
+                answer["detail"].is_string(),
+                "{status} for {body}: {answer}"
+            );
+            assert_eq!(after, before, "a refused request wrote nothing: {body}");
+        }
+    }
+    assert!(accepted > 0, "some generated bodies are valid runs");
+}
