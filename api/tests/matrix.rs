@@ -227,3 +227,78 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
     let (status, _, _) = api.send(api.request("GET", &run_path, &owner, "")).await;
     assert_eq!(status, StatusCode::OK, "no stranger deleted its run");
 }
+
+/// Through every thread route, someone else's thread and one that does not exist answer the same
+/// status and body, in comparable time (measured interleaved, so both see the same noise).
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_foreign_thread_looks_like_a_missing_one_in_status_body_and_time(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let owner = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let stranger = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let (_, _, thread) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &owner,
+            r#"{"metadata": {"graph_id": "agent"}}"#,
+        ))
+        .await;
+    let foreign = thread["thread_id"].as_str().expect("id").to_owned();
+    let missing = Uuid::now_v7().to_string();
+    let run = Uuid::now_v7().to_string();
+    let routes = [
+        ("GET", "/threads/{t}", ""),
+        ("GET", "/threads/{t}/state", ""),
+        ("POST", "/threads/{t}/history", "{}"),
+        ("GET", "/threads/{t}/runs", ""),
+        ("POST", "/threads/{t}/runs", r#"{"assistant_id": "agent"}"#),
+        (
+            "POST",
+            "/threads/{t}/runs/wait",
+            r#"{"assistant_id": "agent"}"#,
+        ),
+        ("GET", "/threads/{t}/runs/{r}", ""),
+        ("GET", "/threads/{t}/runs/{r}/join", ""),
+        ("PATCH", "/threads/{t}", r#"{"metadata": {"x": 1}}"#),
+        ("DELETE", "/threads/{t}", ""),
+    ];
+    for (method, template, body) in routes {
+        let path = |thread: &str| template.replace("{t}", thread).replace("{r}", &run);
+        let (mut foreign_times, mut missing_times) = (Vec::new(), Vec::new());
+        let mut answers = Vec::new();
+        for _ in 0..15 {
+            for (thread, times) in [
+                (&foreign, &mut foreign_times),
+                (&missing, &mut missing_times),
+            ] {
+                let started = std::time::Instant::now();
+                let (status, _, answer) = api
+                    .send(api.request(method, &path(thread), &stranger, body))
+                    .await;
+                times.push(started.elapsed());
+                answers.push((status, answer));
+            }
+        }
+        assert!(
+            answers.windows(2).all(|pair| pair[0] == pair[1]),
+            "{method} {template}: {:?}",
+            &answers[..2]
+        );
+        assert_eq!(answers[0].0, StatusCode::NOT_FOUND, "{method} {template}");
+        let median = |times: &mut Vec<Duration>| {
+            times.sort();
+            times[times.len() / 2]
+        };
+        let (foreign_median, missing_median) =
+            (median(&mut foreign_times), median(&mut missing_times));
+        let (low, high) = if foreign_median < missing_median {
+            (foreign_median, missing_median)
+        } else {
+            (missing_median, foreign_median)
+        };
+        assert!(
+            high <= low * 3 + Duration::from_millis(5),
+            "{method} {template}: foreign {foreign_median:?} vs missing {missing_median:?}"
+        );
+    }
+}
