@@ -1,6 +1,7 @@
 mod api;
 mod faults;
 mod model;
+mod restart;
 mod retail;
 mod roles;
 mod schedule;

@@ -256,6 +256,11 @@ impl Worker {
         }
     }
 
+    /// Whether the process is still running (it did not exit or crash).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM, as Kubernetes does to stop a pod.
     pub fn terminate(&self) {
         let status = std::process::Command::new("kill")
