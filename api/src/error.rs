@@ -61,7 +61,12 @@ impl From<AuthError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        if self.retry_after.is_some() {
+            // Backpressure, a drain, a database or identity provider away: the client is told
+            // when to come back, and a flood of these is the system working (the cause, when
+            // there is one, was logged where it happened).
+            tracing::debug!(status = %self.status, detail = %self.detail, "request refused for now");
+        } else if self.status.is_server_error() {
             tracing::error!(status = %self.status, detail = %self.detail, "request failed");
         }
         let mut response = (self.status, Json(json!({"detail": self.detail}))).into_response();

@@ -12,6 +12,10 @@
 //!   Also the api's RSS before and with the subscribers connected.
 //! * `pickup`: one idle worker; from the `POST /threads/{id}/runs/stream` request to the first
 //!   `values` event at the client, one run at a time.
+//! * `overload`: 2,000 SSE connections held open, then a burst of 5,000 run creations from 200
+//!   concurrent clients against a queue limit of 2,000 pending runs: every answer is a 200 or a
+//!   503 with `Retry-After` (never a 500), the api's memory is sampled throughout, and the 2,000
+//!   streams still get the next event.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -60,6 +64,9 @@ struct Args {
     subscribers: usize,
     #[arg(long, default_value_t = 200)]
     pickups: usize,
+    /// SSE connections held open during `overload`.
+    #[arg(long, default_value_t = 2_000)]
+    streams: usize,
 }
 
 #[tokio::main]
@@ -85,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
             "create-runs" => create_runs(&args, &pool).await?,
             "fanout" => fanout(&args, &pool).await?,
             "pickup" => pickup(&args, &pool).await?,
+            "overload" => overload(&args, &pool).await?,
             other => anyhow::bail!("unknown scenario {other:?}"),
         }
         pool.close().await;
@@ -416,6 +424,179 @@ async fn pickup(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         "| enqueue → first SSE event through api and worker processes, idle worker | p50 {:.2} ms, p99 {:.2} ms |",
         ms(percentile(&samples, 50)),
         ms(percentile(&samples, 99))
+    );
+    Ok(())
+}
+
+async fn overload(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let limit = 2_000;
+    let api = Process::start(
+        args,
+        "api",
+        &[
+            "--max-pending",
+            &limit.to_string(),
+            "--max-subscribers",
+            &(args.streams + 100).to_string(),
+        ],
+    )?;
+    api.until_ready().await?;
+    let token = Arc::new(token()?);
+    let idle = api.rss_kib()?;
+
+    // The streams: all on one held run, as a worker holds it.
+    let thread = &create_many(
+        pool,
+        &[NewThread::new("bench_linear_1", "bench").store("bench")],
+    )
+    .await?[0];
+    let run = enqueue(pool, &NewRun::new(thread.thread_id, "bench_linear_1"), None)
+        .await?
+        .run;
+    let worker = WorkerLease::new(
+        "api-bench",
+        vec!["bench_linear_1".into()],
+        Duration::from_secs(600),
+    );
+    worker.register(pool).await?;
+    let held = claim(pool, worker.worker_id, &worker.graphs, 1)
+        .await?
+        .pop()
+        .context("the run")?;
+    let path = format!("/threads/{}/runs/{}/stream", thread.thread_id, run.run_id);
+    let mut readers = Vec::with_capacity(args.streams);
+    for _ in 0..args.streams {
+        let mut reader = open_stream(api.port, "GET", &path, &token, "").await?;
+        let first = next_event(&mut reader).await?.context("metadata")?;
+        anyhow::ensure!(first.0 == "metadata", "{first:?}");
+        readers.push(reader);
+    }
+    let streaming = api.rss_kib()?;
+
+    // The burst, with the api's memory sampled while it lasts.
+    let clients = 200;
+    let threads = create_many(
+        pool,
+        &(0..clients)
+            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .collect::<Vec<_>>(),
+    )
+    .await?;
+    let per_client = args.runs / clients;
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(streaming));
+    let pid = api.child.id().context("running")?;
+    let sampling = tokio::spawn({
+        let peak = Arc::clone(&peak);
+        async move {
+            loop {
+                if let Some(kib) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|status| {
+                        status
+                            .lines()
+                            .find_map(|line| line.strip_prefix("VmRSS:"))
+                            .and_then(|rest| rest.split_whitespace().next())
+                            .and_then(|kib| kib.parse::<u64>().ok())
+                    })
+                {
+                    peak.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for thread in threads {
+        let (token, port) = (Arc::clone(&token), api.port);
+        tasks.spawn(async move {
+            let path = format!("/threads/{}/runs", thread.thread_id);
+            let body = r#"{"assistant_id": "bench_linear_1", "input": {}, "multitask_strategy": "enqueue"}"#;
+            let mut statuses = Vec::with_capacity(per_client);
+            for _ in 0..per_client {
+                let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+                let request = format!(
+                    "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(request.as_bytes()).await?;
+                let mut response = String::new();
+                stream.read_to_string(&mut response).await?;
+                let status: u16 = response
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|code| code.parse().ok())
+                    .context("status")?;
+                let retry_after = response.to_ascii_lowercase().contains("\r\nretry-after: ");
+                statuses.push((status, retry_after));
+            }
+            anyhow::Ok(statuses)
+        });
+    }
+    let mut answers: std::collections::BTreeMap<(u16, bool), usize> = Default::default();
+    while let Some(done) = tasks.join_next().await {
+        for answer in done?? {
+            *answers.entry(answer).or_default() += 1;
+        }
+    }
+    let burst = start.elapsed();
+    sampling.abort();
+    let after = api.rss_kib()?;
+    let pending: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.runs where status = 'pending'")
+            .fetch_one(pool)
+            .await?;
+
+    // The streams still work: every one gets the next event.
+    let mut streams = JoinSet::new();
+    for mut reader in readers {
+        streams.spawn(async move {
+            let next = next_event(&mut reader).await?.context("an event")?;
+            anyhow::ensure!(next.0 == "custom", "{next:?}");
+            anyhow::Ok(())
+        });
+    }
+    event::append(
+        pool,
+        held.lease(),
+        &[NewEvent::new("custom", json!({"after": "burst"}))],
+    )
+    .await?;
+    let mut alive = 0;
+    while let Some(done) = streams.join_next().await {
+        done??;
+        alive += 1;
+    }
+    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
+
+    let count = |wanted: &dyn Fn(u16, bool) -> bool| -> usize {
+        answers
+            .iter()
+            .filter(|((status, retry), _)| wanted(*status, *retry))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    println!(
+        "| overload: {} SSE streams open, then {} run creations from {clients} clients (queue limit {limit}) in {:.1} s | {} accepted (200), {} refused with 503 + Retry-After, {} other ({answers:?}); {pending} pending after |",
+        args.streams,
+        per_client * clients,
+        burst.as_secs_f64(),
+        count(&|s, _| s == 200),
+        count(&|s, r| s == 503 && r),
+        count(&|s, r| !(s == 200 || (s == 503 && r))),
+    );
+    println!(
+        "| overload: api RSS | idle {:.1} MiB, with the streams {:.1} MiB, peak during the burst {:.1} MiB, after {:.1} MiB; {alive} of {} streams got the next event |",
+        idle as f64 / 1024.0,
+        streaming as f64 / 1024.0,
+        peak.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0,
+        after as f64 / 1024.0,
+        args.streams
+    );
+    anyhow::ensure!(
+        count(&|s, r| !(s == 200 || (s == 503 && r))) == 0,
+        "an answer other than 200 or 503 + Retry-After"
     );
     Ok(())
 }
