@@ -7,11 +7,18 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use clap::Args;
+use mostrador_agents::{Model, Offline};
+use mostrador_queue::db::DbConfig;
 use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::schema;
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{RunId, RunStatus};
 use serde_json::Value;
 use sqlx::PgPool;
+
+use crate::duration::parse_duration;
+use crate::{DatabaseArgs, GraphSet};
 
 /// What to submit and how to wait.
 #[derive(Debug, Clone)]
@@ -150,4 +157,101 @@ fn bar(done: usize, total: usize) -> String {
     const WIDTH: usize = 30;
     let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH);
     format!("[{}{}]", "#".repeat(filled), " ".repeat(WIDTH - filled))
+}
+
+/// How runs are submitted by a scheduler.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    /// The graph (assistant) to run.
+    #[arg(long)]
+    graph: String,
+
+    /// The runs' config, JSON (e.g. '{"max_concurrency": 24}').
+    #[arg(long, default_value = "{}")]
+    config: String,
+
+    /// The owner of the runs' threads.
+    #[arg(long, env = "MOSTRADOR_SCHEDULER_OWNER", default_value = "scheduler")]
+    owner: String,
+
+    /// Stop waiting after this long (0s: do not wait; print the run ids) [default: until they
+    /// end].
+    #[arg(long, value_parser = parse_duration)]
+    wait: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    #[command(flatten)]
+    submit: SubmitArgs,
+
+    /// The run's input, JSON.
+    #[arg(long, default_value = "{}")]
+    input: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    #[command(flatten)]
+    submit: SubmitArgs,
+
+    /// JSON lines, one run's input each ('-': standard input).
+    #[arg(long)]
+    inputs: std::path::PathBuf,
+}
+
+/// `mostrador enqueue`.
+pub async fn enqueue(args: EnqueueArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let input = serde_json::from_str(&args.input).context("--input is not JSON")?;
+    submit_args(args.submit, vec![input], graphs).await
+}
+
+/// `mostrador batch`.
+pub async fn batch(args: BatchArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let inputs = if args.inputs.as_os_str() == "-" {
+        json_lines(std::io::stdin().lock())?
+    } else {
+        let file = std::fs::File::open(&args.inputs)
+            .with_context(|| format!("failed to open {}", args.inputs.display()))?;
+        json_lines(std::io::BufReader::new(file))?
+    };
+    submit_args(args.submit, inputs, graphs).await
+}
+
+async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> anyhow::Result<()> {
+    let config: Value = serde_json::from_str(&args.config).context("--config is not JSON")?;
+    anyhow::ensure!(config.is_object(), "--config must be a JSON object");
+    let db = DbConfig {
+        pool_size: 2,
+        ..DbConfig::new(&args.database.database_url, "mostrador-submit")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    let known = graphs(&pool, &Model::Offline(Offline::default()));
+    anyhow::ensure!(
+        known.contains_key(&args.graph),
+        "no graph {:?} in this binary (it serves: {})",
+        args.graph,
+        {
+            let mut names: Vec<&str> = known.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            names.join(", ")
+        }
+    );
+    schema::check_schema(&pool)
+        .await
+        .context("failed to check the database schema")?;
+    let request = Submit {
+        graph: args.graph,
+        inputs,
+        config,
+        owner: args.owner,
+        wait: args.wait,
+    };
+    let all_succeeded = submit(&pool, &request).await?;
+    pool.close().await;
+    anyhow::ensure!(all_succeeded, "not every run succeeded");
+    Ok(())
 }

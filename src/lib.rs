@@ -7,8 +7,9 @@
 
 mod batch;
 mod duration;
+mod logs;
+mod model;
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use mostrador_agents::{Model, ModelClient, ModelConfig, Offline};
+use mostrador_agents::{Model, Offline};
 use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
@@ -24,9 +25,10 @@ use mostrador_worker::supervisor::MAX_RUNS_DEFAULT;
 use mostrador_worker::{Registry, Telemetry, WorkerConfig, telemetry};
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
-use tracing_subscriber::EnvFilter;
 
 use crate::duration::parse_duration;
+use crate::logs::install_tracing;
+use crate::model::ModelArgs;
 
 /// Builds the graphs a process serves; their nodes may use the database and the model.
 pub type GraphSet = fn(&PgPool, &Model) -> Registry;
@@ -68,13 +70,12 @@ enum Command {
     Seed(SeedArgs),
     /// Submit one run of a graph (for a scheduler: a CronJob), wait for it, exit non-zero if it
     /// failed.
-    Enqueue(EnqueueArgs),
+    Enqueue(batch::EnqueueArgs),
     /// Submit one run per JSON line of a file (or stdin), wait for them with a progress line,
     /// print a summary, exit non-zero if any failed.
-    Batch(BatchArgs),
+    Batch(batch::BatchArgs),
 }
 
-/// How runs are submitted by a scheduler.
 impl Command {
     /// The subcommand's name (the default `service.name` of its traces).
     fn name(&self) -> &'static str {
@@ -90,49 +91,6 @@ impl Command {
             Command::Batch(_) => "batch",
         }
     }
-}
-
-#[derive(Debug, Args)]
-struct SubmitArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-
-    /// The graph (assistant) to run.
-    #[arg(long)]
-    graph: String,
-
-    /// The runs' config, JSON (e.g. '{"max_concurrency": 24}').
-    #[arg(long, default_value = "{}")]
-    config: String,
-
-    /// The owner of the runs' threads.
-    #[arg(long, env = "MOSTRADOR_SCHEDULER_OWNER", default_value = "scheduler")]
-    owner: String,
-
-    /// Stop waiting after this long (0s: do not wait; print the run ids) [default: until they
-    /// end].
-    #[arg(long, value_parser = parse_duration)]
-    wait: Option<Duration>,
-}
-
-#[derive(Debug, Args)]
-struct EnqueueArgs {
-    #[command(flatten)]
-    submit: SubmitArgs,
-
-    /// The run's input, JSON.
-    #[arg(long, default_value = "{}")]
-    input: String,
-}
-
-#[derive(Debug, Args)]
-struct BatchArgs {
-    #[command(flatten)]
-    submit: SubmitArgs,
-
-    /// JSON lines, one run's input each ('-': standard input).
-    #[arg(long)]
-    inputs: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -157,65 +115,6 @@ struct RetentionArgs {
 struct SeedArgs {
     #[command(flatten)]
     database: DatabaseArgs,
-}
-
-/// The model the graphs call: an OpenAI-compatible server, or the built-in offline model when no
-/// base URL is set.
-#[derive(Debug, Args)]
-struct ModelArgs {
-    /// The chat-completions server (vLLM, LiteLLM, ...), e.g. http://litellm:4000/v1 [default:
-    /// none: the built-in offline model answers].
-    #[arg(long, env = "MODEL_BASE_URL")]
-    model_base_url: Option<String>,
-
-    /// The model to ask for.
-    #[arg(long, env = "MODEL_NAME")]
-    model_name: Option<String>,
-
-    /// The server's API key.
-    #[arg(long, env = "MODEL_API_KEY", hide_env_values = true)]
-    model_api_key: Option<String>,
-
-    /// Tokens the model accepts in all; required with a base URL.
-    #[arg(long, env = "MODEL_CONTEXT_WINDOW")]
-    model_context_window: Option<String>,
-
-    /// The offline model's wait before its first token (e.g. 200ms).
-    #[arg(long, env = "MOSTRADOR_OFFLINE_LATENCY", value_parser = parse_duration, default_value = "0s")]
-    offline_latency: Duration,
-
-    /// The offline model's wait between tokens.
-    #[arg(long, env = "MOSTRADOR_OFFLINE_TOKEN_INTERVAL", value_parser = parse_duration, default_value = "0s")]
-    offline_token_interval: Duration,
-}
-
-impl ModelArgs {
-    /// The model; refuses a base URL without a context window.
-    fn model(&self) -> anyhow::Result<Model> {
-        let config = ModelConfig::from_values(
-            self.model_base_url.clone(),
-            self.model_name.clone(),
-            self.model_api_key.clone(),
-            self.model_context_window.clone(),
-        )
-        .map_err(|why| anyhow::anyhow!("invalid model configuration: {why}"))?;
-        Ok(match config {
-            Some(config) => {
-                tracing::info!(base_url = %config.base_url, model = %config.model, context_window = config.context_window, "the graphs call the configured model");
-                Model::Remote(ModelClient::new(config)?)
-            }
-            None => {
-                tracing::warn!(
-                    model = mostrador_agents::offline::NAME,
-                    "no MODEL_BASE_URL: the built-in offline model answers (deterministic, for development and tests)"
-                );
-                Model::Offline(Offline::new(
-                    self.offline_latency,
-                    self.offline_token_interval,
-                ))
-            }
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -432,7 +331,7 @@ struct WorkerArgs {
 /// Runs the command line with `graphs` as the graphs this binary serves.
 pub fn main(graphs: GraphSet) -> ExitCode {
     let cli = Cli::parse();
-    let traces = match install_tracing(&cli) {
+    let traces = match install_tracing(&cli.log_format, cli.command.name()) {
         Ok(traces) => traces,
         Err(err) => {
             eprintln!("failed to set up tracing: {err:#}");
@@ -465,66 +364,6 @@ pub fn main(graphs: GraphSet) -> ExitCode {
     code
 }
 
-/// Logs on stderr (text or JSON) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, spans exported over OTLP/HTTP (protobuf) in
-/// batches; the exporter reads the other `OTEL_EXPORTER_OTLP_*` variables (headers, timeout) and
-/// `OTEL_SERVICE_NAME`. Returns the provider to flush at exit.
-fn install_tracing(
-    cli: &Cli,
-) -> anyhow::Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let fmt = if cli.log_format == "json" {
-        fmt.json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .boxed()
-    } else {
-        fmt.with_ansi(std::io::stderr().is_terminal()).boxed()
-    };
-    let exporting = [
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    ]
-    .iter()
-    .any(|name| std::env::var(name).is_ok_and(|value| !value.is_empty()));
-    let provider = if exporting {
-        // reqwest is built without a crypto provider of its own; ring is ours.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .build()
-            .context("invalid OTLP exporter settings")?;
-        let service = std::env::var("OTEL_SERVICE_NAME")
-            .unwrap_or_else(|_| format!("mostrador-{}", cli.command.name()));
-        Some(
-            opentelemetry_sdk::trace::SdkTracerProvider::builder()
-                .with_batch_exporter(exporter)
-                .with_resource(
-                    opentelemetry_sdk::Resource::builder()
-                        .with_service_name(service)
-                        .build(),
-                )
-                .build(),
-        )
-    } else {
-        None
-    };
-    let otel = provider
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("mostrador")));
-    tracing_subscriber::registry()
-        .with(fmt)
-        .with(otel)
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
-    Ok(provider)
-}
-
 async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate(args) => migrate(args).await,
@@ -534,20 +373,8 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Token(args) => token(&args),
         Command::Seed(args) => seed(&args.database.database_url).await,
         Command::Retention(args) => retention(args).await,
-        Command::Enqueue(args) => {
-            let input = serde_json::from_str(&args.input).context("--input is not JSON")?;
-            submit(args.submit, vec![input], graphs).await
-        }
-        Command::Batch(args) => {
-            let inputs = if args.inputs.as_os_str() == "-" {
-                batch::json_lines(std::io::stdin().lock())?
-            } else {
-                let file = std::fs::File::open(&args.inputs)
-                    .with_context(|| format!("failed to open {}", args.inputs.display()))?;
-                batch::json_lines(std::io::BufReader::new(file))?
-            };
-            submit(args.submit, inputs, graphs).await
-        }
+        Command::Enqueue(args) => batch::enqueue(args, graphs).await,
+        Command::Batch(args) => batch::batch(args, graphs).await,
     }
 }
 
@@ -768,46 +595,6 @@ async fn retention(args: RetentionArgs) -> anyhow::Result<()> {
         );
     }
     pool.close().await;
-    Ok(())
-}
-
-async fn submit(
-    args: SubmitArgs,
-    inputs: Vec<serde_json::Value>,
-    graphs: GraphSet,
-) -> anyhow::Result<()> {
-    let config: serde_json::Value =
-        serde_json::from_str(&args.config).context("--config is not JSON")?;
-    anyhow::ensure!(config.is_object(), "--config must be a JSON object");
-    let db = DbConfig {
-        pool_size: 2,
-        ..DbConfig::new(&args.database.database_url, "mostrador-submit")
-    };
-    let pool = db.connect_lazy().context("invalid database url")?;
-    let known = graphs(&pool, &Model::Offline(Offline::default()));
-    anyhow::ensure!(
-        known.contains_key(&args.graph),
-        "no graph {:?} in this binary (it serves: {})",
-        args.graph,
-        {
-            let mut names: Vec<&str> = known.keys().map(String::as_str).collect();
-            names.sort_unstable();
-            names.join(", ")
-        }
-    );
-    schema::check_schema(&pool)
-        .await
-        .context("failed to check the database schema")?;
-    let submit = batch::Submit {
-        graph: args.graph,
-        inputs,
-        config,
-        owner: args.owner,
-        wait: args.wait,
-    };
-    let all_succeeded = batch::submit(&pool, &submit).await?;
-    pool.close().await;
-    anyhow::ensure!(all_succeeded, "not every run succeeded");
     Ok(())
 }
 

@@ -59,6 +59,30 @@ pub async fn call(
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// A customer's new thread on which `cliente` was asked to refund `message`; the thread id and
+/// the values the run stopped with (an approval interrupt).
+pub async fn ask_for_refund(api: &Worker, customer: &str, message: &str) -> (String, Value) {
+    let (status, thread) = call(api, "POST", "/threads", customer, Some(json!({}))).await;
+    assert_eq!(status, 200, "{thread}");
+    let thread_id = thread["thread_id"].as_str().expect("thread id").to_owned();
+    let (status, values) = call(
+        api,
+        "POST",
+        &format!("/threads/{thread_id}/runs/wait"),
+        customer,
+        Some(json!({"assistant_id": "cliente", "input": {"messages": [
+            {"role": "user", "content": message}
+        ]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{values}\n{}", api.log());
+    assert_eq!(
+        values["__interrupt__"][0]["value"]["type"], "refund_approval",
+        "{values}"
+    );
+    (thread_id, values)
+}
+
 async fn dev(db: &Db) -> Worker {
     let dev = Worker::spawn(db, "dev", "dev", &["--demo-data"]);
     dev.until_ready_is(200).await;
@@ -338,22 +362,13 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
     let marta = token(DEV_SECRET, "marta", Role::Manager, "madrid-centro");
     let jordi = token(DEV_SECRET, "jordi", Role::Manager, "barcelona-gracia");
 
-    let (status, thread) = call(&dev, "POST", "/threads", &ana, Some(json!({}))).await;
-    assert_eq!(status, 200);
-    let thread_id = thread["thread_id"].as_str().expect("thread id").to_owned();
-    let (status, values) = call(
+    let (thread_id, values) = ask_for_refund(
         &dev,
-        "POST",
-        &format!("/threads/{thread_id}/runs/wait"),
         &ana,
-        Some(json!({"assistant_id": "cliente", "input": {"messages": [
-            {"role": "user", "content": "Hola, quiero devolver el pedido PED-1001: las zapatillas me quedan pequeñas."}
-        ]}})),
+        "Hola, quiero devolver el pedido PED-1001: las zapatillas me quedan pequeñas.",
     )
     .await;
-    assert_eq!(status, 200, "{values}");
     let interrupt = &values["__interrupt__"][0]["value"];
-    assert_eq!(interrupt["type"], "refund_approval", "{values}");
     assert_eq!(interrupt["amount"], json!(115.7));
 
     // The manager of the store sees it at once; another store's manager does not.
@@ -501,20 +516,7 @@ async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
 
     let ana = token(secret, "ana", Role::Customer, "madrid-centro");
     let marta = token(secret, "marta", Role::Manager, "madrid-centro");
-    let (_, thread) = call(&api, "POST", "/threads", &ana, Some(json!({}))).await;
-    let thread_id = thread["thread_id"].as_str().expect("thread id").to_owned();
-    let (status, values) = call(
-        &api,
-        "POST",
-        &format!("/threads/{thread_id}/runs/wait"),
-        &ana,
-        Some(json!({"assistant_id": "cliente", "input": {"messages": [
-            {"role": "user", "content": "Quiero devolver el pedido PED-1001"}
-        ]}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{values}");
-    assert!(values["__interrupt__"].is_array(), "{values}");
+    let (thread_id, _) = ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
 
     let mut refunds = PgListener::connect_with(&db.pool).await.expect("listener");
     refunds.listen("retail_refunds").await.expect("listen");

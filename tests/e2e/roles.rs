@@ -7,7 +7,7 @@ use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 
-use crate::retail::{call, token};
+use crate::retail::{ask_for_refund, call, token};
 use crate::support::{Db, Worker};
 
 /// A login role of this test (roles are global to the cluster: dropped at the end).
@@ -88,20 +88,7 @@ async fn runtime_role_cannot_ddl(pool: PgPool) {
     // A whole approval flow: threads, runs, events, checkpoints, business rows, tool effects.
     let ana = token(secret, "ana", Role::Customer, "madrid-centro");
     let marta = token(secret, "marta", Role::Manager, "madrid-centro");
-    let (status, thread) = call(&api, "POST", "/threads", &ana, Some(json!({}))).await;
-    assert_eq!(status, 200, "{thread}");
-    let thread_id = thread["thread_id"].as_str().expect("id").to_owned();
-    let (status, values) = call(
-        &api,
-        "POST",
-        &format!("/threads/{thread_id}/runs/wait"),
-        &ana,
-        Some(json!({"assistant_id": "cliente", "input": {"messages": [
-            {"role": "user", "content": "Quiero devolver el pedido PED-1001"}]}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{values}\n{}", worker.log());
-    assert!(values["__interrupt__"].is_array(), "{values}");
+    let (thread_id, _) = ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
     let (status, queue) = call(&api, "GET", "/approvals", &marta, None).await;
     assert_eq!((status, queue.as_array().map(Vec::len)), (200, Some(1)));
     let (status, values) = call(

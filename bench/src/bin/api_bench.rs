@@ -135,15 +135,49 @@ impl Process {
     }
 
     fn rss_kib(&self) -> anyhow::Result<u64> {
-        let pid = self.child.id().context("running")?;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .context("VmRSS")
+        rss_kib(self.child.id().context("running")?)
     }
+}
+
+/// A process's resident memory, in KiB.
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .context("VmRSS")
+}
+
+/// A run on a thread of its own, claimed as a worker claims it (the benchmark appends its events).
+async fn held_run(
+    pool: &sqlx::PgPool,
+) -> anyhow::Result<(
+    mostrador_queue::Thread,
+    mostrador_queue::Run,
+    mostrador_queue::ClaimedRun,
+)> {
+    let thread = create_many(
+        pool,
+        &[NewThread::new("bench_linear_1", "bench").store("bench")],
+    )
+    .await?
+    .remove(0);
+    let run = enqueue(pool, &NewRun::new(thread.thread_id, "bench_linear_1"), None)
+        .await?
+        .run;
+    let worker = WorkerLease::new(
+        "api-bench",
+        vec!["bench_linear_1".into()],
+        Duration::from_secs(600),
+    );
+    worker.register(pool).await?;
+    let held = claim(pool, worker.worker_id, &worker.graphs, 1)
+        .await?
+        .pop()
+        .context("the run")?;
+    Ok((thread, run, held))
 }
 
 fn token() -> anyhow::Result<String> {
@@ -294,24 +328,7 @@ async fn fanout(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let api = Process::start(args, "api", &[])?;
     api.until_ready().await?;
     let token = Arc::new(token()?);
-    let thread = &create_many(
-        pool,
-        &[NewThread::new("bench_linear_1", "bench").store("bench")],
-    )
-    .await?[0];
-    let run = enqueue(pool, &NewRun::new(thread.thread_id, "bench_linear_1"), None)
-        .await?
-        .run;
-    let worker = WorkerLease::new(
-        "api-bench",
-        vec!["bench_linear_1".into()],
-        Duration::from_secs(600),
-    );
-    worker.register(pool).await?;
-    let held = claim(pool, worker.worker_id, &worker.graphs, 1)
-        .await?
-        .pop()
-        .context("the run")?;
+    let (thread, run, held) = held_run(pool).await?;
 
     let idle = api.rss_kib()?;
     let path = format!("/threads/{}/runs/{}/stream", thread.thread_id, run.run_id);
@@ -445,24 +462,7 @@ async fn overload(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let idle = api.rss_kib()?;
 
     // The streams: all on one held run, as a worker holds it.
-    let thread = &create_many(
-        pool,
-        &[NewThread::new("bench_linear_1", "bench").store("bench")],
-    )
-    .await?[0];
-    let run = enqueue(pool, &NewRun::new(thread.thread_id, "bench_linear_1"), None)
-        .await?
-        .run;
-    let worker = WorkerLease::new(
-        "api-bench",
-        vec!["bench_linear_1".into()],
-        Duration::from_secs(600),
-    );
-    worker.register(pool).await?;
-    let held = claim(pool, worker.worker_id, &worker.graphs, 1)
-        .await?
-        .pop()
-        .context("the run")?;
+    let (thread, run, held) = held_run(pool).await?;
     let path = format!("/threads/{}/runs/{}/stream", thread.thread_id, run.run_id);
     let mut readers = Vec::with_capacity(args.streams);
     for _ in 0..args.streams {
@@ -489,16 +489,7 @@ async fn overload(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         let peak = Arc::clone(&peak);
         async move {
             loop {
-                if let Some(kib) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    .ok()
-                    .and_then(|status| {
-                        status
-                            .lines()
-                            .find_map(|line| line.strip_prefix("VmRSS:"))
-                            .and_then(|rest| rest.split_whitespace().next())
-                            .and_then(|kib| kib.parse::<u64>().ok())
-                    })
-                {
+                if let Ok(kib) = rss_kib(pid) {
                     peak.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
