@@ -255,6 +255,27 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "A run on a new thread; its final state",
         &[200, 400, 401, 404, 422, 503],
     ),
+    (
+        "get",
+        "/runs/recent",
+        "runs",
+        "The newest runs of the caller's visible threads (status filter optional)",
+        &[200, 401, 422, 503],
+    ),
+    (
+        "get",
+        "/queue",
+        "operations",
+        "Queue depth per graph and status; live workers and their runs in flight (managers)",
+        &[200, 401, 403, 503],
+    ),
+    (
+        "get",
+        "/",
+        "dashboard",
+        "The dashboard (an HTML page that asks for a token)",
+        &[200],
+    ),
     ("get", "/ok", "probes", "The process answers", &[200]),
     (
         "get",
@@ -289,7 +310,7 @@ fn describe(status: u16) -> &'static str {
         204 => "No content",
         400 => "Bad request: {\"detail\": ...}",
         401 => "Missing, expired or invalid token",
-        403 => "Only a manager may decide",
+        403 => "Only a manager may do this",
         404 => "Not found, or not visible to the caller",
         409 => "Conflict with the thread's runs or state",
         422 => "Invalid request: {\"detail\": ...}",
@@ -306,7 +327,7 @@ pub fn document() -> OpenApi {
         for status in *statuses {
             operation = operation.response(status.to_string(), Response::new(describe(*status)));
         }
-        if *tag != "probes" {
+        if !matches!(*tag, "probes" | "dashboard") {
             operation = operation.security(SecurityRequirement::new::<_, _, &str>("bearer", []));
         }
         paths.add_path_operation(path, vec![method(name)], operation.build());
