@@ -486,7 +486,16 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         audience: "mostrador".into(),
         claims: ClaimPaths::default(),
     };
-    let config = ApiConfig::new(auth.clone());
+    let manager = Caller {
+        subject: "dev".into(),
+        role: Role::Manager,
+        store: Some("dev".into()),
+    };
+    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
+    let config = ApiConfig {
+        dashboard_token: Some(token.clone()),
+        ..ApiConfig::new(auth)
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;
@@ -524,13 +533,8 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         async move { serve_api(pool, &config, registry, listener, shutdown).await }
     });
 
-    let manager = Caller {
-        subject: "dev".into(),
-        role: Role::Manager,
-        store: Some("dev".into()),
-    };
-    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
     println!("mostrador dev is running");
+    println!("  dashboard: {url}/  (the token below is filled in)");
     println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
     println!("  token: {token}");
     println!(

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{approvals, crons, probes, runs, state, threads};
+use crate::{approvals, crons, dashboard, probes, runs, state, threads};
 
 /// Request bodies larger than this get a 413 when none is configured.
 pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
@@ -44,6 +44,8 @@ pub struct ApiConfig {
     /// An SSE client that reads nothing for this long while its stream's buffer is full is
     /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
     pub slow_client_timeout: Duration,
+    /// A token the dashboard (`/`) fills in for whoever opens it: `mostrador dev` only.
+    pub dashboard_token: Option<String>,
 }
 
 impl ApiConfig {
@@ -55,6 +57,7 @@ impl ApiConfig {
             max_pending: MAX_PENDING_DEFAULT,
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
+            dashboard_token: None,
         }
     }
 }
@@ -81,6 +84,8 @@ struct Inner {
     max_subscribers: usize,
     slow_client_timeout: Duration,
     metrics: Metrics,
+    /// The dashboard page, as served.
+    dashboard: String,
 }
 
 impl AppState {
@@ -109,6 +114,7 @@ impl AppState {
             max_subscribers: config.max_subscribers,
             slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
+            dashboard: dashboard::page(config.dashboard_token.as_deref()),
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
                 retry_after: Duration::from_secs(5),
@@ -150,6 +156,10 @@ impl AppState {
 
     pub fn metrics(&self) -> &Metrics {
         &self.0.metrics
+    }
+
+    pub fn dashboard(&self) -> &str {
+        &self.0.dashboard
     }
 
     /// Counts an SSE stream in until the returned guard drops; `None` at the limit.
@@ -249,6 +259,8 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         )
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
+        .route("/runs/recent", get(runs::recent))
+        .route("/queue", get(dashboard::queue))
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
@@ -277,6 +289,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             state.clone(),
             refuse_while_draining,
         ))
+        .route("/", get(dashboard::serve))
         .route("/ok", get(probes::ok))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))

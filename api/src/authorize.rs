@@ -4,6 +4,7 @@
 //! and a thread that does not exist get the same 404, so a response never confirms that someone
 //! else's thread exists.
 
+use mostrador_queue::thread::Visibility;
 use mostrador_queue::{Error as QueueError, Thread, ThreadId, thread};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -15,6 +16,19 @@ use crate::error::ApiError;
 pub fn may_see(caller: &Caller, thread: &Thread) -> bool {
     thread.owner == caller.subject
         || (caller.role == Role::Manager && thread.store.is_some() && thread.store == caller.store)
+}
+
+/// The threads `caller` may see, as the queue's searches filter them: the same rule as
+/// [`may_see`].
+pub fn visibility(caller: &Caller) -> Visibility {
+    Visibility {
+        owner: caller.subject.clone(),
+        store: if caller.role == Role::Manager {
+            caller.store.clone()
+        } else {
+            None
+        },
+    }
 }
 
 /// The thread `raw_id` names, if `caller` may see it.

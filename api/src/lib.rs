@@ -1,10 +1,11 @@
 //! The HTTP api: `langgraph-sdk` compatible routes, JWT auth, thread authorization, SSE,
 //! backpressure, probes, metrics and OpenAPI.
 //!
-//! So far: [`app`] (state, router, serving), [`auth`] (verifying and minting tokens),
-//! [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
-//! (the caller and JSON bodies), [`probes`], [`assistants`] and [`threads`] (create, get,
-//! search, delete). Thread state, runs and SSE come next.
+//! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens), [`authorize`] (the
+//! one thread-visibility check), [`error`] (the error body), [`extract`] (the caller and JSON
+//! bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`] (SSE), [`crons`],
+//! [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`], [`openapi`] and
+//! [`trace`].
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
@@ -14,6 +15,7 @@ pub mod assistants;
 pub mod auth;
 pub mod authorize;
 pub mod crons;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod metrics;

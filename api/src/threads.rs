@@ -6,15 +6,15 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
 use mostrador_graph::Saved;
-use mostrador_queue::thread::{self, NewThread, ThreadSearch, Visibility};
+use mostrador_queue::thread::{self, NewThread, ThreadSearch};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::auth::{Caller, Role};
-use crate::authorize::visible_thread;
+use crate::auth::Caller;
+use crate::authorize::{visibility, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -177,14 +177,7 @@ pub async fn search(
         ),
     };
     let query = ThreadSearch {
-        visible_to: Visibility {
-            owner: caller.subject.clone(),
-            store: if caller.role == Role::Manager {
-                caller.store.clone()
-            } else {
-                None
-            },
-        },
+        visible_to: visibility(&caller),
         metadata: search.metadata.map(Value::Object),
         status,
         ids,

@@ -1,4 +1,5 @@
 mod auth;
+mod dashboard;
 mod hostile;
 mod http;
 mod jwks;

@@ -250,3 +250,46 @@ pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
     }
     Ok(sweep)
 }
+
+/// A worker whose lease has not expired, and how many runs it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveWorker {
+    pub worker_id: WorkerId,
+    pub name: String,
+    pub graphs: Vec<String>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub heartbeat_at: chrono::DateTime<chrono::Utc>,
+    /// Runs it holds now (status running, leased to it).
+    pub running: i64,
+}
+
+/// The workers whose lease has not expired, with their runs in flight, oldest start first.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn live_workers(executor: impl PgExecutor<'_>) -> Result<Vec<LiveWorker>> {
+    let workers = sqlx::query_as!(
+        LiveWorker,
+        r#"
+        select
+            w.worker_id as "worker_id: WorkerId",
+            w.name,
+            w.graphs,
+            w.started_at,
+            w.heartbeat_at,
+            (
+                select count(*)
+                from mostrador.runs r
+                where r.status = 'running'
+                  and r.lease_owner = w.worker_id
+            ) as "running!"
+        from mostrador.workers w
+        where w.expires_at > now()
+        order by w.started_at, w.worker_id
+        "#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(workers)
+}

@@ -49,7 +49,7 @@ pub use checkpoint::PgCheckpointer;
 pub use claim::{ClaimedRun, Lease, claim};
 pub use error::{Error, Result};
 pub use event::{NewEvent, RunEvent};
-pub use lease::{WorkerId, WorkerLease};
+pub use lease::{LiveWorker, WorkerId, WorkerLease};
 pub use listener::Listener;
 pub use run::{CancelAction, MultitaskStrategy, NewRun, QueueLimit, Run, RunId, RunStatus};
 pub use schema::MIGRATOR;

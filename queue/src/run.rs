@@ -14,7 +14,7 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use crate::lease::WorkerId;
-use crate::thread::ThreadId;
+use crate::thread::{ThreadId, Visibility};
 use crate::{Error, Result};
 
 pub use crate::enqueue::{Enqueued, QueueLimit, enqueue, enqueue_batch};
@@ -362,6 +362,68 @@ pub async fn list(
         status as Option<RunStatus>,
         limit,
         offset,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(runs)
+}
+
+/// The newest runs of the threads `visible_to` sees (live threads only), optionally of one status.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000.
+pub async fn recent(
+    executor: impl PgExecutor<'_>,
+    visible_to: &Visibility,
+    status: Option<RunStatus>,
+    limit: i64,
+) -> Result<Vec<Run>> {
+    if !(1..=1000).contains(&limit) {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be between 1 and 1000".into(),
+        });
+    }
+    let runs = sqlx::query_as!(
+        Run,
+        r#"
+        select
+            r.run_id as "run_id: RunId",
+            r.thread_id as "thread_id: ThreadId",
+            r.graph_id,
+            r.status as "status: RunStatus",
+            r.input,
+            r.command,
+            r.config,
+            r.metadata,
+            r.multitask_strategy as "multitask_strategy: MultitaskStrategy",
+            r.priority,
+            r.available_at,
+            r.attempt,
+            r.max_attempts,
+            r.drain_count,
+            r.lease_owner as "lease_owner: WorkerId",
+            r.cancel_action as "cancel_action: CancelAction",
+            r.error,
+            r.trace_id,
+            r.stream_mode,
+            r.created_at,
+            r.updated_at,
+            r.started_at,
+            r.finished_at
+        from mostrador.runs r
+        join mostrador.threads t on t.thread_id = r.thread_id
+        where t.deleted_at is null
+          and (t.owner = $1 or ($2::text is not null and t.store = $2))
+          and ($3::mostrador.run_status is null or r.status = $3)
+        order by r.created_at desc, r.run_id desc
+        limit $4
+        "#,
+        visible_to.owner,
+        visible_to.store,
+        status as Option<RunStatus>,
+        limit,
     )
     .fetch_all(executor)
     .await?;

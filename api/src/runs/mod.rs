@@ -29,7 +29,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::visible_thread;
+use crate::authorize::{visibility, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -168,13 +168,7 @@ pub async fn list(
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
-    let status = match query.status.as_deref() {
-        None | Some("") => None,
-        Some(name) => Some(
-            RunStatus::from_name(name)
-                .ok_or_else(|| unprocessable(format!("unknown run status {name:?}")))?,
-        ),
-    };
+    let status = status_filter(query.status.as_deref())?;
     let runs = run::list(
         state.pool(),
         thread.thread_id,
@@ -185,6 +179,59 @@ pub async fn list(
     .await
     .map_err(queue_error)?;
     Ok(Json(runs.iter().map(run_json).collect()))
+}
+
+fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
+    match name {
+        None | Some("") => Ok(None),
+        Some(name) => RunStatus::from_name(name)
+            .map(Some)
+            .ok_or_else(|| unprocessable(format!("unknown run status {name:?}"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecentQuery {
+    limit: i64,
+    status: Option<String>,
+}
+
+impl Default for RecentQuery {
+    fn default() -> Self {
+        Self {
+            limit: 20,
+            status: None,
+        }
+    }
+}
+
+/// `GET /runs/recent?limit=20&status=`: the newest runs of every thread the caller may see, as
+/// runs are listed per thread, with their graph, attempt, error and times besides.
+pub async fn recent(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<RecentQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let status = status_filter(query.status.as_deref())?;
+    let runs = run::recent(state.pool(), &visibility(&caller), status, query.limit)
+        .await
+        .map_err(queue_error)?;
+    Ok(Json(
+        runs.iter()
+            .map(|run| {
+                let mut json = run_json(run);
+                json["graph_id"] = json!(run.graph_id);
+                json["attempt"] = json!(run.attempt);
+                json["error"] = json!(run.error);
+                json["worker_id"] = json!(run.lease_owner.map(|worker| worker.0));
+                json["started_at"] = json!(run.started_at);
+                json["finished_at"] = json!(run.finished_at);
+                json
+            })
+            .collect(),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]

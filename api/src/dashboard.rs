@@ -1,0 +1,92 @@
+//! The dashboard: one static page (`/`, HTML and plain JavaScript embedded in the binary, no build
+//! step) that reads the same authenticated api as every client, and the one route it needs that
+//! no client has, `GET /queue` (the queue's depth and the live workers, for managers).
+//!
+//! The page asks for a token and keeps it in the tab's session storage. `mostrador dev` serves it
+//! with the development token filled in ([`ApiConfig::dashboard_token`]); nothing else does.
+//!
+//! [`ApiConfig::dashboard_token`]: crate::ApiConfig::dashboard_token
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mostrador_queue::{lease, run};
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::runs::queue_error;
+
+const PAGE: &str = include_str!("dashboard/index.html");
+
+/// Where the page's token field takes its initial value from.
+const TOKEN_SLOT: &str = r#"<meta name="mostrador-dev-token" content="">"#;
+
+/// The page, with `token` (a development token) filled in when there is one.
+pub fn page(token: Option<&str>) -> String {
+    match token {
+        // A JWT is base64url and dots: nothing to escape in an attribute.
+        Some(token)
+            if token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) =>
+        {
+            PAGE.replace(
+                TOKEN_SLOT,
+                &format!(r#"<meta name="mostrador-dev-token" content="{token}">"#),
+            )
+        }
+        _ => PAGE.to_owned(),
+    }
+}
+
+/// `GET /`: the dashboard.
+pub async fn serve(State(state): State<AppState>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        state.dashboard().to_owned(),
+    )
+        .into_response()
+}
+
+/// `GET /queue`: pending and running runs per graph, and the live workers with their runs in
+/// flight. Managers only: these are counts over every store.
+pub async fn queue(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    if caller.role != Role::Manager {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only managers see the queue",
+        ));
+    }
+    let depth = run::depth(state.pool()).await.map_err(queue_error)?;
+    let workers = lease::live_workers(state.pool())
+        .await
+        .map_err(queue_error)?;
+    let depth: Vec<Value> = depth
+        .into_iter()
+        .map(|(graph_id, status, runs)| {
+            json!({"graph_id": graph_id, "status": status.as_str(), "runs": runs})
+        })
+        .collect();
+    let workers: Vec<Value> = workers
+        .into_iter()
+        .map(|worker| {
+            json!({
+                "worker_id": worker.worker_id.0,
+                "name": worker.name,
+                "graphs": worker.graphs,
+                "started_at": worker.started_at,
+                "heartbeat_at": worker.heartbeat_at,
+                "running": worker.running,
+            })
+        })
+        .collect();
+    Ok(Json(
+        json!({"at": chrono::Utc::now(), "depth": depth, "workers": workers}),
+    ))
+}
