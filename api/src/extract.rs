@@ -1,5 +1,6 @@
 //! Extractors that turn bad requests into the api's error body: the caller from the bearer
-//! token (401), and JSON bodies (422 when malformed or mistyped, 413 when too large).
+//! token (401), and JSON bodies (422 when malformed or mistyped or holding a NUL character, 413
+//! when too large).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -8,6 +9,7 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -33,10 +35,31 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match Json::<T>::from_request(request, state).await {
-            Ok(Json(value)) => Ok(Body(value)),
-            Err(rejection) => Err(rejected(&rejection)),
+        let Json(value) = Json::<Value>::from_request(request, state)
+            .await
+            .map_err(|rejection| rejected(&rejection))?;
+        // JSON allows `\u0000`; PostgreSQL's jsonb and text do not, so the write would fail
+        // after every check had passed.
+        if holds_nul(&value) {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "strings and keys may not contain the NUL character (\\u0000)",
+            ));
         }
+        serde_json::from_value(value)
+            .map(Body)
+            .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()))
+    }
+}
+
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(fields) => fields
+            .iter()
+            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 

@@ -196,3 +196,125 @@ async fn generated_run_bodies_never_500_and_write_only_when_accepted(pool: PgPoo
     }
     assert!(accepted > 0, "some generated bodies are valid runs");
 }
+
+/// Rows a refused request must not have written.
+async fn rows(api: &Api) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "select (select count(*) from mostrador.threads), (select count(*) from mostrador.runs), \
+         (select count(*) from mostrador.crons)",
+    )
+    .fetch_one(api.state.pool())
+    .await
+    .expect("count")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_nul_character_anywhere_in_a_body_is_a_422_that_writes_nothing(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let before = rows(&api).await;
+    for (method, path, body) in [
+        (
+            "POST",
+            "/threads".to_owned(),
+            r#"{"metadata": {"a": "x\u0000y"}}"#,
+        ),
+        (
+            "POST",
+            "/threads".to_owned(),
+            r#"{"metadata": {"\u0000": 1}}"#,
+        ),
+        (
+            "POST",
+            "/threads/search".to_owned(),
+            r#"{"metadata": {"a": "\u0000"}}"#,
+        ),
+        (
+            "PATCH",
+            format!("/threads/{thread}"),
+            r#"{"metadata": {"a": ["\u0000"]}}"#,
+        ),
+        (
+            "POST",
+            format!("/threads/{thread}/runs"),
+            r#"{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "\u0000"}]}}"#,
+        ),
+        (
+            "POST",
+            "/runs".to_owned(),
+            r#"{"assistant_id": "agent", "metadata": {"k": "\u0000"}}"#,
+        ),
+        (
+            "POST",
+            "/runs/batch".to_owned(),
+            r#"[{"assistant_id": "agent", "input": {"\u0000": 0}}]"#,
+        ),
+        (
+            "POST",
+            "/runs/crons".to_owned(),
+            r#"{"assistant_id": "agent", "schedule": "* * * * *", "input": {"a": "\u0000"}}"#,
+        ),
+        (
+            "POST",
+            format!("/threads/{thread}/state"),
+            r#"{"values": {"messages": [{"role": "user", "content": "\u0000"}]}}"#,
+        ),
+    ] {
+        let (status, _, answer) = api.send(api.request(method, &path, &ana, body)).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{method} {path} {body}: {answer}"
+        );
+        assert!(
+            answer["detail"].as_str().is_some_and(|d| d.contains("NUL")),
+            "{answer}"
+        );
+    }
+    assert_eq!(rows(&api).await, before);
+    // Escaped, a backslash before "u0000" is just text.
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            r#"{"metadata": {"a": "\\u0000"}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn the_largest_floats_are_stored_and_read_back_exactly(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let metadata = json!({"max": f64::MAX, "min": f64::MIN, "tiny": f64::MIN_POSITIVE, "near": 1.797_693_134_862_31e308});
+    let (status, _, created) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            &json!({"metadata": metadata}).to_string(),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let thread = created["thread_id"].as_str().expect("id");
+    let (status, _, read) = api
+        .send(api.request("GET", &format!("/threads/{thread}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["metadata"], metadata);
+    let (status, _, found) = api
+        .send(api.request("POST", "/threads/search", &ana, "{}"))
+        .await;
+    assert_eq!(
+        (status, found[0]["metadata"].clone()),
+        (StatusCode::OK, metadata)
+    );
+    let (status, _, _) = api
+        .send(api.request("DELETE", &format!("/threads/{thread}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}

@@ -312,7 +312,8 @@ pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -
 /// One scheduler tick: if this caller wins the scheduler's lock, enqueues one run per due cron
 /// and moves the crons on; returns the runs enqueued (0 when another worker holds the lock).
 /// A cron whose thread is gone, or whose end time passed, is disabled; one whose graph is over
-/// its queue limit waits for the next tick.
+/// its queue limit waits for the next tick; one with the `reject` strategy whose thread is busy
+/// skips this run. No cron holds back the others.
 ///
 /// # Errors
 ///
@@ -361,9 +362,19 @@ pub async fn tick(pool: &PgPool) -> Result<usize> {
                 attempt.rollback().await?;
                 continue;
             }
-            Err(Error::ThreadNotFound(_) | Error::GraphMismatch { .. }) => {
+            Err(Error::Conflict { .. }) => {
+                // `reject` on a busy thread: this occurrence is refused, as a client's run would
+                // be, and the cron moves on to the next.
                 attempt.rollback().await?;
-                tracing::warn!(cron_id = %cron.cron_id, "the cron's thread is gone: disabling it");
+                tracing::info!(cron_id = %cron.cron_id, "the cron's thread is busy: skipping this run");
+            }
+            Err(
+                err @ (Error::ThreadNotFound(_)
+                | Error::GraphMismatch { .. }
+                | Error::Invalid { .. }),
+            ) => {
+                attempt.rollback().await?;
+                tracing::warn!(cron_id = %cron.cron_id, error = %err, "the cron cannot run: disabling it");
                 disable(&mut *tx, cron.cron_id).await?;
                 continue;
             }

@@ -179,3 +179,48 @@ async fn a_cron_past_its_end_time_or_without_its_thread_stops(pool: PgPool) {
     assert_eq!(enabled, [false, false]);
     assert_eq!(count_runs(&pool).await, 0);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(pool: PgPool) {
+    let busy = thread::create(&pool, &NewThread::new(GRAPH, "ana"))
+        .await
+        .expect("thread");
+    mostrador_queue::enqueue::enqueue(
+        &pool,
+        &mostrador_queue::NewRun::new(busy.thread_id, GRAPH),
+        None,
+    )
+    .await
+    .expect("a run in flight");
+    let rejecting = due_cron(&pool, Some(busy.thread_id)).await;
+    sqlx::query(
+        r#"update mostrador.crons set payload = '{"multitask_strategy": "reject"}' where cron_id = $1"#,
+    )
+    .bind(rejecting)
+    .execute(&pool)
+    .await
+    .expect("reject");
+    due_cron(&pool, None).await;
+
+    assert_eq!(
+        cron::tick(&pool).await.expect("the tick goes on"),
+        1,
+        "the other cron's run"
+    );
+    let (enabled, moved_on): (bool, bool) = sqlx::query_as(
+        "select enabled, next_run_at > now() from mostrador.crons where cron_id = $1",
+    )
+    .bind(rejecting)
+    .fetch_one(&pool)
+    .await
+    .expect("cron");
+    assert!(
+        enabled && moved_on,
+        "the busy thread's occurrence is skipped, not retried every tick"
+    );
+    assert_eq!(
+        count_runs(&pool).await,
+        2,
+        "the run in flight and the other cron's"
+    );
+}

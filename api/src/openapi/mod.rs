@@ -1,12 +1,22 @@
 //! `/openapi.json` and `/docs` (Swagger UI, served from the binary: no CDN).
 //!
 //! The document is built from one table of the routes, so it cannot name a route the router
-//! lacks without the test `openapi_names_every_route` noticing.
+//! lacks without the test `openapi_names_every_route` noticing. A second table,
+//! [`schemas::io`], says what each route takes (query and header parameters, its JSON body) and what it answers with,
+//! in JSON Schema: `tests/schemathesis/run` fuzzes the api from this document, so a schema here
+//! must say what the handler accepts and answers, no more and no less.
 
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, Paths};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, Paths};
+use utoipa::openapi::request_body::RequestBody;
 use utoipa::openapi::response::Response;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder};
+use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, RefOr, Schema};
+
+use schemas::{Io, io, named_schemas, path_parameter, reference};
+
+mod schemas;
 
 /// Every route: method, path, tag, summary, and the status codes it answers with.
 pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
@@ -127,21 +137,21 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/{thread_id}/runs",
         "runs",
         "Enqueue a background run",
-        &[200, 401, 403, 404, 409, 422, 503],
+        &[200, 400, 401, 403, 404, 409, 422, 503],
     ),
     (
         "post",
         "/threads/{thread_id}/runs/stream",
         "runs",
         "Enqueue a run and stream its events (SSE)",
-        &[200, 401, 403, 404, 409, 422, 503],
+        &[200, 400, 401, 403, 404, 409, 422, 503],
     ),
     (
         "post",
         "/threads/{thread_id}/runs/wait",
         "runs",
         "Enqueue a run and answer its final state",
-        &[200, 401, 403, 404, 409, 422, 503],
+        &[200, 400, 401, 403, 404, 409, 422, 503],
     ),
     (
         "get",
@@ -313,36 +323,108 @@ fn describe(status: u16) -> &'static str {
         403 => "Only a manager may do this",
         404 => "Not found, or not visible to the caller",
         409 => "Conflict with the thread's runs or state",
+        413 => "The body is larger than the server accepts",
+        415 => "The body is not declared as JSON (Content-Type: application/json)",
         422 => "Invalid request: {\"detail\": ...}",
         503 => "Over a limit or draining: retry after Retry-After",
         _ => "",
     }
 }
 
+/// The statuses `route` answers with: those of [`ROUTES`], and those every route of its kind
+/// may answer with: 413 and 415 for a JSON body (the extractor's), and 503 behind a token (the
+/// pod drains, or the database is away).
+fn statuses(listed: &[u16], authenticated: bool, takes_body: bool) -> Vec<u16> {
+    let mut statuses = listed.to_vec();
+    if takes_body {
+        statuses.extend([413, 415]);
+    }
+    if authenticated {
+        statuses.push(503);
+    }
+    statuses.sort_unstable();
+    statuses.dedup();
+    statuses
+}
+
+/// An OpenAPI object from its JSON.
+///
+/// # Panics
+///
+/// On JSON utoipa cannot read: a bug of this module's tables, which its tests catch.
+fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("the tables of this module are OpenAPI utoipa reads")
+}
+
+fn schema(value: Value) -> RefOr<Schema> {
+    from_json(value)
+}
+
+fn operation(name: &str, path: &str, tag: &str, summary: &str, listed: &[u16]) -> Operation {
+    let Io {
+        parameters,
+        body,
+        ok,
+    } = io(name, path);
+    let authenticated = !matches!(tag, "probes" | "dashboard");
+    let mut operation = OperationBuilder::new()
+        .tag(tag)
+        .summary(Some(summary))
+        .parameters(Some(
+            path.split('/')
+                .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+                .map(path_parameter)
+                .chain(parameters)
+                .map(from_json::<Parameter>),
+        ));
+    if let Some(body) = &body {
+        operation = operation.request_body(Some(from_json::<RequestBody>(json!({
+            "required": true,
+            "content": {"application/json": {"schema": body}},
+        }))));
+    }
+    for status in statuses(listed, authenticated, body.is_some()) {
+        let content = match status {
+            200 => ok.clone(),
+            202 | 204 => json!({}),
+            // The probes answer in plain text.
+            _ if !authenticated => json!({"text/plain": {"schema": {"type": "string"}}}),
+            _ => json!({"application/json": {"schema": reference("Error")}}),
+        };
+        let response: Response = from_json(json!({
+            "description": describe(status),
+            "content": content,
+        }));
+        operation = operation.response(status.to_string(), response);
+    }
+    if authenticated {
+        operation = operation.security(SecurityRequirement::new::<_, _, &str>("bearer", []));
+    }
+    operation.build()
+}
+
 /// The OpenAPI document of the api.
 pub fn document() -> OpenApi {
     let mut paths = Paths::new();
     for (name, path, tag, summary, statuses) in ROUTES {
-        let mut operation = OperationBuilder::new().tag(*tag).summary(Some(*summary));
-        for status in *statuses {
-            operation = operation.response(status.to_string(), Response::new(describe(*status)));
-        }
-        if !matches!(*tag, "probes" | "dashboard") {
-            operation = operation.security(SecurityRequirement::new::<_, _, &str>("bearer", []));
-        }
-        paths.add_path_operation(path, vec![method(name)], operation.build());
+        paths.add_path_operation(
+            path,
+            vec![method(name)],
+            operation(name, path, tag, summary, statuses),
+        );
     }
-    let components = ComponentsBuilder::new()
-        .security_scheme(
-            "bearer",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("JWT")
-                    .build(),
-            ),
-        )
-        .build();
+    let mut components = ComponentsBuilder::new().security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .build(),
+        ),
+    );
+    for (name, value) in named_schemas() {
+        components = components.schema(name, schema(value));
+    }
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
@@ -354,6 +436,82 @@ pub fn document() -> OpenApi {
                 .build(),
         )
         .paths(paths)
-        .components(Some(components))
+        .components(Some(components.build()))
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+    use utoipa::openapi::content::Content;
+
+    use super::*;
+
+    /// `value` as utoipa writes it back: without the `"type": null` of [`any`].
+    fn written(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(key, value)| !(*key == "type" && value.is_null()))
+                    .map(|(key, value)| (key.clone(), written(value)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(written).collect()),
+            other => other.clone(),
+        }
+    }
+
+    fn round_trip<T: DeserializeOwned + Serialize>(value: &Value) -> Value {
+        serde_json::to_value(from_json::<T>(value.clone())).expect("serializes")
+    }
+
+    /// utoipa reads schemas through untagged enums, which drop what they do not know: a schema
+    /// of the tables that it read differently would silently say something else.
+    #[test]
+    fn every_schema_of_the_tables_reads_without_loss() {
+        let mut schemas: Vec<Value> = named_schemas()
+            .into_iter()
+            .map(|(_, value)| value)
+            .collect();
+        for (name, path, ..) in ROUTES {
+            let io = io(name, path);
+            schemas.extend(io.body);
+            assert_eq!(
+                round_trip::<BTreeMap<String, Content>>(&io.ok),
+                written(&io.ok),
+                "{name} {path}"
+            );
+            for parameter in io.parameters {
+                assert_eq!(
+                    round_trip::<Parameter>(&parameter),
+                    written(&parameter),
+                    "{name} {path}"
+                );
+            }
+        }
+        for value in &schemas {
+            assert_eq!(round_trip::<RefOr<Schema>>(value), written(value));
+        }
+    }
+
+    #[test]
+    fn every_path_parameter_is_declared() {
+        let document = serde_json::to_value(document()).expect("serializes");
+        for (name, path, ..) in ROUTES {
+            let declared: Vec<&str> = document["paths"][path][name]["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|parameter| parameter["in"] == "path")
+                .filter_map(|parameter| parameter["name"].as_str())
+                .collect();
+            let templated: Vec<&str> = path
+                .split('/')
+                .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+                .collect();
+            assert_eq!(declared, templated, "{name} {path}");
+        }
+    }
 }
