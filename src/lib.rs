@@ -499,7 +499,11 @@ async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;
-    let url = format!("http://{}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the dashboard hands a manager's development token to anyone who reaches this address");
+    }
+    let url = format!("http://{addr}");
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = move || {
