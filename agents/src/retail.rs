@@ -72,7 +72,8 @@ pub async fn stock(pool: &PgPool, product_id: &str, store_id: &str) -> sqlx::Res
     let rows = sqlx::query!(
         r#"
         select s.store_id, st.name, st.city, s.quantity,
-            st.city = (select city from retail.stores where store_id = $2) as "same_city!"
+            coalesce(st.city = (select city from retail.stores where store_id = $2), false)
+                as "same_city!"
         from retail.stock s
         join retail.stores st using (store_id)
         where s.product_id = $1

@@ -152,6 +152,35 @@ async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
     assert_eq!(status, 200, "{values}");
     let text = last_message(&values)["content"].as_str().expect("text");
     assert!(text.contains("Calle de Preciados 12"), "{text}");
+
+    // A caller whose store is none of the chain's (the token `mostrador dev` prints and its
+    // dashboard uses): the stock of every store is "nearby", none is "here".
+    let stranger = token(DEV_SECRET, "dev", Role::Manager, "dev");
+    let (status, values) = call(
+        &dev,
+        "POST",
+        "/runs/wait",
+        &stranger,
+        Some(json!({"assistant_id": "tienda", "input": {"messages": [
+            {"role": "user", "content": "¿Quedan zapatillas de trail Cumbre 42?"}
+        ]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{values}");
+    assert!(values.get("__error__").is_none(), "{values}");
+    let stock = values["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["type"] == "tool" && m["name"] == "stock")
+        .expect("the stock tool answered");
+    let stock: Value =
+        serde_json::from_str(stock["content"].as_str().expect("text")).expect("json");
+    assert_eq!(stock["quantity"], 0, "{stock}");
+    assert!(
+        stock["nearby"].as_array().is_some_and(|n| !n.is_empty()),
+        "{stock}"
+    );
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]

@@ -61,7 +61,70 @@ pub(crate) fn messages(ctx: &NodeContext) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// A database failure in a node: worth another try under the node's retry policy.
+/// A database failure in a node. Worth another try under the node's retry policy when the
+/// database or the connection to it failed; not when a statement does not fit the schema or its
+/// data (a row that does not decode, a constraint broken), which another try would repeat.
 pub(crate) fn db(err: sqlx::Error) -> NodeError {
-    NodeError::retryable(format!("the database failed: {err}"))
+    use sqlx::Error;
+    match &err {
+        Error::Io(_)
+        | Error::Tls(_)
+        | Error::Protocol(_)
+        | Error::PoolTimedOut
+        | Error::PoolClosed
+        | Error::WorkerCrashed => NodeError::retryable(format!("the database failed: {err}")),
+        Error::Database(db) if retryable_sqlstate(db.code().as_deref()) => {
+            NodeError::retryable(format!("the database failed: {err}"))
+        }
+        _ => NodeError::fatal(format!("a statement failed: {err}")),
+    }
+}
+
+/// Serialization failures, deadlocks, lock timeouts, too many connections, the server shutting
+/// down or out of resources: another try may succeed.
+fn retryable_sqlstate(code: Option<&str>) -> bool {
+    code.is_some_and(|code| {
+        matches!(
+            code,
+            "40001" | "40P01" | "55P03" | "53300" | "57P01" | "57P02" | "57P03"
+        ) || code.starts_with("08")
+            || code.starts_with("53")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retryable(err: sqlx::Error) -> bool {
+        matches!(
+            db(err),
+            NodeError::Failed {
+                retryable: true,
+                ..
+            }
+        )
+    }
+
+    #[test]
+    fn a_lost_database_is_retried_and_a_statement_that_does_not_fit_is_not() {
+        assert!(retryable(sqlx::Error::PoolTimedOut));
+        assert!(retryable(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset
+        ))));
+        assert!(!retryable(sqlx::Error::ColumnDecode {
+            index: "4".into(),
+            source: "unexpected null".into(),
+        }));
+        assert!(!retryable(sqlx::Error::RowNotFound));
+        assert!(retryable_sqlstate(Some("57P01")), "the server shuts down");
+        assert!(retryable_sqlstate(Some("08006")), "the connection failed");
+        assert!(retryable_sqlstate(Some("40001")), "a serialization failure");
+        assert!(!retryable_sqlstate(Some("23505")), "a unique violation");
+        assert!(
+            !retryable_sqlstate(Some("22P05")),
+            "a character jsonb refuses"
+        );
+        assert!(!retryable_sqlstate(None));
+    }
 }

@@ -243,7 +243,34 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             query("limit", limit(20)),
             query("status", run_status_filter()),
         ]),
-        ("get", "/queue") => Io::json(json!({"type": "object"})),
+        ("get", "/queue") => Io::json(json!({
+            "type": "object",
+            "required": ["at", "depth", "workers"],
+            "properties": {
+                "at": {"type": "string", "format": "date-time"},
+                "depth": array(json!({
+                    "type": "object",
+                    "required": ["graph_id", "status", "runs"],
+                    "properties": {
+                        "graph_id": {"type": "string"},
+                        "status": {"type": "string", "enum": ["pending", "running"]},
+                        "runs": {"type": "integer", "minimum": 1},
+                    },
+                })),
+                "workers": array(json!({
+                    "type": "object",
+                    "required": ["worker_id", "name", "graphs", "started_at", "heartbeat_at", "running"],
+                    "properties": {
+                        "worker_id": {"type": "string", "format": "uuid"},
+                        "name": {"type": "string"},
+                        "graphs": array(json!({"type": "string"})),
+                        "started_at": {"type": "string", "format": "date-time"},
+                        "heartbeat_at": {"type": "string", "format": "date-time"},
+                        "running": {"type": "integer", "minimum": 0},
+                    },
+                })),
+            },
+        })),
         ("get", "/") => Io::text("text/html"),
         ("get", "/ok") => Io::json(json!({
             "type": "object",
