@@ -5,6 +5,13 @@
 //! maybe claimed again under a newer attempt: the caller gets [`Error::LeaseLost`] and nothing was
 //! written. Each takes any executor, so a caller can commit a transition together with other
 //! writes (the worker commits a run's final checkpoint with `complete`).
+//!
+//! Lock order: a statement that changes a thread's row and its runs' rows locks the thread
+//! first. Deleting a thread, and enqueueing with `interrupt` or `rollback`, lock the thread and
+//! then change its runs; a completion or failure that locked its run and then waited for the
+//! thread would deadlock with them (Postgres would abort one after `deadlock_timeout`). The lease
+//! sweep is the exception: it takes expired runs with `skip locked` and touches the thread only
+//! for a run on its last attempt.
 
 use std::time::Duration;
 
@@ -215,6 +222,20 @@ pub async fn complete_many(
                 $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[]
             ) as i(run_id, attempt, status, thread_status)
         ),
+        -- Threads before runs, in one order: the order of the statements that lock a thread, then
+        -- change its runs (deleting it, enqueueing with `interrupt` or `rollback`). The other
+        -- order deadlocks with them (see the lock order in this module's documentation).
+        threads_locked as (
+            select t.thread_id
+            from mostrador.threads t
+            where t.thread_id in (
+                select r.thread_id
+                from mostrador.runs r
+                join input i on i.run_id = r.run_id
+            )
+            order by t.thread_id
+            for no key update of t
+        ),
         -- N.B. `for update`, not the plain update's `for no key update`: it must wait for
         -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`).
         locked as (
@@ -222,6 +243,8 @@ pub async fn complete_many(
             from mostrador.runs r
             join input i on i.run_id = r.run_id and i.attempt = r.attempt
             where r.status = 'running'
+              -- Always true; evaluated once, before any run is locked.
+              and (select count(*) from threads_locked) >= 0
             for update of r
         ),
         completed as (
@@ -340,7 +363,14 @@ impl ClaimedRun {
     ) -> Result<RunStatus> {
         let status = sqlx::query_scalar!(
             r#"
-            with target as (
+            -- Its thread before the run (see the lock order in this module's documentation).
+            with thread_locked as (
+                select thread_id
+                from mostrador.threads
+                where thread_id = $7
+                for no key update
+            ),
+            target as (
                 select
                     run_id,
                     $3 and attempt - drain_count < max_attempts as retry,
@@ -352,6 +382,8 @@ impl ClaimedRun {
                 where run_id = $1
                   and attempt = $2
                   and status = 'running'
+                  -- Always true; evaluated once, before the run is locked.
+                  and (select count(*) from thread_locked) >= 0
                 for update
             ),
             failed as (
@@ -398,6 +430,7 @@ impl ClaimedRun {
             RETRY_BACKOFF_BASE.as_secs_f64(),
             RETRY_BACKOFF_CAP.as_secs_f64(),
             error,
+            self.thread_id.0,
         )
         .fetch_optional(executor)
         .await?;

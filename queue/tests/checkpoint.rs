@@ -13,7 +13,7 @@ use mostrador_queue::{Error, PgCheckpointer, RunStatus, ThreadStatus};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{claim_one, expire, new_run, new_worker};
+use crate::support::{another_session_waits_for_a_lock, claim_one, expire, new_run, new_worker};
 
 mostrador_graph::conformance_tests!(
     sqlx::test(migrator = "mostrador_queue::MIGRATOR"),
@@ -213,30 +213,62 @@ async fn transitions_wait_for_checkpoint_writes_and_event_appends_do_not(
                 .await
         }
     });
-    // Another session's lock wait is visible only in pg_stat_activity: look until it shows.
-    let waiting = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let blocked: bool = sqlx::query_scalar(
-                "select exists (select 1 from pg_stat_activity
-                 where datname = current_database() and wait_event_type = 'Lock')",
-            )
-            .fetch_one(&pool)
-            .await
-            .expect("activity");
-            if blocked {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
     assert!(
-        waiting.is_ok(),
+        another_session_waits_for_a_lock(&pool).await,
         "the completion waits for the checkpoint write"
     );
     assert!(!completing.is_finished());
 
     writing.commit().await?;
     completing.await??;
+    Ok(())
+}
+
+/// Deleting a thread locks its row, then tells its running run to roll back. A completion or a
+/// failure locks the run's thread before the run: in the other order, each would hold what the
+/// other waits for, and Postgres would abort one of them.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn deleting_a_thread_while_its_run_ends_does_not_deadlock(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    for failing in [false, true] {
+        new_run(&pool).await;
+        let worker = new_worker(&pool).await;
+        let claimed = claim_one(&pool, &worker).await.expect("claimed");
+        let run_id = claimed.lease().run_id;
+
+        // The first half of a deletion: the thread's row.
+        let mut deleting = pool.begin().await?;
+        sqlx::query("update mostrador.threads set deleted_at = now() where thread_id = $1")
+            .bind(claimed.thread_id.0)
+            .execute(&mut *deleting)
+            .await?;
+        let ending = tokio::spawn({
+            let pool = pool.clone();
+            async move {
+                if failing {
+                    claimed
+                        .fail(&pool, &json!({"error": "boom"}), false)
+                        .await
+                        .map(drop)
+                } else {
+                    claimed
+                        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+                        .await
+                }
+            }
+        });
+        assert!(
+            another_session_waits_for_a_lock(&pool).await,
+            "the transition waits for the thread"
+        );
+        // The second half: the run's row. A transition holding it now would deadlock.
+        sqlx::query("update mostrador.runs set cancel_action = 'rollback' where run_id = $1")
+            .bind(run_id.0)
+            .execute(&mut *deleting)
+            .await?;
+        deleting.commit().await?;
+        ending.await??;
+    }
     Ok(())
 }

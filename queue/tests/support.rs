@@ -101,3 +101,25 @@ pub fn within<F: Future>(future: F) -> impl Future<Output = F::Output> {
         }
     }
 }
+
+/// Resolves once another session of this database waits for a lock. A lock wait is visible only
+/// in pg_stat_activity: look until it shows (at most 5 s).
+pub async fn another_session_waits_for_a_lock(pool: &PgPool) -> bool {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let blocked: bool = sqlx::query_scalar(
+                "select exists (select 1 from pg_stat_activity
+                 where datname = current_database() and wait_event_type = 'Lock')",
+            )
+            .fetch_one(pool)
+            .await
+            .expect("activity");
+            if blocked {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .is_ok()
+}
