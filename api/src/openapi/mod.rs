@@ -1,10 +1,11 @@
 //! `/openapi.json` and `/docs` (Swagger UI, served from the binary: no CDN).
 //!
 //! The document is built from one table of the routes, so it cannot name a route the router
-//! lacks without the test `openapi_names_every_route` noticing. A second table,
-//! [`schemas::io`], says what each route takes (query and header parameters, its JSON body) and what it answers with,
-//! in JSON Schema: `tests/schemathesis/run` fuzzes the api from this document, so a schema here
-//! must say what the handler accepts and answers, no more and no less.
+//! lacks without the test `openapi_names_every_route_and_docs_are_served_offline` noticing. A
+//! second table, [`schemas::io`], says what each route takes (query and header parameters, its
+//! JSON body) and what it answers with, in JSON Schema: `tests/schemathesis/run` fuzzes the api
+//! from this document, so a schema there must say what the handler accepts and answers, no more
+//! and no less.
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

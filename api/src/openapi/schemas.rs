@@ -1,5 +1,5 @@
-//! The second table of the document: what each route of [`ROUTES`](super::ROUTES) takes and answers, in JSON
-//! Schema, and the schemas named in `components`.
+//! The second table of the document: what each route of [`ROUTES`](super::ROUTES) takes and
+//! answers, in JSON Schema, and the schemas named in `components`.
 
 use serde_json::{Value, json};
 
@@ -59,7 +59,8 @@ impl Io {
     }
 }
 
-/// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method and path.
+/// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method
+/// and path.
 pub(super) fn io(method: &str, path: &str) -> Io {
     let run_request = || reference("RunRequest");
     let final_state = || {
