@@ -10,8 +10,7 @@
 //! first. Deleting a thread, and enqueueing with `interrupt` or `rollback`, lock the thread and
 //! then change its runs; a completion or failure that locked its run and then waited for the
 //! thread would deadlock with them (Postgres would abort one after `deadlock_timeout`). The lease
-//! sweep is the exception: it takes expired runs with `skip locked` and touches the thread only
-//! for a run on its last attempt.
+//! sweep (`lease::sweep`) takes threads before runs too, skipping those held.
 
 use std::time::Duration;
 

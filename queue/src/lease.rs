@@ -160,12 +160,13 @@ impl WorkerLease {
 /// `error`) when that was their last attempt. Claimers are woken for the requeued runs. Workers
 /// expired for ten leases and holding nothing are forgotten.
 ///
-/// Safe to run on every pod at once: runs another sweeper or their holder is touching are skipped.
+/// Safe to run on every pod at once: runs another sweeper or their holder is touching are skipped,
+/// and so are runs whose thread another statement holds (they wait for the next sweep).
 pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
     let rows = sqlx::query!(
         r#"
-        with expired as (
-            select r.run_id, r.attempt - r.drain_count >= r.max_attempts as last_attempt
+        with orphaned as (
+            select r.run_id, r.thread_id
             from mostrador.runs r
             where r.status = 'running'
               and not exists (
@@ -174,6 +175,22 @@ pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
                   where w.worker_id = r.lease_owner
                     and w.expires_at > now()
               )
+        ),
+        -- Threads before runs, as every statement that changes both (see `claim`'s lock order).
+        -- A thread someone else holds is skipped with its run, until the next sweep.
+        threads_locked as (
+            select t.thread_id
+            from mostrador.threads t
+            where t.thread_id in (select thread_id from orphaned)
+            order by t.thread_id
+            for no key update of t skip locked
+        ),
+        expired as (
+            select r.run_id, r.attempt - r.drain_count >= r.max_attempts as last_attempt
+            from mostrador.runs r
+            where r.run_id in (select run_id from orphaned)
+              and r.status = 'running'
+              and r.thread_id = any(array(select thread_id from threads_locked))
             for update of r skip locked
         ),
         swept as (

@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
-use mostrador_queue::{Error, PgCheckpointer, RunStatus, ThreadStatus};
+use mostrador_queue::{Error, NewRun, PgCheckpointer, RunStatus, ThreadStatus};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{another_session_waits_for_a_lock, claim_one, expire, new_run, new_worker};
+use crate::support::{
+    GRAPH, another_session_waits_for_a_lock, claim_one, enqueue, expire, new_run, new_thread,
+    new_worker,
+};
 
 mostrador_graph::conformance_tests!(
     sqlx::test(migrator = "mostrador_queue::MIGRATOR"),
@@ -270,5 +273,43 @@ async fn deleting_a_thread_while_its_run_ends_does_not_deadlock(
         deleting.commit().await?;
         ending.await??;
     }
+    Ok(())
+}
+
+/// The lease sweep takes a thread before its run too, skipping a thread another statement holds:
+/// a run on its last attempt, whose thread is being deleted, waits for the next sweep instead of
+/// locking the run and then waiting for the thread.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn sweeping_a_run_whose_thread_is_being_deleted_does_not_deadlock(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let thread = new_thread(&pool).await;
+    let run = enqueue(
+        &pool,
+        NewRun {
+            max_attempts: 1,
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+    )
+    .await;
+    let dead = new_worker(&pool).await;
+    claim_one(&pool, &dead).await.expect("claimed");
+    expire(&pool, &dead).await;
+
+    let mut deleting = pool.begin().await?;
+    sqlx::query("update mostrador.threads set deleted_at = now() where thread_id = $1")
+        .bind(thread.thread_id.0)
+        .execute(&mut *deleting)
+        .await?;
+    let swept = tokio::time::timeout(Duration::from_secs(5), sweep(&pool)).await??;
+    assert_eq!(swept, Default::default(), "the held thread's run waits");
+    sqlx::query("update mostrador.runs set cancel_action = 'rollback' where run_id = $1")
+        .bind(run.run_id.0)
+        .execute(&mut *deleting)
+        .await?;
+    deleting.commit().await?;
+
+    let swept = sweep(&pool).await?;
+    assert_eq!(swept.errored, vec![run.run_id], "the next sweep takes it");
     Ok(())
 }
