@@ -96,6 +96,35 @@ fn last_message(values: &Value) -> &Value {
         .expect("messages")
 }
 
+/// Asks tienda `question` as the caller of `token` and waits for the answer: the final values,
+/// after checking the run ended well.
+async fn ask_tienda(dev: &Worker, token: &str, question: &str) -> Value {
+    let (status, values) = call(
+        dev,
+        "POST",
+        "/runs/wait",
+        token,
+        Some(json!({"assistant_id": "tienda", "input": {"messages": [
+            {"role": "user", "content": question}
+        ]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{values}");
+    assert!(values.get("__error__").is_none(), "{values}");
+    values
+}
+
+/// The content of the messages of `values` that tool `name` answered with.
+fn tool_answers<'a>(values: &'a Value, name: &str) -> Vec<&'a str> {
+    values["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["type"] == "tool" && m["name"] == name)
+        .filter_map(|m| m["content"].as_str())
+        .collect()
+}
+
 async fn count(pool: &PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(pool)
@@ -108,17 +137,7 @@ async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
     let clerk = token(DEV_SECRET, "pepe", Role::Clerk, "madrid-centro");
-    let (status, values) = call(
-        &dev,
-        "POST",
-        "/runs/wait",
-        &clerk,
-        Some(json!({"assistant_id": "tienda", "input": {"messages": [
-            {"role": "user", "content": "¿Quedan zapatillas de trail Cumbre 42?"}
-        ]}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{values}");
+    let values = ask_tienda(&dev, &clerk, "¿Quedan zapatillas de trail Cumbre 42?").await;
     let tools: Vec<&str> = values["messages"]
         .as_array()
         .expect("messages")
@@ -139,43 +158,15 @@ async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
         "mostrador-offline"
     );
 
-    let (status, values) = call(
-        &dev,
-        "POST",
-        "/runs/wait",
-        &clerk,
-        Some(json!({"assistant_id": "tienda", "input": {"messages": [
-            {"role": "user", "content": "¿A qué hora cierra la tienda?"}
-        ]}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{values}");
+    let values = ask_tienda(&dev, &clerk, "¿A qué hora cierra la tienda?").await;
     let text = last_message(&values)["content"].as_str().expect("text");
     assert!(text.contains("Calle de Preciados 12"), "{text}");
 
     // A caller whose store is none of the chain's (the token `mostrador dev` prints and its
     // dashboard uses): the stock of every store is "nearby", none is "here".
     let stranger = token(DEV_SECRET, "dev", Role::Manager, "dev");
-    let (status, values) = call(
-        &dev,
-        "POST",
-        "/runs/wait",
-        &stranger,
-        Some(json!({"assistant_id": "tienda", "input": {"messages": [
-            {"role": "user", "content": "¿Quedan zapatillas de trail Cumbre 42?"}
-        ]}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{values}");
-    assert!(values.get("__error__").is_none(), "{values}");
-    let stock = values["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["type"] == "tool" && m["name"] == "stock")
-        .expect("the stock tool answered");
-    let stock: Value =
-        serde_json::from_str(stock["content"].as_str().expect("text")).expect("json");
+    let values = ask_tienda(&dev, &stranger, "¿Quedan zapatillas de trail Cumbre 42?").await;
+    let stock: Value = serde_json::from_str(tool_answers(&values, "stock")[0]).expect("json");
     assert_eq!(stock["quantity"], 0, "{stock}");
     assert!(
         stock["nearby"].as_array().is_some_and(|n| !n.is_empty()),

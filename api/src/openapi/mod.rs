@@ -2,7 +2,7 @@
 //!
 //! The document is built from one table of the routes, so it cannot name a route the router
 //! lacks without the test `openapi_names_every_route_and_docs_are_served_offline` noticing. A
-//! second table, [`schemas::io`], says what each route takes (query and header parameters, its
+//! second table, [`io::io`], says what each route takes (query and header parameters, its
 //! JSON body) and what it answers with, in JSON Schema: `tests/schemathesis/run` fuzzes the api
 //! from this document, so a schema there must say what the handler accepts and answers, no more
 //! and no less.
@@ -15,8 +15,10 @@ use utoipa::openapi::response::Response;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, RefOr, Schema};
 
-use schemas::{Io, io, named_schemas, path_parameter, reference};
+use io::{Io, io};
+use schemas::{named_schemas, path_parameter, reference};
 
+mod io;
 mod schemas;
 
 /// Every route: method, path, tag, summary, and the status codes it answers with.

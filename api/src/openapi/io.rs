@@ -1,0 +1,291 @@
+//! The second table of the document: what each route of [`ROUTES`](super::ROUTES) takes and
+//! answers.
+
+use serde_json::{Value, json};
+
+use super::schemas::{
+    any, array, assistant_search, header, limit, nullable_enum, offset, query, reference,
+    run_status_filter, stream_mode_name, thread_create, thread_search, unsupported,
+};
+
+/// What a route takes besides its path parameters, and what its success answers carry.
+pub(super) struct Io {
+    /// Query and header parameters, as OpenAPI parameter objects.
+    pub(super) parameters: Vec<Value>,
+    /// The schema of its JSON body, for a route that reads one.
+    pub(super) body: Option<Value>,
+    /// The content of its 200: media types and their schemas.
+    pub(super) ok: Value,
+}
+
+impl Io {
+    fn json(schema: Value) -> Self {
+        Self {
+            parameters: Vec::new(),
+            body: None,
+            ok: json!({"application/json": {"schema": schema}}),
+        }
+    }
+
+    /// Text of another media type.
+    fn text(media_type: &str) -> Self {
+        Self {
+            ok: json!({media_type: {"schema": {"type": "string"}}}),
+            ..Self::json(any())
+        }
+    }
+
+    /// Server-sent events (`metadata` first, then the run's), each with JSON data and, but for
+    /// `metadata`, its `seq` as `id`. Keep-alives are comments.
+    fn events() -> Self {
+        Self {
+            ok: json!({"text/event-stream": {"itemSchema": {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string"},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
+                    "id": {"type": "string", "pattern": "^[0-9]+$"},
+                },
+            }}}),
+            ..Self::json(any())
+        }
+    }
+
+    fn body(self, schema: Value) -> Self {
+        Self {
+            body: Some(schema),
+            ..self
+        }
+    }
+
+    fn parameters(self, parameters: Vec<Value>) -> Self {
+        Self { parameters, ..self }
+    }
+}
+
+/// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method
+/// and path.
+pub(super) fn io(method: &str, path: &str) -> Io {
+    let run_request = || reference("RunRequest");
+    let final_state = || {
+        json!({
+            "type": "object",
+            "description": "The thread's values once the run ended (with `__interrupt__` when it \
+                waits for a decision), or `{\"__error__\": ...}` when it failed. Blank lines \
+                precede it while the run goes on.",
+        })
+    };
+    match (method, path) {
+        ("post", "/assistants/search") => {
+            Io::json(array(reference("Assistant"))).body(assistant_search())
+        }
+        ("get", "/assistants/{assistant_id}") => Io::json(reference("Assistant")),
+        ("get", "/assistants/{assistant_id}/graph") => Io::json(json!({
+            "type": "object",
+            "required": ["nodes", "edges"],
+            "properties": {
+                "nodes": {"type": "array", "items": {"type": "object"}},
+                "edges": {"type": "array", "items": {"type": "object"}},
+            },
+        })),
+        ("get", "/assistants/{assistant_id}/schemas") => Io::json(json!({
+            "type": "object",
+            "required": ["graph_id", "input_schema", "output_schema", "state_schema"],
+            "properties": {"graph_id": {"type": "string"}},
+        })),
+        ("post", "/threads") => Io::json(reference("Thread")).body(thread_create()),
+        ("post", "/threads/search") => Io::json(array(reference("Thread"))).body(thread_search()),
+        ("post", "/threads/prune") => Io::json(json!({
+            "type": "object",
+            "required": ["pruned_count"],
+            "properties": {"pruned_count": {"type": "integer", "minimum": 0}},
+        }))
+        .body(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "thread_ids": {
+                    "type": "array",
+                    "maxItems": 1000,
+                    "items": {"type": "string"},
+                    "description": "Ids of threads the caller may not see are passed over.",
+                },
+                "strategy": nullable_enum(&["delete", "keep_latest"]),
+            },
+        })),
+        ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
+            Io::json(reference("Thread"))
+        }
+        ("patch", "/threads/{thread_id}") => Io::json(reference("Thread"))
+            .parameters(vec![header(
+                "Prefer",
+                json!({"type": "string"}),
+                "`return=minimal` answers 204 instead of the thread.",
+            )])
+            .body(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["metadata"],
+                "properties": {
+                    "metadata": {
+                        "type": "object",
+                        "description": "Merged into the thread's; `graph_id` may not change.",
+                    },
+                    "ttl": unsupported(),
+                },
+            })),
+        ("get", "/threads/{thread_id}/state" | "/threads/{thread_id}/state/{checkpoint_id}") => {
+            Io::json(reference("ThreadState"))
+        }
+        ("post", "/threads/{thread_id}/state") => Io::json(json!({
+            "type": "object",
+            "required": ["checkpoint", "checkpoint_id"],
+            "properties": {
+                "checkpoint": {"type": "object"},
+                "configurable": {"type": "object"},
+                "checkpoint_id": {"type": "string", "format": "uuid"},
+            },
+        }))
+        .body(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "values": {"type": ["object", "null"]},
+                "as_node": {"type": ["string", "null"]},
+                "checkpoint_id": unsupported(),
+                "checkpoint": unsupported(),
+            },
+        })),
+        ("post", "/threads/{thread_id}/history") => Io::json(array(reference("ThreadState")))
+            .body(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "limit": limit(10),
+                    "before": {
+                        "anyOf": [
+                            {"type": "string", "format": "uuid"},
+                            {
+                                "type": "object",
+                                "properties": {"checkpoint_id": {"type": "string", "format": "uuid"}},
+                            },
+                            {"type": "null"},
+                        ],
+                        "description": "A checkpoint id, or a checkpoint with one.",
+                    },
+                    "metadata": unsupported(),
+                    "checkpoint": unsupported(),
+                    "select": any(),
+                },
+            })),
+        ("get", "/threads/{thread_id}/runs") => Io::json(array(reference("Run")))
+            .parameters(vec![
+                query("limit", limit(10)),
+                query("offset", offset()),
+                query("status", run_status_filter()),
+            ]),
+        ("post", "/threads/{thread_id}/runs" | "/runs") => {
+            Io::json(reference("Run")).body(run_request())
+        }
+        ("post", "/threads/{thread_id}/runs/stream" | "/runs/stream") => {
+            Io::events().body(run_request())
+        }
+        ("post", "/threads/{thread_id}/runs/wait" | "/runs/wait") => {
+            Io::json(final_state()).body(run_request())
+        }
+        ("get", "/threads/{thread_id}/runs/{run_id}") => Io::json(reference("Run")),
+        ("get", "/threads/{thread_id}/runs/{run_id}/stream") => Io::events()
+            .parameters(vec![
+                json!({
+                    "name": "stream_mode",
+                    "in": "query",
+                    "required": false,
+                    "style": "form",
+                    "explode": true,
+                    "schema": {"type": "array", "items": stream_mode_name()},
+                    "description": "The modes to stream; all the run's when none.",
+                }),
+                header(
+                    "Last-Event-ID",
+                    json!({"type": "integer", "format": "int64", "minimum": 0}),
+                    "The `id` of the last event received: the stream resumes after it.",
+                ),
+            ]),
+        ("get", "/threads/{thread_id}/runs/{run_id}/join") => Io::json(final_state()),
+        ("post", "/threads/{thread_id}/runs/{run_id}/cancel") => Io::json(final_state())
+            .parameters(vec![
+                query("action", json!({"type": "string", "enum": ["interrupt", "rollback"]})),
+                query(
+                    "wait",
+                    json!({"type": "string", "enum": ["0", "1", "false", "true", ""]}),
+                ),
+            ]),
+        ("get", "/approvals") => Io::json(array(reference("Approval"))).parameters(vec![
+            query(
+                "status",
+                json!({"type": "string", "enum": ["pending", "approved", "rejected"]}),
+            ),
+            query("limit", limit(50)),
+            query("offset", offset()),
+        ]),
+        ("get", "/approvals/{approval_id}") => Io::json(reference("Approval")),
+        ("post", "/runs/crons" | "/threads/{thread_id}/runs/crons") => {
+            Io::json(reference("Cron")).body(reference("CronRequest"))
+        }
+        ("post", "/runs/crons/search") => {
+            Io::json(array(reference("Cron"))).body(reference("CronSearch"))
+        }
+        ("post", "/runs/crons/count") => {
+            Io::json(json!({"type": "integer", "minimum": 0})).body(reference("CronSearch"))
+        }
+        ("post", "/runs/batch") => Io::json(array(reference("Run"))).body(json!({
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1000,
+            "items": run_request(),
+        })),
+        ("get", "/runs/recent") => Io::json(array(reference("Run"))).parameters(vec![
+            query("limit", limit(20)),
+            query("status", run_status_filter()),
+        ]),
+        ("get", "/queue") => Io::json(json!({
+            "type": "object",
+            "required": ["at", "depth", "workers"],
+            "properties": {
+                "at": {"type": "string", "format": "date-time"},
+                "depth": array(json!({
+                    "type": "object",
+                    "required": ["graph_id", "status", "runs"],
+                    "properties": {
+                        "graph_id": {"type": "string"},
+                        "status": {"type": "string", "enum": ["pending", "running"]},
+                        "runs": {"type": "integer", "minimum": 1},
+                    },
+                })),
+                "workers": array(json!({
+                    "type": "object",
+                    "required": ["worker_id", "name", "graphs", "started_at", "heartbeat_at", "running"],
+                    "properties": {
+                        "worker_id": {"type": "string", "format": "uuid"},
+                        "name": {"type": "string"},
+                        "graphs": array(json!({"type": "string"})),
+                        "started_at": {"type": "string", "format": "date-time"},
+                        "heartbeat_at": {"type": "string", "format": "date-time"},
+                        "running": {"type": "integer", "minimum": 0},
+                    },
+                })),
+            },
+        })),
+        ("get", "/") => Io::text("text/html"),
+        ("get", "/ok") => Io::json(json!({
+            "type": "object",
+            "required": ["ok"],
+            "properties": {"ok": {"type": "boolean"}},
+        })),
+        ("get", "/live" | "/ready") => Io::text("text/plain"),
+        ("get", "/metrics") => Io::text("application/openmetrics-text"),
+        // Answers nothing at 200.
+        _ => Io::json(any()),
+    }
+}
