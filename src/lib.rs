@@ -6,9 +6,11 @@
 //! graphs which record their executions (see `tests/`).
 
 mod batch;
+mod dev;
 mod duration;
 mod logs;
 mod model;
+mod retention;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -26,9 +28,11 @@ use mostrador_worker::{Registry, Telemetry, WorkerConfig, telemetry};
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
 
+use crate::dev::DevArgs;
 use crate::duration::parse_duration;
 use crate::logs::install_tracing;
 use crate::model::ModelArgs;
+use crate::retention::RetentionArgs;
 
 /// Builds the graphs a process serves; their nodes may use the database and the model.
 pub type GraphSet = fn(&PgPool, &Model) -> Registry;
@@ -91,24 +95,6 @@ impl Command {
             Command::Batch(_) => "batch",
         }
     }
-}
-
-#[derive(Debug, Args)]
-struct RetentionArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-
-    /// Only this graph's threads (`_unbound`: threads that never ran).
-    #[arg(long)]
-    graph: Option<String>,
-
-    /// Threads read per batch.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=10_000))]
-    batch: i64,
-
-    /// Print what would be deleted; change nothing.
-    #[arg(long)]
-    dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -369,10 +355,10 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate(args).await,
         Command::Worker(args) => worker(args, graphs).await,
         Command::Api(args) => api(args, graphs).await,
-        Command::Dev(args) => dev(args, graphs).await,
+        Command::Dev(args) => dev::dev(args, graphs).await,
         Command::Token(args) => token(&args),
         Command::Seed(args) => seed(&args.database.database_url).await,
-        Command::Retention(args) => retention(args).await,
+        Command::Retention(args) => retention::run(args).await,
         Command::Enqueue(args) => batch::enqueue(args, graphs).await,
         Command::Batch(args) => batch::batch(args, graphs).await,
     }
@@ -435,174 +421,6 @@ async fn serve_api(
     .context("serving the api failed")?;
     let _ = stop_listener.send(());
     tracing::info!("api stopped");
-    Ok(())
-}
-
-/// The development secret `mostrador dev` signs and verifies tokens with when none is set.
-const DEV_SECRET: &str = "mostrador-dev-secret";
-
-#[derive(Debug, Args)]
-struct DevArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-
-    #[command(flatten)]
-    model: ModelArgs,
-
-    /// The api's address.
-    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "127.0.0.1:8123")]
-    listen: SocketAddr,
-
-    /// Load the demo data of the retail graphs first (as `mostrador seed`).
-    #[arg(long)]
-    demo_data: bool,
-}
-
-/// Everything in one process on a local Postgres: migrations, the api, and a worker for every
-/// graph; prints the URL and a development token.
-async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
-    let model = args.model.model()?;
-    migrate(MigrateArgs {
-        database: DatabaseArgs {
-            database_url: args.database.database_url.clone(),
-        },
-        grant_runtime_role: None,
-    })
-    .await?;
-    let db = DbConfig {
-        pool_size: 24,
-        ..DbConfig::new(&args.database.database_url, "mostrador-dev")
-    };
-    let pool = db.connect_lazy().context("invalid database url")?;
-    if args.demo_data {
-        seed(&args.database.database_url).await?;
-    }
-    let registry = graphs(&pool, &model);
-    let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
-    let auth = AuthConfig {
-        secret,
-        jwks_url: None,
-        issuer: "mostrador".into(),
-        audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
-    };
-    let manager = Caller {
-        subject: "dev".into(),
-        role: Role::Manager,
-        store: Some("dev".into()),
-    };
-    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
-    let config = ApiConfig {
-        dashboard_token: Some(token.clone()),
-        ..ApiConfig::new(auth)
-    };
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("failed to listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "the dashboard hands a manager's development token to anyone who reaches this address");
-    }
-    let url = format!("http://{addr}");
-
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        }
-    };
-    let worker = if registry.is_empty() {
-        tracing::warn!("this binary has no graphs: the api serves no assistant, no worker runs");
-        None
-    } else {
-        let mut graph_ids: Vec<String> = registry.keys().cloned().collect();
-        graph_ids.sort();
-        let config = WorkerConfig {
-            drain_timeout: Duration::from_secs(10),
-            ..WorkerConfig::new("dev", graph_ids)
-        };
-        Some(tokio::spawn(mostrador_worker::run(
-            pool.clone(),
-            config,
-            Arc::new(registry.clone()),
-            Arc::new(Telemetry::new()),
-            until_stopped(),
-        )))
-    };
-    let api = tokio::spawn({
-        let (pool, config, registry) =
-            (pool.clone(), config.clone(), registry.into_iter().collect());
-        let shutdown = until_stopped();
-        async move { serve_api(pool, &config, registry, listener, shutdown).await }
-    });
-
-    println!("mostrador dev is running");
-    println!("  dashboard: {url}/  (the token below is filled in)");
-    println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
-    println!("  token: {token}");
-    println!(
-        "         (sub dev, role manager, store dev; valid 30 days; `mostrador token` mints others)"
-    );
-    println!(
-        "  e.g.:  curl -H 'Authorization: Bearer <token>' -X POST {url}/assistants/search -d '{{}}' -H 'Content-Type: application/json'"
-    );
-
-    terminated().await;
-    let _ = stop.send(true);
-    api.await.context("the api panicked")??;
-    if let Some(worker) = worker {
-        worker.await.context("the worker panicked")??;
-    }
-    pool.close().await;
-    Ok(())
-}
-
-async fn retention(args: RetentionArgs) -> anyhow::Result<()> {
-    use mostrador_queue::retention::{self, Sweep};
-
-    let db = DbConfig {
-        pool_size: 2,
-        ..DbConfig::new(&args.database.database_url, "mostrador-retention")
-    };
-    let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
-        .await
-        .context("failed to check the database schema")?;
-    let sweep = Sweep {
-        graph: args.graph,
-        batch: args.batch,
-        dry_run: args.dry_run,
-    };
-    let report = retention::sweep(&pool, &sweep, |candidate| {
-        println!(
-            "would delete thread {} (graph {}, last active {})",
-            candidate.thread_id,
-            candidate.graph_id.as_deref().unwrap_or(retention::UNBOUND),
-            candidate.last_activity_at.to_rfc3339()
-        );
-    })
-    .await?;
-    let rows = report.rows;
-    if args.dry_run {
-        println!(
-            "dry run: {} threads would be deleted; nothing changed",
-            report.deleted
-        );
-    } else {
-        println!(
-            "deleted {} threads ({} runs, {} events, {} checkpoints, {} blobs, {} writes); \
-             skipped {} busy or touched since listed",
-            report.deleted,
-            rows.runs,
-            rows.events,
-            rows.checkpoints,
-            rows.blobs,
-            rows.writes,
-            report.skipped
-        );
-    }
-    pool.close().await;
     Ok(())
 }
 

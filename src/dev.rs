@@ -1,0 +1,135 @@
+//! `mostrador dev`: migrations, the api (with the dashboard's token filled in) and a worker for
+//! every graph in one process on a local Postgres.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use mostrador_api::{ApiConfig, AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_queue::db::DbConfig;
+use mostrador_worker::{Telemetry, WorkerConfig};
+
+use crate::model::ModelArgs;
+use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
+
+/// The development secret `mostrador dev` signs and verifies tokens with when none is set.
+const DEV_SECRET: &str = "mostrador-dev-secret";
+
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+
+    #[command(flatten)]
+    model: ModelArgs,
+
+    /// The api's address.
+    #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "127.0.0.1:8123")]
+    listen: SocketAddr,
+
+    /// Load the demo data of the retail graphs first (as `mostrador seed`).
+    #[arg(long)]
+    demo_data: bool,
+}
+
+/// Everything in one process on a local Postgres: migrations, the api, and a worker for every
+/// graph; prints the URL and a development token.
+pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let model = args.model.model()?;
+    migrate(MigrateArgs {
+        database: DatabaseArgs {
+            database_url: args.database.database_url.clone(),
+        },
+        grant_runtime_role: None,
+    })
+    .await?;
+    let db = DbConfig {
+        pool_size: 24,
+        ..DbConfig::new(&args.database.database_url, "mostrador-dev")
+    };
+    let pool = db.connect_lazy().context("invalid database url")?;
+    if args.demo_data {
+        seed(&args.database.database_url).await?;
+    }
+    let registry = graphs(&pool, &model);
+    let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
+    let auth = AuthConfig {
+        secret,
+        jwks_url: None,
+        issuer: "mostrador".into(),
+        audience: "mostrador".into(),
+        claims: ClaimPaths::default(),
+    };
+    let manager = Caller {
+        subject: "dev".into(),
+        role: Role::Manager,
+        store: Some("dev".into()),
+    };
+    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
+    let config = ApiConfig {
+        dashboard_token: Some(token.clone()),
+        ..ApiConfig::new(auth)
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("failed to listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the dashboard hands a manager's development token to anyone who reaches this address");
+    }
+    let url = format!("http://{addr}");
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    };
+    let worker = if registry.is_empty() {
+        tracing::warn!("this binary has no graphs: the api serves no assistant, no worker runs");
+        None
+    } else {
+        let mut graph_ids: Vec<String> = registry.keys().cloned().collect();
+        graph_ids.sort();
+        let config = WorkerConfig {
+            drain_timeout: Duration::from_secs(10),
+            ..WorkerConfig::new("dev", graph_ids)
+        };
+        Some(tokio::spawn(mostrador_worker::run(
+            pool.clone(),
+            config,
+            Arc::new(registry.clone()),
+            Arc::new(Telemetry::new()),
+            until_stopped(),
+        )))
+    };
+    let api = tokio::spawn({
+        let (pool, config, registry) =
+            (pool.clone(), config.clone(), registry.into_iter().collect());
+        let shutdown = until_stopped();
+        async move { serve_api(pool, &config, registry, listener, shutdown).await }
+    });
+
+    println!("mostrador dev is running");
+    println!("  dashboard: {url}/  (the token below is filled in)");
+    println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
+    println!("  token: {token}");
+    println!(
+        "         (sub dev, role manager, store dev; valid 30 days; `mostrador token` mints others)"
+    );
+    println!(
+        "  e.g.:  curl -H 'Authorization: Bearer <token>' -X POST {url}/assistants/search -d '{{}}' -H 'Content-Type: application/json'"
+    );
+
+    terminated().await;
+    let _ = stop.send(true);
+    api.await.context("the api panicked")??;
+    if let Some(worker) = worker {
+        worker.await.context("the worker panicked")??;
+    }
+    pool.close().await;
+    Ok(())
+}
