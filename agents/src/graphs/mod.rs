@@ -49,7 +49,10 @@ pub(crate) async fn thread(pool: &PgPool, thread_id: Uuid) -> Result<Thread, Nod
     match mostrador_queue::thread::get(pool, ThreadId(thread_id)).await {
         Ok(thread) => Ok(thread),
         Err(QueueError::ThreadNotFound(_)) => Err(NodeError::fatal("the run's thread is gone")),
-        Err(err) => Err(NodeError::retryable(format!("the database failed: {err}"))),
+        Err(QueueError::Database(err)) => Err(db(err)),
+        Err(err) => Err(NodeError::fatal(format!(
+            "reading the run's thread failed: {err}"
+        ))),
     }
 }
 
