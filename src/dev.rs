@@ -11,6 +11,7 @@ use mostrador_api::{ApiConfig, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 
+use crate::langgraph::PythonArgs;
 use crate::model::ModelArgs;
 use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
 
@@ -32,6 +33,9 @@ pub(crate) struct DevArgs {
     /// Load the demo data of the retail graphs first (as `mostrador seed`).
     #[arg(long)]
     demo_data: bool,
+
+    #[command(flatten)]
+    python: PythonArgs,
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
@@ -68,8 +72,13 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         store: Some("dev".into()),
     };
     let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
+    let python = args.python.config()?;
     let config = ApiConfig {
         dashboard_token: Some(token.clone()),
+        python_graphs: python
+            .as_ref()
+            .map(|python| python.graphs.clone())
+            .unwrap_or_default(),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -88,14 +97,17 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             let _ = stopped.wait_for(|stop| *stop).await;
         }
     };
-    let worker = if registry.is_empty() {
+    let worker = if registry.is_empty() && python.is_none() {
         tracing::warn!("this binary has no graphs: the api serves no assistant, no worker runs");
         None
     } else {
         let mut graph_ids: Vec<String> = registry.keys().cloned().collect();
+        graph_ids.extend(config.python_graphs.iter().cloned());
         graph_ids.sort();
+        graph_ids.dedup();
         let config = WorkerConfig {
             drain_timeout: Duration::from_secs(10),
+            python,
             ..WorkerConfig::new("dev", graph_ids)
         };
         Some(tokio::spawn(mostrador_worker::run(

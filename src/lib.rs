@@ -8,6 +8,7 @@
 mod batch;
 mod dev;
 mod duration;
+mod langgraph;
 mod logs;
 mod model;
 mod retention;
@@ -30,6 +31,7 @@ use sqlx::migrate::MigrateDatabase;
 
 use crate::dev::DevArgs;
 use crate::duration::parse_duration;
+use crate::langgraph::PythonArgs;
 use crate::logs::install_tracing;
 use crate::model::ModelArgs;
 use crate::retention::RetentionArgs;
@@ -139,6 +141,9 @@ struct ApiArgs {
     /// Database connections.
     #[arg(long, env = "MOSTRADOR_POOL_SIZE", default_value_t = 16)]
     pool_size: u32,
+
+    #[command(flatten)]
+    python: PythonArgs,
 }
 
 /// How the api verifies tokens (and `token` mints them).
@@ -312,6 +317,9 @@ struct WorkerArgs {
     /// Database connections [default: max runs + 4].
     #[arg(long, env = "MOSTRADOR_POOL_SIZE")]
     pool_size: Option<u32>,
+
+    #[command(flatten)]
+    python: PythonArgs,
 }
 
 /// Runs the command line with `graphs` as the graphs this binary serves.
@@ -383,6 +391,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     if let Some(timeout) = args.slow_client_timeout {
         config.slow_client_timeout = timeout;
     }
+    config.python_graphs = args.python.graph_ids()?;
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = graphs(&pool, &Model::Offline(Offline::default()))
         .into_iter()
@@ -509,10 +518,13 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         .name
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let python = args.python.config()?;
     let mut graph_ids = args.graphs;
     if graph_ids.is_empty() {
         graph_ids = registry.keys().cloned().collect();
+        graph_ids.extend(python.iter().flat_map(|python| python.graphs.clone()));
         graph_ids.sort();
+        graph_ids.dedup();
     }
     let defaults = WorkerConfig::new(name, graph_ids);
     let lease = args.lease.unwrap_or(defaults.lease);
@@ -527,6 +539,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         run_timeout: args.run_timeout,
         max_concurrency: args.max_concurrency,
         cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
+        python,
         ..defaults
     };
     config

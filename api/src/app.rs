@@ -1,6 +1,6 @@
 //! The api's shared state, its router, and serving it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -46,6 +46,9 @@ pub struct ApiConfig {
     pub slow_client_timeout: Duration,
     /// A token the dashboard (`/`) fills in for whoever opens it: `mostrador dev` only.
     pub dashboard_token: Option<String>,
+    /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
+    /// serves them as assistants and their threads' states from the snapshots workers record.
+    pub python_graphs: Vec<String>,
 }
 
 impl ApiConfig {
@@ -58,6 +61,7 @@ impl ApiConfig {
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             dashboard_token: None,
+            python_graphs: Vec::new(),
         }
     }
 }
@@ -74,6 +78,7 @@ struct Inner {
     pool: PgPool,
     auth: Authenticator,
     graphs: BTreeMap<String, Graph>,
+    python_graphs: BTreeSet<String>,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
@@ -99,14 +104,22 @@ impl AppState {
         graphs: BTreeMap<String, Graph>,
         listener: Listener,
     ) -> Result<Self, AuthError> {
+        let python_graphs: BTreeSet<String> = config
+            .python_graphs
+            .iter()
+            .filter(|graph_id| !graphs.contains_key(*graph_id))
+            .cloned()
+            .collect();
         let assistants = graphs
             .keys()
+            .chain(&python_graphs)
             .map(|graph_id| (graph_id.clone(), Assistant::for_graph(graph_id)))
             .collect();
         Ok(Self(Arc::new(Inner {
             pool,
             auth: Authenticator::new(&config.auth)?,
             graphs,
+            python_graphs,
             assistants,
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
@@ -130,8 +143,19 @@ impl AppState {
         &self.0.auth
     }
 
+    /// A Rust graph of the binary.
     pub fn graph(&self, graph_id: &str) -> Option<&Graph> {
         self.0.graphs.get(graph_id)
+    }
+
+    /// Whether `graph_id` is a Python graph (executed by LangGraph in the workers).
+    pub fn is_python(&self, graph_id: &str) -> bool {
+        self.0.python_graphs.contains(graph_id)
+    }
+
+    /// Whether runs of `graph_id` are served, by either engine.
+    pub fn serves(&self, graph_id: &str) -> bool {
+        self.graph(graph_id).is_some() || self.is_python(graph_id)
     }
 
     pub fn assistants(&self) -> impl Iterator<Item = &Assistant> {

@@ -3,10 +3,11 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use mostrador_graph::{Error as GraphError, Graph, StateSnapshot};
-use mostrador_queue::{PgCheckpointer, Thread, ThreadStatus};
+use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
+use mostrador_queue::saver;
+use mostrador_queue::{PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -40,6 +41,150 @@ fn graph_of<'a>(state: &'a AppState, thread: &Thread) -> Option<&'a Graph> {
         .graph_id
         .as_deref()
         .and_then(|graph_id| state.graph(graph_id))
+}
+
+/// Whether the thread's graph is a Python one, whose states its workers describe.
+fn is_python(state: &AppState, thread: &Thread) -> bool {
+    thread
+        .graph_id
+        .as_deref()
+        .is_some_and(|graph_id| state.is_python(graph_id))
+}
+
+/// States of a Python graph's thread, newest first, as its workers described them with the graph
+/// (`ThreadState` in the official server's JSON). The ids are the thread's own, so a copy reads
+/// as itself.
+async fn python_states(
+    state: &AppState,
+    thread: &Thread,
+    checkpoint_id: Option<Uuid>,
+    before: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<Value>, ApiError> {
+    let snapshots = saver::snapshots(
+        state.pool(),
+        thread.thread_id.0,
+        checkpoint_id,
+        before,
+        limit,
+    )
+    .await
+    .map_err(ApiError::unavailable)?;
+    let checkpoint = |id: Option<Uuid>| {
+        id.map(
+            |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": ""}),
+        )
+    };
+    Ok(snapshots
+        .into_iter()
+        .map(|saved| {
+            // Not described yet (its worker stopped in between): what the row itself says.
+            let mut value = saved.snapshot.unwrap_or_else(|| {
+                json!({
+                    "values": {}, "next": [], "tasks": [], "interrupts": [],
+                    "metadata": saved.metadata, "created_at": saved.created_at,
+                })
+            });
+            value["checkpoint"] = checkpoint(Some(saved.checkpoint_id)).unwrap_or_default();
+            value["parent_checkpoint"] = checkpoint(saved.parent_checkpoint_id).unwrap_or_default();
+            value["checkpoint_id"] = json!(saved.checkpoint_id);
+            value["parent_checkpoint_id"] = json!(saved.parent_checkpoint_id);
+            value
+        })
+        .collect())
+}
+
+/// The latest state of a Python graph's thread, or at a checkpoint.
+async fn python_state(
+    state: &AppState,
+    thread: &Thread,
+    checkpoint_id: Option<Uuid>,
+) -> Result<Value, ApiError> {
+    match python_states(state, thread, checkpoint_id, None, 1)
+        .await?
+        .pop()
+    {
+        Some(found) => Ok(found),
+        None if checkpoint_id.is_some() => {
+            Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))
+        }
+        None => Ok(snapshot_json(thread, &StateSnapshot::empty())),
+    }
+}
+
+/// Whether a thread waits for a resume: its latest state has tasks to run.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn python_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
+    let latest = python_state(state, thread, None).await?;
+    Ok(latest["next"]
+        .as_array()
+        .is_some_and(|next| !next.is_empty()))
+}
+
+/// The latest values of a thread and the interrupts that wait for a resume, whichever engine runs
+/// its graph.
+#[derive(Debug)]
+pub struct Latest {
+    pub values: Map<String, Value>,
+    /// `(task id, {"id", "value"})`.
+    pub interrupts: Vec<(String, Value)>,
+}
+
+/// `None` while the thread has no checkpoint.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn latest(
+    state: &AppState,
+    thread_id: ThreadId,
+    graph_id: Option<&str>,
+) -> Result<Option<Latest>, ApiError> {
+    if graph_id.is_some_and(|graph_id| state.is_python(graph_id)) {
+        let found = saver::snapshots(state.pool(), thread_id.0, None, None, 1)
+            .await
+            .map_err(ApiError::unavailable)?;
+        return Ok(found.into_iter().next().map(|saved| {
+            let snapshot = saved.snapshot.unwrap_or_default();
+            let interrupts = snapshot["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|task| {
+                    let task_id = task["id"].as_str().unwrap_or_default().to_owned();
+                    task["interrupts"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(move |interrupt| (task_id.clone(), interrupt.clone()))
+                })
+                .collect();
+            Latest {
+                values: snapshot["values"].as_object().cloned().unwrap_or_default(),
+                interrupts,
+            }
+        }));
+    }
+    let saved = PgCheckpointer::new(state.pool().clone())
+        .get(thread_id.0, None)
+        .await
+        .map_err(ApiError::unavailable)?;
+    Ok(saved.map(|saved| Latest {
+        interrupts: saved
+            .pending_interrupts()
+            .into_iter()
+            .map(|interrupt| {
+                (
+                    interrupt.task_id,
+                    json!({"id": interrupt.id, "value": interrupt.value}),
+                )
+            })
+            .collect(),
+        values: saved.values,
+    }))
 }
 
 /// A state as the `langgraph-sdk` reads it (`ThreadState`).
@@ -108,6 +253,9 @@ pub async fn get(
     Path(thread_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    if is_python(&state, &thread) {
+        return python_state(&state, &thread, None).await.map(Json);
+    }
     let snapshot = snapshot(&state, &thread, None).await?;
     Ok(Json(snapshot_json(&thread, &snapshot)))
 }
@@ -121,6 +269,11 @@ pub async fn get_at(
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     let checkpoint_id = Uuid::parse_str(&checkpoint_id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
+    if is_python(&state, &thread) {
+        return python_state(&state, &thread, Some(checkpoint_id))
+            .await
+            .map(Json);
+    }
     let snapshot = snapshot(&state, &thread, Some(checkpoint_id)).await?;
     Ok(Json(snapshot_json(&thread, &snapshot)))
 }
@@ -180,6 +333,11 @@ pub async fn history(
     .map(Uuid::parse_str)
     .transpose()
     .map_err(|_| unprocessable("before must be a checkpoint id"))?;
+    if is_python(&state, &thread) {
+        return python_states(&state, &thread, None, before, query.limit)
+            .await
+            .map(Json);
+    }
     let Some(graph) = graph_of(&state, &thread) else {
         return Ok(Json(Vec::new()));
     };
@@ -219,6 +377,11 @@ pub async fn update(
     {
         return Err(unprocessable(
             "updating the state at an older checkpoint is not supported",
+        ));
+    }
+    if is_python(&state, &thread) {
+        return Err(unprocessable(
+            "updating the state of a Python graph's thread is not supported yet",
         ));
     }
     let Some(graph) = graph_of(&state, &thread) else {

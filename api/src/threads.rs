@@ -5,7 +5,6 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
-use mostrador_graph::Saved;
 use mostrador_queue::thread::{self, NewThread, ThreadSearch};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
@@ -63,7 +62,7 @@ pub async fn create(
     let metadata = create.metadata.unwrap_or_default();
     let graph_id = match metadata.get("graph_id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(graph_id)) if state.graph(graph_id).is_some() => Some(graph_id.clone()),
+        Some(Value::String(graph_id)) if state.serves(graph_id) => Some(graph_id.clone()),
         Some(Value::String(graph_id)) => {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -199,18 +198,12 @@ pub async fn search(
 /// A thread as the `langgraph-sdk` reads it, with the values and pending interrupts of its
 /// latest checkpoint.
 async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiError> {
-    let saved = PgCheckpointer::new(state.pool().clone())
-        .get(thread.thread_id.0, None)
-        .await
-        .map_err(ApiError::unavailable)?;
+    let latest = crate::state::latest(state, thread.thread_id, thread.graph_id.as_deref()).await?;
     // By task id, as the client reads them.
     let mut interrupts = Map::new();
-    for interrupt in saved.iter().flat_map(Saved::pending_interrupts) {
-        if let Value::Array(list) = interrupts
-            .entry(interrupt.task_id)
-            .or_insert_with(|| json!([]))
-        {
-            list.push(json!({"id": interrupt.id, "value": interrupt.value}));
+    for (task_id, interrupt) in latest.iter().flat_map(|latest| latest.interrupts.clone()) {
+        if let Value::Array(list) = interrupts.entry(task_id).or_insert_with(|| json!([])) {
+            list.push(interrupt);
         }
     }
     let mut metadata = thread.metadata.clone();
@@ -225,7 +218,7 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
         "metadata": metadata,
         "status": thread.status.as_str(),
         "config": {},
-        "values": saved.map(|saved| Value::Object(saved.values)),
+        "values": latest.map(|latest| Value::Object(latest.values)),
         "interrupts": interrupts,
         "error": null,
     }))

@@ -81,6 +81,21 @@ impl RunControl {
         self.cancel.is_cancelled()
     }
 
+    /// Resolves once a drain is requested. Cancel-safe.
+    pub async fn drain_requested(&self) {
+        self.drain.cancelled().await;
+    }
+
+    /// Resolves once the run is cancelled. Cancel-safe.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Why the drain was requested (empty before it is).
+    pub fn drain_reason(&self) -> String {
+        self.reason()
+    }
+
     pub(crate) fn reason(&self) -> String {
         let reason = self
             .drain_reason

@@ -492,23 +492,29 @@ impl Checkpointer for PgCheckpointer {
         sqlx::query!(
             r#"
             with copied_blobs as (
-                insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
-                select $2, checkpoint_ns, channel, version, value
+                insert into mostrador.checkpoint_blobs (
+                    thread_id, checkpoint_ns, channel, version, value, payload_type, payload
+                )
+                select $2, checkpoint_ns, channel, version, value, payload_type, payload
                 from mostrador.checkpoint_blobs
                 where thread_id = $1
             ),
             copied_writes as (
-                insert into mostrador.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value)
-                select $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
+                insert into mostrador.checkpoint_writes (
+                    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
+                    payload_type, payload, task_path
+                )
+                select $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
+                    payload_type, payload, task_path
                 from mostrador.checkpoint_writes
                 where thread_id = $1
             )
             insert into mostrador.checkpoints (
                 thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                channel_versions, next, tasks, metadata, created_at
+                channel_versions, next, tasks, metadata, created_at, saved, snapshot
             )
             select $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                channel_versions, next, tasks, metadata, created_at
+                channel_versions, next, tasks, metadata, created_at, saved, snapshot
             from mostrador.checkpoints
             where thread_id = $1
             "#,

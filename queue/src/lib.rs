@@ -15,6 +15,8 @@
 //!   run (`complete`, `fail`, `release`, event append).
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
 //! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease.
+//! * [`saver`]: LangGraph's own checkpoints of Python graphs, stored as it serialized them and
+//!   fenced the same way.
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //!
@@ -39,6 +41,7 @@ pub mod lease;
 pub mod listener;
 pub mod retention;
 pub mod run;
+pub mod saver;
 pub mod schema;
 pub mod thread;
 

@@ -55,7 +55,7 @@ impl RunHandle {
         self.control.cancel();
     }
 
-    fn cancel_action(&self) -> Option<CancelAction> {
+    pub(crate) fn cancel_action(&self) -> Option<CancelAction> {
         *self
             .cancel_action
             .lock()
@@ -82,8 +82,8 @@ pub enum Finish {
 /// completions, and the metrics. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Executor {
-    pool: PgPool,
-    publisher: Publisher,
+    pub(crate) pool: PgPool,
+    pub(crate) publisher: Publisher,
     telemetry: Arc<Telemetry>,
     /// For runs whose configuration sets none.
     max_concurrency: Option<usize>,
@@ -332,7 +332,7 @@ fn wire_event(event: StreamEvent) -> NewEvent {
     NewEvent::new(event.mode.as_str(), data)
 }
 
-async fn complete(
+pub(crate) async fn complete(
     events: &RunEvents,
     claimed: &ClaimedRun,
     status: RunStatus,
@@ -349,7 +349,7 @@ async fn complete(
     })
 }
 
-async fn fail(
+pub(crate) async fn fail(
     pool: &PgPool,
     claimed: &ClaimedRun,
     kind: &str,
@@ -391,7 +391,7 @@ async fn finish_error(
     fail(pool, claimed, kind, &err.to_string(), retryable).await
 }
 
-fn transition(res: Result<(), QueueError>, finish: Finish) -> Result<Finish, Error> {
+pub(crate) fn transition(res: Result<(), QueueError>, finish: Finish) -> Result<Finish, Error> {
     match res {
         Ok(()) => Ok(finish),
         Err(QueueError::LeaseLost { .. }) => Ok(Finish::LeaseLost),

@@ -4,6 +4,8 @@
 //! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
 //!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
 //! * [`execute`](crate::execute): one claimed run from start to finish.
+//! * [`python`](crate::python) and [`runner`]: runs of Python graphs, executed by LangGraph's own
+//!   engine in runner processes, with this side writing their checkpoints and events.
 //! * [`publish`]: one task that writes all runs' events and completions in batched transactions.
 //! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
 //!
@@ -11,11 +13,14 @@
 
 pub mod execute;
 pub mod publish;
+mod python;
+pub mod runner;
 pub mod supervisor;
 pub mod telemetry;
 mod timed;
 
 pub use execute::{Executor, Finish, RunHandle};
+pub use runner::PythonConfig;
 pub use supervisor::{Registry, WorkerConfig, run};
 pub use telemetry::Telemetry;
 

@@ -21,6 +21,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tracing::Instrument;
 
 use crate::execute::{Executor, Finish, RunHandle};
+use crate::runner::{PythonConfig, Runners};
 use crate::telemetry::{RunLabels, Telemetry};
 
 /// Runs in flight per process when none is configured.
@@ -65,6 +66,8 @@ pub struct WorkerConfig {
     pub max_concurrency: Option<usize>,
     /// How often the worker tries to be the scheduler of due crons.
     pub cron_interval: Duration,
+    /// Python graphs from a `langgraph.json`, executed by LangGraph in runner processes.
+    pub python: Option<PythonConfig>,
 }
 
 impl WorkerConfig {
@@ -82,6 +85,7 @@ impl WorkerConfig {
             run_timeout: None,
             max_concurrency: None,
             cron_interval: CRON_INTERVAL_DEFAULT,
+            python: None,
         }
     }
 
@@ -94,11 +98,13 @@ impl WorkerConfig {
         if self.graphs.is_empty() {
             return Err("the worker serves no graph".into());
         }
-        if let Some(unknown) = self
-            .graphs
-            .iter()
-            .find(|graph| !registry.contains_key(*graph))
-        {
+        if let Some(unknown) = self.graphs.iter().find(|graph| {
+            !registry.contains_key(*graph)
+                && !self
+                    .python
+                    .as_ref()
+                    .is_some_and(|python| python.graphs.contains(graph))
+        }) {
             return Err(format!("graph {unknown:?} is not registered"));
         }
         if self.max_runs == 0 {
@@ -155,7 +161,14 @@ pub async fn run(
     tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
     telemetry.set_ready(true);
 
+    let runners = match &config.python {
+        Some(python) => Some(Arc::new(
+            Runners::new(python.clone()).map_err(|err| crate::Error::Config(err.to_string()))?,
+        )),
+        None => None,
+    };
     let mut supervisor = Supervisor {
+        runners,
         executor: Executor::new(pool.clone(), Arc::clone(&telemetry))
             .max_concurrency(config.max_concurrency),
         queued: listener.queued(),
@@ -247,6 +260,8 @@ async fn schedule_crons(
 
 struct Supervisor {
     pool: PgPool,
+    /// The runner processes of the Python graphs, if any.
+    runners: Option<Arc<Runners>>,
     config: WorkerConfig,
     registry: Arc<Registry>,
     executor: Executor,
@@ -275,6 +290,12 @@ struct Supervisor {
 type RunExit = (RunId, Result<Finish, crate::Error>);
 
 /// A run this worker executes.
+/// What executes a claimed run.
+enum Served {
+    Rust(Graph),
+    Python(Arc<Runners>),
+}
+
 struct InFlight {
     claimed: ClaimedRun,
     lease: Lease,
@@ -510,11 +531,14 @@ impl Supervisor {
     }
 
     fn start(&mut self, claimed: ClaimedRun) {
-        let graph = self
-            .registry
-            .get(&claimed.graph_id)
-            .cloned()
-            .expect("the worker only claims registered graphs");
+        let graph = match self.registry.get(&claimed.graph_id) {
+            Some(graph) => Served::Rust(graph.clone()),
+            None => Served::Python(Arc::clone(
+                self.runners
+                    .as_ref()
+                    .expect("the worker only claims registered graphs"),
+            )),
+        };
         let handle = RunHandle::new();
         self.in_flight.insert(
             claimed.run_id,
@@ -546,7 +570,16 @@ impl Supervisor {
         }
         let task = self.runs.spawn(
             async move {
-                let finish = executor.execute(&claimed, &graph, &handle, timeout).await;
+                let finish = match graph {
+                    Served::Rust(graph) => {
+                        executor.execute(&claimed, &graph, &handle, timeout).await
+                    }
+                    Served::Python(runners) => {
+                        executor
+                            .execute_python(&claimed, &runners, &handle, timeout)
+                            .await
+                    }
+                };
                 (claimed.run_id, finish)
             }
             .instrument(span),

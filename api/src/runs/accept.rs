@@ -135,9 +135,20 @@ pub async fn accept(
             format!("assistant {assistant_id:?} not found"),
         )
     })?;
-    let new = new_run(thread.thread_id, &assistant, body)?;
+    let python = state.is_python(&assistant.graph_id);
+    let new = new_run(thread.thread_id, &assistant, body, python)?;
     if new.command.is_some() {
-        authorize_resume(state, caller, &thread).await?;
+        if python {
+            // The official server's rule: whoever may see the thread resumes it.
+            if !crate::state::python_thread_waits(state, &thread).await? {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "the thread is not waiting for a decision: there is nothing to resume",
+                ));
+            }
+        } else {
+            authorize_resume(state, caller, &thread).await?;
+        }
     }
     match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
         Ok(enqueued) => {
@@ -206,7 +217,8 @@ async fn accept_stateless(
         let thread = thread::create(&mut *tx, &new_thread)
             .await
             .map_err(ApiError::unavailable)?;
-        let new = new_run(thread.thread_id, &assistant, body)?;
+        let python = state.is_python(&assistant.graph_id);
+        let new = new_run(thread.thread_id, &assistant, body, python)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
             Err(err) => {
@@ -278,23 +290,27 @@ pub async fn stream_stateless(
     Ok((content_location(run), events).into_response())
 }
 
+/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`
+/// and a command's `goto` and `update`.
 fn new_run(
     thread_id: ThreadId,
     assistant: &Assistant,
     body: CreateRun,
+    python: bool,
 ) -> Result<NewRun, ApiError> {
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
     if body.checkpoint.is_some() || body.checkpoint_id.is_some() {
         return Err(unsupported("starting from a given checkpoint"));
     }
-    if body.interrupt_before.is_some() || body.interrupt_after.is_some() {
+    let interrupts = [
+        ("interrupt_before", body.interrupt_before.clone()),
+        ("interrupt_after", body.interrupt_after.clone()),
+    ];
+    if !python && interrupts.iter().any(|(_, value)| value.is_some()) {
         return Err(unsupported("interrupt_before/interrupt_after"));
     }
     if body.webhook.is_some() {
         return Err(unsupported("webhook"));
-    }
-    if body.stream_subgraphs == Some(true) {
-        return Err(unsupported("stream_subgraphs"));
     }
     if body.if_not_exists.as_deref() == Some("create") {
         return Err(unprocessable(
@@ -310,6 +326,11 @@ fn new_run(
     }
     let command = match body.command {
         None => None,
+        Some(command) if python => Some(json!({
+            "resume": command.resume,
+            "goto": command.goto,
+            "update": command.update,
+        })),
         Some(command) if command.goto.is_some() || command.update.is_some() => {
             return Err(unsupported("command.goto and command.update"));
         }
@@ -341,7 +362,16 @@ fn new_run(
         None => vec![StreamMode::Values],
         Some(modes) => modes.parse()?,
     };
-    let config = run_config(body.config, body.context, body.durability)?;
+    let mut config = run_config(body.config, body.context, body.durability)?;
+    // Graphs without subgraphs stream the same events either way (the Rust engine has none).
+    if body.stream_subgraphs == Some(true) {
+        config["stream_subgraphs"] = json!(true);
+    }
+    for (field, value) in interrupts {
+        if let Some(value) = value.filter(|value| !value.is_null()) {
+            config[field] = value;
+        }
+    }
     let mut metadata = body.metadata.unwrap_or_default();
     metadata.insert("graph_id".into(), json!(assistant.graph_id));
     metadata.insert("assistant_id".into(), json!(assistant.assistant_id));

@@ -5,12 +5,11 @@ use std::time::Duration;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mostrador_graph::Checkpointer;
 use mostrador_graph::checkpoint::INTERRUPT;
 use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self};
 use mostrador_queue::thread::{self};
-use mostrador_queue::{PgCheckpointer, Run, RunStatus};
+use mostrador_queue::{Run, RunStatus};
 use serde_json::{Value, json};
 
 use super::accept::{CreateRun, StreamModes, accept};
@@ -185,19 +184,12 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
             .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
         return Ok(json!({"__error__": error}));
     }
-    let saved = PgCheckpointer::new(state.pool().clone())
-        .get(run.thread_id.0, None)
-        .await
-        .map_err(ApiError::unavailable)?;
-    let Some(saved) = saved else {
+    let Some(latest) = crate::state::latest(state, run.thread_id, Some(&run.graph_id)).await?
+    else {
         return Ok(json!({}));
     };
-    let interrupts: Vec<Value> = saved
-        .pending_interrupts()
-        .into_iter()
-        .map(|interrupt| json!({"id": interrupt.id, "value": interrupt.value}))
-        .collect();
-    let mut values = saved.values;
+    let interrupts: Vec<Value> = latest.interrupts.into_iter().map(|(_, i)| i).collect();
+    let mut values = latest.values;
     if !interrupts.is_empty() {
         values.insert(INTERRUPT.to_owned(), Value::Array(interrupts));
     }

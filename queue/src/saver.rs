@@ -1,0 +1,556 @@
+//! LangGraph's own checkpoints, for Python graphs: what the worker's Python runner saves through
+//! mostrador (LangGraph's `BaseCheckpointSaver` protocol: get a checkpoint with its pending
+//! writes, list, put a checkpoint with its new channel values, put a task's writes), in the same
+//! tables as the Rust engine's checkpoints.
+//!
+//! Values are stored as LangGraph serialized them (its serde's type tag and bytes), and read back
+//! unchanged, so a Python graph resumes with exactly the objects it saved. The api never decodes
+//! them: it serves the [`snapshot`] the runner computed with the graph for each checkpoint.
+//!
+//! A [`Saver`] made for a claimed run writes only while the run is held under its attempt: each
+//! write takes the run's row lock (`for key share`) and checks `(run_id, attempt, status =
+//! running)` in the same statement, as [`crate::PgCheckpointer::fenced`] does, so a worker that
+//! lost its lease gets [`Error::LeaseLost`] and writes nothing.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::claim::Lease;
+use crate::{Error, Result};
+
+/// A channel value or a pending write as LangGraph's serde wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    /// The serde's type tag (`msgpack`, `json`, `null`, `empty`, ...).
+    pub kind: String,
+    /// Empty for the tags that carry no bytes (`null`, `empty`).
+    pub bytes: Vec<u8>,
+}
+
+/// A channel's value at a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    pub channel: String,
+    pub version: i64,
+    pub payload: Payload,
+}
+
+/// One write of a task, saved the moment the task finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingWrite {
+    pub task_id: String,
+    pub task_path: String,
+    pub idx: i32,
+    pub channel: String,
+    pub payload: Payload,
+}
+
+/// A checkpoint as LangGraph reads it back: its saved body, its channel values and its pending
+/// writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedCheckpoint {
+    pub checkpoint_ns: String,
+    pub checkpoint_id: Uuid,
+    pub parent_checkpoint_id: Option<Uuid>,
+    /// LangGraph's checkpoint without `channel_values`.
+    pub saved: Value,
+    pub metadata: Value,
+    pub blobs: Vec<Blob>,
+    pub writes: Vec<PendingWrite>,
+}
+
+/// A checkpoint to save: LangGraph's `put`.
+#[derive(Debug, Clone)]
+pub struct NewCheckpoint<'a> {
+    pub checkpoint_ns: &'a str,
+    pub checkpoint_id: Uuid,
+    pub parent_checkpoint_id: Option<Uuid>,
+    /// LangGraph's checkpoint without `channel_values`; its `channel_versions` name the blobs.
+    pub saved: &'a Value,
+    pub metadata: &'a Value,
+    /// The values of the channels whose version this checkpoint bumped.
+    pub blobs: &'a [Blob],
+}
+
+/// The state at a checkpoint, as the api serves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub checkpoint_id: Uuid,
+    pub parent_checkpoint_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    /// The runner's snapshot (values, next, tasks, interrupts, metadata), or `None` while the
+    /// graph has not described this checkpoint yet (its worker stopped in between).
+    pub snapshot: Option<Value>,
+    pub metadata: Value,
+}
+
+/// LangGraph's checkpoints of one claimed run's thread, every write fenced by its lease.
+#[derive(Debug, Clone)]
+pub struct Saver {
+    pool: PgPool,
+    thread_id: Uuid,
+    lease: Lease,
+}
+
+impl Saver {
+    pub fn fenced(pool: PgPool, thread_id: Uuid, lease: Lease) -> Self {
+        Self {
+            pool,
+            thread_id,
+            lease,
+        }
+    }
+
+    fn lost(&self) -> Error {
+        Error::LeaseLost {
+            run_id: self.lease.run_id,
+            attempt: self.lease.attempt,
+        }
+    }
+
+    /// The checkpoint `checkpoint_id` of namespace `checkpoint_ns`, or its latest; `None` when
+    /// there is none.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn get(
+        &self,
+        checkpoint_ns: &str,
+        checkpoint_id: Option<Uuid>,
+    ) -> Result<Option<SavedCheckpoint>> {
+        let ids = self.ids(checkpoint_ns, checkpoint_id, None, 1).await?;
+        match ids.first() {
+            Some(id) => self.load(checkpoint_ns, *id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `limit` checkpoints of a namespace, newest first, older than `before` if given.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn list(
+        &self,
+        checkpoint_ns: &str,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<SavedCheckpoint>> {
+        let mut listed = Vec::new();
+        for id in self.ids(checkpoint_ns, None, before, limit).await? {
+            if let Some(checkpoint) = self.load(checkpoint_ns, id).await? {
+                listed.push(checkpoint);
+            }
+        }
+        Ok(listed)
+    }
+
+    async fn ids(
+        &self,
+        checkpoint_ns: &str,
+        checkpoint_id: Option<Uuid>,
+        before: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Uuid>> {
+        Ok(sqlx::query_scalar!(
+            r#"
+            select c.checkpoint_id
+            from mostrador.checkpoints c
+            where c.thread_id = $1
+              and c.checkpoint_ns = $2
+              and ($3::uuid is null or c.checkpoint_id = $3)
+              and (
+                  $4::uuid is null
+                  or c.step < (
+                      select step
+                      from mostrador.checkpoints
+                      where thread_id = $1
+                        and checkpoint_ns = $2
+                        and checkpoint_id = $4
+                  )
+              )
+            order by c.step desc
+            limit $5
+            "#,
+            self.thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            before,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn load(
+        &self,
+        checkpoint_ns: &str,
+        checkpoint_id: Uuid,
+    ) -> Result<Option<SavedCheckpoint>> {
+        let Some(row) = sqlx::query!(
+            r#"
+            select parent_checkpoint_id, saved, metadata
+            from mostrador.checkpoints
+            where thread_id = $1
+              and checkpoint_ns = $2
+              and checkpoint_id = $3
+            "#,
+            self.thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+        )
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let saved = row.saved.ok_or_else(|| Error::Invalid {
+            field: "checkpoint",
+            reason: format!("{checkpoint_id} was not saved by LangGraph"),
+        })?;
+        let versions = saved
+            .get("channel_versions")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        // N.B. A version that is not an integer names no blob: this saver hands out integers.
+        let blobs = sqlx::query!(
+            r#"
+            select b.channel, b.version, b.payload_type as "payload_type!", coalesce(b.payload, '') as "payload!"
+            from jsonb_each_text($3::jsonb) as v(channel, version)
+            join mostrador.checkpoint_blobs b
+              on b.thread_id = $1
+             and b.checkpoint_ns = $2
+             and b.channel = v.channel
+             and b.version = case when v.version ~ '^-?[0-9]{1,18}$' then v.version::bigint end
+            where b.payload_type is not null
+            "#,
+            self.thread_id,
+            checkpoint_ns,
+            versions,
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|b| Blob {
+            channel: b.channel,
+            version: b.version,
+            payload: Payload {
+                kind: b.payload_type,
+                bytes: b.payload,
+            },
+        })
+        .collect();
+        let writes = sqlx::query!(
+            r#"
+            select task_id, task_path, idx, channel, payload_type as "payload_type!", coalesce(payload, '') as "payload!"
+            from mostrador.checkpoint_writes
+            where thread_id = $1
+              and checkpoint_ns = $2
+              and checkpoint_id = $3
+              and payload_type is not null
+            order by task_path, task_id, idx
+            "#,
+            self.thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|w| PendingWrite {
+            task_id: w.task_id,
+            task_path: w.task_path,
+            idx: w.idx,
+            channel: w.channel,
+            payload: Payload {
+                kind: w.payload_type,
+                bytes: w.payload,
+            },
+        })
+        .collect();
+        Ok(Some(SavedCheckpoint {
+            checkpoint_ns: checkpoint_ns.to_owned(),
+            checkpoint_id,
+            parent_checkpoint_id: row.parent_checkpoint_id,
+            saved,
+            metadata: row.metadata,
+            blobs,
+            writes,
+        }))
+    }
+
+    /// Saves a checkpoint and the values of the channels it changed, in one statement. Its `step`
+    /// follows the thread's latest in its namespace, so "latest" is the last saved.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
+    pub async fn put(&self, checkpoint: &NewCheckpoint<'_>) -> Result {
+        let channels: Vec<&str> = checkpoint
+            .blobs
+            .iter()
+            .map(|b| b.channel.as_str())
+            .collect();
+        let versions: Vec<i64> = checkpoint.blobs.iter().map(|b| b.version).collect();
+        let kinds: Vec<&str> = checkpoint
+            .blobs
+            .iter()
+            .map(|b| b.payload.kind.as_str())
+            .collect();
+        let bytes: Vec<&[u8]> = checkpoint
+            .blobs
+            .iter()
+            .map(|b| b.payload.bytes.as_slice())
+            .collect();
+        let channel_versions = checkpoint
+            .saved
+            .get("channel_versions")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        // N.B. As in the engine's checkpointer, the fence holds the run's row lock (`for key
+        // share`) for the statement, so no transition commits between the check and the writes.
+        let held = sqlx::query_scalar!(
+            r#"
+            with fence as (
+                select 1
+                from mostrador.runs
+                where run_id = $1
+                  and attempt = $2
+                  and status = 'running'
+                for key share
+            ),
+            allowed as (
+                select exists (select 1 from fence) as ok
+            ),
+            blobs as (
+                insert into mostrador.checkpoint_blobs (
+                    thread_id, checkpoint_ns, channel, version, payload_type, payload
+                )
+                select $3, $4, channel, version, kind, bytes
+                from unnest($5::text[], $6::int8[], $7::text[], $8::bytea[]) as b(channel, version, kind, bytes)
+                where (select ok from allowed)
+                on conflict do nothing
+            ),
+            touched as (
+                update mostrador.threads
+                set last_activity_at = now()
+                where thread_id = $3
+                  and last_activity_at < now() - interval '1 minute'
+                  and (select ok from allowed)
+            ),
+            saved as (
+                insert into mostrador.checkpoints (
+                    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                    channel_versions, saved, metadata
+                )
+                select $3, $4, $9, $10, $1,
+                    coalesce(
+                        (
+                            select max(step)
+                            from mostrador.checkpoints
+                            where thread_id = $3
+                              and checkpoint_ns = $4
+                        ),
+                        -1
+                    ) + 1,
+                    $11, $12, $13
+                where (select ok from allowed)
+                on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
+                set saved = excluded.saved,
+                    metadata = excluded.metadata,
+                    channel_versions = excluded.channel_versions
+            )
+            select ok as "ok!"
+            from allowed
+            "#,
+            self.lease.run_id.0,
+            self.lease.attempt,
+            self.thread_id,
+            checkpoint.checkpoint_ns,
+            &channels as &[&str],
+            &versions,
+            &kinds as &[&str],
+            &bytes as &[&[u8]],
+            checkpoint.checkpoint_id,
+            checkpoint.parent_checkpoint_id,
+            channel_versions,
+            checkpoint.saved,
+            checkpoint.metadata,
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if held { Ok(()) } else { Err(self.lost()) }
+    }
+
+    /// Saves a task's writes on a checkpoint. Writes of LangGraph's special channels (errors,
+    /// interrupts, resumes: negative `idx`) replace earlier ones; the others are kept as first
+    /// written, as LangGraph's own Postgres saver does, so a task re-run after a crash changes
+    /// nothing it had saved.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
+    pub async fn put_writes(
+        &self,
+        checkpoint_ns: &str,
+        checkpoint_id: Uuid,
+        writes: &[PendingWrite],
+    ) -> Result {
+        let task_ids: Vec<&str> = writes.iter().map(|w| w.task_id.as_str()).collect();
+        let task_paths: Vec<&str> = writes.iter().map(|w| w.task_path.as_str()).collect();
+        let indexes: Vec<i32> = writes.iter().map(|w| w.idx).collect();
+        let channels: Vec<&str> = writes.iter().map(|w| w.channel.as_str()).collect();
+        let kinds: Vec<&str> = writes.iter().map(|w| w.payload.kind.as_str()).collect();
+        let bytes: Vec<&[u8]> = writes.iter().map(|w| w.payload.bytes.as_slice()).collect();
+        let held = sqlx::query_scalar!(
+            r#"
+            with fence as (
+                select 1
+                from mostrador.runs
+                where run_id = $1
+                  and attempt = $2
+                  and status = 'running'
+                for key share
+            ),
+            allowed as (
+                select exists (select 1 from fence) as ok
+            ),
+            written as (
+                insert into mostrador.checkpoint_writes (
+                    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
+                    payload_type, payload
+                )
+                select $3, $4, $5, task_id, task_path, idx, channel, kind, bytes
+                from unnest($6::text[], $7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[])
+                    as w(task_id, task_path, idx, channel, kind, bytes)
+                where (select ok from allowed)
+                on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
+                set channel = excluded.channel,
+                    payload_type = excluded.payload_type,
+                    payload = excluded.payload
+                where excluded.idx < 0
+            )
+            select ok as "ok!"
+            from allowed
+            "#,
+            self.lease.run_id.0,
+            self.lease.attempt,
+            self.thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            &task_ids as &[&str],
+            &task_paths as &[&str],
+            &indexes,
+            &channels as &[&str],
+            &kinds as &[&str],
+            &bytes as &[&[u8]],
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if held { Ok(()) } else { Err(self.lost()) }
+    }
+
+    /// Records the state the graph computed at a saved checkpoint, as the api will serve it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
+    pub async fn describe(
+        &self,
+        checkpoint_ns: &str,
+        checkpoint_id: Uuid,
+        snapshot: &Value,
+    ) -> Result {
+        let held = sqlx::query_scalar!(
+            r#"
+            with fence as (
+                select 1
+                from mostrador.runs
+                where run_id = $1
+                  and attempt = $2
+                  and status = 'running'
+                for key share
+            ),
+            allowed as (
+                select exists (select 1 from fence) as ok
+            ),
+            described as (
+                update mostrador.checkpoints
+                set snapshot = $6
+                where thread_id = $3
+                  and checkpoint_ns = $4
+                  and checkpoint_id = $5
+                  and (select ok from allowed)
+            )
+            select ok as "ok!"
+            from allowed
+            "#,
+            self.lease.run_id.0,
+            self.lease.attempt,
+            self.thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            snapshot,
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if held { Ok(()) } else { Err(self.lost()) }
+    }
+}
+
+/// A thread's root-namespace states, newest first: the one at `checkpoint_id` (or the latest),
+/// then up to `limit - 1` older ones when `limit` asks for history; `before` starts below a
+/// checkpoint.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn snapshots(
+    pool: &PgPool,
+    thread_id: Uuid,
+    checkpoint_id: Option<Uuid>,
+    before: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<Snapshot>> {
+    let rows = sqlx::query!(
+        r#"
+        select checkpoint_id, parent_checkpoint_id, created_at, snapshot, metadata
+        from mostrador.checkpoints
+        where thread_id = $1
+          and checkpoint_ns = ''
+          and saved is not null
+          and ($2::uuid is null or checkpoint_id = $2)
+          and (
+              $3::uuid is null
+              or step < (
+                  select step
+                  from mostrador.checkpoints
+                  where thread_id = $1
+                    and checkpoint_ns = ''
+                    and checkpoint_id = $3
+              )
+          )
+        order by step desc
+        limit $4
+        "#,
+        thread_id,
+        checkpoint_id,
+        before,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Snapshot {
+            checkpoint_id: row.checkpoint_id,
+            parent_checkpoint_id: row.parent_checkpoint_id,
+            created_at: row.created_at,
+            snapshot: row.snapshot,
+            metadata: row.metadata,
+        })
+        .collect())
+}

@@ -1,0 +1,690 @@
+"""mostrador's Python runner: executes Python LangGraph graphs for a Rust worker.
+
+The worker starts one runner process per concurrent Python run, with the path of a
+`langgraph.json`. The runner loads the graphs once, then executes one run at a time with
+LangGraph's own engine (the `langgraph` package of this environment), so the graphs' semantics are
+LangGraph's. What surrounds the engine stays with the worker: the claim, the lease and its
+heartbeat, the events' log, drain and cancel, and every database write. The graph's checkpointer
+is `MostradorSaver`, whose reads and writes the worker executes in Postgres, fenced by the run's
+lease.
+
+The protocol is one JSON object per line on the runner's original stdin and stdout, which it
+keeps for itself: user code that prints writes to stderr, and reads nothing from stdin.
+
+worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
+                  {"t": "drain", "reason": str}, {"t": "cancel"}
+runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
+                  for the saver, {"t": "event", "event": name, "data": ...} for the stream,
+                  {"t": "done", "outcome": ..., ...} when the run ends.
+"""
+
+import asyncio
+import base64
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+# The protocol's streams, taken before any user code runs.
+_PROTOCOL_OUT = os.fdopen(os.dup(1), "wb", buffering=0)
+_PROTOCOL_IN_FD = os.dup(0)
+os.dup2(2, 1)
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+sys.stdout = sys.stderr
+
+from langchain_core.runnables import RunnableConfig  # noqa: E402
+from langgraph.checkpoint.base import (  # noqa: E402
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.errors import GraphDrained, GraphRecursionError  # noqa: E402
+from langgraph.pregel import Pregel  # noqa: E402
+from langgraph.runtime import RunControl  # noqa: E402
+from langgraph.types import Command, Send, StateSnapshot  # noqa: E402
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson comes with langsmith
+    orjson = None
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON, as the official server writes it.
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, Send):
+        return {"node": obj.node, "args": obj.arg}
+    if hasattr(obj, "model_dump") and callable(obj.model_dump) and not isinstance(obj, type):
+        return obj.model_dump()
+    if hasattr(obj, "dict") and callable(obj.dict) and not isinstance(obj, type):
+        return obj.dict()
+    if hasattr(obj, "_asdict") and callable(obj._asdict) and not isinstance(obj, type):
+        return obj._asdict()
+    if isinstance(obj, BaseException):
+        return {"error": type(obj).__name__, "message": str(obj)}
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    if isinstance(obj, bytes):
+        return base64.b64encode(obj).decode()
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    return str(obj)
+
+
+def dumps(obj: Any) -> bytes:
+    if orjson is not None:
+        return orjson.dumps(
+            obj,
+            default=_default,
+            option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
+        )
+    return json.dumps(obj, default=_default, separators=(",", ":")).encode()
+
+
+def jsonable(obj: Any) -> Any:
+    """The JSON value the official server would send for `obj`."""
+    return json.loads(dumps(obj))
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol.
+
+
+class LeaseLost(Exception):
+    """The worker no longer holds the run: stop, and write nothing more."""
+
+
+class SaverFailed(Exception):
+    """The worker could not execute a saver operation (the database failed)."""
+
+
+class Channel:
+    """Lines to and from the worker, and the saver's calls waiting for their replies."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.next_id = 0
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.messages: asyncio.Queue = asyncio.Queue()
+
+    def send(self, message: dict) -> None:
+        _PROTOCOL_OUT.write(dumps(message) + b"\n")
+
+    async def call(self, op: str, **args: Any) -> Any:
+        self.next_id += 1
+        call_id = self.next_id
+        future = self.loop.create_future()
+        self.waiting[call_id] = future
+        self.send({"t": "call", "id": call_id, "op": op, **args})
+        return await future
+
+    def call_from_thread(self, op: str, **args: Any) -> Any:
+        """For LangGraph's synchronous paths (a sync node invoking a subgraph)."""
+        return asyncio.run_coroutine_threadsafe(self.call(op, **args), self.loop).result()
+
+    async def read(self) -> None:
+        reader = asyncio.StreamReader(limit=1 << 30)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        await self.loop.connect_read_pipe(lambda: protocol, os.fdopen(_PROTOCOL_IN_FD, "rb"))
+        while line := await reader.readline():
+            message = json.loads(line)
+            if message["t"] == "reply":
+                future = self.waiting.pop(message["id"], None)
+                if future is None or future.done():
+                    continue
+                error = message.get("error")
+                if error is None:
+                    future.set_result(message.get("result"))
+                elif error == "lease_lost":
+                    future.set_exception(LeaseLost())
+                else:
+                    future.set_exception(SaverFailed(error))
+            else:
+                await self.messages.put(message)
+        # The worker is gone: nothing this process does can be recorded any more.
+        os._exit(0)
+
+
+def _b64(data: str) -> bytes:
+    return base64.b64decode(data) if data else b""
+
+
+# ---------------------------------------------------------------------------------------------
+# The checkpointer.
+
+
+class MostradorSaver(BaseCheckpointSaver[int]):
+    """LangGraph's checkpointer, executed by the worker in mostrador's Postgres tables.
+
+    Every write is fenced by the run's lease in the same statement. The checkpoints this run saves
+    are also kept here, so that describing them (`aget_state`) reads nothing back.
+    """
+
+    def __init__(self, channel: Channel, thread_id: str) -> None:
+        super().__init__()
+        self.channel = channel
+        self.thread_id = thread_id
+        self.saved: dict[tuple[str, str], CheckpointTuple] = {}
+
+    # Reads.
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        ns = config["configurable"].get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id is not None and (ns, checkpoint_id) in self.saved:
+            return self.saved[(ns, checkpoint_id)]
+        found = await self.channel.call("get", ns=ns, checkpoint_id=checkpoint_id)
+        return self._tuple(found) if found else None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        ns = (config or {}).get("configurable", {}).get("checkpoint_ns", "")
+        before_id = get_checkpoint_id(before) if before else None
+        listed = await self.channel.call(
+            "list", ns=ns, before=before_id, limit=limit if limit is not None else 1000
+        )
+        for found in listed:
+            checkpoint_tuple = self._tuple(found)
+            if filter and not all(
+                checkpoint_tuple.metadata.get(k) == v for k, v in filter.items()
+            ):
+                continue
+            yield checkpoint_tuple
+
+    def _tuple(self, found: dict) -> CheckpointTuple:
+        ns = found["ns"]
+        values = {
+            blob["channel"]: self.serde.loads_typed((blob["type"], _b64(blob["bytes"])))
+            for blob in found["blobs"]
+            if blob["type"] != "empty"
+        }
+        checkpoint = {**found["saved"], "channel_values": values}
+        config = {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": found["checkpoint_id"],
+            }
+        }
+        parent = found.get("parent_checkpoint_id")
+        parent_config = (
+            {
+                "configurable": {
+                    "thread_id": self.thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": parent,
+                }
+            }
+            if parent
+            else None
+        )
+        writes = [
+            (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], _b64(w["bytes"]))))
+            for w in found["writes"]
+        ]
+        return CheckpointTuple(config, checkpoint, found["metadata"], parent_config, writes)
+
+    # Writes.
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        ns = configurable.get("checkpoint_ns", "")
+        saved = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        values = checkpoint.get("channel_values", {})
+        blobs = []
+        for channel, version in new_versions.items():
+            if channel in values:
+                kind, data = self.serde.dumps_typed(values[channel])
+            else:
+                kind, data = "empty", b""
+            blobs.append(
+                {
+                    "channel": channel,
+                    "version": version,
+                    "type": kind,
+                    "bytes": base64.b64encode(data or b"").decode(),
+                }
+            )
+        stored_metadata = jsonable(get_serializable_checkpoint_metadata(config, metadata))
+        await self.channel.call(
+            "put",
+            ns=ns,
+            checkpoint_id=checkpoint["id"],
+            parent_checkpoint_id=configurable.get("checkpoint_id"),
+            saved=jsonable(saved),
+            metadata=stored_metadata,
+            blobs=blobs,
+        )
+        saved_config = {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+        parent_id = configurable.get("checkpoint_id")
+        self.saved[(ns, checkpoint["id"])] = CheckpointTuple(
+            saved_config,
+            checkpoint,
+            stored_metadata,
+            {"configurable": {**saved_config["configurable"], "checkpoint_id": parent_id}}
+            if parent_id
+            else None,
+            [],
+        )
+        return saved_config
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        configurable = config["configurable"]
+        ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = configurable["checkpoint_id"]
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            kind, data = self.serde.dumps_typed(value)
+            rows.append(
+                {
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    "type": kind,
+                    "bytes": base64.b64encode(data or b"").decode(),
+                }
+            )
+        await self.channel.call("put_writes", ns=ns, checkpoint_id=checkpoint_id, writes=rows)
+        cached = self.saved.get((ns, checkpoint_id))
+        if cached is not None:
+            kept = [
+                w
+                for w in cached.pending_writes
+                if not (w[0] == task_id and w[1] in WRITES_IDX_MAP)
+                or all(c != w[1] for c, _ in writes)
+            ]
+            known = {(w[0], w[1]) for w in kept}
+            added = [
+                (task_id, channel, value)
+                for channel, value in writes
+                if channel in WRITES_IDX_MAP or (task_id, channel) not in known
+            ]
+            self.saved[(ns, checkpoint_id)] = cached._replace(pending_writes=kept + added)
+
+    def get_next_version(self, current: int | None, channel: None) -> int:
+        # Integers, which the worker stores as such.
+        if current is None:
+            return 1
+        if isinstance(current, str):
+            return int(current.split(".")[0]) + 1
+        return current + 1
+
+    # LangGraph's synchronous paths.
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return asyncio.run_coroutine_threadsafe(
+            self.aget_tuple(config), self.channel.loop
+        ).result()
+
+    def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
+        async def collect():
+            return [
+                t async for t in self.alist(config, filter=filter, before=before, limit=limit)
+            ]
+
+        yield from asyncio.run_coroutine_threadsafe(collect(), self.channel.loop).result()
+
+    def put(self, config, checkpoint, metadata, new_versions) -> RunnableConfig:
+        return asyncio.run_coroutine_threadsafe(
+            self.aput(config, checkpoint, metadata, new_versions), self.channel.loop
+        ).result()
+
+    def put_writes(self, config, writes, task_id, task_path="") -> None:
+        asyncio.run_coroutine_threadsafe(
+            self.aput_writes(config, writes, task_id, task_path), self.channel.loop
+        ).result()
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs from langgraph.json.
+
+
+def load_config(path: str) -> dict:
+    with open(path) as f:
+        config = json.load(f)
+    base = os.path.dirname(os.path.abspath(path))
+    for dependency in config.get("dependencies", []):
+        if dependency.startswith(".") or dependency.startswith("/"):
+            folder = os.path.normpath(os.path.join(base, dependency))
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+    env = config.get("env")
+    if isinstance(env, dict):
+        os.environ.update({k: str(v) for k, v in env.items()})
+    elif isinstance(env, str):
+        with open(os.path.join(base, env)) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, value = line.split("=", 1)
+                    os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+    config["_base"] = base
+    return config
+
+
+def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
+    if isinstance(spec, dict):
+        spec = spec["path"]
+    location, _, attr = spec.rpartition(":")
+    if location.endswith(".py") or "/" in location:
+        path = os.path.normpath(os.path.join(base, location))
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module_spec = importlib.util.spec_from_file_location(
+            f"mostrador_graphs.{graph_id}", path
+        )
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+async def resolve(obj: Any, config: RunnableConfig) -> Pregel:
+    """A compiled graph from what `langgraph.json` names: a compiled graph, a graph builder, or
+    a factory taking the run's config."""
+    if isinstance(obj, Pregel):
+        return obj
+    if hasattr(obj, "compile") and callable(obj.compile):
+        return obj.compile()
+    if callable(obj):
+        parameters = inspect.signature(obj).parameters
+        made = obj(config) if parameters else obj()
+        if inspect.isawaitable(made):
+            made = await made
+        if hasattr(made, "__aenter__"):
+            raise TypeError("context-manager graph factories are not supported")
+        return await resolve(made, config)
+    raise TypeError(f"{type(obj).__name__} is not a graph")
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs.
+
+
+def checkpoint_json(thread_id: str, config: RunnableConfig | None) -> dict | None:
+    if not config or not config.get("configurable", {}).get("checkpoint_id"):
+        return None
+    configurable = config["configurable"]
+    found = {
+        "checkpoint_id": configurable["checkpoint_id"],
+        "thread_id": thread_id,
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+    }
+    if "checkpoint_map" in configurable:
+        found["checkpoint_map"] = configurable["checkpoint_map"]
+    return found
+
+
+def interrupt_json(interrupt: Any) -> dict:
+    if isinstance(interrupt, dict):
+        return {"id": interrupt.get("id"), "value": interrupt.get("value")}
+    return {"id": interrupt.id, "value": interrupt.value}
+
+
+def thread_state(thread_id: str, state: StateSnapshot) -> dict:
+    """A state snapshot as the official server answers it (`ThreadState`)."""
+    return jsonable(
+        {
+            "values": state.values,
+            "next": state.next,
+            "tasks": [
+                {
+                    "id": task.id,
+                    "name": task.name,
+                    "path": task.path,
+                    "error": task.error,
+                    "interrupts": [interrupt_json(i) for i in task.interrupts],
+                    "checkpoint": task.state["configurable"]
+                    if task.state is not None and not isinstance(task.state, StateSnapshot)
+                    else None,
+                    "state": thread_state(thread_id, task.state)
+                    if isinstance(task.state, StateSnapshot)
+                    else None,
+                    "result": getattr(task, "result", None),
+                }
+                for task in state.tasks
+            ],
+            "metadata": state.metadata,
+            "created_at": state.created_at,
+            "checkpoint": checkpoint_json(thread_id, state.config),
+            "parent_checkpoint": checkpoint_json(thread_id, state.parent_config),
+            "interrupts": [interrupt_json(i) for i in getattr(state, "interrupts", ())],
+            "checkpoint_id": (state.config or {}).get("configurable", {}).get("checkpoint_id"),
+            "parent_checkpoint_id": (state.parent_config or {})
+            .get("configurable", {})
+            .get("checkpoint_id"),
+        }
+    )
+
+
+class Run:
+    """One run: LangGraph's stream, its events to the worker, its checkpoints described."""
+
+    def __init__(self, channel: Channel, graphs: dict, spec: dict) -> None:
+        self.channel = channel
+        self.graphs = graphs
+        self.spec = spec
+        self.thread_id = spec["thread_id"]
+        self.control = RunControl()
+        self.saver = MostradorSaver(channel, self.thread_id)
+        self.described: list[str] = []
+
+    def config(self) -> RunnableConfig:
+        spec = self.spec
+        run_config = spec.get("config") or {}
+        configurable = {
+            **(run_config.get("configurable") or {}),
+            "thread_id": self.thread_id,
+            "run_id": spec["run_id"],
+            "graph_id": spec["graph_id"],
+            "assistant_id": spec["assistant_id"],
+        }
+        metadata = {
+            **(spec.get("metadata") or {}),
+            "run_id": spec["run_id"],
+            "thread_id": self.thread_id,
+            "graph_id": spec["graph_id"],
+            "assistant_id": spec["assistant_id"],
+            "run_attempt": spec["attempt"],
+        }
+        config: dict = {
+            "configurable": configurable,
+            "metadata": metadata,
+            "recursion_limit": run_config.get("recursion_limit", 25),
+            "tags": run_config.get("tags", []),
+        }
+        if run_config.get("max_concurrency"):
+            config["max_concurrency"] = run_config["max_concurrency"]
+        return config
+
+    async def execute(self) -> dict:
+        spec = self.spec
+        config = self.config()
+        graph = await resolve(self.graphs[spec["graph_id"]], config)
+        graph = graph.copy(update={"checkpointer": self.saver})
+        self.graph = graph
+        latest = await graph.aget_state(config)
+        if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
+            # This run saved a checkpoint before (it was drained, or its worker died): go on.
+            graph_input = None
+        elif spec.get("command"):
+            command = spec["command"]
+            graph_input = Command(
+                resume=command.get("resume"),
+                update=command.get("update"),
+                goto=command.get("goto") or (),
+            )
+        else:
+            graph_input = spec.get("input")
+        wanted = list(spec.get("stream_mode") or ["values"])
+        modes = set(wanted) - {"events"}
+        # Checkpoints are described to the worker; updates carry interrupts to `values`.
+        modes |= {"checkpoints", "updates"}
+        subgraphs = bool(spec.get("stream_subgraphs"))
+        kwargs = {}
+        if spec.get("interrupt_before"):
+            kwargs["interrupt_before"] = spec["interrupt_before"]
+        if spec.get("interrupt_after"):
+            kwargs["interrupt_after"] = spec["interrupt_after"]
+        if spec.get("context") is not None:
+            kwargs["context"] = spec["context"]
+        try:
+            async for chunk in graph.astream(
+                graph_input,
+                config,
+                stream_mode=sorted(modes),
+                subgraphs=True,
+                control=self.control,
+                durability=spec.get("durability") or "sync",
+                **kwargs,
+            ):
+                ns, mode, data = chunk
+                await self.on_chunk(ns, mode, data, wanted, subgraphs)
+        except GraphDrained as drained:
+            await self.describe_pending()
+            return {"outcome": "drained", "reason": drained.reason}
+        await self.describe_pending()
+        final = await graph.aget_state(config)
+        return {"outcome": "interrupted" if final.next else "success"}
+
+    async def on_chunk(self, ns: tuple, mode: str, data: Any, wanted: list, subgraphs: bool):
+        if mode == "checkpoints" and not ns:
+            checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
+            # The previous checkpoint's tasks have now run: describe it again with their results.
+            await self.describe([*self.described[-1:], checkpoint_id])
+            self.described.append(checkpoint_id)
+        if ns and not subgraphs:
+            return
+        suffix = "|" + "|".join(ns) if ns else ""
+        if mode == "messages":
+            # Stored as `[message, metadata]`: the api unfolds them for clients of `messages`.
+            if "messages" in wanted:
+                self.emit("messages" + suffix, data)
+        elif mode in wanted:
+            self.emit(mode + suffix, data)
+        elif mode == "updates" and isinstance(data, dict) and data.get("__interrupt__"):
+            if "values" in wanted:
+                self.emit("values" + suffix, data)
+
+    def emit(self, event: str, data: Any) -> None:
+        self.channel.send({"t": "event", "event": event, "data": jsonable(data)})
+
+    async def describe(self, checkpoint_ids: list[str]) -> None:
+        snapshots = []
+        for checkpoint_id in checkpoint_ids:
+            config = {
+                "configurable": {
+                    **self.config()["configurable"],
+                    "checkpoint_ns": "",
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+            state = await self.graph.aget_state(config)
+            snapshots.append(
+                {"checkpoint_id": checkpoint_id, "snapshot": thread_state(self.thread_id, state)}
+            )
+        await self.channel.call("describe", snapshots=snapshots)
+
+    async def describe_pending(self) -> None:
+        """The last checkpoint may have gained writes since (an interrupt): describe it again."""
+        latest = self.saver.saved
+        roots = [cid for (ns, cid) in latest if ns == ""]
+        if roots:
+            await self.describe(roots[-1:])
+
+
+async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
+    run = Run(channel, graphs, spec)
+    task = asyncio.ensure_future(run.execute())
+
+    async def steer():
+        while True:
+            message = await channel.messages.get()
+            if message["t"] == "drain":
+                run.control.request_drain(message.get("reason") or "shutdown")
+            elif message["t"] == "cancel":
+                task.cancel()
+                return
+
+    steering = asyncio.ensure_future(steer())
+    try:
+        done = await task
+    except asyncio.CancelledError:
+        done = {"outcome": "cancelled"}
+    except LeaseLost:
+        done = {"outcome": "lease_lost"}
+    except SaverFailed as failed:
+        done = {"outcome": "error", "error": "CheckpointerError", "message": str(failed), "retryable": True}
+    except GraphRecursionError as err:
+        done = {"outcome": "error", "error": "GraphRecursionError", "message": str(err), "retryable": False}
+    except Exception as err:  # noqa: BLE001 - the user's graph failed: the run ends `error`
+        traceback.print_exc()
+        done = {"outcome": "error", "error": type(err).__name__, "message": str(err), "retryable": False}
+    finally:
+        steering.cancel()
+    channel.send({"t": "done", **done})
+
+
+async def main() -> None:
+    config_path = sys.argv[1]
+    channel = Channel()
+    reading = asyncio.ensure_future(channel.read())
+    config = load_config(config_path)
+    graphs = {
+        graph_id: load_graph(config["_base"], graph_id, spec)
+        for graph_id, spec in config.get("graphs", {}).items()
+    }
+    channel.send({"t": "ready", "graphs": sorted(graphs)})
+    while True:
+        message = await channel.messages.get()
+        if message["t"] == "run":
+            await run_one(channel, graphs, message["run"])
+        # A drain or cancel that arrives between runs concerns no run.
+    reading.cancel()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,383 @@
+//! The runner processes of Python graphs (`python/mostrador_runner.py`, embedded in the binary):
+//! LangGraph's own engine, one run at a time per process, and the protocol spoken with them.
+//!
+//! The worker keeps everything around the engine: the claim, the lease, events, drain, cancel and
+//! every database write. The runner's checkpointer asks the worker over a pipe, and the worker
+//! executes each request with [`Saver`] ([`call`]), fenced by the run's lease.
+//!
+//! A process is the unit of isolation. An exception in user code ends its run `error` (as on the
+//! official server); a process that dies (a segfault, memory exhaustion, a kill) fails its run
+//! retryably, so the next attempt resumes from the last checkpoint, and the other runs, each in
+//! a process of its own, never notice. A cancel that the runner does not honour within
+//! [`CANCEL_GRACE`] (a node blocked in C code) kills its process.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use mostrador_queue::saver::{Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver};
+use mostrador_queue::{ClaimedRun, Error as QueueError};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use uuid::Uuid;
+
+/// The runner, written next to the binary's temporary files at first use.
+const RUNNER: &str = include_str!("../python/mostrador_runner.py");
+
+/// How long a runner has to stop a cancelled run before its process is killed.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a new runner may take to import the graphs.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where a worker's Python graphs come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonConfig {
+    /// The interpreter of the environment that has `langgraph` and the graphs' dependencies.
+    pub python: PathBuf,
+    /// The `langgraph.json` that names the graphs.
+    pub config: PathBuf,
+    /// Its graph ids.
+    pub graphs: Vec<String>,
+}
+
+/// Idle runner processes, started on demand.
+#[derive(Debug)]
+pub struct Runners {
+    config: PythonConfig,
+    script: PathBuf,
+    idle: Mutex<Vec<Runner>>,
+}
+
+/// One runner process.
+#[derive(Debug)]
+pub struct Runner {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+/// Why a runner could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("the Python runner could not start: {0}")]
+    Start(String),
+    #[error("the Python runner exited")]
+    Exited,
+    #[error("the Python runner broke the protocol: {0}")]
+    Protocol(String),
+}
+
+impl Runners {
+    /// # Errors
+    ///
+    /// The runner's script could not be written.
+    pub fn new(config: PythonConfig) -> std::io::Result<Self> {
+        let script = write_script()?;
+        Ok(Self {
+            config,
+            script,
+            idle: Mutex::default(),
+        })
+    }
+
+    pub fn serves(&self, graph_id: &str) -> bool {
+        self.config.graphs.iter().any(|g| g == graph_id)
+    }
+
+    /// An idle runner, or a new one once it has loaded the graphs.
+    ///
+    /// # Errors
+    ///
+    /// The process could not start or did not get ready.
+    pub async fn take(&self) -> Result<Runner, RunnerError> {
+        let idle = self
+            .idle
+            .lock()
+            .expect("runner pool lock is never poisoned")
+            .pop();
+        match idle {
+            Some(runner) => Ok(runner),
+            None => self.start().await,
+        }
+    }
+
+    /// Keeps a runner that finished its run cleanly for the next one.
+    pub fn give_back(&self, runner: Runner) {
+        self.idle
+            .lock()
+            .expect("runner pool lock is never poisoned")
+            .push(runner);
+    }
+
+    async fn start(&self) -> Result<Runner, RunnerError> {
+        let mut child = Command::new(&self.config.python)
+            .arg(&self.script)
+            .arg(&self.config.config)
+            .current_dir(
+                self.config
+                    .config
+                    .parent()
+                    .filter(|dir| !dir.as_os_str().is_empty())
+                    .unwrap_or(Path::new(".")),
+            )
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                RunnerError::Start(format!("{}: {err}", self.config.python.display()))
+            })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let mut runner = Runner {
+            child,
+            stdin,
+            stdout,
+        };
+        let ready = tokio::time::timeout(STARTUP_TIMEOUT, runner.next())
+            .await
+            .map_err(|_| RunnerError::Start("the graphs took too long to load".into()))??;
+        if ready["t"] != "ready" {
+            return Err(RunnerError::Protocol(format!(
+                "expected ready, got {ready}"
+            )));
+        }
+        tracing::info!(pid = runner.child.id(), graphs = %ready["graphs"], "python runner ready");
+        Ok(runner)
+    }
+}
+
+impl Runner {
+    /// The runner's next message.
+    ///
+    /// # Errors
+    ///
+    /// The process exited, or wrote something that is not a message. Cancel-safe.
+    pub async fn next(&mut self) -> Result<Value, RunnerError> {
+        match self.stdout.next_line().await {
+            Ok(Some(line)) => serde_json::from_str(&line)
+                .map_err(|err| RunnerError::Protocol(format!("{err}: {line:.200}"))),
+            Ok(None) | Err(_) => Err(RunnerError::Exited),
+        }
+    }
+
+    /// # Errors
+    ///
+    /// The process exited.
+    pub async fn send(&mut self, message: &Value) -> Result<(), RunnerError> {
+        let mut line = serde_json::to_vec(message).expect("a JSON value always serializes");
+        line.push(b'\n');
+        self.stdin
+            .write_all(&line)
+            .await
+            .map_err(|_| RunnerError::Exited)
+    }
+
+    /// Ends the process now (a run it would not stop, or a broken one).
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The run as the runner reads it.
+pub fn run_spec(claimed: &ClaimedRun) -> Value {
+    let config = &claimed.config;
+    json!({
+        "run_id": claimed.run_id.0,
+        "thread_id": claimed.thread_id.0,
+        "graph_id": claimed.graph_id,
+        "assistant_id": claimed.metadata.get("assistant_id").cloned().unwrap_or(json!(claimed.graph_id)),
+        "attempt": claimed.attempt,
+        "input": claimed.input,
+        "command": claimed.command,
+        "config": config,
+        "metadata": claimed.metadata,
+        "stream_mode": claimed.stream_mode,
+        "stream_subgraphs": config.get("stream_subgraphs").and_then(Value::as_bool).unwrap_or(false),
+        "interrupt_before": config.get("interrupt_before"),
+        "interrupt_after": config.get("interrupt_after"),
+        "durability": config.get("durability"),
+    })
+}
+
+/// Executes one call of the runner's checkpointer; the reply to send back.
+///
+/// # Errors
+///
+/// [`QueueError::LeaseLost`]: the run is no longer this worker's.
+pub async fn call(saver: &Saver, message: &Value) -> Result<Value, QueueError> {
+    let id = &message["id"];
+    let ns = message["ns"].as_str().unwrap_or_default();
+    let result = match message["op"].as_str() {
+        Some("get") => {
+            let checkpoint_id = uuid_field(&message["checkpoint_id"]);
+            saver
+                .get(ns, checkpoint_id)
+                .await
+                .map(|found| found.map_or(Value::Null, saved_json))
+        }
+        Some("list") => {
+            let limit = message["limit"].as_i64().unwrap_or(1000).clamp(1, 10_000);
+            saver
+                .list(ns, uuid_field(&message["before"]), limit)
+                .await
+                .map(|listed| Value::Array(listed.into_iter().map(saved_json).collect()))
+        }
+        Some("put") => put(saver, ns, message).await,
+        Some("put_writes") => put_writes(saver, ns, message).await,
+        Some("describe") => describe(saver, message).await,
+        other => Err(QueueError::Invalid {
+            field: "op",
+            reason: format!("the runner asked for {other:?}"),
+        }),
+    };
+    match result {
+        Ok(result) => Ok(json!({"t": "reply", "id": id, "result": result})),
+        Err(err @ QueueError::LeaseLost { .. }) => Err(err),
+        Err(QueueError::Invalid { reason, .. }) => {
+            Ok(json!({"t": "reply", "id": id, "error": reason}))
+        }
+        Err(err) => Ok(json!({"t": "reply", "id": id, "error": err.to_string()})),
+    }
+}
+
+async fn put(saver: &Saver, ns: &str, message: &Value) -> Result<Value, QueueError> {
+    let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
+    let blobs = message["blobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|blob| {
+            Ok(Blob {
+                channel: text(&blob["channel"]),
+                version: blob["version"]
+                    .as_i64()
+                    .ok_or_else(|| QueueError::Invalid {
+                        field: "version",
+                        reason: format!(
+                            "channel versions are integers here, not {}",
+                            blob["version"]
+                        ),
+                    })?,
+                payload: payload(blob)?,
+            })
+        })
+        .collect::<Result<Vec<_>, QueueError>>()?;
+    saver
+        .put(&NewCheckpoint {
+            checkpoint_ns: ns,
+            checkpoint_id,
+            parent_checkpoint_id: uuid_field(&message["parent_checkpoint_id"]),
+            saved: &message["saved"],
+            metadata: &message["metadata"],
+            blobs: &blobs,
+        })
+        .await?;
+    Ok(Value::Null)
+}
+
+async fn put_writes(saver: &Saver, ns: &str, message: &Value) -> Result<Value, QueueError> {
+    let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
+    let writes = message["writes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|write| {
+            Ok(PendingWrite {
+                task_id: text(&write["task_id"]),
+                task_path: text(&write["task_path"]),
+                idx: write["idx"]
+                    .as_i64()
+                    .and_then(|idx| i32::try_from(idx).ok())
+                    .unwrap_or_default(),
+                channel: text(&write["channel"]),
+                payload: payload(write)?,
+            })
+        })
+        .collect::<Result<Vec<_>, QueueError>>()?;
+    saver.put_writes(ns, checkpoint_id, &writes).await?;
+    Ok(Value::Null)
+}
+
+async fn describe(saver: &Saver, message: &Value) -> Result<Value, QueueError> {
+    for described in message["snapshots"].as_array().into_iter().flatten() {
+        let checkpoint_id = required_uuid(&described["checkpoint_id"], "checkpoint_id")?;
+        saver
+            .describe("", checkpoint_id, &described["snapshot"])
+            .await?;
+    }
+    Ok(Value::Null)
+}
+
+fn saved_json(found: SavedCheckpoint) -> Value {
+    let payload_json = |payload: &Payload| (payload.kind.clone(), BASE64.encode(&payload.bytes));
+    json!({
+        "ns": found.checkpoint_ns,
+        "checkpoint_id": found.checkpoint_id,
+        "parent_checkpoint_id": found.parent_checkpoint_id,
+        "saved": found.saved,
+        "metadata": found.metadata,
+        "blobs": found.blobs.iter().map(|blob| {
+            let (kind, bytes) = payload_json(&blob.payload);
+            json!({"channel": blob.channel, "version": blob.version, "type": kind, "bytes": bytes})
+        }).collect::<Vec<_>>(),
+        "writes": found.writes.iter().map(|write| {
+            let (kind, bytes) = payload_json(&write.payload);
+            json!({"task_id": write.task_id, "channel": write.channel, "type": kind, "bytes": bytes})
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn payload(value: &Value) -> Result<Payload, QueueError> {
+    let bytes = BASE64
+        .decode(value["bytes"].as_str().unwrap_or_default())
+        .map_err(|err| QueueError::Invalid {
+            field: "bytes",
+            reason: err.to_string(),
+        })?;
+    Ok(Payload {
+        kind: text(&value["type"]),
+        bytes,
+    })
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+fn uuid_field(value: &Value) -> Option<Uuid> {
+    value.as_str().and_then(|s| Uuid::parse_str(s).ok())
+}
+
+fn required_uuid(value: &Value, field: &'static str) -> Result<Uuid, QueueError> {
+    uuid_field(value).ok_or_else(|| QueueError::Invalid {
+        field,
+        reason: format!("{value} is not a checkpoint id"),
+    })
+}
+
+/// Writes the embedded runner to a new file of its own in the temporary folder (a name no one
+/// could have planted, opened only if new); [`Runners`] removes it when dropped.
+fn write_script() -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    let path = std::env::temp_dir().join(format!("mostrador-runner-{}.py", Uuid::now_v7()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    file.write_all(RUNNER.as_bytes())?;
+    Ok(path)
+}
+
+impl Drop for Runners {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.script);
+    }
+}
