@@ -159,7 +159,14 @@ pub async fn latest(
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .map(move |interrupt| (task_id.clone(), interrupt.clone()))
+                        .map(move |interrupt| {
+                            // As streams and waits show it (a state leaves it out).
+                            let mut interrupt = interrupt.clone();
+                            if let Value::Object(map) = &mut interrupt {
+                                map.entry("response_schema").or_insert(Value::Null);
+                            }
+                            (task_id.clone(), interrupt)
+                        })
                 })
                 .collect();
             Latest {

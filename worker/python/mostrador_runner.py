@@ -561,8 +561,8 @@ class Run:
             graph_input = spec.get("input")
         wanted = list(spec.get("stream_mode") or ["values"])
         modes = set(wanted) - {"events"}
-        # Checkpoints are described to the worker; updates carry interrupts to `values`.
-        modes |= {"checkpoints", "updates"}
+        # Checkpoints are described to the worker (LangGraph's `values` carry the interrupts).
+        modes |= {"checkpoints"}
         subgraphs = bool(spec.get("stream_subgraphs"))
         kwargs = {}
         if spec.get("interrupt_before"):
@@ -605,9 +605,6 @@ class Run:
                 self.emit("messages" + suffix, data)
         elif mode in wanted:
             self.emit(mode + suffix, data)
-        elif mode == "updates" and isinstance(data, dict) and data.get("__interrupt__"):
-            if "values" in wanted:
-                self.emit("values" + suffix, data)
 
     def emit(self, event: str, data: Any) -> None:
         self.channel.send({"t": "event", "event": event, "data": jsonable(data)})
