@@ -173,6 +173,10 @@ pub struct SubmitArgs {
     #[arg(long, default_value = "{}")]
     config: String,
 
+    /// A `langgraph.json` whose (Python) graphs may be named too.
+    #[arg(long, env = "MOSTRADOR_LANGGRAPH_CONFIG")]
+    langgraph_config: Option<std::path::PathBuf>,
+
     /// The owner of the runs' threads.
     #[arg(long, env = "MOSTRADOR_SCHEDULER_OWNER", default_value = "scheduler")]
     owner: String,
@@ -229,16 +233,18 @@ async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> 
         ..DbConfig::new(&args.database.database_url, "mostrador-submit")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    let known = graphs(&pool, &Model::Offline(Offline::default()));
+    let mut known: Vec<String> = graphs(&pool, &Model::Offline(Offline::default()))
+        .into_keys()
+        .collect();
+    if let Some(path) = &args.langgraph_config {
+        known.extend(crate::langgraph::read_graph_ids(path)?);
+    }
+    known.sort_unstable();
     anyhow::ensure!(
-        known.contains_key(&args.graph),
-        "no graph {:?} in this binary (it serves: {})",
+        known.contains(&args.graph),
+        "no graph {:?} in this binary or its langgraph.json (they serve: {})",
         args.graph,
-        {
-            let mut names: Vec<&str> = known.keys().map(String::as_str).collect();
-            names.sort_unstable();
-            names.join(", ")
-        }
+        known.join(", ")
     );
     schema::check_schema(&pool)
         .await

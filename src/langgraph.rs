@@ -2,7 +2,7 @@
 //! name the graphs that workers execute with LangGraph, in the interpreter `--python` names. The
 //! runner reads the rest (`dependencies`, `env`) itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
@@ -33,9 +33,7 @@ impl PythonArgs {
         let Some(path) = &self.langgraph_config else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("failed to read {}", path.display()))?;
-        let graphs = graph_ids(&text).with_context(|| format!("invalid {}", path.display()))?;
+        let graphs = read_graph_ids(path)?;
         // The runners start in its folder: they need its absolute path.
         let path = std::fs::canonicalize(path)?;
         Ok(Some(PythonConfig {
@@ -52,6 +50,17 @@ impl PythonArgs {
             .map(|python| python.graphs)
             .unwrap_or_default())
     }
+}
+
+/// The ids of the graphs of the `langgraph.json` at `path`, sorted.
+///
+/// # Errors
+///
+/// The file cannot be read, or names no graph.
+pub(crate) fn read_graph_ids(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    graph_ids(&text).with_context(|| format!("invalid {}", path.display()))
 }
 
 /// The ids of a `langgraph.json`'s graphs, sorted.

@@ -24,7 +24,7 @@ use mostrador_agents::{Model, Offline};
 use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
-use mostrador_worker::supervisor::MAX_RUNS_DEFAULT;
+use mostrador_worker::config::MAX_RUNS_DEFAULT;
 use mostrador_worker::{Registry, Telemetry, WorkerConfig, telemetry};
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;

@@ -102,10 +102,6 @@ def jsonable(obj: Any) -> Any:
 # The protocol.
 
 
-class LeaseLost(Exception):
-    """The worker no longer holds the run: stop, and write nothing more."""
-
-
 class SaverFailed(Exception):
     """The worker could not execute a saver operation (the database failed)."""
 
@@ -144,11 +140,10 @@ class Channel:
                 future = self.waiting.pop(message["id"], None)
                 if future is None or future.done():
                     continue
+                # A lost lease gets no reply: the worker kills this process.
                 error = message.get("error")
                 if error is None:
                     future.set_result(message.get("result"))
-                elif error == "lease_lost":
-                    future.set_exception(LeaseLost())
                 else:
                     future.set_exception(SaverFailed(error))
             else:
@@ -165,6 +160,9 @@ def _b64(data: str) -> bytes:
 # The checkpointer.
 
 
+_UNREAD = object()
+
+
 class MostradorSaver(BaseCheckpointSaver[int]):
     """LangGraph's checkpointer, executed by the worker in mostrador's Postgres tables.
 
@@ -177,6 +175,9 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         self.channel = channel
         self.thread_id = thread_id
         self.saved: dict[tuple[str, str], CheckpointTuple] = {}
+        # The thread's latest checkpoint as first read: the run checks it before LangGraph reads
+        # it again, and only this run writes to the thread until its first put.
+        self.latest: CheckpointTuple | None | object = _UNREAD
 
     # Reads.
 
@@ -185,8 +186,14 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None and (ns, checkpoint_id) in self.saved:
             return self.saved[(ns, checkpoint_id)]
+        root_latest = ns == "" and checkpoint_id is None
+        if root_latest and self.latest is not _UNREAD:
+            return self.latest
         found = await self.channel.call("get", ns=ns, checkpoint_id=checkpoint_id)
-        return self._tuple(found) if found else None
+        found = self._tuple(found) if found else None
+        if root_latest and not self.saved:
+            self.latest = found
+        return found
 
     async def alist(
         self,
@@ -253,6 +260,8 @@ class MostradorSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         configurable = config["configurable"]
         ns = configurable.get("checkpoint_ns", "")
+        if ns == "":
+            self.latest = _UNREAD
         saved = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         values = checkpoint.get("channel_values", {})
         blobs = []
@@ -444,6 +453,17 @@ async def resolve(obj: Any, config: RunnableConfig) -> Pregel:
 # Runs.
 
 
+def goto(value: Any) -> Any:
+    """A command's `goto` as the SDKs send it: node names, or `{"node", "input"}` for a Send."""
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        return Send(value["node"], value.get("input"))
+    if isinstance(value, list):
+        return [goto(item) for item in value]
+    return value
+
+
 def checkpoint_json(thread_id: str, config: RunnableConfig | None) -> dict | None:
     if not config or not config.get("configurable", {}).get("checkpoint_id"):
         return None
@@ -555,7 +575,7 @@ class Run:
             graph_input = Command(
                 resume=command.get("resume"),
                 update=command.get("update"),
-                goto=command.get("goto") or (),
+                goto=goto(command.get("goto")),
             )
         else:
             graph_input = spec.get("input")
@@ -651,8 +671,6 @@ async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
         done = await task
     except asyncio.CancelledError:
         done = {"outcome": "cancelled"}
-    except LeaseLost:
-        done = {"outcome": "lease_lost"}
     except SaverFailed as failed:
         done = {"outcome": "error", "error": "CheckpointerError", "message": str(failed), "retryable": True}
     except GraphRecursionError as err:

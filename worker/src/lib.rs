@@ -1,6 +1,7 @@
 //! The worker: claims runs, executes their graphs with synchronous checkpoints, publishes their
 //! events, and honours drain and cancel.
 //!
+//! * [`config`]: [`WorkerConfig`], its defaults and their validation.
 //! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
 //!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
 //! * [`execute`](crate::execute): one claimed run from start to finish.
@@ -11,6 +12,7 @@
 //!
 //! It calls `mostrador-queue` for every database effect and never depends on `mostrador-api`.
 
+pub mod config;
 pub mod execute;
 pub mod publish;
 mod python;
@@ -19,9 +21,10 @@ pub mod supervisor;
 pub mod telemetry;
 mod timed;
 
+pub use config::{Registry, WorkerConfig};
 pub use execute::{Executor, Finish, RunHandle};
 pub use runner::PythonConfig;
-pub use supervisor::{Registry, WorkerConfig, run};
+pub use supervisor::run;
 pub use telemetry::Telemetry;
 
 /// Why the worker, or a run's transition, failed.

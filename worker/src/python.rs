@@ -123,7 +123,6 @@ impl Executor {
                 )
                 .await
             }
-            "lease_lost" => Ok(Finish::LeaseLost),
             "cancelled" => match handle.cancel_action() {
                 Some(CancelAction::Interrupt) => {
                     complete(events, claimed, RunStatus::Interrupted, ThreadStatus::Idle).await

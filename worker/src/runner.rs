@@ -126,6 +126,11 @@ impl Runners {
                     .unwrap_or(Path::new(".")),
             )
             .env("PYTHONUNBUFFERED", "1")
+            // User code needs no way into mostrador's database or tokens: the worker writes
+            // for it.
+            .env_remove("MOSTRADOR_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .env_remove("MOSTRADOR_JWT_SECRET")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -185,11 +185,15 @@ fn run_request() -> Value {
             "input": any(),
             "command": {
                 "type": ["object", "null"],
-                "description": "Only `resume` (a manager's decision, on a thread that waits).",
-                "properties": {"resume": any(), "goto": unsupported(), "update": unsupported()},
+                "description": "`resume`, on a thread that waits (a manager's decision for the \
+                    retail graphs); `goto` and `update` for Python graphs only (422 otherwise).",
+                "properties": {"resume": any(), "goto": any(), "update": any()},
             },
             "stream_mode": stream_modes(),
-            "stream_subgraphs": {"type": ["boolean", "null"], "enum": [false, null]},
+            "stream_subgraphs": {
+                "type": ["boolean", "null"],
+                "description": "Namespaced events (`mode|<node>:<task id>`) from subgraphs.",
+            },
             "metadata": {"type": ["object", "null"]},
             "config": {
                 "type": ["object", "null"],
@@ -205,8 +209,8 @@ fn run_request() -> Value {
             },
             "checkpoint": unsupported(),
             "checkpoint_id": unsupported(),
-            "interrupt_before": unsupported(),
-            "interrupt_after": unsupported(),
+            "interrupt_before": interrupt_nodes(),
+            "interrupt_after": interrupt_nodes(),
             "webhook": unsupported(),
             "multitask_strategy": nullable_enum(MULTITASK_STRATEGIES),
             "if_not_exists": nullable_enum(&["reject"]),
@@ -320,6 +324,14 @@ fn object_schema() -> Value {
 }
 
 /// A field the server refuses (422) unless it is missing or null.
+/// `interrupt_before` / `interrupt_after` of a run: Python graphs only (422 for the others).
+fn interrupt_nodes() -> Value {
+    json!({
+        "description": "`\"*\"` or node names; Python graphs only (422 for the others).",
+        "anyOf": [{"type": "null"}, {"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+    })
+}
+
 pub(super) fn unsupported() -> Value {
     json!({"type": "null", "description": "Not supported: omit it, or send null."})
 }

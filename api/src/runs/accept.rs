@@ -306,8 +306,18 @@ fn new_run(
         ("interrupt_before", body.interrupt_before.clone()),
         ("interrupt_after", body.interrupt_after.clone()),
     ];
-    if !python && interrupts.iter().any(|(_, value)| value.is_some()) {
-        return Err(unsupported("interrupt_before/interrupt_after"));
+    for (field, value) in &interrupts {
+        match value {
+            None | Some(Value::Null) => {}
+            Some(_) if !python => return Err(unsupported("interrupt_before/interrupt_after")),
+            Some(Value::String(all)) if all == "*" => {}
+            Some(Value::Array(nodes)) if nodes.iter().all(Value::is_string) => {}
+            Some(_) => {
+                return Err(unprocessable(format!(
+                    "{field} must be \"*\" or a list of node names"
+                )));
+            }
+        }
     }
     if body.webhook.is_some() {
         return Err(unsupported("webhook"));
