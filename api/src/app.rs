@@ -241,6 +241,14 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/assistants/{assistant_id}/schemas",
             get(assistants::schemas),
         )
+        .route(
+            "/assistants/{assistant_id}/subgraphs",
+            get(assistants::subgraphs),
+        )
+        .route(
+            "/assistants/{assistant_id}/subgraphs/{namespace}",
+            get(assistants::subgraph),
+        )
         .route("/threads", post(threads::create))
         .route("/threads/search", post(threads::search))
         .route("/threads/prune", post(threads::prune))

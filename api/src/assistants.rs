@@ -1,9 +1,9 @@
-//! Assistants: one per graph compiled into the binary, read-only. An assistant's id is derived
-//! from its graph id as the official server derives it, so ids are stable across processes and
-//! releases; routes accept the graph id in its place.
+//! Assistants: one per graph (compiled into the binary, or Python from a `langgraph.json`),
+//! read-only. An assistant's id is derived from its graph id as the official server derives it,
+//! so ids are stable across processes and releases; routes accept the graph id in its place.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use mostrador_graph::{END, START};
@@ -120,14 +120,34 @@ pub async fn get(
     found(&state, &id).cloned().map(Json)
 }
 
-/// `GET /assistants/{assistant_id}/graph`: the nodes and the fixed edges. Routes chosen at run
-/// time have no fixed targets; their source nodes are marked `{"conditional": true}`.
+/// `GET /assistants/{assistant_id}/graph?xray=`: the graph's nodes and edges. A Python graph's
+/// drawing is LangGraph's own (`xray` true or a depth draws its subgraphs), as its workers
+/// described it. A Rust graph's routes chosen at run time have no fixed targets; their source
+/// nodes are marked `{"conditional": true}`.
 pub async fn graph(
     State(state): State<AppState>,
     _caller: Caller,
     Path(id): Path<String>,
+    Query(query): Query<GraphQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let assistant = found(&state, &id)?;
+    let xray = xray(query.xray.as_deref())?;
+    if state.is_python(&assistant.graph_id) {
+        let described = described(&state, &assistant.graph_id).await?;
+        let drawings = &described["graph"];
+        let drawing = match xray {
+            Xray::Off => &drawings["false"],
+            Xray::All => &drawings["true"],
+            Xray::Depth(depth) => drawings.get(depth.to_string()).unwrap_or(&drawings["true"]),
+        };
+        if drawing.is_null() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The graph does not support visualization",
+            ));
+        }
+        return Ok(Json(drawing.clone()));
+    }
     let graph = state
         .graph(&assistant.graph_id)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "graph not found"))?;
@@ -150,13 +170,72 @@ pub async fn graph(
     Ok(Json(json!({"nodes": nodes, "edges": edges})))
 }
 
-/// `GET /assistants/{assistant_id}/schemas`: the state's channels (values are any JSON).
+/// The query of `GET /assistants/{assistant_id}/graph`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct GraphQuery {
+    xray: Option<String>,
+}
+
+/// How deep a drawing shows subgraphs.
+enum Xray {
+    Off,
+    Depth(u32),
+    All,
+}
+
+/// `xray` as the official server reads it: true, false, or a depth of at least 1.
+fn xray(raw: Option<&str>) -> Result<Xray, ApiError> {
+    match raw {
+        None | Some("" | "false" | "False") => Ok(Xray::Off),
+        Some("true" | "True") => Ok(Xray::All),
+        Some(depth) => match depth.parse::<u32>() {
+            Ok(depth) if depth > 0 => Ok(Xray::Depth(depth)),
+            _ => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid xray value",
+            )),
+        },
+    }
+}
+
+/// What the workers recorded of a Python graph with LangGraph (the api runs no Python).
+async fn described(state: &AppState, graph_id: &str) -> Result<Value, ApiError> {
+    let described = mostrador_queue::graphs::description(state.pool(), graph_id)
+        .await
+        .map_err(ApiError::unavailable)?
+        .ok_or_else(|| ApiError {
+            // Until a worker with this graph has started: soon, in a deployment that has one.
+            retry_after: Some(5),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("no worker has described graph {graph_id} yet"),
+            )
+        })?;
+    if let Some(error) = described.get("error") {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("graph {graph_id} could not be described: {error}"),
+        ));
+    }
+    Ok(described)
+}
+
+/// `GET /assistants/{assistant_id}/schemas`: JSON Schemas of the graph's input, output, state,
+/// config and context. A Python graph's are LangGraph's own, as the official server derives
+/// them; a Rust graph's state has its channels (values are any JSON).
 pub async fn schemas(
     State(state): State<AppState>,
     _caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let assistant = found(&state, &id)?;
+    if state.is_python(&assistant.graph_id) {
+        let described = described(&state, &assistant.graph_id).await?;
+        let mut schemas = described["schemas"].clone();
+        schemas["graph_id"] = json!(assistant.graph_id);
+        return Ok(Json(schemas));
+    }
     let graph = state
         .graph(&assistant.graph_id)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "graph not found"))?;
@@ -174,4 +253,59 @@ pub async fn schemas(
         "config_schema": {"type": "object", "properties": {}},
         "context_schema": null,
     })))
+}
+
+/// The query of `GET /assistants/{assistant_id}/subgraphs[/{namespace}]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SubgraphsQuery {
+    recurse: Option<String>,
+}
+
+/// `GET /assistants/{assistant_id}/subgraphs`: the schemas of the graph's subgraphs by namespace
+/// (`parent|child`); only the immediate ones unless `recurse`. Rust graphs have none.
+pub async fn subgraphs(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<SubgraphsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    subgraphs_at(&state, &id, None, &query).await.map(Json)
+}
+
+/// `GET /assistants/{assistant_id}/subgraphs/{namespace}`: the subgraph at that namespace (a
+/// nested one needs `recurse`).
+pub async fn subgraph(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path((id, namespace)): Path<(String, String)>,
+    Query(query): Query<SubgraphsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    subgraphs_at(&state, &id, Some(&namespace), &query)
+        .await
+        .map(Json)
+}
+
+async fn subgraphs_at(
+    state: &AppState,
+    id: &str,
+    namespace: Option<&str>,
+    query: &SubgraphsQuery,
+) -> Result<Value, ApiError> {
+    let assistant = found(state, id)?;
+    if !state.is_python(&assistant.graph_id) {
+        return Ok(json!({}));
+    }
+    let recurse = matches!(query.recurse.as_deref(), Some("true" | "True"));
+    let described = described(state, &assistant.graph_id).await?;
+    let all = described["subgraphs"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    Ok(Value::Object(
+        all.into_iter()
+            .filter(|(ns, _)| recurse || !ns.contains('|'))
+            .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
+            .collect(),
+    ))
 }

@@ -162,3 +162,85 @@ async fn openapi_names_every_route_and_docs_are_served_offline(pool: PgPool) {
         "{page}"
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
+    let config = mostrador_api::app::ApiConfig {
+        python_graphs: vec!["py".into()],
+        ..crate::support::config()
+    };
+    let api = Api::with(pool.clone(), config).await;
+    let (status, headers, body) = api.send(api.get("/assistants/py/schemas")).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no worker has described it yet: {body}"
+    );
+    assert!(headers.contains_key(header::RETRY_AFTER));
+
+    let schema = |title: &str| json!({"title": title, "type": "object"});
+    let drawing = |nodes: &[&str]| json!({"nodes": nodes.iter().map(|n| json!({"id": n})).collect::<Vec<_>>(), "edges": []});
+    let description = json!({
+        "schemas": {
+            "input_schema": null, "output_schema": null, "state_schema": schema("py_state"),
+            "config_schema": {}, "context_schema": null,
+        },
+        "graph": {
+            "false": drawing(&["outer"]),
+            "1": drawing(&["outer:inner"]),
+            "true": drawing(&["outer:inner:leaf"]),
+        },
+        "subgraphs": {"outer": schema("outer"), "outer|inner": schema("inner")},
+    });
+    mostrador_queue::graphs::record(&pool, "py", &description)
+        .await
+        .expect("record");
+
+    let (status, _, schemas) = api.send(api.get("/assistants/py/schemas")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(schemas["graph_id"], "py");
+    assert_eq!(schemas["state_schema"], schema("py_state"));
+    for (query, node) in [
+        ("", "outer"),
+        ("?xray=false", "outer"),
+        ("?xray=1", "outer:inner"),
+        ("?xray=2", "outer:inner:leaf"),
+        ("?xray=true", "outer:inner:leaf"),
+    ] {
+        let (status, _, graph) = api
+            .send(api.get(&format!("/assistants/py/graph{query}")))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{query}");
+        assert_eq!(graph["nodes"][0]["id"], node, "{query}");
+    }
+    for bad in ["0", "-1", "deep"] {
+        let (status, _, _) = api
+            .send(api.get(&format!("/assistants/py/graph?xray={bad}")))
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "xray={bad}");
+    }
+    let (_, _, immediate) = api.send(api.get("/assistants/py/subgraphs")).await;
+    assert_eq!(immediate, json!({"outer": schema("outer")}));
+    let (_, _, all) = api
+        .send(api.get("/assistants/py/subgraphs?recurse=true"))
+        .await;
+    assert_eq!(all.as_object().map(|o| o.len()), Some(2));
+    let (_, _, nested) = api
+        .send(api.get("/assistants/py/subgraphs/outer%7Cinner?recurse=true"))
+        .await;
+    assert_eq!(nested, json!({"outer|inner": schema("inner")}));
+    let (_, _, rust) = api.send(api.get("/assistants/agent/subgraphs")).await;
+    assert_eq!(rust, json!({}), "a Rust graph has no subgraphs");
+
+    let failed = json!({"error": "TypeError: the factory needs a config"});
+    mostrador_queue::graphs::record(&pool, "py", &failed)
+        .await
+        .expect("record");
+    let (status, _, body) = api.send(api.get("/assistants/py/graph")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("factory"))
+    );
+}

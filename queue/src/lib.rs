@@ -17,6 +17,7 @@
 //! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease.
 //! * [`saver`]: LangGraph's own checkpoints of Python graphs, stored as it serialized them and
 //!   fenced the same way.
+//! * [`graphs`]: what workers describe of Python graphs (schemas, drawings) for the api.
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //!
@@ -37,6 +38,7 @@ pub mod db;
 pub mod effects;
 pub mod enqueue;
 pub mod event;
+pub mod graphs;
 pub mod lease;
 pub mod listener;
 pub mod retention;

@@ -12,7 +12,8 @@ What is compared, per graph:
     which the official server does not send, is left out (docs/wire-protocol.md);
   * `get_state` after a run, at an interrupt and after its resume: values, next, each task's
     name, path and interrupts, and the interrupts;
-  * history: the values and next of every checkpoint, newest first.
+  * history: the values and next of every checkpoint, newest first;
+  * the assistant's schemas, graph (with and without `xray`) and subgraphs.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
 
@@ -86,6 +87,10 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     ):
         found.append((key, state))
     found.append(("approval/resume/threads.get_history", history))
+    for key in official:
+        if "/assistants.get_" in key and "(by graph id)" not in key:
+            found.append((key, lambda a: a))
+    found.append(("agent/assistants.get_graph(by graph id)", lambda a: a))
     return [(key, view) for key, view in found if key in official]
 
 

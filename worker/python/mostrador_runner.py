@@ -12,10 +12,11 @@ The protocol is one JSON object per line on the runner's original stdin and stdo
 keeps for itself: user code that prints writes to stderr, and reads nothing from stdin.
 
 worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
-                  {"t": "drain", "reason": str}, {"t": "cancel"}
+                  {"t": "drain", "reason": str}, {"t": "cancel"}, {"t": "describe"} between runs
 runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
                   for the saver, {"t": "event", "event": name, "data": ...} for the stream,
-                  {"t": "done", "outcome": ..., ...} when the run ends.
+                  {"t": "done", "outcome": ..., ...} when the run ends, {"t": "described",
+                  "graphs": {id: {"schemas", "graph", "subgraphs"} | {"error"}}}.
 """
 
 import asyncio
@@ -431,6 +432,13 @@ def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
     return obj
 
 
+async def compiled(graph_id: str, obj: Any, config: RunnableConfig) -> Pregel:
+    """The graph to run or describe: named after its id unless its code named it, as the
+    official server names it (the name titles its state schema)."""
+    graph = await resolve(obj, config)
+    return graph.copy(update={"name": graph_id}) if graph.name == "LangGraph" else graph
+
+
 async def resolve(obj: Any, config: RunnableConfig) -> Pregel:
     """A compiled graph from what `langgraph.json` names: a compiled graph, a graph builder, or
     a factory taking the run's config."""
@@ -447,6 +455,101 @@ async def resolve(obj: Any, config: RunnableConfig) -> Pregel:
             raise TypeError("context-manager graph factories are not supported")
         return await resolve(made, config)
     raise TypeError(f"{type(obj).__name__} is not a graph")
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs described for the api: their schemas, drawings and subgraphs, as the official server
+# answers `assistants.get_schemas`, `get_graph` and `get_subgraphs`.
+
+# Keys of `configurable` that the server fills, left out of a graph's config schema.
+_SERVER_CONFIGURABLE = (
+    "__pregel_checkpointer",
+    "__pregel_store",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "thread_id",
+)
+
+
+def _or_none(compute: Any) -> Any:
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 - a schema the graph cannot give is absent
+        print(f"mostrador runner: {err!r}", file=sys.stderr)
+        return None
+
+
+def _config_schema(graph: Pregel) -> dict:
+    from pydantic import TypeAdapter
+
+    config_schema = graph.config_schema()
+    fields = getattr(config_schema, "model_fields", None) or getattr(
+        config_schema, "__fields__", None
+    )
+    if fields is None or "configurable" not in fields:
+        return {}
+    schema = TypeAdapter(fields["configurable"].annotation).json_schema()
+    if schema:
+        for key in _SERVER_CONFIGURABLE:
+            schema.get("properties", {}).pop(key, None)
+    config_type = getattr(graph, "config_type", None)
+    if config_type is not None and hasattr(config_type, "__name__"):
+        schema["title"] = config_type.__name__
+    return schema
+
+
+def _state_schema(graph: Pregel) -> dict:
+    from langchain_core.runnables.utils import create_model
+
+    fields: dict = {}
+    for key in graph.stream_channels_list:
+        update_type = graph.channels[key].UpdateType
+        try:
+            create_model(key, __root__=(update_type, None)).model_json_schema()
+            fields[key] = (update_type, None)
+        except Exception:  # noqa: BLE001 - a type pydantic cannot describe is any value
+            fields[key] = (Any, None)
+    return create_model(graph.get_name("State"), **fields).model_json_schema()
+
+
+def schemas(graph: Pregel) -> dict:
+    return jsonable(
+        {
+            "input_schema": _or_none(graph.get_input_jsonschema),
+            "output_schema": _or_none(graph.get_output_jsonschema),
+            "state_schema": _or_none(lambda: _state_schema(graph)),
+            "config_schema": _or_none(lambda: _config_schema(graph)),
+            "context_schema": _or_none(graph.get_context_jsonschema),
+        }
+    )
+
+
+def drawing(graph: Pregel, xray: bool | int) -> dict | None:
+    try:
+        drawn = graph.get_graph(xray=xray).to_json()
+    except NotImplementedError:
+        return None
+    for node in drawn.get("nodes", []):
+        if isinstance(node.get("data"), dict):
+            node["data"].pop("id", None)
+    return jsonable(drawn)
+
+
+async def describe(graph_id: str, obj: Any) -> dict:
+    """What the api serves about a graph: schemas, its drawings (`xray` false, 1 to the depth of
+    its subgraphs, true) and the schemas of every subgraph by namespace (`parent|child`)."""
+    graph = await compiled(graph_id, obj, {"configurable": {}})
+    subgraphs = {ns: schemas(sub) for ns, sub in graph.get_subgraphs(recurse=True)}
+    depth = max((ns.count("|") + 1 for ns in subgraphs), default=0)
+    return {
+        "schemas": schemas(graph),
+        "graph": {
+            "false": drawing(graph, False),
+            **{str(level): drawing(graph, level) for level in range(1, depth)},
+            "true": drawing(graph, True),
+        },
+        "subgraphs": subgraphs,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,7 +666,7 @@ class Run:
     async def execute(self) -> dict:
         spec = self.spec
         config = self.config()
-        graph = await resolve(self.graphs[spec["graph_id"]], config)
+        graph = await compiled(spec["graph_id"], self.graphs[spec["graph_id"]], config)
         graph = graph.copy(update={"checkpointer": self.saver})
         self.graph = graph
         latest = await graph.aget_state(config)
@@ -697,6 +800,15 @@ async def main() -> None:
         message = await channel.messages.get()
         if message["t"] == "run":
             await run_one(channel, graphs, message["run"])
+        elif message["t"] == "describe":
+            described = {}
+            for graph_id, obj in graphs.items():
+                try:
+                    described[graph_id] = await describe(graph_id, obj)
+                except Exception as err:  # noqa: BLE001 - e.g. a factory that needs a config
+                    traceback.print_exc()
+                    described[graph_id] = {"error": f"{type(err).__name__}: {err}"}
+            channel.send({"t": "described", "graphs": described})
         # A drain or cancel that arrives between runs concerns no run.
     reading.cancel()
 

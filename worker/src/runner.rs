@@ -61,6 +61,15 @@ pub struct Runner {
     stdout: Lines<BufReader<ChildStdout>>,
 }
 
+/// Why the graphs could not be described.
+#[derive(Debug, thiserror::Error)]
+pub enum DescribeError {
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    #[error(transparent)]
+    Database(#[from] QueueError),
+}
+
 /// Why a runner could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
@@ -112,6 +121,34 @@ impl Runners {
             .lock()
             .expect("runner pool lock is never poisoned")
             .push(runner);
+    }
+
+    /// What LangGraph says of each graph (schemas, drawings, subgraphs), asked of an idle runner
+    /// and recorded for the api, which runs no Python.
+    ///
+    /// # Errors
+    ///
+    /// No runner could start, or it failed while describing; a database failure.
+    pub async fn describe(&self, pool: &sqlx::PgPool) -> Result<(), DescribeError> {
+        let mut runner = self.take().await?;
+        runner.send(&json!({"t": "describe"})).await?;
+        let described = tokio::time::timeout(STARTUP_TIMEOUT, runner.next())
+            .await
+            .map_err(|_| RunnerError::Start("describing the graphs took too long".into()))??;
+        if described["t"] != "described" {
+            runner.kill().await;
+            return Err(
+                RunnerError::Protocol(format!("expected described, got {described:.200}")).into(),
+            );
+        }
+        self.give_back(runner);
+        let Some(graphs) = described["graphs"].as_object() else {
+            return Err(RunnerError::Protocol("described without graphs".into()).into());
+        };
+        for (graph_id, description) in graphs {
+            mostrador_queue::graphs::record(pool, graph_id, description).await?;
+        }
+        Ok(())
     }
 
     async fn start(&self) -> Result<Runner, RunnerError> {

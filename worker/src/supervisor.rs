@@ -39,6 +39,21 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), crate::Error> {
     config.validate(&registry).map_err(crate::Error::Config)?;
+    let runners = match &config.python {
+        Some(python) => Some(Arc::new(
+            Runners::new(python.clone()).map_err(|err| crate::Error::Config(err.to_string()))?,
+        )),
+        None => None,
+    };
+    if let Some(runners) = &runners {
+        // Before the worker is ready: this also warms the first runner. A worker whose graphs
+        // cannot load still serves its Rust graphs; each run of a Python graph then fails
+        // retryably with the reason.
+        match runners.describe(&pool).await {
+            Ok(()) => tracing::info!("python graphs described for the api"),
+            Err(err) => tracing::error!(error = %err, "python graphs could not be described"),
+        }
+    }
     let lease = WorkerLease::new(&config.name, config.graphs.clone(), config.lease);
     lease.register(&pool).await?;
     let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -47,12 +62,6 @@ pub async fn run(
     tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
     telemetry.set_ready(true);
 
-    let runners = match &config.python {
-        Some(python) => Some(Arc::new(
-            Runners::new(python.clone()).map_err(|err| crate::Error::Config(err.to_string()))?,
-        )),
-        None => None,
-    };
     let mut supervisor = Supervisor {
         runners,
         executor: Executor::new(pool.clone(), Arc::clone(&telemetry))

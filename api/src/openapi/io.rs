@@ -88,12 +88,33 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 "nodes": {"type": "array", "items": {"type": "object"}},
                 "edges": {"type": "array", "items": {"type": "object"}},
             },
-        })),
+        }))
+        .parameters(vec![json!({
+            "name": "xray",
+            "in": "query",
+            "required": false,
+            "schema": {"type": "string", "pattern": "^(true|True|false|False|[1-9][0-9]{0,8})$"},
+            "description": "Draw subgraphs (Python graphs): `true`, or how many levels deep.",
+        })]),
         ("get", "/assistants/{assistant_id}/schemas") => Io::json(json!({
             "type": "object",
             "required": ["graph_id", "input_schema", "output_schema", "state_schema"],
             "properties": {"graph_id": {"type": "string"}},
         })),
+        ("get", "/assistants/{assistant_id}/subgraphs" | "/assistants/{assistant_id}/subgraphs/{namespace}") => {
+            Io::json(json!({
+                "type": "object",
+                "description": "The schemas of each subgraph, by namespace (`parent|child`).",
+                "additionalProperties": {"type": "object"},
+            }))
+            .parameters(vec![json!({
+                "name": "recurse",
+                "in": "query",
+                "required": false,
+                "schema": {"type": "boolean"},
+                "description": "Nested subgraphs too, not only the immediate ones.",
+            })])
+        }
         ("post", "/threads") => Io::json(reference("Thread")).body(thread_create()),
         ("post", "/threads/search") => Io::json(array(reference("Thread"))).body(thread_search()),
         ("post", "/threads/prune") => Io::json(json!({

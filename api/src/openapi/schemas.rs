@@ -402,7 +402,7 @@ pub(super) fn header(name: &str, schema: Value, description: &str) -> Value {
 /// A path parameter: an id the handler parses as a UUID (anything else is a 404), except an
 /// assistant's, which may also be its graph id.
 pub(super) fn path_parameter(name: &str) -> Value {
-    let schema = if name == "assistant_id" {
+    let schema = if name == "assistant_id" || name == "namespace" {
         json!({"type": "string"})
     } else {
         json!({"type": "string", "format": "uuid"})
