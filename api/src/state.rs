@@ -4,8 +4,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
-use mostrador_queue::saver;
-use mostrador_queue::{PgCheckpointer, Thread, ThreadId, ThreadStatus};
+use std::time::Duration;
+
+use mostrador_queue::event::EventFollower;
+use mostrador_queue::{CancelAction, Error as QueueError, NewRun, Run, RunStatus, run, saver};
+use mostrador_queue::{PgCheckpointer, Thread, ThreadId, ThreadStatus, cancel};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -387,9 +390,9 @@ pub async fn update(
         ));
     }
     if is_python(&state, &thread) {
-        return Err(unprocessable(
-            "updating the state of a Python graph's thread is not supported yet",
-        ));
+        return python_update(&state, &thread, update.values, update.as_node)
+            .await
+            .map(Json);
     }
     let Some(graph) = graph_of(&state, &thread) else {
         return Err(ApiError::new(
@@ -432,4 +435,114 @@ pub async fn update(
         "configurable": checkpoint,
         "checkpoint_id": checkpoint_id,
     })))
+}
+
+/// How long an update of a Python graph's thread may wait for a worker to apply it.
+const PYTHON_UPDATE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Updates a Python graph's thread with the graph's own reducers (`aupdate_state`), which only a
+/// worker can run: the update is queued on the thread as a run of its own, so it is ordered with
+/// the thread's runs and its checkpoint is fenced like theirs; it is not listed among the runs.
+/// As on the official server, whoever may see the thread may update it, and not while a run is
+/// in flight.
+async fn python_update(
+    state: &AppState,
+    thread: &Thread,
+    values: Option<Value>,
+    as_node: Option<String>,
+) -> Result<Value, ApiError> {
+    let graph_id = thread.graph_id.clone().unwrap_or_default();
+    let in_flight = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread has a run in flight: update its state when the run is over",
+        )
+    };
+    if thread.status == ThreadStatus::Busy {
+        return Err(in_flight());
+    }
+    let mut new = NewRun::new(thread.thread_id, graph_id);
+    new.command = Some(json!({
+        "update_state": {"values": values.unwrap_or(Value::Null), "as_node": as_node},
+    }));
+    new.stream_mode = Vec::new();
+    let job = match run::enqueue(state.pool(), &new, None).await {
+        Ok(enqueued) => enqueued.run,
+        Err(QueueError::Conflict { .. }) => return Err(in_flight()),
+        Err(err) => return Err(crate::runs::queue_error(err)),
+    };
+    let applied = tokio::time::timeout(PYTHON_UPDATE_TIMEOUT, applied_checkpoint(state, &job));
+    let checkpoint = match applied.await {
+        Ok(applied) => applied?,
+        Err(_) => {
+            // Nothing took it: withdrawn, unless a worker is applying it right now.
+            let _ = cancel(
+                state.pool(),
+                job.thread_id,
+                job.run_id,
+                CancelAction::Rollback,
+            )
+            .await;
+            return Err(ApiError {
+                retry_after: Some(5),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no worker of the thread's graph applied the update in time",
+                )
+            });
+        }
+    };
+    Ok(json!({
+        "checkpoint": checkpoint,
+        "configurable": checkpoint,
+        "checkpoint_id": checkpoint["checkpoint_id"],
+    }))
+}
+
+/// Follows the update's run to its end: the checkpoint it wrote, or why it failed.
+async fn applied_checkpoint(state: &AppState, job: &Run) -> Result<Value, ApiError> {
+    let mut follower = EventFollower::start(state.pool().clone(), state.listener(), job.run_id, 0)
+        .await
+        .map_err(crate::runs::queue_error)?;
+    let mut checkpoint = None;
+    loop {
+        match follower.next().await.map_err(crate::runs::queue_error)? {
+            Some(event) if event.event == "update_state" => checkpoint = Some(event.data),
+            Some(event) if event.event == "end" => break,
+            Some(_) => {}
+            None => {
+                return Err(ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the server is shutting down: read the thread's state again",
+                    )
+                });
+            }
+        }
+    }
+    let ended = run::get(state.pool(), job.thread_id, job.run_id)
+        .await
+        .map_err(crate::runs::queue_error)?;
+    match (ended.status, checkpoint) {
+        // What LangGraph refused (an unknown node, a value no channel takes) is the request's
+        // fault, and changed nothing: 400 with LangGraph's words, as the official server answers.
+        (RunStatus::Success, Some(applied)) if applied.get("error").is_some() => {
+            Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                applied["message"]
+                    .as_str()
+                    .unwrap_or("the graph refused the update"),
+            ))
+        }
+        (RunStatus::Success, Some(checkpoint)) => Ok(checkpoint),
+        (status, _) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the update ended {} without a checkpoint: {}",
+                status.as_str(),
+                ended.error.unwrap_or(Value::Null)
+            ),
+        )),
+    }
 }

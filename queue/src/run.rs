@@ -354,6 +354,8 @@ pub async fn list(
         from mostrador.runs
         where thread_id = $1
           and ($2::mostrador.run_status is null or status = $2)
+          -- A Python thread's state update is queued as a run, but it is not one of its runs.
+          and not coalesce(command ? 'update_state', false)
         order by created_at desc, run_id desc
         limit $3
         offset $4

@@ -13,6 +13,7 @@ What is compared, per graph:
   * `get_state` after a run, at an interrupt and after its resume: values, next, each task's
     name, path and interrupts, and the interrupts;
   * history: the values and next of every checkpoint, newest first;
+  * `update_state`, plain and `as_node`, and the states after it;
   * the assistant's schemas, graph (with and without `xray`) and subgraphs.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
@@ -91,6 +92,13 @@ def checks(official: dict) -> list[tuple[str, Any]]:
         if "/assistants.get_" in key and "(by graph id)" not in key:
             found.append((key, lambda a: a))
     found.append(("agent/assistants.get_graph(by graph id)", lambda a: a))
+    found.append(("linear6/update/threads.update_state", lambda a: a))
+    found.append(("linear6/update/threads.update_state(as_node=n3)", lambda a: a))
+    found.append(("linear6/update/threads.update_state(as_node=unknown)", lambda a: a))
+    found.append(("linear6/update/runs.list", lambda a: len(a) if isinstance(a, list) else a))
+    for key in ("after update", "after as_node", "final"):
+        found.append((f"linear6/update/threads.get_state({key})", state))
+    found.append(("linear6/update/threads.get_history", history))
     return [(key, view) for key, view in found if key in official]
 
 

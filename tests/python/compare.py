@@ -307,7 +307,12 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
             lambda: client.threads.update_state(t, {"path": ["from-n3"]}, as_node="n3"),
         )
         await rec.call(f"{label}/threads.get_state(after as_node)", lambda: client.threads.get_state(t))
+        await rec.call(
+            f"{label}/threads.update_state(as_node=unknown)",
+            lambda: client.threads.update_state(t, {"path": ["x"]}, as_node="unknown"),
+        )
         await rec.call(f"{label}/runs.wait(continue)", lambda: client.runs.wait(t, "linear6", input=None))
+        await rec.call(f"{label}/runs.list", lambda: client.runs.list(t))
         await rec.call(f"{label}/threads.get_state(final)", lambda: client.threads.get_state(t))
         await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
 

@@ -669,6 +669,9 @@ class Run:
         graph = await compiled(spec["graph_id"], self.graphs[spec["graph_id"]], config)
         graph = graph.copy(update={"checkpointer": self.saver})
         self.graph = graph
+        update = (spec.get("command") or {}).get("update_state")
+        if update is not None:
+            return await self.update_state(update)
         latest = await graph.aget_state(config)
         if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
             # This run saved a checkpoint before (it was drained, or its worker died): go on.
@@ -711,6 +714,40 @@ class Run:
             return {"outcome": "drained", "reason": drained.reason}
         await self.describe_pending()
         final = await graph.aget_state(config)
+        return {"outcome": "interrupted" if final.next else "success"}
+
+    async def update_state(self, update: dict) -> dict:
+        """`threads.update_state`: the graph's own reducers apply the values as `as_node` wrote
+        them, in a new checkpoint, as the official server does. A refusal (an unknown node, a
+        value no channel takes) is reported to the api and changes nothing."""
+        spec = self.spec
+        # As the official server's: the thread and graph, not the run, are the update's config;
+        # the run id makes a retried update (its worker died) apply once.
+        config = {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "graph_id": spec["graph_id"],
+                "checkpoint_ns": "",
+                "run_id": spec["run_id"],
+            }
+        }
+        latest = await self.graph.aget_state(config)
+        if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
+            applied = latest.config
+        else:
+            try:
+                applied = await self.graph.aupdate_state(
+                    config, update.get("values"), as_node=update.get("as_node")
+                )
+            except SaverFailed:
+                raise
+            except Exception as err:  # noqa: BLE001 - LangGraph refused the update
+                self.emit("update_state", {"error": type(err).__name__, "message": str(err)})
+                return {"outcome": "interrupted" if latest.next else "success"}
+        checkpoint_id = applied["configurable"]["checkpoint_id"]
+        await self.describe([checkpoint_id])
+        self.emit("update_state", checkpoint_json(self.thread_id, applied))
+        final = await self.graph.aget_state(config)
         return {"outcome": "interrupted" if final.next else "success"}
 
     async def on_chunk(self, ns: tuple, mode: str, data: Any, wanted: list, subgraphs: bool):

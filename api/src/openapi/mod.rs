@@ -125,8 +125,8 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "post",
         "/threads/{thread_id}/state",
         "state",
-        "Update the thread's state (a decision when it waits: managers only)",
-        &[200, 401, 403, 404, 409, 422],
+        "Update the thread's state with the graph's reducers (of a retail thread that waits: managers only)",
+        &[200, 400, 401, 403, 404, 409, 422, 503],
     ),
     (
         "get",
