@@ -1,7 +1,8 @@
-"""Checks the Helm chart offline: lint, the values schema, rendering with the default values and
-with a production-like values file, Kubernetes schema validation of every rendered manifest, and
-the invariants the chart promises (non-root, read-only root filesystem, no service-account token,
-a worker's grace period above its drain timeout, the migration hook, the 06:00 purchasing pass).
+"""Checks the Helm chart offline: lint, the values schema, rendering with the default values, with
+a production-like values file and with Python graphs, Kubernetes schema validation of every
+rendered manifest, and the invariants the chart promises (non-root, read-only root filesystem, no
+service-account token, a worker's grace period above its drain timeout, the migration hook, the
+06:00 purchasing pass, Python graphs' image and settings on the api and their workers only).
 Run by `charts/check` (which sets up the tools); exits non-zero on the first failure."""
 
 import os
@@ -14,6 +15,8 @@ import yaml
 
 CHART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mostrador")
 PRODUCTION = os.path.join(CHART, "ci", "production-values.yaml")
+PYTHON = os.path.join(CHART, "ci", "python-values.yaml")
+RETAIL = {"tienda", "cliente", "compras", "fichas"}
 CUSTOM_KINDS = {"ServiceMonitor"}
 
 
@@ -52,7 +55,7 @@ def env_of(container):
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 
 
-def check_invariants(docs, label):
+def check_invariants(docs, label, graphs=RETAIL):
     kinds = [doc["kind"] for _, doc in docs]
     for kind in ["Deployment", "Service", "PodDisruptionBudget", "Job", "CronJob"]:
         assert kind in kinds, (label, kind, kinds)
@@ -83,11 +86,41 @@ def check_invariants(docs, label):
             if kind == "Job":
                 assert doc["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade", name
                 assert pod["containers"][0]["args"] == ["migrate"], name
-    assert set(workers) == {"tienda", "cliente", "compras", "fichas"}, workers
+    assert set(workers) == graphs, workers
     cron = {doc["metadata"]["name"]: doc["spec"] for _, doc in docs if doc["kind"] == "CronJob"}
-    assert cron["mostrador-purchasing"]["schedule"] == "0 6 * * *", cron
+    if "compras" in graphs:
+        assert cron["mostrador-purchasing"]["schedule"] == "0 6 * * *", cron
     assert "mostrador-retention" in cron, cron
     print(f"{label}: invariants hold; workers (replicas, max runs, max concurrency): {workers}")
+
+
+def check_python(docs, values):
+    """The Python graphs' image and settings reach the api and the Python workers, and nothing
+    else: a Rust worker given a langgraph.json would start Python runners it cannot run."""
+    python = values["python"]
+    image = f"{python['image']['repository']}:{python['image']['tag']}"
+    plain = f"{values['image']['repository']}:{values['image']['tag']}"
+    python_workers = {name for name, w in values["workers"].items() if w and w.get("python")}
+    for _, doc in docs:
+        if doc["kind"] not in ("Deployment", "Job", "CronJob"):
+            continue
+        name = doc["metadata"]["name"]
+        spec = doc["spec"] if doc["kind"] != "CronJob" else doc["spec"]["jobTemplate"]["spec"]
+        container = spec["template"]["spec"]["containers"][0]
+        env = env_of(container)
+        component = doc["metadata"]["labels"].get("app.kubernetes.io/component")
+        graph = doc["metadata"]["labels"].get("mostrador.dev/graph")
+        runs_python = component == "api" or (component == "worker" and graph in python_workers)
+        assert container["image"] == (image if runs_python else plain), (name, container["image"])
+        if runs_python:
+            assert env["MOSTRADOR_LANGGRAPH_CONFIG"] == python["config"], (name, env)
+            assert env["MOSTRADOR_PYTHON"] == python["interpreter"], (name, env)
+        else:
+            assert "MOSTRADOR_LANGGRAPH_CONFIG" not in env, name
+        # The graphs' own settings go to their workers, not to the api.
+        has_graph_env = "envFrom" in container or "LANGSMITH_TRACING" in env
+        assert has_graph_env == (component == "worker" and graph in python_workers), name
+    print(f"python values: the api and the workers {sorted(python_workers)} run {image}, the rest {plain}")
 
 
 def must_fail(values, why):
@@ -121,6 +154,13 @@ def main():
     env = env_of(worker["spec"]["template"]["spec"]["containers"][0])
     assert env["MODEL_BASE_URL"] == "http://litellm.models.svc:4000/v1" and env["MODEL_CONTEXT_WINDOW"] == "32768", env
 
+    with open(PYTHON) as f:
+        python_values = yaml.safe_load(f)
+    python = render(python_values)
+    validate(python, "python values")
+    check_invariants(python, "python values", {"tienda", "support_agent", "summarize_ticket,classify_ticket"})
+    check_python(python, python_values)
+
     must_fail({"model": {"baseUrl": "http://gateway/v1"}}, "a model base URL without a context window")
     must_fail(
         {"workers": {"tienda": {"replicas": 1, "maxRuns": 4, "maxConcurrency": 2, "drainTimeoutSeconds": 60, "terminationGracePeriodSeconds": 30}}},
@@ -128,6 +168,10 @@ def main():
     )
     must_fail({"workers": {"otro": {"replicas": 1}}}, "a worker without its capacity")
     must_fail({"auth": {"jwksUrl": "", "secret": {"name": "", "key": "k"}}}, "no way to verify tokens")
+    agent = {"python": True, "replicas": 1, "maxRuns": 2, "maxConcurrency": 2, "drainTimeoutSeconds": 30, "terminationGracePeriodSeconds": 45}
+    must_fail({"workers": {"agent": agent}}, "a Python worker without python.enabled")
+    must_fail({"python": {"enabled": True}, "workers": {"agent": agent}}, "python.enabled without its image")
+    must_fail({"python": {"enabled": True, "image": {"repository": "r", "tag": "1"}, "config": "langgraph.json"}}, "a relative langgraph.json path")
     print("chart: all checks passed")
 
 

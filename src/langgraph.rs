@@ -64,7 +64,7 @@ pub(crate) fn read_graph_ids(path: &Path) -> anyhow::Result<Vec<String>> {
 }
 
 /// The ids of a `langgraph.json`'s graphs, sorted.
-fn graph_ids(text: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) fn graph_ids(text: &str) -> anyhow::Result<Vec<String>> {
     let config: Value = serde_json::from_str(text)?;
     let graphs = config
         .get("graphs")

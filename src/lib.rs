@@ -7,6 +7,7 @@
 
 mod batch;
 mod dev;
+mod dockerfile;
 mod duration;
 mod langgraph;
 mod logs;
@@ -80,6 +81,9 @@ enum Command {
     /// Submit one run per JSON line of a file (or stdin), wait for them with a progress line,
     /// print a summary, exit non-zero if any failed.
     Batch(batch::BatchArgs),
+    /// Print a Dockerfile for a worker image of a langgraph.json's Python graphs: Python,
+    /// langgraph and the graphs' dependencies, the project, and the mostrador binary.
+    Dockerfile(dockerfile::DockerfileArgs),
 }
 
 impl Command {
@@ -95,6 +99,7 @@ impl Command {
             Command::Seed(_) => "seed",
             Command::Enqueue(_) => "enqueue",
             Command::Batch(_) => "batch",
+            Command::Dockerfile(_) => "dockerfile",
         }
     }
 }
@@ -369,6 +374,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Retention(args) => retention::run(args).await,
         Command::Enqueue(args) => batch::enqueue(args, graphs).await,
         Command::Batch(args) => batch::batch(args, graphs).await,
+        Command::Dockerfile(args) => dockerfile::run(&args),
     }
 }
 

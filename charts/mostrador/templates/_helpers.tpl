@@ -24,6 +24,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The image of `mostrador dockerfile`: the binary, Python and the graphs' langgraph.json. */}}
+{{- define "mostrador.pythonImage" -}}
+{{ required "python.image.repository is required with python.enabled" .Values.python.image.repository }}:{{ required "python.image.tag is required with python.enabled" .Values.python.image.tag }}
+{{- end -}}
+
+{{/* The Python graphs: the api reads their ids, the workers run them. */}}
+{{- define "mostrador.pythonEnv" -}}
+- name: MOSTRADOR_LANGGRAPH_CONFIG
+  value: {{ .Values.python.config | quote }}
+- name: MOSTRADOR_PYTHON
+  value: {{ .Values.python.interpreter | quote }}
+{{- end -}}
+
 {{/* The pod-level settings every pod shares: non-root, no service-account token. */}}
 {{- define "mostrador.podSpec" -}}
 automountServiceAccountToken: false
