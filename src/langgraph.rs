@@ -21,6 +21,12 @@ pub(crate) struct PythonArgs {
     /// dependencies installed).
     #[arg(long, env = "MOSTRADOR_PYTHON", default_value = "python3")]
     python: PathBuf,
+
+    /// The address space each runner process may use, in MiB (its `RLIMIT_AS`): a run that
+    /// needs more fails with `MemoryError`, retryably, and its process is replaced, instead of
+    /// the pod running out of memory. None by default.
+    #[arg(long, env = "MOSTRADOR_PYTHON_MEMORY_LIMIT_MIB", value_parser = clap::value_parser!(u64).range(256..))]
+    python_memory_limit_mib: Option<u64>,
 }
 
 impl PythonArgs {
@@ -40,6 +46,7 @@ impl PythonArgs {
             python: self.python.clone(),
             config: path,
             graphs,
+            memory_limit_mib: self.python_memory_limit_mib,
         }))
     }
 

@@ -1,7 +1,7 @@
 //! A thread's state: latest, at a checkpoint, its history, and updates made outside a run.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
 use std::time::Duration;
@@ -63,6 +63,7 @@ async fn python_states(
     checkpoint_id: Option<Uuid>,
     before: Option<Uuid>,
     limit: i64,
+    subgraphs: bool,
 ) -> Result<Vec<Value>, ApiError> {
     let snapshots = saver::snapshots(
         state.pool(),
@@ -92,9 +93,30 @@ async fn python_states(
             value["parent_checkpoint"] = checkpoint(saved.parent_checkpoint_id).unwrap_or_default();
             value["checkpoint_id"] = json!(saved.checkpoint_id);
             value["parent_checkpoint_id"] = json!(saved.parent_checkpoint_id);
+            if !subgraphs {
+                leave_out_subgraph_states(&mut value);
+            }
             value
         })
         .collect())
+}
+
+/// A state as LangGraph gives it without `subgraphs`: a waiting subgraph's task points to the
+/// subgraph's namespace (`checkpoint`) instead of holding its state. Workers describe states with
+/// them.
+fn leave_out_subgraph_states(snapshot: &mut Value) {
+    let Some(tasks) = snapshot["tasks"].as_array_mut() else {
+        return;
+    };
+    for task in tasks {
+        let nested = task["state"].take();
+        if let Some(at) = nested.get("checkpoint").filter(|at| at.is_object()) {
+            task["checkpoint"] = json!({
+                "thread_id": at["thread_id"],
+                "checkpoint_ns": at["checkpoint_ns"],
+            });
+        }
+    }
 }
 
 /// The latest state of a Python graph's thread, or at a checkpoint.
@@ -102,8 +124,9 @@ async fn python_state(
     state: &AppState,
     thread: &Thread,
     checkpoint_id: Option<Uuid>,
+    subgraphs: bool,
 ) -> Result<Value, ApiError> {
-    match python_states(state, thread, checkpoint_id, None, 1)
+    match python_states(state, thread, checkpoint_id, None, 1, subgraphs)
         .await?
         .pop()
     {
@@ -121,7 +144,7 @@ async fn python_state(
 ///
 /// The database failed.
 pub async fn python_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
-    let latest = python_state(state, thread, None).await?;
+    let latest = python_state(state, thread, None, false).await?;
     Ok(latest["next"]
         .as_array()
         .is_some_and(|next| !next.is_empty()))
@@ -256,15 +279,32 @@ async fn snapshot(
         .map_err(graph_error)
 }
 
+/// The query of `GET /threads/{thread_id}/state[/{checkpoint_id}]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StateQuery {
+    subgraphs: Option<String>,
+}
+
+impl StateQuery {
+    /// With the states of waiting subgraphs (Python graphs; the Rust engine has no subgraphs).
+    fn subgraphs(&self) -> bool {
+        matches!(self.subgraphs.as_deref(), Some("true" | "True"))
+    }
+}
+
 /// `GET /threads/{thread_id}/state`.
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
+    Query(query): Query<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     if is_python(&state, &thread) {
-        return python_state(&state, &thread, None).await.map(Json);
+        return python_state(&state, &thread, None, query.subgraphs())
+            .await
+            .map(Json);
     }
     let snapshot = snapshot(&state, &thread, None).await?;
     Ok(Json(snapshot_json(&thread, &snapshot)))
@@ -275,12 +315,13 @@ pub async fn get_at(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, checkpoint_id)): Path<(String, String)>,
+    Query(query): Query<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     let checkpoint_id = Uuid::parse_str(&checkpoint_id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
     if is_python(&state, &thread) {
-        return python_state(&state, &thread, Some(checkpoint_id))
+        return python_state(&state, &thread, Some(checkpoint_id), query.subgraphs())
             .await
             .map(Json);
     }
@@ -344,7 +385,7 @@ pub async fn history(
     .transpose()
     .map_err(|_| unprocessable("before must be a checkpoint id"))?;
     if is_python(&state, &thread) {
-        return python_states(&state, &thread, None, before, query.limit)
+        return python_states(&state, &thread, None, before, query.limit, false)
             .await
             .map(Json);
     }

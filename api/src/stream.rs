@@ -113,9 +113,10 @@ async fn follow(
     messages: Messages,
     sender: mpsc::Sender<Event>,
 ) {
+    // The attempt that runs it: the first, while the run still waits for its first claim.
+    let attempt = run.attempt.max(1);
     let metadata = Event::default().event("metadata").data(
-        json!({"run_id": run.run_id.0, "attempt": run.attempt, "trace_id": run.trace_id})
-            .to_string(),
+        json!({"run_id": run.run_id.0, "attempt": attempt, "trace_id": run.trace_id}).to_string(),
     );
     if sender.send(metadata).await.is_err() {
         return;

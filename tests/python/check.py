@@ -11,7 +11,8 @@ What is compared, per graph:
     `mode|<node>:<task id>` for subgraphs) and data, in order. mostrador's closing `end` event,
     which the official server does not send, is left out (docs/wire-protocol.md);
   * `get_state` after a run, at an interrupt and after its resume: values, next, each task's
-    name, path and interrupts, and the interrupts;
+    name, path, interrupts and subgraph (its namespace, or with `subgraphs` its state), and the
+    interrupts;
   * history: the values and next of every checkpoint, newest first;
   * `update_state`, plain and `as_node`, and the states after it;
   * the assistant's schemas, graph (with and without `xray`) and subgraphs.
@@ -60,7 +61,11 @@ def state(answer: Any) -> Any:
         "values": answer["values"],
         "next": answer["next"],
         "tasks": [
-            {k: task.get(k) for k in ("name", "path", "interrupts")} for task in answer["tasks"]
+            {
+                **{k: task.get(k) for k in ("name", "path", "interrupts", "checkpoint")},
+                "state": state(task.get("state")),
+            }
+            for task in answer["tasks"]
         ],
         "interrupts": answer.get("interrupts"),
     }
@@ -88,6 +93,14 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     ):
         found.append((key, state))
     found.append(("approval/resume/threads.get_history", history))
+    for key in (
+        "nested/resume/threads.get_state(interrupted)",
+        "nested/resume/threads.get_state(interrupted, subgraphs)",
+        "nested/resume/threads.get_state(final, subgraphs)",
+    ):
+        found.append((key, state))
+    found.append(("nested/resume/threads.get_history", history))
+    found.append(("nested/resume/runs.wait(command.resume)", lambda a: a))
     for key in official:
         if "/assistants.get_" in key and "(by graph id)" not in key:
             found.append((key, lambda a: a))

@@ -316,6 +316,24 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         await rec.call(f"{label}/threads.get_state(final)", lambda: client.threads.get_state(t))
         await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
 
+    # A subgraph that waits: the parent's state with and without the subgraphs' states.
+    label = "nested/resume"
+    thread_id = await new_thread(label)
+    if thread_id is not None:
+        t = thread_id
+        await rec.call(
+            f"{label}/runs.stream(values)",
+            lambda: collect_stream(client.runs.stream(t, "nested", input={"value": "x"}, stream_mode="values")),
+        )
+        await rec.call(f"{label}/threads.get_state(interrupted)", lambda: client.threads.get_state(t))
+        await rec.call(
+            f"{label}/threads.get_state(interrupted, subgraphs)",
+            lambda: client.threads.get_state(t, subgraphs=True),
+        )
+        await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
+        await rec.call(f"{label}/runs.wait(command.resume)", lambda: client.runs.wait(t, "nested", command={"resume": "yes"}))
+        await rec.call(f"{label}/threads.get_state(final, subgraphs)", lambda: client.threads.get_state(t, subgraphs=True))
+
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"
     if f"{label}/threads.create" in rec.raw and "thread_id" in (rec.raw[f"{label}/threads.create"] or {}):

@@ -471,11 +471,16 @@ _SERVER_CONFIGURABLE = (
 )
 
 
-def _or_none(compute: Any) -> Any:
+def _or_none(what: str, compute: Any) -> Any:
+    import warnings
+
     try:
-        return compute()
+        with warnings.catch_warnings():
+            # `config_schema` is deprecated, and still what the official server reads.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return compute()
     except Exception as err:  # noqa: BLE001 - a schema the graph cannot give is absent
-        print(f"mostrador runner: {err!r}", file=sys.stderr)
+        print(f"mostrador runner: no {what} (as on the official server): {err!r}", file=sys.stderr)
         return None
 
 
@@ -515,11 +520,11 @@ def _state_schema(graph: Pregel) -> dict:
 def schemas(graph: Pregel) -> dict:
     return jsonable(
         {
-            "input_schema": _or_none(graph.get_input_jsonschema),
-            "output_schema": _or_none(graph.get_output_jsonschema),
-            "state_schema": _or_none(lambda: _state_schema(graph)),
-            "config_schema": _or_none(lambda: _config_schema(graph)),
-            "context_schema": _or_none(graph.get_context_jsonschema),
+            "input_schema": _or_none("input schema", graph.get_input_jsonschema),
+            "output_schema": _or_none("output schema", graph.get_output_jsonschema),
+            "state_schema": _or_none("state schema", lambda: _state_schema(graph)),
+            "config_schema": _or_none("config schema", lambda: _config_schema(graph)),
+            "context_schema": _or_none("context schema", graph.get_context_jsonschema),
         }
     )
 
@@ -779,7 +784,8 @@ class Run:
                     "checkpoint_id": checkpoint_id,
                 }
             }
-            state = await self.graph.aget_state(config)
+            # With the states of waiting subgraphs: the api leaves them out unless asked.
+            state = await self.graph.aget_state(config, subgraphs=True)
             snapshots.append(
                 {"checkpoint_id": checkpoint_id, "snapshot": thread_state(self.thread_id, state)}
             )
@@ -813,6 +819,16 @@ async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
         done = {"outcome": "cancelled"}
     except SaverFailed as failed:
         done = {"outcome": "error", "error": "CheckpointerError", "message": str(failed), "retryable": True}
+    except MemoryError:
+        # Over the runner's memory limit: another process, with its memory whole, tries again
+        # from the last checkpoint.
+        done = {
+            "outcome": "error",
+            "error": "MemoryError",
+            "message": "the run exceeded the runner's memory limit",
+            "retryable": True,
+            "retire": True,
+        }
     except GraphRecursionError as err:
         done = {"outcome": "error", "error": "GraphRecursionError", "message": str(err), "retryable": False}
     except Exception as err:  # noqa: BLE001 - the user's graph failed: the run ends `error`
@@ -823,7 +839,18 @@ async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
     channel.send({"t": "done", **done})
 
 
+def limit_memory() -> None:
+    """The worker's `--python-memory-limit-mib`, before any user code allocates."""
+    mib = os.environ.pop("MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB", "")
+    if mib:
+        import resource
+
+        limit = int(mib) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 async def main() -> None:
+    limit_memory()
     config_path = sys.argv[1]
     channel = Channel()
     reading = asyncio.ensure_future(channel.read())

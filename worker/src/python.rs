@@ -72,7 +72,12 @@ impl Executor {
         let ended = drive(&mut runner, claimed, handle, &events, &saver, deadline).await?;
         match ended {
             Ended::Done(done) => {
-                runners.give_back(runner);
+                // A runner that ran out of memory may hold on to it: a new one takes the next run.
+                if done["retire"].as_bool().unwrap_or(false) {
+                    runner.kill().await;
+                } else {
+                    runners.give_back(runner);
+                }
                 self.end(claimed, handle, &events, done).await
             }
             Ended::Gone(gone) => {

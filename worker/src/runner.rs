@@ -43,6 +43,9 @@ pub struct PythonConfig {
     pub config: PathBuf,
     /// Its graph ids.
     pub graphs: Vec<String>,
+    /// The address space of each runner process, in MiB (`RLIMIT_AS`, set by the runner before
+    /// it loads any graph).
+    pub memory_limit_mib: Option<u64>,
 }
 
 /// Idle runner processes, started on demand.
@@ -163,6 +166,13 @@ impl Runners {
                     .unwrap_or(Path::new(".")),
             )
             .env("PYTHONUNBUFFERED", "1")
+            .env(
+                "MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB",
+                self.config
+                    .memory_limit_mib
+                    .map(|mib| mib.to_string())
+                    .unwrap_or_default(),
+            )
             // User code needs no way into mostrador's database or tokens: the worker writes
             // for it.
             .env_remove("MOSTRADOR_DATABASE_URL")

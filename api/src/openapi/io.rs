@@ -157,7 +157,13 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 },
             })),
         ("get", "/threads/{thread_id}/state" | "/threads/{thread_id}/state/{checkpoint_id}") => {
-            Io::json(reference("ThreadState"))
+            Io::json(reference("ThreadState")).parameters(vec![json!({
+                "name": "subgraphs",
+                "in": "query",
+                "required": false,
+                "schema": {"type": "boolean"},
+                "description": "The states of waiting subgraphs in their tasks' `state` (Python graphs).",
+            })])
         }
         ("post", "/threads/{thread_id}/state") => Io::json(json!({
             "type": "object",
