@@ -35,6 +35,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: {{ .Values.python.config | quote }}
 - name: MOSTRADOR_PYTHON
   value: {{ .Values.python.interpreter | quote }}
+{{- with .Values.python.memoryLimitMiB }}
+- name: MOSTRADOR_PYTHON_MEMORY_LIMIT_MIB
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* The pod-level settings every pod shares: non-root, no service-account token. */}}
