@@ -77,6 +77,7 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
                     "select count(*) from (
                          select pg_terminate_backend(pid) from pg_stat_activity
                          where application_name = 'mostrador-api'
+                           and datname = current_database()
                            and query like '%pg_backend_pid()%'
                      ) terminated",
                 )
