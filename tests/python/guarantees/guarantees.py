@@ -174,6 +174,11 @@ class World:
         self.database = f"mostrador_guarantees_{number}"
         self.url = f"{opts.postgres.rstrip('/')}/{self.database}"
         self.dir = opts.out / name
+        self.processes: list[Process] = []
+
+    def open(self) -> None:
+        """The database, migrated, and the api, ready. `close` undoes whatever was done."""
+        opts = self.opts
         shutil.rmtree(self.dir, ignore_errors=True)
         (self.dir / "gates").mkdir(parents=True)
         admin = f"{opts.postgres.rstrip('/')}/postgres"
@@ -185,7 +190,6 @@ class World:
             text=True,
         )
         check(migrated.returncode == 0, f"migrate: {migrated.stderr}")
-        self.processes: list[Process] = []
         self.api = self.spawn("api", "api", [])
         token = subprocess.run(
             [str(opts.bin), "token", "--sub", "ana", "--role", "customer", "--store", "s1"],
@@ -596,9 +600,9 @@ def main() -> int:
             continue
         began = time.monotonic()
         measured: dict = {}
-        world = None
+        world = World(opts, name, number)
         try:
-            world = World(opts, name, number)
+            world.open()
             test(world, measured)
             outcome, detail = "ok", ""
         except Exception as err:  # noqa: BLE001 - a test's failure, reported with its logs
@@ -608,8 +612,7 @@ def main() -> int:
             if not isinstance(err, Failed):
                 detail = traceback.format_exc()
         finally:
-            if world is not None:
-                world.close()
+            world.close()
         seconds = round(time.monotonic() - began, 1)
         results[name] = {"outcome": outcome, "seconds": seconds, "measured": measured}
         print(f"{outcome:6} {name} ({seconds}s) {json.dumps(measured)}", flush=True)
