@@ -226,15 +226,78 @@ impl Accumulated {
             .0
             .entry(id.to_owned())
             .or_insert_with(|| json!({"type": "ai", "id": id, "content": ""}));
-        let text = format!(
-            "{}{}",
-            so_far["content"].as_str().unwrap_or(""),
-            message["content"].as_str().unwrap_or("")
-        );
-        so_far["content"] = json!(text);
-        sses.push(("messages/partial".into(), json!([so_far])));
+        add_chunk(so_far, message);
+        // A message, as the official server sends it: without what only chunks carry.
+        let mut partial = so_far.clone();
+        if let Some(fields) = partial.as_object_mut() {
+            fields.remove("tool_call_chunks");
+            fields.remove("chunk_position");
+        }
+        sses.push(("messages/partial".into(), json!([partial])));
         sses
     }
+}
+
+/// Adds a chunk to the message so far, as LangChain adds message chunks: the text appended, the
+/// tool call chunks of the same `index` joined (their `args` are JSON text arriving in pieces),
+/// and the tool calls whose `args` are whole JSON so far made `tool_calls`. Fields the message
+/// does not have yet (`response_metadata`, `usage_metadata`, ...) come from the chunk.
+fn add_chunk(so_far: &mut Value, chunk: &Value) {
+    let text = format!(
+        "{}{}",
+        so_far["content"].as_str().unwrap_or(""),
+        chunk["content"].as_str().unwrap_or("")
+    );
+    so_far["content"] = json!(text);
+    let (Some(so_far), Some(chunk)) = (so_far.as_object_mut(), chunk.as_object()) else {
+        return;
+    };
+    for (key, value) in chunk {
+        if !matches!(
+            key.as_str(),
+            "type" | "content" | "tool_calls" | "tool_call_chunks"
+        ) && so_far.get(key).is_none_or(Value::is_null)
+        {
+            so_far.insert(key.clone(), value.clone());
+        }
+    }
+    let Some(pieces) = chunk.get("tool_call_chunks").and_then(Value::as_array) else {
+        return;
+    };
+    let calls = so_far
+        .entry("tool_call_chunks")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .expect("tool_call_chunks is a list");
+    for piece in pieces {
+        match calls
+            .iter_mut()
+            .find(|call| !piece["index"].is_null() && call["index"] == piece["index"])
+        {
+            Some(call) => {
+                for field in ["name", "args", "id"] {
+                    if let Some(more) = piece[field].as_str() {
+                        let joined = format!("{}{more}", call[field].as_str().unwrap_or(""));
+                        call[field] = json!(joined);
+                    }
+                }
+            }
+            None => calls.push(piece.clone()),
+        }
+    }
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .filter_map(|call| {
+            let args = call["args"].as_str().unwrap_or("");
+            let args: Value = if args.is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(args).ok()?
+            };
+            Some(json!({"name": call["name"], "args": args, "id": call["id"], "type": "tool_call"}))
+        })
+        .collect();
+    so_far.insert("tool_calls".into(), json!(tool_calls));
 }
 
 fn error_event(err: &QueueError) -> Event {
@@ -243,4 +306,52 @@ fn error_event(err: &QueueError) -> Event {
         json!({"error": "StreamError", "message": "the run's events could not be read; reconnect with Last-Event-ID"})
             .to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Accumulated;
+
+    #[test]
+    fn partial_messages_carry_tool_calls_joined_from_their_chunks() {
+        let mut seen = Accumulated::default();
+        let metadata = json!({"langgraph_node": "agent"});
+        let chunks = [
+            json!({"type": "AIMessageChunk", "id": "m1", "content": "", "response_metadata": {},
+                   "tool_call_chunks": [{"index": 0, "name": "get_weather", "args": "", "id": "call-1"}]}),
+            json!({"type": "AIMessageChunk", "id": "m1", "content": "",
+                   "tool_call_chunks": [{"index": 0, "name": null, "args": "{\"city\": ", "id": null}]}),
+            json!({"type": "AIMessageChunk", "id": "m1", "content": "",
+                   "tool_call_chunks": [{"index": 0, "name": null, "args": "\"Paris\"}", "id": null}]}),
+        ];
+        let mut partials = Vec::new();
+        for chunk in &chunks {
+            for (name, data) in seen.fold(&json!([chunk, metadata])) {
+                if name == "messages/partial" {
+                    partials.push(data[0].clone());
+                }
+            }
+        }
+        assert_eq!(partials.len(), 3);
+        assert_eq!(
+            partials[0]["tool_calls"],
+            json!([{"name": "get_weather", "args": {}, "id": "call-1", "type": "tool_call"}])
+        );
+        assert_eq!(
+            partials[1]["tool_calls"],
+            json!([]),
+            "half an object is no call yet"
+        );
+        assert_eq!(
+            partials[2]["tool_calls"],
+            json!([{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}])
+        );
+        assert!(
+            partials[2].get("tool_call_chunks").is_none(),
+            "a message, not a chunk"
+        );
+        assert_eq!(partials[2]["response_metadata"], json!({}));
+    }
 }

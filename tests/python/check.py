@@ -24,7 +24,7 @@ import re
 import sys
 from typing import Any
 
-STREAM_MODES = ["values", "updates", "messages-tuple", "custom"]
+STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "custom"]
 
 # Compared answers that still differ, each with its reason (docs/wire-protocol.md, "Python graphs").
 # They are reported, not failed; an answer listed here that becomes equal is reported too.
@@ -33,6 +33,8 @@ KNOWN = {
     "`updates` before the reducer does; mostrador streams LangGraph's update as the node wrote it",
     "agent/stream/messages-tuple": "the metadata of a message chunk carries each server's own "
     "run metadata (the official server's assistant config and URL, mostrador's run attempt)",
+    "agent/stream/messages": "`messages/metadata` carries each server's own run metadata, as in "
+    "messages-tuple",
 }
 
 

@@ -55,7 +55,7 @@ INPUTS: dict[str, Any] = {
     "linear6": {"path": []},
 }
 
-STREAM_MODES = ["values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints"]
+STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks", "checkpoints"]
 
 RESUME = {"action": "approve", "comment": "looks good"}
 

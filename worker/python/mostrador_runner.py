@@ -46,6 +46,7 @@ from langgraph.checkpoint.base import (  # noqa: E402
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    copy_checkpoint,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
@@ -164,6 +165,21 @@ def _b64(data: str) -> bytes:
 _UNREAD = object()
 
 
+def _own_copy(found: CheckpointTuple | None) -> CheckpointTuple | None:
+    """A kept checkpoint as a read from the database gives it: the caller's to change.
+
+    LangGraph changes what it reads: `aget_state` applies the writes of finished tasks to the
+    checkpoint itself (its `versions_seen` and `channel_versions`), so a run going on from that
+    same object would find those tasks done without their writes, and lose them.
+    """
+    if found is None:
+        return None
+    return found._replace(
+        checkpoint=copy_checkpoint(found.checkpoint),
+        pending_writes=list(found.pending_writes or ()),
+    )
+
+
 class MostradorSaver(BaseCheckpointSaver[int]):
     """LangGraph's checkpointer, executed by the worker in mostrador's Postgres tables.
 
@@ -186,14 +202,14 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None and (ns, checkpoint_id) in self.saved:
-            return self.saved[(ns, checkpoint_id)]
+            return _own_copy(self.saved[(ns, checkpoint_id)])
         root_latest = ns == "" and checkpoint_id is None
         if root_latest and self.latest is not _UNREAD:
-            return self.latest
+            return _own_copy(self.latest)
         found = await self.channel.call("get", ns=ns, checkpoint_id=checkpoint_id)
         found = self._tuple(found) if found else None
         if root_latest and not self.saved:
-            self.latest = found
+            self.latest = _own_copy(found)
         return found
 
     async def alist(

@@ -88,8 +88,13 @@ impl Runners {
     /// # Errors
     ///
     /// The runner's script could not be written.
-    pub fn new(config: PythonConfig) -> std::io::Result<Self> {
+    pub fn new(mut config: PythonConfig) -> std::io::Result<Self> {
         let script = write_script()?;
+        // Runners start in the langgraph.json's folder: a relative path (not a bare name, which
+        // PATH resolves) is the caller's, relative to where the worker started.
+        if config.python.components().count() > 1 && config.python.is_relative() {
+            config.python = std::path::absolute(&config.python)?;
+        }
         Ok(Self {
             config,
             script,
