@@ -35,6 +35,12 @@ KNOWN = {
     "run metadata (the official server's assistant config and URL, mostrador's run attempt)",
     "agent/stream/messages": "`messages/metadata` carries each server's own run metadata, as in "
     "messages-tuple",
+    "fork/resume/runs.wait": "at an interrupt beside a branch that finished, the official "
+    "`runs.wait` answers the values before that branch's writes; mostrador answers the thread's "
+    "current values (with them), which `get_state` shows on both servers",
+    "fork/resume/threads.get_history": "the official history shows the checkpoint after the resumed "
+    "step with `next: []` although `join` runs from it; mostrador shows `[\"join\"]`, LangGraph's "
+    "record of that step",
 }
 
 
@@ -103,6 +109,10 @@ def checks(official: dict) -> list[tuple[str, Any]]:
         found.append((key, state))
     found.append(("nested/resume/threads.get_history", history))
     found.append(("nested/resume/runs.wait(command.resume)", lambda a: a))
+    found.append(("fork/resume/runs.wait", lambda a: a))
+    found.append(("fork/resume/threads.get_state(interrupted)", state))
+    found.append(("fork/resume/runs.wait(command.resume)", lambda a: a))
+    found.append(("fork/resume/threads.get_history", history))
     for key in official:
         if "/assistants.get_" in key and "(by graph id)" not in key:
             found.append((key, lambda a: a))

@@ -334,6 +334,16 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         await rec.call(f"{label}/runs.wait(command.resume)", lambda: client.runs.wait(t, "nested", command={"resume": "yes"}))
         await rec.call(f"{label}/threads.get_state(final, subgraphs)", lambda: client.threads.get_state(t, subgraphs=True))
 
+    # Two branches of one superstep, one waiting: the finished one's write survives the resume.
+    label = "fork/resume"
+    thread_id = await new_thread(label)
+    if thread_id is not None:
+        t = thread_id
+        await rec.call(f"{label}/runs.wait", lambda: client.runs.wait(t, "fork", input={"topic": "tea"}))
+        await rec.call(f"{label}/threads.get_state(interrupted)", lambda: client.threads.get_state(t))
+        await rec.call(f"{label}/runs.wait(command.resume)", lambda: client.runs.wait(t, "fork", command={"resume": "yes"}))
+        await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
+
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"
     if f"{label}/threads.create" in rec.raw and "thread_id" in (rec.raw[f"{label}/threads.create"] or {}):

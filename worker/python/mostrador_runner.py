@@ -204,8 +204,13 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         if checkpoint_id is not None and (ns, checkpoint_id) in self.saved:
             return _own_copy(self.saved[(ns, checkpoint_id)])
         root_latest = ns == "" and checkpoint_id is None
-        if root_latest and self.latest is not _UNREAD:
-            return _own_copy(self.latest)
+        if root_latest:
+            # Only this run writes to the thread: its newest checkpoint is the thread's latest.
+            own = [key for key in self.saved if key[0] == ""]
+            if own:
+                return _own_copy(self.saved[own[-1]])
+            if self.latest is not _UNREAD:
+                return _own_copy(self.latest)
         found = await self.channel.call("get", ns=ns, checkpoint_id=checkpoint_id)
         found = self._tuple(found) if found else None
         if root_latest and not self.saved:
@@ -277,8 +282,6 @@ class MostradorSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         configurable = config["configurable"]
         ns = configurable.get("checkpoint_ns", "")
-        if ns == "":
-            self.latest = _UNREAD
         saved = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         values = checkpoint.get("channel_values", {})
         blobs = []
@@ -791,17 +794,17 @@ class Run:
         self.channel.send({"t": "event", "event": event, "data": jsonable(data)})
 
     async def describe(self, checkpoint_ids: list[str]) -> None:
+        """Describes checkpoints of the thread, the last of them its latest: as LangGraph shows
+        the current state (`live`: the writes of tasks that finished applied, `next` only what
+        is left to run). The others are described as records of their step, as history shows
+        them."""
         snapshots = []
-        for checkpoint_id in checkpoint_ids:
-            config = {
-                "configurable": {
-                    **self.config()["configurable"],
-                    "checkpoint_ns": "",
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
+        for n, checkpoint_id in enumerate(checkpoint_ids, start=1):
+            configurable = {**self.config()["configurable"], "checkpoint_ns": ""}
+            if n < len(checkpoint_ids):
+                configurable["checkpoint_id"] = checkpoint_id
             # With the states of waiting subgraphs: the api leaves them out unless asked.
-            state = await self.graph.aget_state(config, subgraphs=True)
+            state = await self.graph.aget_state({"configurable": configurable}, subgraphs=True)
             snapshots.append(
                 {"checkpoint_id": checkpoint_id, "snapshot": thread_state(self.thread_id, state)}
             )
