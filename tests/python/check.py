@@ -35,12 +35,9 @@ KNOWN = {
     "run metadata (the official server's assistant config and URL, mostrador's run attempt)",
     "agent/stream/messages": "`messages/metadata` carries each server's own run metadata, as in "
     "messages-tuple",
-    "fork/resume/runs.wait": "at an interrupt beside a branch that finished, the official "
-    "`runs.wait` answers the values before that branch's writes; mostrador answers the thread's "
-    "current values (with them), which `get_state` shows on both servers",
     "fork/resume/threads.get_history": "the official history shows the checkpoint after the resumed "
-    "step with `next: []` although `join` runs from it; mostrador shows `[\"join\"]`, LangGraph's "
-    "record of that step",
+    "step with `next: []`; mostrador shows `[\"join\"]`, as LangGraph's own `aget_state_history` "
+    "does (checked with its InMemorySaver)",
 }
 
 

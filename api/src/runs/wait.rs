@@ -154,6 +154,7 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
         .await
         .map_err(queue_error)?;
     let mut shutdown = state.shutdown_signal();
+    let mut result = RunResult::default();
     loop {
         let next = tokio::select! {
             next = follower.next() => next,
@@ -166,7 +167,7 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
         };
         match next.map_err(queue_error)? {
             Some(event) if event.event == "end" => break,
-            Some(_) => {}
+            Some(event) => result.absorb(event.event, event.data),
             None => {
                 return Err(ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -184,6 +185,11 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
             .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
         return Ok(json!({"__error__": error}));
     }
+    if state.is_python(&run.graph_id)
+        && let Some(answer) = result.answer()
+    {
+        return Ok(answer);
+    }
     let Some(latest) = crate::state::latest(state, run.thread_id, Some(&run.graph_id)).await?
     else {
         return Ok(json!({}));
@@ -194,4 +200,41 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
         values.insert(INTERRUPT.to_owned(), Value::Array(interrupts));
     }
     Ok(Value::Object(values))
+}
+
+/// What a Python graph's run answers a wait, as on the official server: the chunks that carried
+/// interrupts (their interrupts together, when several did), or else its last `values` chunk.
+#[derive(Debug, Default)]
+struct RunResult {
+    interrupted: Vec<Value>,
+    latest: Option<Value>,
+}
+
+impl RunResult {
+    /// Takes the run's root `values` and `updates` events (not its subgraphs').
+    fn absorb(&mut self, event: String, data: Value) {
+        let interrupts = data
+            .get(INTERRUPT)
+            .and_then(Value::as_array)
+            .is_some_and(|interrupts| !interrupts.is_empty());
+        if (event == "values" || event == "updates") && interrupts {
+            self.interrupted.push(data.clone());
+            self.latest = Some(data);
+        } else if event == "values" {
+            self.latest = Some(data);
+        }
+    }
+
+    /// `None` when the run streamed neither (the thread's state answers then).
+    fn answer(self) -> Option<Value> {
+        if self.interrupted.len() > 1 {
+            let all: Vec<Value> = self
+                .interrupted
+                .iter()
+                .flat_map(|chunk| chunk[INTERRUPT].as_array().cloned().unwrap_or_default())
+                .collect();
+            return Some(json!({INTERRUPT: all}));
+        }
+        self.interrupted.into_iter().next().or(self.latest)
+    }
 }
