@@ -185,14 +185,7 @@ pub async fn latest(
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .map(move |interrupt| {
-                            // As streams and waits show it (a state leaves it out).
-                            let mut interrupt = interrupt.clone();
-                            if let Value::Object(map) = &mut interrupt {
-                                map.entry("response_schema").or_insert(Value::Null);
-                            }
-                            (task_id.clone(), interrupt)
-                        })
+                        .map(move |interrupt| (task_id.clone(), interrupt.clone()))
                 })
                 .collect();
             Latest {

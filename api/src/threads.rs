@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
+use crate::assistants::Assistant;
 use crate::auth::Caller;
 use crate::authorize::{visibility, visible_thread};
 use crate::error::ApiError;
@@ -207,8 +208,14 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
         }
     }
     let mut metadata = thread.metadata.clone();
-    if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata) {
-        map.entry("graph_id").or_insert_with(|| json!(graph_id));
+    if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata)
+        && !map.contains_key("graph_id")
+    {
+        // Bound by a run (not created with a graph_id), as the official server records it: the
+        // graph and the run's assistant, the graph's own (the only kind there is).
+        map.insert("graph_id".into(), json!(graph_id));
+        map.entry("assistant_id")
+            .or_insert_with(|| json!(Assistant::for_graph(graph_id).assistant_id));
     }
     Ok(json!({
         "thread_id": thread.thread_id.0,
