@@ -37,7 +37,9 @@ pub fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
             .to_str()
             .ok()
             .and_then(|id| id.trim().parse::<i64>().ok())
-            .filter(|seq| *seq >= 0)
+            // `-1`, the JS SDK's default when rejoining, is "from the start", as officially.
+            .filter(|seq| *seq >= -1)
+            .map(|seq| seq.max(0))
             .ok_or_else(|| {
                 ApiError::new(
                     axum::http::StatusCode::UNPROCESSABLE_ENTITY,

@@ -30,6 +30,8 @@ fn last_event_id_accepts_sequence_numbers_only() {
         Just("1e3".to_owned()),
         Just("0x10".to_owned()),
         Just("1796013920780-0".to_owned()),
+        Just("-1".to_owned()),
+        Just("-2".to_owned()),
     ];
     for text in samples(headers, 5_000) {
         let Ok(value) = HeaderValue::from_str(&text) else {
@@ -37,7 +39,13 @@ fn last_event_id_accepts_sequence_numbers_only() {
         };
         let mut headers = HeaderMap::new();
         headers.insert("last-event-id", value);
-        let expected = text.trim().parse::<i64>().ok().filter(|n| *n >= 0);
+        // `-1` is "from the start" (the JS SDK's default when it rejoins).
+        let expected = text
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= -1)
+            .map(|n| n.max(0));
         match mostrador_api::stream::last_event_id(&headers) {
             Ok(seq) => assert_eq!(Some(seq), expected, "{text:?}"),
             Err(err) => {

@@ -427,3 +427,26 @@ async fn only_a_finished_run_is_deleted(pool: PgPool) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(runs(&api).await, 0);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    for (path, answer) in [("/runs/stream", "stream"), ("/runs/wait", "join")] {
+        let (status, headers) = api
+            .head_of(api.request(
+                "POST",
+                path,
+                &ana,
+                r#"{"assistant_id": "agent", "input": {}, "on_completion": "keep"}"#,
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        let run = headers[header::CONTENT_LOCATION].to_str().expect("ascii");
+        assert_eq!(
+            headers[header::LOCATION].to_str().expect("ascii"),
+            format!("{run}/{answer}"),
+            "{path}"
+        );
+    }
+}

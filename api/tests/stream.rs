@@ -176,6 +176,11 @@ async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool)
         async { parse(api.send(request).await.2.as_str().expect("text")) }
     };
     let partial = stream(None, "?stream_mode=messages").await;
+    assert_eq!(
+        stream(Some("-1"), "?stream_mode=messages").await,
+        partial,
+        "Last-Event-ID -1 rejoins from the start"
+    );
     let names: Vec<&str> = partial.iter().map(|(name, ..)| name.as_str()).collect();
     assert_eq!(
         names,

@@ -93,6 +93,16 @@ impl Api {
         (status, headers, body)
     }
 
+    /// Sends a request; returns the status and headers without waiting for the body (a stream
+    /// or a wait whose run no worker takes).
+    pub async fn head_of(&self, request: Request<HttpBody>) -> (StatusCode, header::HeaderMap) {
+        let response = router(self.state.clone(), &self.config)
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        (response.status(), response.headers().clone())
+    }
+
     pub fn get(&self, path: &str) -> Request<HttpBody> {
         Request::get(path)
             .header(header::AUTHORIZATION, format!("Bearer {}", self.token))

@@ -235,8 +235,8 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 }),
                 header(
                     "Last-Event-ID",
-                    json!({"type": "integer", "format": "int64", "minimum": 0}),
-                    "The `id` of the last event received: the stream resumes after it.",
+                    json!({"type": "integer", "format": "int64", "minimum": -1}),
+                    "The `id` of the last event received: the stream resumes after it (`-1`: from the start).",
                 ),
             ]),
         ("get", "/threads/{thread_id}/runs/{run_id}/join") => Io::json(final_state()),

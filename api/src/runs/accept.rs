@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::wait::waiting;
-use super::{content_location, queue_error, run_json, unprocessable};
+use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::{Caller, Role};
@@ -287,7 +287,7 @@ pub async fn stream_stateless(
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
     let events = stream::events(&state, run, 0, None, messages)?;
-    Ok((content_location(run), events).into_response())
+    Ok((rejoin_location(run, "stream"), events).into_response())
 }
 
 /// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`

@@ -101,6 +101,19 @@ pub fn content_location(run: &Run) -> HeaderMap {
     headers
 }
 
+/// [`content_location`], and `Location`: where to rejoin the run's answer (`stream` or `join`),
+/// which the SDKs follow by themselves after a dropped connection.
+pub fn rejoin_location(run: &Run, answer: &str) -> HeaderMap {
+    let mut headers = content_location(run);
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "/threads/{}/runs/{}/{answer}",
+        run.thread_id, run.run_id
+    )) {
+        headers.insert(header::LOCATION, value);
+    }
+    headers
+}
+
 /// `POST /threads/{thread_id}/runs`: enqueue a background run.
 pub async fn create(
     State(state): State<AppState>,

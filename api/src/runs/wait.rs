@@ -13,7 +13,7 @@ use mostrador_queue::{Run, RunStatus};
 use serde_json::{Value, json};
 
 use super::accept::{CreateRun, StreamModes, accept};
-use super::{content_location, queue_error, visible_run};
+use super::{queue_error, rejoin_location, visible_run};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -28,7 +28,7 @@ pub async fn create_and_stream(
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
     let accepted = accept(&state, &caller, &thread_id, body).await?;
-    let headers = content_location(&accepted.run);
+    let headers = rejoin_location(&accepted.run, "stream");
     let events = stream::events(&state, &accepted.run, 0, None, messages)?;
     Ok((headers, events).into_response())
 }
@@ -105,7 +105,7 @@ const WAIT_KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// `{"__error__": ...}` if waiting failed); with `delete_thread`, the run's thread is deleted
 /// once it ended.
 pub(super) fn waiting(state: AppState, run: Run, delete_thread: bool) -> Response {
-    let headers = content_location(&run);
+    let headers = rejoin_location(&run, "join");
     let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
     tokio::spawn(async move {
         let result = final_state(&state, &run);
