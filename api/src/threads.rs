@@ -38,11 +38,13 @@ pub async fn create(
     caller: Caller,
     Body(create): Body<Create>,
 ) -> Result<Json<Value>, ApiError> {
-    if create.thread_id.is_some() {
-        return Err(unprocessable(
-            "thread_id is chosen by the server: create the thread without one and use the id it returns",
-        ));
-    }
+    let chosen = match &create.thread_id {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => {
+            Some(Uuid::parse_str(id).map_err(|_| unprocessable("thread_id must be a UUID"))?)
+        }
+        Some(_) => return Err(unprocessable("thread_id must be a UUID")),
+    };
     if create.supersteps.is_some() {
         return Err(unprocessable(
             "creating a thread with supersteps is not supported",
@@ -78,10 +80,33 @@ pub async fn create(
         store: caller.store.clone(),
         metadata: Value::Object(metadata),
     };
-    let thread = thread::create(state.pool(), &new)
+    let Some(thread_id) = chosen else {
+        let thread = thread::create(state.pool(), &new)
+            .await
+            .map_err(ApiError::unavailable)?;
+        return Ok(Json(thread_json(&state, &thread).await?));
+    };
+    if let Some(thread) = thread::create_with_id(state.pool(), thread_id, &new)
         .await
-        .map_err(ApiError::unavailable)?;
-    Ok(Json(thread_json(&state, &thread).await?))
+        .map_err(ApiError::unavailable)?
+    {
+        return Ok(Json(thread_json(&state, &thread).await?));
+    }
+    // Taken. `do_nothing` answers the caller's own thread as it is; whoever else's it is, the
+    // answer is the same conflict, which says nothing but "taken".
+    if create.if_exists.as_deref() == Some("do_nothing") {
+        match visible_thread(state.pool(), &caller, &thread_id.to_string()).await {
+            Ok(thread) => return Ok(Json(thread_json(&state, &thread).await?)),
+            Err(err) if err.status == StatusCode::SERVICE_UNAVAILABLE => return Err(err),
+            Err(_) => {}
+        }
+    }
+    Err(thread_taken())
+}
+
+/// The one answer for a client-chosen thread id that a thread has already.
+pub fn thread_taken() -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, "Thread already exists")
 }
 
 /// `GET /threads/{thread_id}`.

@@ -144,7 +144,7 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
-            r#"{"assistant_id": "agent", "if_not_exists": "create"}"#,
+            r#"{"assistant_id": "agent", "if_not_exists": "sometimes"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (

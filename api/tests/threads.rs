@@ -18,7 +18,7 @@ async fn create(api: &Api, token: &str, body: &str) -> Value {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn the_server_chooses_thread_ids(pool: PgPool) {
+async fn threads_are_created_with_their_owner_and_bad_bodies_change_nothing(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let thread = create(&api, &ana, "{}").await;
@@ -40,7 +40,7 @@ async fn the_server_chooses_thread_ids(pool: PgPool) {
 
     for (body, expected) in [
         (
-            format!(r#"{{"thread_id": "{}"}}"#, Uuid::now_v7()),
+            r#"{"thread_id": "not-a-uuid"}"#.to_owned(),
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
@@ -271,4 +271,105 @@ async fn thread_metadata_is_merged_by_patch(pool: PgPool) {
         now["metadata"],
         json!({"topic": "refund", "order": 8, "urgent": true, "seen": 1})
     );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_client_chosen_thread_id_belongs_to_its_creator_and_is_never_taken_over(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let bea = api.token_for(&caller("bea", Role::Customer, Some("madrid-1")));
+    let id = Uuid::new_v4();
+    let body = |if_exists: &str| format!(r#"{{"thread_id": "{id}", "if_exists": "{if_exists}"}}"#);
+
+    let (status, _, thread) = api
+        .send(api.request("POST", "/threads", &ana, &body("raise")))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{thread}");
+    assert_eq!(thread["thread_id"], id.to_string());
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "the creator owns it");
+
+    let (status, _, again) = api
+        .send(api.request("POST", "/threads", &ana, &body("raise")))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+    let (status, _, same) = api
+        .send(api.request("POST", "/threads", &ana, &body("do_nothing")))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "do_nothing answers the caller's own thread"
+    );
+    assert_eq!(same["thread_id"], id.to_string());
+
+    // Someone else's id: the same conflict whichever way it is asked, and no way in.
+    for if_exists in ["raise", "do_nothing"] {
+        let (status, _, taken) = api
+            .send(api.request("POST", "/threads", &bea, &body(if_exists)))
+            .await;
+        assert_eq!(
+            (status, &taken),
+            (StatusCode::CONFLICT, &again),
+            "{if_exists}"
+        );
+    }
+    let run = r#"{"assistant_id": "agent", "input": {}, "if_not_exists": "create"}"#;
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{id}/runs"), &bea, run))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a run cannot take it over either"
+    );
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &bea, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_with_if_not_exists_create_makes_the_callers_thread_or_nothing(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let id = Uuid::new_v4();
+    let path = format!("/threads/{id}/runs");
+
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            &path,
+            &ana,
+            r#"{"assistant_id": "agent", "input": {}}"#,
+        ))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "without if_not_exists a missing thread stays missing"
+    );
+    let bad = r#"{"assistant_id": "agent", "input": {}, "if_not_exists": "create", "multitask_strategy": "sometimes"}"#;
+    let (status, _, _) = api.send(api.request("POST", &path, &ana, bad)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a refused run leaves no thread"
+    );
+
+    let good = r#"{"assistant_id": "agent", "input": {}, "if_not_exists": "create"}"#;
+    let (status, _, run) = api.send(api.request("POST", &path, &ana, good)).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["thread_id"], id.to_string());
+    let (status, _, thread) = api
+        .send(api.request("GET", &format!("/threads/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(thread["metadata"]["graph_id"], "agent");
 }

@@ -105,6 +105,50 @@ impl NewThread {
     }
 }
 
+/// Creates a thread with the id its client chose; `None` when a thread (anyone's, deleted or
+/// not) has that id already: nothing is taken over.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] when the metadata is not an object; a database failure.
+pub async fn create_with_id(
+    executor: impl PgExecutor<'_>,
+    thread_id: Uuid,
+    new: &NewThread,
+) -> Result<Option<Thread>> {
+    if !new.metadata.is_object() {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    Ok(sqlx::query_as!(
+        Thread,
+        r#"
+        insert into mostrador.threads (thread_id, graph_id, owner, store, metadata)
+        values ($1, $2, $3, $4, $5)
+        on conflict (thread_id) do nothing
+        returning
+            thread_id as "thread_id: ThreadId",
+            graph_id,
+            owner,
+            store,
+            status as "status: ThreadStatus",
+            metadata,
+            created_at,
+            updated_at,
+            last_activity_at
+        "#,
+        thread_id,
+        new.graph_id,
+        new.owner,
+        new.store,
+        new.metadata,
+    )
+    .fetch_optional(executor)
+    .await?)
+}
+
 /// Creates a thread with a fresh UUIDv7.
 pub async fn create(executor: impl PgExecutor<'_>, new: &NewThread) -> Result<Thread> {
     let threads = create_many(executor, std::slice::from_ref(new)).await?;

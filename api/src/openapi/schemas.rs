@@ -213,7 +213,7 @@ fn run_request() -> Value {
             "interrupt_after": interrupt_nodes(),
             "webhook": unsupported(),
             "multitask_strategy": nullable_enum(MULTITASK_STRATEGIES),
-            "if_not_exists": nullable_enum(&["reject"]),
+            "if_not_exists": nullable_enum(&["reject", "create"]),
             "on_completion": nullable_enum(&["delete", "keep"]),
             "after_seconds": {"type": ["number", "null"], "minimum": 0},
             "durability": nullable_enum(&["sync", "async", "exit"]),
@@ -281,7 +281,12 @@ pub(super) fn thread_create() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "thread_id": unsupported(),
+            "thread_id": {
+                "type": ["string", "null"],
+                "format": "uuid",
+                "description": "The client's choice of id; the server chooses one when absent. \
+                    An id a thread has already, whoever's, is a 409.",
+            },
             "metadata": {
                 "type": ["object", "null"],
                 "properties": {

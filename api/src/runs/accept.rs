@@ -12,6 +12,7 @@ use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, Thread, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use uuid::Uuid;
 
 use super::wait::waiting;
 use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
@@ -124,48 +125,89 @@ pub async fn accept(
     thread_id: &str,
     body: CreateRun,
 ) -> Result<Accepted, ApiError> {
-    let thread = visible_thread(state.pool(), caller, thread_id).await?;
-    let assistant_id = body
-        .assistant_id
-        .as_deref()
-        .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    let assistant = state.assistant(assistant_id).cloned().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("assistant {assistant_id:?} not found"),
-        )
-    })?;
+    let create = body.if_not_exists.as_deref() == Some("create");
+    let found = visible_thread(state.pool(), caller, thread_id).await;
+    let thread = match found {
+        Ok(thread) => Some(thread),
+        // `if_not_exists: create` (RemoteGraph, client-chosen ids): the caller's new thread.
+        Err(err) if create && err.status == StatusCode::NOT_FOUND => None,
+        Err(err) => return Err(err),
+    };
+    let assistant = resolve_assistant(state, &body)?.clone();
     let python = state.is_python(&assistant.graph_id);
+    let Some(thread) = thread else {
+        let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
+        let new = new_run(ThreadId(thread_id), &assistant, body, python)?;
+        if new.command.is_some() {
+            return Err(nothing_to_resume());
+        }
+        return create_and_enqueue(state, caller, assistant, &new).await;
+    };
     let new = new_run(thread.thread_id, &assistant, body, python)?;
     if new.command.is_some() {
         if python {
             // The official server's rule: whoever may see the thread resumes it.
             if !crate::state::python_thread_waits(state, &thread).await? {
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "the thread is not waiting for a decision: there is nothing to resume",
-                ));
+                return Err(nothing_to_resume());
             }
         } else {
             authorize_resume(state, caller, &thread).await?;
         }
     }
-    match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
-        Ok(enqueued) => {
-            state.metrics().runs_created.inc();
-            Ok(Accepted {
-                thread,
-                assistant,
-                run: enqueued.run,
-            })
-        }
-        Err(err) => {
-            if matches!(err, QueueError::Backpressure { .. }) {
-                state.metrics().backpressure_rejections.inc();
-            }
-            Err(queue_error(err))
-        }
+    let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
+    let run = enqueued.map_err(|err| refused(state, err))?.run;
+    state.metrics().runs_created.inc();
+    Ok(Accepted {
+        thread,
+        assistant,
+        run,
+    })
+}
+
+fn nothing_to_resume() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "the thread is not waiting for a decision: there is nothing to resume",
+    )
+}
+
+fn refused(state: &AppState, err: QueueError) -> ApiError {
+    if matches!(err, QueueError::Backpressure { .. }) {
+        state.metrics().backpressure_rejections.inc();
     }
+    queue_error(err)
+}
+
+/// Creates the caller's thread with the id the client chose and enqueues its first run, together
+/// or not at all: a run refused leaves no thread behind. An id a thread has already (whoever's)
+/// is the same conflict.
+async fn create_and_enqueue(
+    state: &AppState,
+    caller: &Caller,
+    assistant: Assistant,
+    new: &NewRun,
+) -> Result<Accepted, ApiError> {
+    let owned = NewThread {
+        graph_id: None,
+        owner: caller.subject.clone(),
+        store: caller.store.clone(),
+        metadata: json!({}),
+    };
+    let mut tx = state.pool().begin().await.map_err(ApiError::unavailable)?;
+    let thread = thread::create_with_id(&mut *tx, new.thread_id.0, &owned)
+        .await
+        .map_err(ApiError::unavailable)?
+        .ok_or_else(crate::threads::thread_taken)?;
+    let enqueued = run::enqueue(&mut *tx, new, Some(state.queue_limit()))
+        .await
+        .map_err(|err| refused(state, err))?;
+    tx.commit().await.map_err(ApiError::unavailable)?;
+    state.metrics().runs_created.inc();
+    Ok(Accepted {
+        thread,
+        assistant,
+        run: enqueued.run,
+    })
 }
 
 fn resolve_assistant<'a>(state: &'a AppState, body: &CreateRun) -> Result<&'a Assistant, ApiError> {
@@ -322,15 +364,10 @@ fn new_run(
     if body.webhook.is_some() {
         return Err(unsupported("webhook"));
     }
-    if body.if_not_exists.as_deref() == Some("create") {
-        return Err(unprocessable(
-            "threads are created with POST /threads (the server chooses their ids)",
-        ));
-    }
     if body
         .if_not_exists
         .as_deref()
-        .is_some_and(|value| value != "reject")
+        .is_some_and(|value| value != "reject" && value != "create")
     {
         return Err(unprocessable("if_not_exists must be create or reject"));
     }
