@@ -267,7 +267,14 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}/state/{checkpoint_id}",
             get(state::get_at),
         )
-        .route("/threads/{thread_id}/history", post(state::history))
+        .route(
+            "/threads/{thread_id}/state/checkpoint",
+            post(state::post_at),
+        )
+        .route(
+            "/threads/{thread_id}/history",
+            get(state::history_get).post(state::history),
+        )
         .route(
             "/threads/{thread_id}/runs",
             get(runs::list).post(runs::create),

@@ -357,7 +357,52 @@ pub async fn history(
     Path(thread_id): Path<String>,
     Body(query): Body<History>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    history_of(&state, &caller, &thread_id, query)
+        .await
+        .map(Json)
+}
+
+/// `GET /threads/{thread_id}/history?limit=&before=`: the same, as the JS SDK's `useStream`
+/// fetches it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct HistoryQuery {
+    limit: Option<String>,
+    before: Option<String>,
+}
+
+pub async fn history_get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let limit = match query.limit.as_deref() {
+        None | Some("") => History::default().limit,
+        Some(limit) => limit
+            .parse()
+            .map_err(|_| unprocessable("limit must be between 1 and 1000"))?,
+    };
+    let query = History {
+        limit,
+        before: query
+            .before
+            .filter(|before| !before.is_empty())
+            .map(Value::String),
+        ..History::default()
+    };
+    history_of(&state, &caller, &thread_id, query)
+        .await
+        .map(Json)
+}
+
+async fn history_of(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    query: History,
+) -> Result<Vec<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
     if !(1..=1000).contains(&query.limit) {
         return Err(unprocessable("limit must be between 1 and 1000"));
     }
@@ -377,13 +422,11 @@ pub async fn history(
     .map(Uuid::parse_str)
     .transpose()
     .map_err(|_| unprocessable("before must be a checkpoint id"))?;
-    if is_python(&state, &thread) {
-        return python_states(&state, &thread, None, before, query.limit, false)
-            .await
-            .map(Json);
+    if is_python(state, &thread) {
+        return python_states(state, &thread, None, before, query.limit, false).await;
     }
-    let Some(graph) = graph_of(&state, &thread) else {
-        return Ok(Json(Vec::new()));
+    let Some(graph) = graph_of(state, &thread) else {
+        return Ok(Vec::new());
     };
     let history = graph
         .get_history(
@@ -394,9 +437,53 @@ pub async fn history(
         )
         .await
         .map_err(graph_error)?;
-    Ok(Json(
-        history.iter().map(|s| snapshot_json(&thread, s)).collect(),
-    ))
+    Ok(history.iter().map(|s| snapshot_json(&thread, s)).collect())
+}
+
+/// `POST /threads/{thread_id}/state/checkpoint`: the state at `checkpoint` (its
+/// `checkpoint_id`), or the latest, as RemoteGraph reads it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AtCheckpoint {
+    checkpoint: Option<Value>,
+    subgraphs: Option<bool>,
+}
+
+pub async fn post_at(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Body(body): Body<AtCheckpoint>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let checkpoint = body.checkpoint.unwrap_or(Value::Null);
+    if !checkpoint.is_null() && !checkpoint.is_object() {
+        return Err(unprocessable("checkpoint must be an object"));
+    }
+    if checkpoint["checkpoint_ns"]
+        .as_str()
+        .is_some_and(|ns| !ns.is_empty())
+    {
+        return Err(unprocessable(
+            "a subgraph's state is read with its parent's (subgraphs: true)",
+        ));
+    }
+    let checkpoint_id = match &checkpoint["checkpoint_id"] {
+        Value::Null => None,
+        Value::String(id) => Some(
+            Uuid::parse_str(id)
+                .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?,
+        ),
+        _ => return Err(unprocessable("checkpoint_id must be a string")),
+    };
+    if is_python(&state, &thread) {
+        let subgraphs = body.subgraphs.unwrap_or(false);
+        return python_state(&state, &thread, checkpoint_id, subgraphs)
+            .await
+            .map(Json);
+    }
+    let snapshot = snapshot(&state, &thread, checkpoint_id).await?;
+    Ok(Json(snapshot_json(&thread, &snapshot)))
 }
 
 /// `POST /threads/{thread_id}/state`.

@@ -117,6 +117,39 @@ async fn state_history_and_update_of_a_waiting_thread(pool: PgPool) {
         .await;
     assert_eq!(earlier.as_array().map(Vec::len), Some(history.len() - 1));
 
+    // As the JS SDK and RemoteGraph read the same things.
+    let (status, _, fetched) = api
+        .send(api.request("GET", &format!("/threads/{id}/history?limit=10"), &ana, ""))
+        .await;
+    assert_eq!((status, &fetched), (StatusCode::OK, &json!(history)));
+    let (_, _, fetched_earlier) = api
+        .send(api.request(
+            "GET",
+            &format!(
+                "/threads/{id}/history?limit=10&before={}",
+                state["checkpoint_id"].as_str().expect("id")
+            ),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(fetched_earlier, earlier);
+    let at_checkpoint = |body: String| {
+        api.send(api.request(
+            "POST",
+            &format!("/threads/{id}/state/checkpoint"),
+            &ana,
+            &body,
+        ))
+    };
+    let (status, _, latest) = at_checkpoint(r#"{"checkpoint": {}}"#.into()).await;
+    assert_eq!((status, &latest), (StatusCode::OK, &state));
+    let (_, _, at_older) = at_checkpoint(format!(
+        r#"{{"checkpoint": {{"checkpoint_id": "{older}", "checkpoint_ns": ""}}, "subgraphs": false}}"#
+    ))
+    .await;
+    assert_eq!(at_older, at);
+
     for (method, path, body, expected) in [
         (
             "GET",

@@ -206,6 +206,30 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "select": any(),
                 },
             })),
+        ("get", "/threads/{thread_id}/history") => Io::json(array(reference("ThreadState")))
+            .parameters(vec![
+                query("limit", limit(10)),
+                query(
+                    "before",
+                    json!({"type": "string", "format": "uuid", "description": "A checkpoint id."}),
+                ),
+            ]),
+        ("post", "/threads/{thread_id}/state/checkpoint") => Io::json(reference("ThreadState"))
+            .body(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "checkpoint": {
+                        "type": ["object", "null"],
+                        "properties": {
+                            "checkpoint_id": {"type": ["string", "null"], "format": "uuid"},
+                            "checkpoint_ns": {"type": ["string", "null"], "enum": ["", null]},
+                        },
+                        "description": "Which state: the latest without a checkpoint_id.",
+                    },
+                    "subgraphs": {"type": ["boolean", "null"]},
+                },
+            })),
         ("get", "/threads/{thread_id}/runs") => Io::json(array(reference("Run")))
             .parameters(vec![
                 query("limit", limit(10)),

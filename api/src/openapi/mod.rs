@@ -69,8 +69,8 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "post",
         "/threads",
         "threads",
-        "Create a thread (the server chooses its id)",
-        &[200, 401, 404, 422],
+        "Create a thread (with the client's id, or one the server chooses)",
+        &[200, 401, 404, 409, 422],
     ),
     (
         "post",
@@ -140,6 +140,20 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/{thread_id}/history",
         "state",
         "The thread's states, newest first",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/history",
+        "state",
+        "The thread's states, newest first (as the JS SDK fetches them)",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "post",
+        "/threads/{thread_id}/state/checkpoint",
+        "state",
+        "The thread's state at a checkpoint, or its latest (as RemoteGraph reads it)",
         &[200, 401, 404, 422],
     ),
     (
