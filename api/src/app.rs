@@ -330,6 +330,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         ))
         .route("/", get(dashboard::serve))
         .route("/ok", get(probes::ok))
+        .route("/info", get(probes::info))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
         .route("/metrics", get(metrics::serve))

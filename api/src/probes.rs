@@ -1,5 +1,5 @@
-//! `/ok` and `/live` touch nothing external (restarting a pod does not fix a database); `/ready`
-//! checks the database and its schema, and answers 503 while the pod drains.
+//! `/ok`, `/info` and `/live` touch nothing external (restarting a pod does not fix a database);
+//! `/ready` checks the database and its schema, and answers 503 while the pod drains.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,6 +11,16 @@ use crate::app::AppState;
 
 pub async fn ok() -> Json<Value> {
     Json(json!({"ok": true}))
+}
+
+/// `GET /info`, which clients (agent-chat-ui) ask to see that a server answers: the official
+/// server's shape, with mostrador's version.
+pub async fn info() -> Json<Value> {
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "flags": {"assistants": true, "crons": true, "langsmith": false},
+        "host": {"kind": "mostrador"},
+    }))
 }
 
 pub async fn live() -> &'static str {

@@ -10,7 +10,7 @@ use crate::support::Api;
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: PgPool) {
     let api = Api::new(pool).await;
-    for path in ["/ok", "/live", "/ready"] {
+    for path in ["/ok", "/info", "/live", "/ready"] {
         let request = Request::get(path).body(HttpBody::empty()).expect("request");
         assert_eq!(api.send(request).await.0, StatusCode::OK, "{path}");
     }

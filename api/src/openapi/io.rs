@@ -334,6 +334,15 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             "required": ["ok"],
             "properties": {"ok": {"type": "boolean"}},
         })),
+        ("get", "/info") => Io::json(json!({
+            "type": "object",
+            "required": ["version", "flags"],
+            "properties": {
+                "version": {"type": "string"},
+                "flags": {"type": "object", "additionalProperties": {"type": "boolean"}},
+                "host": {"type": "object"},
+            },
+        })),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
         ("get", "/metrics") => Io::text("application/openmetrics-text"),
         // Answers nothing at 200.

@@ -320,6 +320,13 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
     ("get", "/ok", "probes", "The process answers", &[200]),
     (
         "get",
+        "/info",
+        "probes",
+        "The server and what it serves, as the official server answers",
+        &[200],
+    ),
+    (
+        "get",
         "/live",
         "probes",
         "Liveness: touches nothing external",
