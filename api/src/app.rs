@@ -20,8 +20,9 @@ use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
 use crate::{approvals, crons, dashboard, probes, runs, state, threads};
 
-/// Request bodies larger than this get a 413 when none is configured.
-pub const BODY_LIMIT_DEFAULT: usize = 1024 * 1024;
+/// Request bodies larger than this get a 413 when none is configured: room for a few images in
+/// a run's messages (as data URLs), as chat clients send them.
+pub const BODY_LIMIT_DEFAULT: usize = 10 * 1024 * 1024;
 
 /// Pending runs per graph when no limit is configured.
 pub const MAX_PENDING_DEFAULT: i64 = 10_000;
