@@ -252,6 +252,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         )
         .route("/threads", post(threads::create))
         .route("/threads/search", post(threads::search))
+        .route("/threads/count", post(threads::count))
         .route("/threads/prune", post(threads::prune))
         .route("/threads/{thread_id}/copy", post(threads::copy))
         .route(

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
-use mostrador_queue::thread::{self, NewThread, ThreadSearch};
+use mostrador_queue::thread::{self, NewThread, ThreadSearch, ThreadSort, ThreadSortKey};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -145,6 +145,8 @@ pub struct Search {
     status: Option<String>,
     sort_by: Option<String>,
     sort_order: Option<String>,
+    /// The fields of each thread to answer (all when absent).
+    select: Option<Vec<String>>,
 }
 
 impl Default for Search {
@@ -158,33 +160,91 @@ impl Default for Search {
             status: None,
             sort_by: None,
             sort_order: None,
+            select: None,
         }
     }
 }
+
+/// The fields of a thread a search may select.
+const THREAD_FIELDS: [&str; 10] = [
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "status",
+    "config",
+    "values",
+    "interrupts",
+    "error",
+];
 
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(search): Body<Search>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
+    let select = search.select.clone();
+    if let Some(unknown) = select
+        .iter()
+        .flatten()
+        .find(|field| !THREAD_FIELDS.contains(&field.as_str()))
+    {
+        return Err(unprocessable(format!(
+            "select: {unknown:?} is not a field of a thread"
+        )));
+    }
+    let query = thread_search(&caller, search)?;
+    let threads = match thread::search(state.pool(), &query).await {
+        Ok(threads) => threads,
+        Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
+        Err(err) => return Err(ApiError::unavailable(err)),
+    };
+    let mut found = Vec::with_capacity(threads.len());
+    for thread in &threads {
+        let mut json = thread_json(&state, thread).await?;
+        if let (Some(select), Value::Object(fields)) = (&select, &mut json) {
+            fields.retain(|field, _| select.contains(field));
+        }
+        found.push(json);
+    }
+    Ok(Json(found))
+}
+
+/// `POST /threads/count`: how many threads a search with the same filters finds.
+pub async fn count(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(search): Body<Search>,
+) -> Result<Json<i64>, ApiError> {
+    let query = thread_search(&caller, search)?;
+    match thread::count(state.pool(), &query).await {
+        Ok(count) => Ok(Json(count)),
+        Err(QueueError::Invalid { reason, .. }) => Err(unprocessable(reason)),
+        Err(err) => Err(ApiError::unavailable(err)),
+    }
+}
+
+/// A search's filters and order, validated, among the caller's visible threads.
+fn thread_search(caller: &Caller, search: Search) -> Result<ThreadSearch, ApiError> {
     if search.values.as_ref().is_some_and(|v| !v.is_null()) {
         return Err(unprocessable(
             "searching threads by values is not supported",
         ));
     }
-    if search
-        .sort_by
-        .as_deref()
-        .is_some_and(|by| by != "created_at")
-        || search
-            .sort_order
-            .as_deref()
-            .is_some_and(|order| order != "desc")
-    {
-        return Err(unprocessable(
-            "threads are listed newest first (created_at desc) only",
-        ));
-    }
+    let by = match search.sort_by.as_deref() {
+        None => ThreadSortKey::CreatedAt,
+        Some(name) => ThreadSortKey::from_name(name).ok_or_else(|| {
+            unprocessable(
+                "sort_by must be thread_id, status, created_at, updated_at or state_updated_at",
+            )
+        })?,
+    };
+    let ascending = match search.sort_order.as_deref() {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(_) => return Err(unprocessable("sort_order must be asc or desc")),
+    };
     let status = match search.status.as_deref() {
         None => None,
         Some(name) => Some(
@@ -201,24 +261,15 @@ pub async fn search(
                 .map_err(|_| unprocessable("ids must be thread ids (UUIDs)"))?,
         ),
     };
-    let query = ThreadSearch {
-        visible_to: visibility(&caller),
+    Ok(ThreadSearch {
+        visible_to: visibility(caller),
         metadata: search.metadata.map(Value::Object),
         status,
         ids,
         limit: search.limit,
         offset: search.offset,
-    };
-    let threads = match thread::search(state.pool(), &query).await {
-        Ok(threads) => threads,
-        Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
-        Err(err) => return Err(ApiError::unavailable(err)),
-    };
-    let mut found = Vec::with_capacity(threads.len());
-    for thread in &threads {
-        found.push(thread_json(&state, thread).await?);
-    }
-    Ok(Json(found))
+        sort: ThreadSort { by, ascending },
+    })
 }
 
 /// A thread as the `langgraph-sdk` reads it, with the values and pending interrupts of its

@@ -183,11 +183,86 @@ async fn search_shows_only_visible_threads(pool: PgPool) {
         r#"{"limit": 0}"#,
         r#"{"ids": ["nope"]}"#,
         r#"{"values": {"a": 1}}"#,
-        r#"{"sort_by": "thread_id"}"#,
+        r#"{"sort_by": "colour"}"#,
+        r#"{"sort_order": "sideways"}"#,
+        r#"{"select": ["thread_id", "secrets"]}"#,
     ] {
         let (status, _, body) = search(&ana, bad).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
     }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn searches_sort_select_and_count_as_the_official_server_does(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        created.push(create(&api, &ana, "{}").await["thread_id"].clone());
+    }
+    create(&api, &luis, "{}").await;
+    let search = |body: &str| {
+        let request = api.request("POST", "/threads/search", &ana, body);
+        async { api.send(request).await.2 }
+    };
+    let ids = |body: Value| -> Vec<Value> {
+        body.as_array()
+            .expect("a list")
+            .iter()
+            .map(|t| t["thread_id"].clone())
+            .collect()
+    };
+    let newest_first: Vec<Value> = created.iter().rev().cloned().collect();
+    assert_eq!(ids(search("{}").await), newest_first);
+    assert_eq!(
+        ids(search(r#"{"sort_by": "created_at", "sort_order": "asc"}"#).await),
+        created
+    );
+    let mut by_id = created.clone();
+    by_id.sort_by_key(|id| id.as_str().expect("id").to_owned());
+    assert_eq!(
+        ids(search(r#"{"sort_by": "thread_id", "sort_order": "asc"}"#).await),
+        by_id
+    );
+
+    let selected = search(r#"{"select": ["thread_id", "status"], "limit": 1}"#).await;
+    assert_eq!(
+        selected[0]
+            .as_object()
+            .map(|fields| fields.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["status".to_owned(), "thread_id".to_owned()])
+    );
+
+    let count = |body: &'static str| {
+        let request = api.request("POST", "/threads/count", &ana, body);
+        async { api.send(request).await }
+    };
+    assert_eq!(count("{}").await.2, json!(3), "only the caller's threads");
+    assert_eq!(count(r#"{"status": "busy"}"#).await.2, json!(0));
+
+    // A run binds the thread, and its metadata then names the graph and the assistant, so a
+    // sidebar that lists a graph's threads finds it.
+    let thread = created[0].as_str().expect("id");
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent", "input": {}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let by_graph = search(&format!(
+        r#"{{"metadata": {{"graph_id": "agent", "assistant_id": "{}"}}}}"#,
+        run["assistant_id"].as_str().expect("assistant id")
+    ))
+    .await;
+    assert_eq!(ids(by_graph), [created[0].clone()]);
+    assert_eq!(
+        count(r#"{"metadata": {"graph_id": "agent"}}"#).await.2,
+        json!(1)
+    );
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]

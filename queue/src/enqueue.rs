@@ -81,12 +81,24 @@ pub async fn enqueue<'a>(
             });
         }
         Some(_) => {}
-        // The thread's first run binds it (under the row lock just taken).
+        // The thread's first run binds it (under the row lock just taken), and its metadata
+        // names the graph and the run's assistant, as the official server's does (clients list
+        // a graph's threads by them); what the metadata says already stays.
         None => {
             sqlx::query!(
-                "update mostrador.threads set graph_id = $2, updated_at = now() where thread_id = $1",
+                r#"
+                update mostrador.threads
+                set graph_id = $2,
+                    metadata = jsonb_strip_nulls(jsonb_build_object(
+                        'graph_id', $2::text,
+                        'assistant_id', $3::jsonb -> 'assistant_id'
+                    )) || metadata,
+                    updated_at = now()
+                where thread_id = $1
+                "#,
                 new.thread_id.0,
                 new.graph_id,
+                new.metadata,
             )
             .execute(&mut *tx)
             .await?;

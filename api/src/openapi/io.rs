@@ -116,7 +116,14 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             })])
         }
         ("post", "/threads") => Io::json(reference("Thread")).body(thread_create()),
-        ("post", "/threads/search") => Io::json(array(reference("Thread"))).body(thread_search()),
+        ("post", "/threads/search") => Io::json(array(json!({
+            "description": "A thread, or the fields of it that `select` named.",
+            "anyOf": [reference("Thread"), {"type": "object"}],
+        })))
+        .body(thread_search()),
+        ("post", "/threads/count") => {
+            Io::json(json!({"type": "integer", "minimum": 0})).body(thread_search())
+        }
         ("post", "/threads/prune") => Io::json(json!({
             "type": "object",
             "required": ["pruned_count"],

@@ -76,7 +76,14 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "post",
         "/threads/search",
         "threads",
-        "The caller's visible threads, newest first",
+        "The caller's visible threads (newest first unless sorted otherwise)",
+        &[200, 401, 422],
+    ),
+    (
+        "post",
+        "/threads/count",
+        "threads",
+        "How many of the caller's visible threads a search finds",
         &[200, 401, 422],
     ),
     (

@@ -313,8 +313,22 @@ pub(super) fn thread_search() -> Value {
             "values": unsupported(),
             "ids": {"type": ["array", "null"], "items": {"type": "string", "format": "uuid"}},
             "status": nullable_enum(&["idle", "busy", "interrupted", "error"]),
-            "sort_by": nullable_enum(&["created_at"]),
-            "sort_order": nullable_enum(&["desc"]),
+            "sort_by": nullable_enum(&[
+                "thread_id",
+                "status",
+                "created_at",
+                "updated_at",
+                "state_updated_at",
+            ]),
+            "sort_order": nullable_enum(&["asc", "desc"]),
+            "select": {
+                "type": ["array", "null"],
+                "items": {"enum": [
+                    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata",
+                    "status", "config", "values", "interrupts", "error",
+                ]},
+                "description": "The fields to answer (a search only; all when absent).",
+            },
         },
     })
 }
