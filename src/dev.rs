@@ -1,5 +1,6 @@
 //! `mostrador dev`: migrations, the api (with the dashboard's token filled in) and a worker for
-//! every graph in one process on a local Postgres.
+//! every graph in one process on a local Postgres; it prints a development token and an API key
+//! for the same caller.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use mostrador_api::{ApiConfig, AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_queue::api_keys::{self, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 
@@ -17,6 +19,10 @@ use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, termi
 
 /// The development secret `mostrador dev` signs and verifies tokens with when none is set.
 const DEV_SECRET: &str = "mostrador-dev-secret";
+
+/// How long the development token and API key are valid. A key outlives the process (it is a
+/// row), so one pasted into a `.env` keeps working across restarts until then.
+const DEV_CREDENTIAL_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 #[derive(Debug, Args)]
 pub(crate) struct DevArgs {
@@ -39,7 +45,7 @@ pub(crate) struct DevArgs {
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
-/// graph; prints the URL and a development token.
+/// graph; prints the URL, a development token and an API key.
 pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let model = args.model.model()?;
     migrate(MigrateArgs {
@@ -71,7 +77,18 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         role: Role::Manager,
         store: Some("dev".into()),
     };
-    let token = mostrador_api::auth::mint(&auth, &manager, Duration::from_secs(30 * 24 * 3600))?;
+    let token = mostrador_api::auth::mint(&auth, &manager, DEV_CREDENTIAL_TTL)?;
+    let (_, api_key) = api_keys::create(
+        &pool,
+        &NewApiKey {
+            subject: manager.subject.clone(),
+            role: manager.role.as_str().to_owned(),
+            store: manager.store.clone(),
+            expires_in: Some(DEV_CREDENTIAL_TTL),
+        },
+    )
+    .await
+    .context("failed to create the development API key")?;
     let python = args.python.config()?;
     let config = ApiConfig {
         dashboard_token: Some(token.clone()),
@@ -131,6 +148,10 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     println!("  token: {token}");
     println!(
         "         (sub dev, role manager, store dev; valid 30 days; `mostrador token` mints others)"
+    );
+    println!("  api key: {}", api_key.expose());
+    println!(
+        "         (the same caller, valid 30 days; send it as x-api-key, e.g. LANGGRAPH_API_KEY for the SDK, or as a bearer token; `mostrador api-key` manages keys)"
     );
     println!(
         "  e.g.:  curl -H 'Authorization: Bearer <token>' -X POST {url}/assistants/search -d '{{}}' -H 'Content-Type: application/json'"

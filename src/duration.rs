@@ -1,4 +1,4 @@
-//! Durations in configuration: `500ms`, `30s`, `2m`, `1h`, or a bare number of seconds.
+//! Durations in configuration: `500ms`, `30s`, `2m`, `1h`, `90d`, or a bare number of seconds.
 
 use std::time::Duration;
 
@@ -15,15 +15,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, unit) = text.split_at(split);
     let number: f64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 30s, 2m, 1h)"))?;
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 30s, 2m, 1h, 90d)"))?;
     let seconds = match unit.trim() {
         "ms" => number / 1000.0,
         "" | "s" => number,
         "m" => number * 60.0,
         "h" => number * 3600.0,
+        "d" => number * 86_400.0,
         other => {
             return Err(format!(
-                "unknown unit {other:?} in {text:?}: use ms, s, m or h"
+                "unknown unit {other:?} in {text:?}: use ms, s, m, h or d"
             ));
         }
     };
@@ -42,6 +43,7 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("90d"), Ok(Duration::from_secs(90 * 86_400)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5 days").is_err());
         assert!(parse_duration("-1s").is_err());

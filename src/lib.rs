@@ -5,6 +5,7 @@
 //! `mostrador` binary serves the built-in graphs, and the end-to-end tests build one that adds
 //! graphs which record their executions (see `tests/`).
 
+mod api_key;
 mod batch;
 mod dev;
 mod dockerfile;
@@ -69,6 +70,10 @@ enum Command {
     Dev(DevArgs),
     /// Print a development token (HS256) for a caller.
     Token(TokenArgs),
+    /// Create, list and revoke API keys: what clients send as `x-api-key` (the langgraph-sdk
+    /// from LANGGRAPH_API_KEY) or as a bearer token, each standing for a caller as a token does.
+    #[command(name = "api-key")]
+    ApiKey(api_key::ApiKeyArgs),
     /// Delete whole threads idle longer than their graph's retention policy (and purge threads
     /// the api deleted): runs, events, checkpoints; one thread per transaction, in batches.
     Retention(RetentionArgs),
@@ -95,6 +100,7 @@ impl Command {
             Command::Api(_) => "api",
             Command::Dev(_) => "dev",
             Command::Token(_) => "token",
+            Command::ApiKey(_) => "api-key",
             Command::Retention(_) => "retention",
             Command::Seed(_) => "seed",
             Command::Enqueue(_) => "enqueue",
@@ -370,6 +376,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Api(args) => api(args, graphs).await,
         Command::Dev(args) => dev::dev(args, graphs).await,
         Command::Token(args) => token(&args),
+        Command::ApiKey(args) => api_key::run(args).await,
         Command::Seed(args) => seed(&args.database.database_url).await,
         Command::Retention(args) => retention::run(args).await,
         Command::Enqueue(args) => batch::enqueue(args, graphs).await,

@@ -1,5 +1,6 @@
 //! Who is calling: a JWT from `Authorization: Bearer …`, verified, and the three claims mostrador
-//! uses: the subject, the role and the store.
+//! uses: the subject, the role and the store; or an API key (`x-api-key`, or a bearer value that
+//! starts with `mostrador_`), which stands for a subject, a role and a store stored with it.
 //!
 //! Tokens are RS256, verified against the identity provider's JWKS (Keycloak's certs endpoint):
 //! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]. Or,
@@ -8,6 +9,10 @@
 //! providers nest them (Keycloak puts realm roles under `realm_access.roles`); a role claim may be
 //! a string or a list, and the highest known role in it counts. Tokens never reach logs: errors
 //! say what was wrong with a token, never what it was.
+//!
+//! A key is looked up by its hash (`mostrador_queue::api_keys`); an unknown, revoked or expired
+//! key is the same 401, and a database that cannot be asked is a 503, as an unreachable JWKS is:
+//! nobody can be authenticated now, which says nothing about the key.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,12 +20,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use mostrador_queue::api_keys;
 use serde_json::{Value, json};
+use sqlx::PgPool;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 /// The least time between two fetches of the JWKS.
 pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
+
+/// The header the `langgraph-sdk` (from `LANGGRAPH_API_KEY`) and agent-chat-ui send a key in.
+pub const API_KEY_HEADER: &str = "x-api-key";
 
 /// What a caller may do beyond its own threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,19 +121,69 @@ impl std::fmt::Debug for AuthConfig {
     }
 }
 
+/// What a request presents to be authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential<'a> {
+    /// A JWT.
+    Token(&'a str),
+    /// An API key.
+    ApiKey(&'a str),
+}
+
+impl<'a> Credential<'a> {
+    /// The credential of a request, from its `Authorization` and `x-api-key` header values. A
+    /// bearer value that starts with the key prefix is a key, any other a JWT. With both headers
+    /// the bearer value counts: the SDK sends `x-api-key` from whatever `LANGSMITH_API_KEY` the
+    /// environment holds (a LangSmith key, meaningless here), while `Authorization` is a header
+    /// its user chose to set.
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError::Missing`] without either.
+    pub fn from_headers(
+        authorization: Option<&'a str>,
+        api_key: Option<&'a str>,
+    ) -> Result<Self, AuthError> {
+        let bearer = authorization
+            .and_then(|value| {
+                value
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|bearer| !bearer.is_empty());
+        if let Some(bearer) = bearer {
+            return Ok(if api_keys::is_api_key(bearer) {
+                Credential::ApiKey(bearer)
+            } else {
+                Credential::Token(bearer)
+            });
+        }
+        api_key
+            .map(str::trim)
+            .filter(|key| !key.is_empty())
+            .map(Credential::ApiKey)
+            .ok_or(AuthError::Missing)
+    }
+}
+
 /// Why a request is not authenticated (a 401).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
-    #[error("missing bearer token")]
+    #[error("missing bearer token or API key (x-api-key)")]
     Missing,
+    /// Unknown, revoked or expired: the answer does not say which.
+    #[error("invalid API key")]
+    ApiKey,
     #[error("the token has expired")]
     Expired,
     #[error("invalid token: {0}")]
     Invalid(String),
     #[error("the token has no usable {0} claim")]
     Claim(&'static str),
-    /// The identity provider's keys cannot be fetched: nobody can be authenticated now (a 503).
-    #[error("cannot verify tokens now: {0}")]
+    /// The identity provider's keys cannot be fetched, or the database cannot be asked about a
+    /// key: nobody can be authenticated now (a 503).
+    #[error("cannot authenticate now: {0}")]
     Unavailable(String),
 }
 
@@ -306,22 +366,21 @@ impl Authenticator {
         })
     }
 
-    /// The caller of a request, from its `Authorization` header value.
+    /// The caller a credential stands for: a token's, verified; a key's, looked up in `pool`.
     ///
     /// # Errors
     ///
-    /// [`AuthError::Missing`] without a bearer token, else as [`Authenticator::verify`].
-    pub async fn verify_header(&self, authorization: Option<&str>) -> Result<Caller, AuthError> {
-        let token = authorization
-            .and_then(|value| {
-                value
-                    .strip_prefix("Bearer ")
-                    .or_else(|| value.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|token| !token.is_empty())
-            .ok_or(AuthError::Missing)?;
-        self.verify(token).await
+    /// For a token, as [`Authenticator::verify`]. For a key, [`AuthError::ApiKey`] when it is
+    /// unknown, revoked or expired, and [`AuthError::Unavailable`] when the database failed.
+    pub async fn authenticate(
+        &self,
+        pool: &PgPool,
+        credential: Credential<'_>,
+    ) -> Result<Caller, AuthError> {
+        match credential {
+            Credential::Token(token) => self.verify(token).await,
+            Credential::ApiKey(key) => verify_api_key(pool, key).await,
+        }
     }
 
     /// How many times the JWKS was fetched (0 with a shared secret).
@@ -331,6 +390,23 @@ impl Authenticator {
             Keys::Jwks(jwks) => jwks.cached.lock().await.fetches,
         }
     }
+}
+
+async fn verify_api_key(pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
+    let key = match api_keys::authenticate(pool, key).await {
+        Ok(Some(key)) => key,
+        Ok(None) => return Err(AuthError::ApiKey),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot look up an API key");
+            return Err(AuthError::Unavailable("the database is unavailable".into()));
+        }
+    };
+    Ok(Caller {
+        subject: key.subject,
+        // The table refuses other role names.
+        role: Role::from_name(&key.role).ok_or(AuthError::ApiKey)?,
+        store: key.store,
+    })
 }
 
 fn hs256_key<K>(

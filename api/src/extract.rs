@@ -1,6 +1,6 @@
 //! Extractors that turn bad requests into the api's error body: the caller from the bearer
-//! token (401), and JSON bodies (422 when malformed or mistyped or holding a NUL character, 413
-//! when too large).
+//! token or the API key (401), and JSON bodies (422 when malformed or mistyped or holding a NUL
+//! character, 413 when too large).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -12,18 +12,22 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::app::AppState;
-use crate::auth::Caller;
+use crate::auth::{API_KEY_HEADER, Caller, Credential};
 use crate::error::ApiError;
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok());
-        Ok(state.auth().verify_header(header).await?)
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+        };
+        let credential =
+            Credential::from_headers(header(AUTHORIZATION.as_str()), header(API_KEY_HEADER))?;
+        Ok(state.auth().authenticate(state.pool(), credential).await?)
     }
 }
 

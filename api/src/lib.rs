@@ -1,11 +1,11 @@
-//! The HTTP api: `langgraph-sdk` compatible routes, JWT auth, thread authorization, SSE,
-//! backpressure, probes, metrics and OpenAPI.
+//! The HTTP api: `langgraph-sdk` compatible routes, JWT and API-key auth, thread authorization,
+//! SSE, backpressure, probes, metrics and OpenAPI.
 //!
-//! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens), [`authorize`] (the
-//! one thread-visibility check), [`error`] (the error body), [`extract`] (the caller and JSON
-//! bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`] (SSE), [`crons`],
-//! [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`], [`openapi`] and
-//! [`trace`].
+//! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens, looking up API
+//! keys), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
+//! (the caller and JSON bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`]
+//! (SSE), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
+//! [`openapi`] and [`trace`].
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
@@ -28,5 +28,5 @@ pub mod threads;
 pub mod trace;
 
 pub use app::{ApiConfig, AppState, router, serve};
-pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};
+pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential, Role};
 pub use error::ApiError;

@@ -42,7 +42,10 @@ async fn routes_need_a_valid_token(pool: PgPool) {
     let (status, headers, body) = api.send(anonymous).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
-    assert_eq!(body, json!({"detail": "missing bearer token"}));
+    assert_eq!(
+        body,
+        json!({"detail": "missing bearer token or API key (x-api-key)"})
+    );
 
     let forged = Request::get("/assistants/agent")
         .header(header::AUTHORIZATION, "Bearer not.a.token")

@@ -1,3 +1,4 @@
+mod api_keys;
 mod auth;
 mod dashboard;
 mod hostile;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::api_keys::ApiKeyId;
 use crate::{RunId, ThreadId};
 
 /// `Result` with the queue's [`Error`].
@@ -25,6 +26,13 @@ pub enum Error {
 
     #[error("run {0} not found")]
     RunNotFound(RunId),
+
+    #[error("API key {0} not found")]
+    ApiKeyNotFound(ApiKeyId),
+
+    /// The operating system gave no random bytes (for a new API key).
+    #[error("no random bytes from the operating system: {0}")]
+    Random(String),
 
     /// A run was enqueued on a thread of another graph.
     #[error("thread {thread_id} belongs to graph {thread_graph_id:?}, not {graph_id:?}")]

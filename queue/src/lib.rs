@@ -20,6 +20,7 @@
 //! * [`graphs`]: what workers describe of Python graphs (schemas, drawings) for the api.
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
+//! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
 //!
 //! # Guarantees
 //!
@@ -30,6 +31,7 @@
 //! * NOTIFY is only a hint. The tables are the truth, and the listener tells subscribers to re-read
 //!   them after any reconnect.
 
+pub mod api_keys;
 pub mod cancel;
 pub mod checkpoint;
 pub mod claim;

@@ -1,6 +1,7 @@
 //! Database tests of the queue's guarantees. Each test gets a database of its own, migrated with
 //! the binary's `MIGRATOR`, which also isolates its notifications.
 
+mod api_keys;
 mod cancel;
 mod checkpoint;
 mod claim;

@@ -4,14 +4,15 @@ test graphs (`mostrador-e2e dev`). Run by `tests/sdk/run`; exits non-zero on the
 Environment: MOSTRADOR_URL, and tokens ANA_TOKEN (customer, store madrid-1), LUIS_TOKEN (customer,
 same store) and MARTA_TOKEN (manager of madrid-1); for the retail graphs on the demo data,
 PEPE_TOKEN (clerk of madrid-centro), CUSTOMER_TOKEN (ana, customer of madrid-centro) and
-MANAGER_TOKEN (marta, manager of madrid-centro).
+MANAGER_TOKEN (marta, manager of madrid-centro). API keys: ANA_API_KEY (`mostrador api-key create`
+for ana, customer of madrid-1) and DEV_API_KEY (the one `mostrador dev` printed).
 """
 
 import asyncio
 import os
 
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 
 URL = os.environ["MOSTRADOR_URL"]
 LOG5 = ["s1", "s2", "s3", "s4", "s5"]
@@ -156,7 +157,41 @@ async def main():
     assert await ana.crons.search() == []
     print("crons: create, create_for_thread, search, count, delete: ok")
 
+    await api_keys(ana, luis)
     await retail()
+
+
+async def api_keys(ana, luis):
+    # The SDK's own way: LANGGRAPH_API_KEY in the environment, sent as x-api-key.
+    os.environ["LANGGRAPH_API_KEY"] = os.environ["ANA_API_KEY"]
+    keyed = get_client(url=URL)
+    del os.environ["LANGGRAPH_API_KEY"]
+    bearer = get_client(
+        url=URL, api_key=None, headers={"Authorization": f"Bearer {os.environ['ANA_API_KEY']}"}
+    )
+    own = await ana.threads.create()
+    foreign = await luis.threads.create()
+    for key_client in (keyed, bearer):
+        assert (await key_client.threads.get(own["thread_id"]))["thread_id"] == own["thread_id"]
+        try:
+            await key_client.threads.get(foreign["thread_id"])
+            raise AssertionError("ana's key read luis's thread")
+        except NotFoundError:
+            pass
+    result = await keyed.runs.wait(own["thread_id"], "e2e_linear_5", input={})
+    assert result["log"] == LOG5, result
+    # What the key created is ana's: her token sees it.
+    created = await keyed.threads.create()
+    assert (await ana.threads.get(created["thread_id"]))["thread_id"] == created["thread_id"]
+
+    dev = get_client(url=URL, api_key=os.environ["DEV_API_KEY"])
+    assert any(a["graph_id"] == "e2e_linear_5" for a in await dev.assistants.search(limit=100))
+    try:
+        await get_client(url=URL, api_key="mostrador_" + "0" * 64).assistants.search()
+        raise AssertionError("an unknown key got in")
+    except AuthenticationError:
+        pass
+    print("API keys (x-api-key from LANGGRAPH_API_KEY, bearer, the dev key, an unknown one): ok")
 
 
 async def retail():

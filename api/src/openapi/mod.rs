@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, Paths};
 use utoipa::openapi::request_body::RequestBody;
 use utoipa::openapi::response::Response;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, RefOr, Schema};
 
 use io::{Io, io};
@@ -443,7 +445,10 @@ fn operation(name: &str, path: &str, tag: &str, summary: &str, listed: &[u16]) -
         operation = operation.response(status.to_string(), response);
     }
     if authenticated {
-        operation = operation.security(SecurityRequirement::new::<_, _, &str>("bearer", []));
+        // Either one: a JWT or an API key as a bearer token, or an API key as `x-api-key`.
+        operation = operation
+            .security(SecurityRequirement::new::<_, _, &str>("bearer", []))
+            .security(SecurityRequirement::new::<_, _, &str>("apiKey", []));
     }
     operation.build()
 }
@@ -458,15 +463,26 @@ pub fn document() -> OpenApi {
             operation(name, path, tag, summary, statuses),
         );
     }
-    let mut components = ComponentsBuilder::new().security_scheme(
-        "bearer",
-        SecurityScheme::Http(
-            HttpBuilder::new()
-                .scheme(HttpAuthScheme::Bearer)
-                .bearer_format("JWT")
-                .build(),
-        ),
-    );
+    let mut components = ComponentsBuilder::new()
+        .security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A JWT, or an API key (`mostrador_…`, from `mostrador api-key create`).",
+                    ))
+                    .build(),
+            ),
+        )
+        .security_scheme(
+            "apiKey",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                crate::auth::API_KEY_HEADER,
+                "An API key (`mostrador_…`), as the langgraph-sdk sends LANGGRAPH_API_KEY.",
+            ))),
+        );
     for (name, value) in named_schemas() {
         components = components.schema(name, schema(value));
     }

@@ -1,0 +1,282 @@
+//! API keys: long-lived credentials that stand for a caller (a subject, a role, a store) exactly
+//! as a token does, for the clients that send `x-api-key` (the `langgraph-sdk` with
+//! `LANGGRAPH_API_KEY`, agent-chat-ui) or a bearer value that is a key.
+//!
+//! A key is [`KEY_PREFIX`] and 64 hex digits of 32 bytes from the operating system's CSPRNG. Only
+//! its SHA-256 is stored: [`create`] hands the key back once and nothing can show it again, so a
+//! leaked table or backup authenticates nobody. With 256 random bits a plain, unsalted hash is
+//! enough (nobody can guess their way back to a key), and it is what lets [`authenticate`] find
+//! a key with one lookup of a unique index. The key's first characters stay in clear
+//! ([`ApiKey::key_prefix`]) so that people can tell their keys apart.
+
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{Error, Result};
+
+/// How every key starts: what tells a key from a JWT in an `Authorization: Bearer` header.
+pub const KEY_PREFIX: &str = "mostrador_";
+
+/// Random bytes in a key (hex-encoded in it).
+const KEY_BYTES: usize = 32;
+
+/// Hex digits of the random part kept in clear in [`ApiKey::key_prefix`] (32 of its 256 bits).
+const SHOWN_DIGITS: usize = 8;
+
+/// The longest expiry a key may be given: 100 years.
+const MAX_EXPIRY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
+
+/// A key's id, for listing and revoking it. Not a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct ApiKeyId(pub Uuid);
+
+impl fmt::Display for ApiKeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for ApiKeyId {
+    type Err = uuid::Error;
+
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        Uuid::parse_str(text).map(Self)
+    }
+}
+
+/// A key as stored: everything but the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub key_id: ApiKeyId,
+    /// [`KEY_PREFIX`] and the key's first hex digits, to recognise it by.
+    pub key_prefix: String,
+    pub subject: String,
+    /// `customer`, `clerk` or `manager` (the api's role names; the table refuses others).
+    pub role: String,
+    pub store: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// `None`: it never expires.
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl ApiKey {
+    /// Whether the key authenticates at `now`: neither revoked nor expired.
+    pub fn is_active(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|expires_at| expires_at > now)
+    }
+}
+
+/// Who a new key stands for, and for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApiKey {
+    pub subject: String,
+    pub role: String,
+    pub store: Option<String>,
+    /// From its creation; `None`: it never expires.
+    pub expires_in: Option<Duration>,
+}
+
+/// A key as its holder sends it. [`create`] returns it once; it is never stored and `Debug`
+/// does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKeySecret(String);
+
+impl ApiKeySecret {
+    /// The key itself, to hand to its holder.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKeySecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKeySecret(<redacted>)")
+    }
+}
+
+/// Whether `value` is meant as an API key rather than a JWT (it starts with [`KEY_PREFIX`]; a
+/// JWT starts with its base64url header, `eyJ`).
+pub fn is_api_key(value: &str) -> bool {
+    value.starts_with(KEY_PREFIX)
+}
+
+/// Creates a key for a caller and returns it with the only copy of the key.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an empty subject or store, an unknown role or an expiry beyond 100
+/// years; [`Error::Random`] if the operating system gives no random bytes; the database failed.
+pub async fn create(pool: &PgPool, new: &NewApiKey) -> Result<(ApiKey, ApiKeySecret)> {
+    if new.subject.is_empty() {
+        return Err(invalid("subject", "may not be empty"));
+    }
+    if new.store.as_deref() == Some("") {
+        return Err(invalid("store", "may not be empty (leave it out instead)"));
+    }
+    if !["customer", "clerk", "manager"].contains(&new.role.as_str()) {
+        return Err(invalid("role", "must be customer, clerk or manager"));
+    }
+    if new
+        .expires_in
+        .is_some_and(|expires_in| expires_in > MAX_EXPIRY)
+    {
+        return Err(invalid("expiry", "may be at most 100 years"));
+    }
+    let secret = generate()?;
+    let key_prefix = &secret.0[..KEY_PREFIX.len() + SHOWN_DIGITS];
+    let key = sqlx::query_as!(
+        ApiKey,
+        r#"
+        insert into mostrador.api_keys (key_id, key_prefix, key_hash, subject, role, store, expires_at)
+        values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7::float8))
+        returning
+            key_id as "key_id: ApiKeyId",
+            key_prefix,
+            subject,
+            role,
+            store,
+            created_at,
+            expires_at,
+            revoked_at
+        "#,
+        Uuid::now_v7(),
+        key_prefix,
+        &hash(&secret.0)[..],
+        new.subject,
+        new.role,
+        new.store,
+        new.expires_in.map(|expires_in| expires_in.as_secs_f64()),
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((key, secret))
+}
+
+/// The key `key` is, if it exists and is neither revoked nor expired: one lookup of the hash's
+/// unique index. A value that is not shaped like a key is `None` without a query.
+///
+/// # Errors
+///
+/// The database failed (the caller cannot be told apart from an unknown key's, so it must not
+/// answer as if the key were unknown).
+pub async fn authenticate(pool: &PgPool, key: &str) -> Result<Option<ApiKey>> {
+    if !is_well_formed(key) {
+        return Ok(None);
+    }
+    Ok(sqlx::query_as!(
+        ApiKey,
+        r#"
+        select
+            key_id as "key_id: ApiKeyId",
+            key_prefix,
+            subject,
+            role,
+            store,
+            created_at,
+            expires_at,
+            revoked_at
+        from mostrador.api_keys
+        where key_hash = $1
+          and revoked_at is null
+          and (expires_at is null or expires_at > now())
+        "#,
+        &hash(key)[..],
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// Every key, newest first, revoked and expired ones included.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn list(pool: &PgPool) -> Result<Vec<ApiKey>> {
+    Ok(sqlx::query_as!(
+        ApiKey,
+        r#"
+        select
+            key_id as "key_id: ApiKeyId",
+            key_prefix,
+            subject,
+            role,
+            store,
+            created_at,
+            expires_at,
+            revoked_at
+        from mostrador.api_keys
+        order by created_at desc, key_id desc
+        "#,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Revokes a key for good: from now on it authenticates nobody. Revoking it again keeps the first
+/// revocation's time.
+///
+/// # Errors
+///
+/// [`Error::ApiKeyNotFound`] when no key has this id; the database failed.
+pub async fn revoke(pool: &PgPool, key_id: ApiKeyId) -> Result<ApiKey> {
+    sqlx::query_as!(
+        ApiKey,
+        r#"
+        update mostrador.api_keys
+        set revoked_at = coalesce(revoked_at, now())
+        where key_id = $1
+        returning
+            key_id as "key_id: ApiKeyId",
+            key_prefix,
+            subject,
+            role,
+            store,
+            created_at,
+            expires_at,
+            revoked_at
+        "#,
+        key_id as ApiKeyId,
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(Error::ApiKeyNotFound(key_id))
+}
+
+/// A new key: the prefix and [`KEY_BYTES`] random bytes from the operating system, in hex.
+fn generate() -> Result<ApiKeySecret> {
+    let mut bytes = [0u8; KEY_BYTES];
+    getrandom::fill(&mut bytes).map_err(|err| Error::Random(err.to_string()))?;
+    let mut key = String::with_capacity(KEY_PREFIX.len() + 2 * KEY_BYTES);
+    key.push_str(KEY_PREFIX);
+    for byte in bytes {
+        write!(key, "{byte:02x}").expect("writing to a String cannot fail");
+    }
+    Ok(ApiKeySecret(key))
+}
+
+fn is_well_formed(key: &str) -> bool {
+    key.strip_prefix(KEY_PREFIX).is_some_and(|random| {
+        random.len() == 2 * KEY_BYTES
+            && random
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn invalid(field: &'static str, reason: &str) -> Error {
+    Error::Invalid {
+        field,
+        reason: reason.to_owned(),
+    }
+}
