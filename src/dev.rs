@@ -40,6 +40,15 @@ pub(crate) struct DevArgs {
     #[arg(long)]
     demo_data: bool,
 
+    /// Browser origins that may call the api (CORS): any local port by default, so a chat UI
+    /// served on this machine (agent-chat-ui) can; `*`, or a comma-separated list.
+    #[arg(
+        long,
+        env = "MOSTRADOR_CORS_ALLOW_ORIGINS",
+        default_value = "localhost"
+    )]
+    cors_allow_origins: String,
+
     #[command(flatten)]
     python: PythonArgs,
 }
@@ -96,6 +105,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .as_ref()
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
+        cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -132,6 +132,11 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_BODY_LIMIT", default_value_t = mostrador_api::app::BODY_LIMIT_DEFAULT)]
     body_limit: usize,
 
+    /// Browser origins that may call the api (CORS), comma-separated: `https://chat.example.com`,
+    /// `localhost` for any local port, or `*`. None by default.
+    #[arg(long, env = "MOSTRADOR_CORS_ALLOW_ORIGINS", default_value = "")]
+    cors_allow_origins: String,
+
     /// Non-streaming requests taking longer get a 503 [default: 30s].
     #[arg(long, env = "MOSTRADOR_REQUEST_TIMEOUT", value_parser = parse_duration)]
     request_timeout: Option<Duration>,
@@ -396,6 +401,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         .context("failed to check the database schema")?;
     let mut config = ApiConfig::new(args.jwt.config());
     config.body_limit = args.body_limit;
+    config.cors = mostrador_api::app::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
     config.max_subscribers = args.max_subscribers;
     if let Some(timeout) = args.request_timeout {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
 use mostrador_graph::Graph;
 use mostrador_queue::{Listener, QueueLimit};
@@ -50,6 +50,88 @@ pub struct ApiConfig {
     /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
     /// serves them as assistants and their threads' states from the snapshots workers record.
     pub python_graphs: Vec<String>,
+    /// Which browser origins may call the api (none by default).
+    pub cors: Cors,
+}
+
+/// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
+/// agent-chat-ui, needs. Credentials are headers (a token, an API key), never cookies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Cors {
+    /// No cross-origin calls.
+    #[default]
+    Off,
+    /// These origins (`https://chat.example.com`), and with `localhost` any port of
+    /// `localhost`, `127.0.0.1` or `[::1]` over http (what `mostrador dev` allows).
+    Origins {
+        listed: Vec<String>,
+        localhost: bool,
+    },
+    /// Any origin (`*`).
+    Any,
+}
+
+impl Cors {
+    /// `*`, or a comma-separated list of origins, where `localhost` stands for any local one.
+    pub fn parse(text: &str) -> Self {
+        let mut listed = Vec::new();
+        let mut localhost = false;
+        for origin in text.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            match origin {
+                "*" => return Self::Any,
+                "localhost" => localhost = true,
+                origin => listed.push(origin.trim_end_matches('/').to_owned()),
+            }
+        }
+        if listed.is_empty() && !localhost {
+            Self::Off
+        } else {
+            Self::Origins { listed, localhost }
+        }
+    }
+
+    fn layer(&self) -> Option<tower_http::cors::CorsLayer> {
+        use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
+        let origins = match self {
+            Self::Off => return None,
+            Self::Any => AllowOrigin::any(),
+            Self::Origins { listed, localhost } => {
+                let (listed, localhost) = (listed.clone(), *localhost);
+                AllowOrigin::predicate(move |origin, _| {
+                    let Ok(origin) = origin.to_str() else {
+                        return false;
+                    };
+                    listed.iter().any(|allowed| allowed == origin)
+                        || (localhost && is_local(origin))
+                })
+            }
+        };
+        Some(
+            CorsLayer::new()
+                .allow_origin(origins)
+                .allow_methods(AllowMethods::mirror_request())
+                .allow_headers(AllowHeaders::mirror_request())
+                // The SDKs rejoin a dropped stream at `Location`.
+                .expose_headers(ExposeHeaders::list([
+                    header::LOCATION,
+                    header::CONTENT_LOCATION,
+                    header::RETRY_AFTER,
+                ]))
+                .max_age(Duration::from_secs(3600)),
+        )
+    }
+}
+
+/// `http://localhost:3000`, `http://127.0.0.1:5173`, `http://[::1]:8080`.
+fn is_local(origin: &str) -> bool {
+    let Some(host) = origin.strip_prefix("http://") else {
+        return false;
+    };
+    let host = match host.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => host,
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
 impl ApiConfig {
@@ -63,6 +145,7 @@ impl ApiConfig {
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             dashboard_token: None,
             python_graphs: Vec::new(),
+            cors: Cors::Off,
         }
     }
 }
@@ -234,7 +317,7 @@ impl Drop for Subscriber {
 /// Every route of the api.
 pub fn router(state: AppState, config: &ApiConfig) -> Router {
     let timeout = config.request_timeout;
-    Router::new()
+    let router = Router::new()
         .route("/assistants/search", post(assistants::search))
         .route("/assistants/{assistant_id}", get(assistants::get))
         .route("/assistants/{assistant_id}/graph", get(assistants::graph))
@@ -346,8 +429,12 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             state.clone(),
             metrics::count,
         ))
-        .layer(axum::middleware::from_fn(crate::trace::traced))
-        .with_state(state)
+        .layer(axum::middleware::from_fn(crate::trace::traced));
+    // Outermost: a browser's preflight is answered before anything asks for credentials.
+    match config.cors.layer() {
+        Some(cors) => router.layer(cors).with_state(state),
+        None => router.with_state(state),
+    }
 }
 
 /// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to

@@ -247,3 +247,73 @@ async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
             .is_some_and(|d| d.contains("factory"))
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn browsers_on_allowed_origins_may_call_and_others_may_not(pool: PgPool) {
+    use mostrador_api::app::Cors;
+    let preflight = |origin: &str| {
+        Request::builder()
+            .method("OPTIONS")
+            .uri("/threads/search")
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .header(
+                header::ACCESS_CONTROL_REQUEST_HEADERS,
+                "x-api-key,content-type",
+            )
+            .body(HttpBody::empty())
+            .expect("request")
+    };
+    let allowed = |headers: &header::HeaderMap| {
+        headers
+            .get(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            .map(|value| value.to_str().expect("ascii").to_owned())
+    };
+
+    let closed = Api::new(pool.clone()).await;
+    let (_, headers, _) = closed.send(preflight("http://localhost:3000")).await;
+    assert_eq!(allowed(&headers), None, "no origin is allowed by default");
+
+    let config = mostrador_api::app::ApiConfig {
+        cors: Cors::parse("localhost, https://chat.example.com/"),
+        ..crate::support::config()
+    };
+    let api = Api::with(pool, config).await;
+    for origin in [
+        "http://localhost:3000",
+        "http://127.0.0.1:5173",
+        "https://chat.example.com",
+    ] {
+        let (status, headers, _) = api.send(preflight(origin)).await;
+        assert!(status.is_success(), "{origin}: {status}");
+        assert_eq!(allowed(&headers).as_deref(), Some(origin));
+        let asked = headers[header::ACCESS_CONTROL_ALLOW_HEADERS]
+            .to_str()
+            .expect("ascii");
+        assert!(asked.contains("x-api-key"), "{asked}");
+    }
+    for origin in [
+        "https://evil.example",
+        "http://localhost.evil.example",
+        "https://localhost:3000",
+    ] {
+        let (_, headers, _) = api.send(preflight(origin)).await;
+        assert_eq!(allowed(&headers), None, "{origin}");
+    }
+    // The answer itself names the origin and lets the page read where to rejoin a stream.
+    let mut request = api.post("/assistants/search", "{}");
+    request.headers_mut().insert(
+        header::ORIGIN,
+        "http://localhost:3000".parse().expect("origin"),
+    );
+    let (status, headers, _) = api.send(request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(allowed(&headers).as_deref(), Some("http://localhost:3000"));
+    let exposed = headers[header::ACCESS_CONTROL_EXPOSE_HEADERS]
+        .to_str()
+        .expect("ascii");
+    assert!(exposed.contains("location"), "{exposed}");
+
+    assert_eq!(Cors::parse(""), Cors::Off);
+    assert_eq!(Cors::parse("*"), Cors::Any);
+}
