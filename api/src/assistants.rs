@@ -3,7 +3,7 @@
 //! so ids are stable across processes and releases; routes accept the graph id in its place.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use mostrador_graph::{END, START};
@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, Params};
 
 /// The namespace the official server derives system assistant ids in.
 const ASSISTANT_NAMESPACE: Uuid = Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
@@ -128,7 +128,7 @@ pub async fn graph(
     State(state): State<AppState>,
     _caller: Caller,
     Path(id): Path<String>,
-    Query(query): Query<GraphQuery>,
+    Params(query): Params<GraphQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let assistant = found(&state, &id)?;
     let xray = xray(query.xray.as_deref())?;
@@ -268,7 +268,7 @@ pub async fn subgraphs(
     State(state): State<AppState>,
     _caller: Caller,
     Path(id): Path<String>,
-    Query(query): Query<SubgraphsQuery>,
+    Params(query): Params<SubgraphsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     subgraphs_at(&state, &id, None, &query).await.map(Json)
 }
@@ -279,7 +279,7 @@ pub async fn subgraph(
     State(state): State<AppState>,
     _caller: Caller,
     Path((id, namespace)): Path<(String, String)>,
-    Query(query): Query<SubgraphsQuery>,
+    Params(query): Params<SubgraphsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     subgraphs_at(&state, &id, Some(&namespace), &query)
         .await

@@ -1,6 +1,6 @@
 //! Extractors that turn bad requests into the api's error body: the caller from the bearer
-//! token or the API key (401), and JSON bodies (422 when malformed or mistyped or holding a NUL
-//! character, 413 when too large).
+//! token or the API key (401), JSON bodies (422 when malformed or mistyped or holding a NUL
+//! character, 413 when too large) and query strings (422).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -28,6 +28,23 @@ impl FromRequestParts<AppState> for Caller {
         let credential =
             Credential::from_headers(header(AUTHORIZATION.as_str()), header(API_KEY_HEADER))?;
         Ok(state.auth().authenticate(state.pool(), credential).await?)
+    }
+}
+
+/// A query string (`?xray=true`); one that does not read as `T` (a key given twice) is a 422.
+#[derive(Debug)]
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(params)| Params(params))
+            .map_err(|rejection| {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejection.body_text())
+            })
     }
 }
 

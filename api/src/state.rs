@@ -1,7 +1,7 @@
 //! A thread's state: latest, at a checkpoint, its history, and updates made outside a run.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::auth::{Caller, Role};
 use crate::authorize::visible_thread;
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, Params};
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
@@ -291,7 +291,7 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    Query(query): Query<StateQuery>,
+    Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     if is_python(&state, &thread) {
@@ -308,7 +308,7 @@ pub async fn get_at(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, checkpoint_id)): Path<(String, String)>,
-    Query(query): Query<StateQuery>,
+    Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     let checkpoint_id = Uuid::parse_str(&checkpoint_id)
@@ -375,7 +375,7 @@ pub async fn history_get(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    Query(query): Query<HistoryQuery>,
+    Params(query): Params<HistoryQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let limit = match query.limit.as_deref() {
         None | Some("") => History::default().limit,
@@ -406,9 +406,18 @@ async fn history_of(
     if !(1..=1000).contains(&query.limit) {
         return Err(unprocessable("limit must be between 1 and 1000"));
     }
-    if query.metadata.as_ref().is_some_and(|m| !m.is_null())
-        || query.checkpoint.as_ref().is_some_and(|c| !c.is_null())
-    {
+    // RemoteGraph sends the thread's config as `checkpoint`: without an id or a namespace it
+    // names the thread's history, which is what is listed.
+    let filters = |value: &Option<Value>, ignored: &[&str]| {
+        value.as_ref().is_some_and(|value| match value {
+            Value::Null => false,
+            Value::Object(fields) => fields.iter().any(|(key, value)| {
+                !ignored.contains(&key.as_str()) && value != "" && !value.is_null()
+            }),
+            _ => true,
+        })
+    };
+    if filters(&query.metadata, &[]) || filters(&query.checkpoint, &["thread_id"]) {
         return Err(unprocessable(
             "filtering history by metadata or checkpoint is not supported",
         ));
@@ -503,17 +512,40 @@ pub async fn update(
     Body(update): Body<Update>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
-    if update.checkpoint_id.as_ref().is_some_and(|c| !c.is_null())
-        || update.checkpoint.as_ref().is_some_and(|c| !c.is_null())
+    // The checkpoint to update from: `checkpoint_id`, or `checkpoint` (RemoteGraph sends the
+    // thread's config, without one for the latest).
+    let checkpoint = update.checkpoint.clone().unwrap_or(Value::Null);
+    if checkpoint["checkpoint_ns"]
+        .as_str()
+        .is_some_and(|ns| !ns.is_empty())
     {
         return Err(unprocessable(
-            "updating the state at an older checkpoint is not supported",
+            "a subgraph's state is updated through its parent's",
         ));
     }
+    let checkpoint_id = match (update.checkpoint_id.as_ref(), &checkpoint["checkpoint_id"]) {
+        (Some(Value::String(id)), _) | (None | Some(Value::Null), Value::String(id)) => Some(
+            Uuid::parse_str(id)
+                .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?,
+        ),
+        (None | Some(Value::Null), Value::Null) => None,
+        _ => return Err(unprocessable("checkpoint_id must be a string")),
+    };
     if is_python(&state, &thread) {
-        return python_update(&state, &thread, update.values, update.as_node)
-            .await
-            .map(Json);
+        return python_update(
+            &state,
+            &thread,
+            update.values,
+            update.as_node,
+            checkpoint_id,
+        )
+        .await
+        .map(Json);
+    }
+    if checkpoint_id.is_some() {
+        return Err(unprocessable(
+            "updating the state at a given checkpoint is for Python graphs; the retail graphs update their latest",
+        ));
     }
     let Some(graph) = graph_of(&state, &thread) else {
         return Err(ApiError::new(
@@ -571,6 +603,7 @@ async fn python_update(
     thread: &Thread,
     values: Option<Value>,
     as_node: Option<String>,
+    checkpoint_id: Option<Uuid>,
 ) -> Result<Value, ApiError> {
     let graph_id = thread.graph_id.clone().unwrap_or_default();
     let in_flight = || {
@@ -584,7 +617,11 @@ async fn python_update(
     }
     let mut new = NewRun::new(thread.thread_id, graph_id);
     new.command = Some(json!({
-        "update_state": {"values": values.unwrap_or(Value::Null), "as_node": as_node},
+        "update_state": {
+            "values": values.unwrap_or(Value::Null),
+            "as_node": as_node,
+            "checkpoint_id": checkpoint_id,
+        },
     }));
     new.stream_mode = Vec::new();
     let job = match run::enqueue(state.pool(), &new, None).await {

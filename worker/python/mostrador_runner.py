@@ -759,9 +759,13 @@ class Run:
         if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
             applied = latest.config
         else:
+            # From a past checkpoint when the client names one: LangGraph forks the thread there.
+            at = config
+            if update.get("checkpoint_id"):
+                at = {"configurable": {**config["configurable"], "checkpoint_id": update["checkpoint_id"]}}
             try:
                 applied = await self.graph.aupdate_state(
-                    config, update.get("values"), as_node=update.get("as_node")
+                    at, update.get("values"), as_node=update.get("as_node")
                 )
             except SaverFailed:
                 raise

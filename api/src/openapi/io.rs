@@ -187,8 +187,19 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             "properties": {
                 "values": {"type": ["object", "null"]},
                 "as_node": {"type": ["string", "null"]},
-                "checkpoint_id": unsupported(),
-                "checkpoint": unsupported(),
+                "checkpoint_id": {
+                    "type": ["string", "null"],
+                    "format": "uuid",
+                    "description": "Update from this checkpoint (Python graphs; 422 for the others).",
+                },
+                "checkpoint": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "checkpoint_id": {"type": ["string", "null"], "format": "uuid"},
+                        "checkpoint_ns": {"type": ["string", "null"], "enum": ["", null]},
+                    },
+                    "description": "The same, as RemoteGraph sends it (the latest without an id).",
+                },
             },
         })),
         ("post", "/threads/{thread_id}/history") => Io::json(array(reference("ThreadState")))

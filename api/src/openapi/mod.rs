@@ -128,7 +128,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/{thread_id}/state",
         "state",
         "The thread's latest state",
-        &[200, 401, 404],
+        &[200, 401, 404, 422],
     ),
     (
         "post",
@@ -142,7 +142,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/{thread_id}/state/{checkpoint_id}",
         "state",
         "The thread's state at a checkpoint",
-        &[200, 401, 404],
+        &[200, 401, 404, 422],
     ),
     (
         "post",

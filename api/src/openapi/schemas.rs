@@ -323,7 +323,7 @@ pub(super) fn thread_search() -> Value {
             "sort_order": nullable_enum(&["asc", "desc"]),
             "select": {
                 "type": ["array", "null"],
-                "items": {"enum": [
+                "items": {"type": "string", "enum": [
                     "thread_id", "created_at", "updated_at", "state_updated_at", "metadata",
                     "status", "config", "values", "interrupts", "error",
                 ]},
