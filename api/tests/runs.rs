@@ -148,6 +148,14 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
+            r#"{"assistant_id": "agent", "checkpoint_id": "0f9ad0c2-6f2f-4b1e-9d7e-5a4c2b1e0d3f"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "checkpoint": {"checkpoint_id": "not-an-id"}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             r#"{"assistant_id": "agent", "command": {"goto": "model"}}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
@@ -448,5 +456,19 @@ async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
             format!("{run}/{answer}"),
             "{path}"
         );
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_checkpoint_that_names_none_is_the_latest(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    // What chat UIs send on a follow-up: the thread's config, or null.
+    for body in [
+        r#"{"assistant_id": "agent", "input": {}, "checkpoint": null, "checkpoint_id": null}"#,
+        r#"{"assistant_id": "agent", "input": {}, "checkpoint": {"thread_id": "x", "checkpoint_ns": ""}}"#,
+    ] {
+        let (status, _, run) = api.send(api.request("POST", "/runs", &ana, body)).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {run}");
     }
 }

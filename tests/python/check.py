@@ -107,6 +107,10 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     found.append(("nested/resume/threads.get_history", history))
     found.append(("nested/resume/runs.wait(command.resume)", lambda a: a))
     found.append(("fork/resume/runs.wait", lambda a: a))
+    for key in ("runs.wait(checkpoint)", "runs.wait(checkpoint_id)"):
+        found.append((f"linear6/from-checkpoint/{key}", lambda a: a))
+    found.append(("linear6/from-checkpoint/threads.get_state", state))
+    found.append(("linear6/from-checkpoint/threads.get_history", history))
     found.append(("fork/resume/threads.get_state(interrupted)", state))
     found.append(("fork/resume/runs.wait(command.resume)", lambda a: a))
     found.append(("fork/resume/threads.get_history", history))

@@ -344,6 +344,26 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         await rec.call(f"{label}/runs.wait(command.resume)", lambda: client.runs.wait(t, "fork", command={"resume": "yes"}))
         await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
 
+    # Time travel: a run from a past checkpoint (what a chat UI's "regenerate" sends).
+    label = "linear6/from-checkpoint"
+    thread_id = await new_thread(label)
+    if thread_id is not None:
+        t = thread_id
+        await rec.call(f"{label}/runs.wait", lambda: client.runs.wait(t, "linear6", input=INPUTS["linear6"]))
+        past = await client.threads.get_history(t, limit=50)
+        at_n4 = next((s["checkpoint"] for s in past if s["next"] == ["n4"]), None)
+        if at_n4 is not None:
+            await rec.call(
+                f"{label}/runs.wait(checkpoint)",
+                lambda: client.runs.wait(t, "linear6", input=None, checkpoint=at_n4),
+            )
+            await rec.call(
+                f"{label}/runs.wait(checkpoint_id)",
+                lambda: client.runs.wait(t, "linear6", input=None, checkpoint_id=at_n4["checkpoint_id"]),
+            )
+            await rec.call(f"{label}/threads.get_state", lambda: client.threads.get_state(t))
+            await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
+
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"
     if f"{label}/threads.create" in rec.raw and "thread_id" in (rec.raw[f"{label}/threads.create"] or {}):

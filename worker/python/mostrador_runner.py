@@ -700,15 +700,15 @@ class Run:
         if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
             # This run saved a checkpoint before (it was drained, or its worker died): go on.
             graph_input = None
-        elif spec.get("command"):
-            command = spec["command"]
-            graph_input = Command(
-                resume=command.get("resume"),
-                update=command.get("update"),
-                goto=goto(command.get("goto")),
-            )
+        elif spec.get("checkpoint_id"):
+            # From a past checkpoint (regenerate, edit, time travel): LangGraph forks there.
+            config = {
+                **config,
+                "configurable": {**config["configurable"], "checkpoint_id": spec["checkpoint_id"]},
+            }
+            graph_input = self.given_input()
         else:
-            graph_input = spec.get("input")
+            graph_input = self.given_input()
         wanted = list(spec.get("stream_mode") or ["values"])
         modes = set(wanted) - {"events"}
         # Checkpoints are described to the worker (LangGraph's `values` carry the interrupts).
@@ -737,8 +737,19 @@ class Run:
             await self.describe_pending()
             return {"outcome": "drained", "reason": drained.reason}
         await self.describe_pending()
-        final = await graph.aget_state(config)
+        final = await graph.aget_state(self.config())
         return {"outcome": "interrupted" if final.next else "success"}
+
+    def given_input(self) -> Any:
+        """The run's input, or its command (a resume, an update, a goto)."""
+        command = self.spec.get("command")
+        if not command:
+            return self.spec.get("input")
+        return Command(
+            resume=command.get("resume"),
+            update=command.get("update"),
+            goto=goto(command.get("goto")),
+        )
 
     async def update_state(self, update: dict) -> dict:
         """`threads.update_state`: the graph's own reducers apply the values as `as_node` wrote

@@ -261,6 +261,7 @@ pub fn run_spec(claimed: &ClaimedRun) -> Value {
         "interrupt_before": config.get("interrupt_before"),
         "interrupt_after": config.get("interrupt_after"),
         "durability": config.get("durability"),
+        "checkpoint_id": config.get("checkpoint_id"),
     })
 }
 

@@ -207,8 +207,19 @@ fn run_request() -> Value {
                 "type": ["object", "null"],
                 "description": "`config.configurable`, when config has none (400 with both).",
             },
-            "checkpoint": unsupported(),
-            "checkpoint_id": unsupported(),
+            "checkpoint": {
+                "type": ["object", "null"],
+                "properties": {
+                    "checkpoint_id": {"type": ["string", "null"], "format": "uuid"},
+                    "checkpoint_ns": {"type": ["string", "null"], "enum": ["", null]},
+                },
+                "description": "Start from this checkpoint of the thread (Python graphs; 422 for the others when it names one).",
+            },
+            "checkpoint_id": {
+                "type": ["string", "null"],
+                "format": "uuid",
+                "description": "The same, by id.",
+            },
             "interrupt_before": interrupt_nodes(),
             "interrupt_after": interrupt_nodes(),
             "webhook": unsupported(),

@@ -341,8 +341,11 @@ fn new_run(
     python: bool,
 ) -> Result<NewRun, ApiError> {
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
-    if body.checkpoint.is_some() || body.checkpoint_id.is_some() {
-        return Err(unsupported("starting from a given checkpoint"));
+    let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?;
+    if start_at.is_some() && !python {
+        return Err(unprocessable(
+            "starting from a given checkpoint is for Python graphs; the retail graphs go on from their latest",
+        ));
     }
     let interrupts = [
         ("interrupt_before", body.interrupt_before.clone()),
@@ -419,6 +422,9 @@ fn new_run(
             config[field] = value;
         }
     }
+    if let Some(checkpoint_id) = start_at {
+        config["checkpoint_id"] = json!(checkpoint_id);
+    }
     let mut metadata = body.metadata.unwrap_or_default();
     metadata.insert("graph_id".into(), json!(assistant.graph_id));
     metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
@@ -433,6 +439,44 @@ fn new_run(
         trace_id: crate::trace::current(),
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
+}
+
+/// The checkpoint a run starts from (regenerate, edit, time travel): `checkpoint_id`, or the
+/// `checkpoint_id` of `checkpoint`, as the SDKs send them; `None` (the latest) when neither names
+/// one, null included.
+fn start_at(
+    checkpoint_id: Option<&Value>,
+    checkpoint: Option<&Value>,
+) -> Result<Option<Uuid>, ApiError> {
+    let in_checkpoint = match checkpoint {
+        None | Some(Value::Null) => &Value::Null,
+        Some(Value::Object(checkpoint)) => {
+            if checkpoint
+                .get("checkpoint_ns")
+                .and_then(Value::as_str)
+                .is_some_and(|ns| !ns.is_empty())
+            {
+                return Err(unprocessable(
+                    "a run starts from a checkpoint of the thread's root graph",
+                ));
+            }
+            checkpoint.get("checkpoint_id").unwrap_or(&Value::Null)
+        }
+        Some(_) => return Err(unprocessable("checkpoint must be an object")),
+    };
+    match checkpoint_id.unwrap_or(&Value::Null) {
+        Value::Null => match in_checkpoint {
+            Value::Null => Ok(None),
+            Value::String(id) => Uuid::parse_str(id)
+                .map(Some)
+                .map_err(|_| unprocessable("checkpoint.checkpoint_id must be a UUID")),
+            _ => Err(unprocessable("checkpoint.checkpoint_id must be a UUID")),
+        },
+        Value::String(id) => Uuid::parse_str(id)
+            .map(Some)
+            .map_err(|_| unprocessable("checkpoint_id must be a UUID")),
+        _ => Err(unprocessable("checkpoint_id must be a UUID")),
+    }
 }
 
 /// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
