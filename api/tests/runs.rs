@@ -456,6 +456,15 @@ async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
             format!("{run}/{answer}"),
             "{path}"
         );
+        let (status, joined) = api
+            .head_of(api.request("GET", &format!("{run}/stream"), &ana, ""))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            joined[header::LOCATION].to_str().expect("ascii"),
+            format!("{run}/stream"),
+            "a joined stream says where to rejoin it too"
+        );
     }
 }
 

@@ -45,7 +45,9 @@ pub async fn join_stream(
     let after = stream::last_event_id(&headers)?;
     let (modes, messages) = stream_modes_query(query.as_deref())?;
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(stream::events(&state, &run, after, modes, messages)?.into_response())
+    let events = stream::events(&state, &run, after, modes, messages)?;
+    // Where the SDK reconnects by itself should this connection drop too.
+    Ok((rejoin_location(&run, "stream"), events).into_response())
 }
 
 /// `stream_mode` query values (repeated keys, as the client sends a list; empty means all), and
