@@ -13,6 +13,9 @@
 //!   is what to compare across machines. (The only SQL outside `mostrador-queue`, on purpose.)
 //! * `baseline-pickup`: the raw-SQL queue's pickup latency (insert + NOTIFY in one statement, an
 //!   idle claimer on LISTEN), timed like `pickup`.
+//! * `python-linear`, `python-linear1`: the Python graphs of `bench/servers/langgraph.json`
+//!   executed through the worker's Python path (`python.rs`), one run after another; supersteps
+//!   per second of `linear6`, milliseconds per run of `linear1` (for the cost of one superstep).
 //!
 //! It drops and recreates its own database (`--database-url`) on every start.
 
@@ -34,6 +37,7 @@ use tokio::task::JoinSet;
 
 mod baseline;
 mod engine;
+mod python;
 
 pub(crate) const GRAPH: &str = "bench";
 
@@ -74,6 +78,12 @@ struct Args {
     /// Graph runs in `engine-linear` (a fifth of them in `engine-fanout`).
     #[arg(long, default_value_t = 200)]
     engine_runs: usize,
+    /// The interpreter that runs the Python graphs (`python-linear`, `python-linear1`).
+    #[arg(long, default_value = "python3")]
+    python: std::path::PathBuf,
+    /// The `langgraph.json` naming the Python graphs `linear6` and `linear1`.
+    #[arg(long, default_value = "bench/servers/langgraph.json")]
+    langgraph_config: std::path::PathBuf,
 }
 
 #[tokio::main]
@@ -97,6 +107,10 @@ async fn main() -> anyhow::Result<()> {
         .connect(&args.database_url)
         .await?;
 
+    let python_graphs = python::PythonGraphs {
+        python: &args.python,
+        config: &args.langgraph_config,
+    };
     println!("| scenario | median | runs |");
     println!("|---|---|---|");
     for scenario in &args.scenarios {
@@ -131,6 +145,21 @@ async fn main() -> anyhow::Result<()> {
                     "supersteps/s",
                 ),
                 "engine-bytes" => Measure::Bytes(engine::bytes_per_superstep(&pool).await?),
+                "python-linear" => {
+                    let per_run = python::linear_per_run(
+                        &pool,
+                        &python_graphs,
+                        "linear6",
+                        6,
+                        args.engine_runs,
+                    )
+                    .await?;
+                    Measure::Rate(6.0 / per_run.as_secs_f64(), "supersteps/s")
+                }
+                "python-linear1" => Measure::PerRun(
+                    python::linear_per_run(&pool, &python_graphs, "linear1", 1, args.engine_runs)
+                        .await?,
+                ),
                 "engine-fanout" => {
                     Measure::PerRun(engine::fan_out_ms_per_run(&pool, args.engine_runs / 5).await?)
                 }
