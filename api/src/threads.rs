@@ -287,8 +287,9 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
     if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata)
         && !map.contains_key("graph_id")
     {
-        // Bound by a run (not created with a graph_id), as the official server records it: the
-        // graph and the run's assistant, the graph's own (the only kind there is).
+        // A run's binding stores these (`run::enqueue`); threads bound otherwise (stateless
+        // runs' threads, threads bound before it did) show them the same way: the graph and its
+        // own assistant, the only kind there is.
         map.insert("graph_id".into(), json!(graph_id));
         map.entry("assistant_id")
             .or_insert_with(|| json!(Assistant::for_graph(graph_id).assistant_id));
