@@ -481,3 +481,59 @@ async fn a_checkpoint_that_names_none_is_the_latest(pool: PgPool) {
         assert_eq!(status, StatusCode::OK, "{body}: {run}");
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_rust_graph_run_may_name_its_threads_latest_checkpoint_only(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let (_, _, thread) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            r#"{"metadata": {"graph_id": "approval"}}"#,
+        ))
+        .await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    api.state
+        .graph("approval")
+        .expect("graph")
+        .run(
+            &PgCheckpointer::new(pool),
+            Uuid::parse_str(&id).expect("uuid"),
+            RunInput::Values(json!({})),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+        .expect("run");
+    // A manager's decision written as an update: a second checkpoint.
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let update = r#"{"values": {"decision": "approved"}, "as_node": "ask"}"#;
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{id}/state"), &marta, update))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, _, history) = api
+        .send(api.request("GET", &format!("/threads/{id}/history"), &ana, ""))
+        .await;
+    let (latest, earlier) = (&history[0]["checkpoint"], &history[1]["checkpoint"]);
+    assert!(earlier["checkpoint_id"].is_string(), "{history}");
+
+    let path = format!("/threads/{id}/runs");
+    // Starting from an earlier one (regenerate, time travel) is for Python graphs.
+    let regenerate = json!({"assistant_id": "approval", "checkpoint": earlier});
+    let (status, _, answer) = api
+        .send(api.request("POST", &path, &ana, &regenerate.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+
+    // agent-chat-ui's follow-up message names the thread head's checkpoint: where the run starts.
+    let follow_up = json!({"assistant_id": "approval", "input": {}, "checkpoint": latest});
+    let (status, _, run) = api
+        .send(api.request("POST", &path, &ana, &follow_up.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["kwargs"]["config"].get("checkpoint_id"), None, "{run}");
+}

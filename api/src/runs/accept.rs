@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use mostrador_graph::{Checkpointer, StreamMode};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, Thread, ThreadId};
+use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, Thread, ThreadId, ThreadStatus};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -137,13 +137,14 @@ pub async fn accept(
     let python = state.is_python(&assistant.graph_id);
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
-        let new = new_run(ThreadId(thread_id), &assistant, body, python)?;
+        let new = new_run(ThreadId(thread_id), &assistant, body, python, None)?;
         if new.command.is_some() {
             return Err(nothing_to_resume());
         }
         return create_and_enqueue(state, caller, assistant, &new).await;
     };
-    let new = new_run(thread.thread_id, &assistant, body, python)?;
+    let head = rust_head(state, &thread, python, &body).await?;
+    let new = new_run(thread.thread_id, &assistant, body, python, head)?;
     if new.command.is_some() {
         if python {
             // The official server's rule: whoever may see the thread resumes it.
@@ -260,7 +261,7 @@ async fn accept_stateless(
             .await
             .map_err(ApiError::unavailable)?;
         let python = state.is_python(&assistant.graph_id);
-        let new = new_run(thread.thread_id, &assistant, body, python)?;
+        let new = new_run(thread.thread_id, &assistant, body, python, None)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
             Err(err) => {
@@ -332,19 +333,21 @@ pub async fn stream_stateless(
     Ok((rejoin_location(run, "stream"), events).into_response())
 }
 
-/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`
-/// and a command's `goto` and `update`.
+/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`,
+/// a command's `goto` and `update`, and any checkpoint to start from. A Rust graph's run goes on
+/// from the thread's latest checkpoint, `head`, which it may name.
 fn new_run(
     thread_id: ThreadId,
     assistant: &Assistant,
     body: CreateRun,
     python: bool,
+    head: Option<Uuid>,
 ) -> Result<NewRun, ApiError> {
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
     let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?;
-    if start_at.is_some() && !python {
+    if start_at.is_some() && start_at != head && !python {
         return Err(unprocessable(
-            "starting from a given checkpoint is for Python graphs; the retail graphs go on from their latest",
+            "starting from an earlier checkpoint is for Python graphs; the retail graphs go on from their latest",
         ));
     }
     let interrupts = [
@@ -422,7 +425,7 @@ fn new_run(
             config[field] = value;
         }
     }
-    if let Some(checkpoint_id) = start_at {
+    if let Some(checkpoint_id) = start_at.filter(|_| python) {
         config["checkpoint_id"] = json!(checkpoint_id);
     }
     let mut metadata = body.metadata.unwrap_or_default();
@@ -523,6 +526,29 @@ fn run_config(
         Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
     }
     Ok(Value::Object(config))
+}
+
+/// The latest checkpoint of an idle thread of a Rust graph, looked up when the run names a
+/// checkpoint: the run starts there anyway, so naming it is allowed (agent-chat-ui names the
+/// thread head's with every follow-up message). A busy thread's head may move before the run
+/// starts, so it has none here.
+async fn rust_head(
+    state: &AppState,
+    thread: &Thread,
+    python: bool,
+    body: &CreateRun,
+) -> Result<Option<Uuid>, ApiError> {
+    let names_one = [&body.checkpoint_id, &body.checkpoint]
+        .into_iter()
+        .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
+    if python || !names_one || thread.status == ThreadStatus::Busy {
+        return Ok(None);
+    }
+    let latest = PgCheckpointer::new(state.pool().clone())
+        .get(thread.thread_id.0, None)
+        .await
+        .map_err(ApiError::unavailable)?;
+    Ok(latest.map(|saved| saved.checkpoint.checkpoint_id))
 }
 
 /// Resuming decides for the graph: managers only, and only a thread that waits for a decision.
