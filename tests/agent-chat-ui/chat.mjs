@@ -1,0 +1,256 @@
+// agent-chat-ui, the chat UI most LangGraph users run, in a real browser against `mostrador dev
+// --demo-data`: headless Chromium (Debian's /usr/bin/chromium) driven by playwright-core, the app
+// built by tests/agent-chat-ui/run from create-agent-chat-app's Vite template and served from
+// another local origin. Everything goes through the page as a user would: its setup form (the
+// deployment URL, the graph id and an API key), its chat box, its regenerate button, its history
+// sidebar and a reload. The server is asked only to check what the page cannot show (the runs of
+// a thread, the thread's state). Exits non-zero on the first mismatch.
+//
+// Environment: APP_URL (the built app), MOSTRADOR_URL; CLERK_KEY (pepe, clerk of madrid-centro),
+// CUSTOMER_KEY (ana, customer of madrid-centro) and MANAGER_KEY (marta, its manager), API keys
+// made with `mostrador api-key create`; SCREENSHOTS (a directory); RESUMABLE_APP_URL, optional:
+// the same app built with the current SDK and useStream's reconnectOnMount, for the reload.
+import { chromium } from "playwright-core";
+
+const APP = process.env.APP_URL;
+const API = process.env.MOSTRADOR_URL;
+const SHOTS = process.env.SCREENSHOTS;
+const QUESTION = "¿Quedan zapatillas de trail Cumbre 42?";
+const FOLLOW_UP = "¿Y zapatillas de running Asfalto 41?";
+const REFUND = "Quiero devolver el pedido PED-1001";
+
+class Mismatch extends Error {}
+
+function check(condition, message, detail) {
+  if (!condition) {
+    const shown = detail === undefined ? "" : `\n  got: ${JSON.stringify(detail, null, 1)?.slice(0, 2000)}`;
+    throw new Mismatch(`${message}${shown}`);
+  }
+}
+
+const ok = (what) => console.log(`agent-chat-ui: ${what}: ok`);
+
+/** The api as the page's caller, for what the page does not show. */
+async function api(key, method, path, body) {
+  const res = await fetch(API + path, {
+    method,
+    headers: { "x-api-key": key, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  check(res.ok, `${method} ${path} answered ${res.status}`, await res.clone().text());
+  return res.json();
+}
+
+/** A page of its own browser context (its own localStorage, so its own API key). */
+async function openPage(browser, failures) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  page.on("pageerror", (error) => failures.push("page error: " + error.message));
+  if (process.env.TRACE) {
+    // TRACE=1: the page's requests to the api and everything it logs.
+    page.on("request", (r) => r.url().startsWith(API) && console.log(">>", r.method(), r.url(), r.postData() ?? ""));
+    page.on("response", (r) => r.url().startsWith(API) && console.log("<<", r.status(), r.url()));
+    page.on("console", (message) => console.log("console:", message.text()));
+  }
+  page.on("console", (message) => {
+    if (message.type() === "error") failures.push("console error: " + message.text());
+  });
+  return page;
+}
+
+/** The setup form a first visit shows: deployment URL, assistant / graph id, API key. */
+async function connect(page, app, assistantId, key) {
+  await page.goto(app + "/");
+  await page.fill("#apiUrl", API);
+  await page.fill("#assistantId", assistantId);
+  await page.fill("#apiKey", key);
+  await page.click("form button[type=submit]");
+  await page.waitForSelector("textarea");
+}
+
+const threadIdOf = (page) => new URL(page.url()).searchParams.get("threadId");
+
+/** The messages as the page renders them: human bubbles and the text of the assistant's answers. */
+function shownMessages(page) {
+  return page.evaluate(() => {
+    const content = document.querySelector(".max-w-3xl.flex-col.gap-4");
+    if (!content) return [];
+    return [...content.children].flatMap((element) => {
+      const human = element.querySelector(":scope p.rounded-3xl");
+      if (human) return [{ type: "human", text: human.innerText }];
+      const text = element.querySelector(":scope > div > div.py-1");
+      return text ? [{ type: "ai", text: text.innerText }] : [];
+    });
+  });
+}
+
+async function lastAnswer(page) {
+  return (await shownMessages(page)).filter((m) => m.type === "ai").at(-1)?.text ?? "";
+}
+
+const isLoading = (page) => page.locator("form button", { hasText: "Cancel" }).isVisible();
+
+/**
+ * Samples the last answer while the page streams it, until the page stops loading: the answer must
+ * be seen growing (each sample a prefix of the next) before it is complete.
+ */
+async function watchAnswer(page, before) {
+  const samples = [];
+  const deadline = Date.now() + 30_000;
+  await page.locator("form button", { hasText: "Cancel" }).waitFor();
+  while (Date.now() < deadline) {
+    const loading = await isLoading(page);
+    const text = await lastAnswer(page);
+    if (text && text !== before && text !== samples.at(-1)) samples.push(text);
+    if (!loading) break;
+    await page.waitForTimeout(25);
+  }
+  check(!(await isLoading(page)), "the answer did not end within 30 s", samples);
+  const final = await lastAnswer(page);
+  const growing = samples.filter((s) => s !== final);
+  check(growing.length >= 2, "the answer was not seen growing token by token (fewer than two partial texts)", samples);
+  check(growing.every((s, i) => (growing[i + 1] ?? final).startsWith(s)), "the streamed texts are not prefixes of each other", samples);
+  return { final, samples };
+}
+
+async function send(page, text) {
+  await page.fill("textarea", text);
+  await page.keyboard.press("Enter");
+}
+
+async function runsOf(key, threadId) {
+  return api(key, "GET", `/threads/${threadId}/runs?limit=100`);
+}
+
+async function tienda(browser, failures) {
+  const key = process.env.CLERK_KEY;
+  const page = await openPage(browser, failures);
+  await connect(page, APP, "tienda", key);
+  ok("connected through the setup form with an API key");
+
+  // The first message: a thread is created, its id put in the URL, the answer streamed.
+  await send(page, QUESTION);
+  const first = await watchAnswer(page, "");
+  const threadId = threadIdOf(page);
+  check(threadId, "no threadId in the page's URL", page.url());
+  check(first.final.includes("Cumbre 42"), "the first answer", first.final);
+  ok(`first answer streamed in ${first.samples.length} growing texts, thread ${threadId}`);
+
+  // The second message goes to the same thread.
+  await send(page, FOLLOW_UP);
+  const second = await watchAnswer(page, first.final);
+  check(threadIdOf(page) === threadId, "the second message left the thread", page.url());
+  check(second.final.includes("Asfalto 41"), "the second answer", second.final);
+  let shown = await shownMessages(page);
+  check(shown.filter((m) => m.type === "human").map((m) => m.text).join("|") === `${QUESTION}|${FOLLOW_UP}`,
+    "the page does not show both questions", shown);
+  let runs = await runsOf(key, threadId);
+  check(runs.length === 2 && runs.every((r) => r.status === "success"), "the thread's runs after two messages", runs);
+  ok(`second answer streamed in ${second.samples.length} growing texts, in the same thread (2 runs)`);
+  await page.screenshot({ path: `${SHOTS}/tienda-two-messages.png` });
+
+  // Regenerate the last answer: the page asks for a run from the checkpoint before it. The Rust
+  // engine's runs go on from the thread's latest checkpoint only (a run from an earlier one is for
+  // Python graphs, docs/wire-protocol.md §11), so mostrador refuses it with a 422 the page shows,
+  // and nothing changes. This checks the refusal is clean until the engine can fork.
+  const logged = failures.length;
+  const group = page.locator("div.group.mr-auto").filter({ has: page.locator("div.py-1") }).last();
+  await group.hover();
+  await group.locator("button", { hasText: "Refresh" }).click();
+  await page.getByText("earlier checkpoint is for Python graphs").waitFor();
+  const refusals = failures.splice(logged);
+  check(refusals.length > 0 && refusals.every((f) => f.includes("422") || f.includes("earlier checkpoint")),
+    "regenerate's errors", refusals);
+  check(await lastAnswer(page) === second.final, "the answer changed after a refused regenerate", await lastAnswer(page));
+  runs = await runsOf(key, threadId);
+  check(runs.length === 2, "a refused regenerate made a run", runs);
+  ok("regenerate (a run from an earlier checkpoint) is refused with a 422 the page shows; the answer stays");
+  await page.screenshot({ path: `${SHOTS}/tienda-regenerate-refused.png` });
+
+  // The history sidebar lists the thread by its first message; choosing it opens it.
+  // The sidebar (off screen while closed) has a toggle of its own before the page header's.
+  await page.locator("button:has(svg.lucide-panel-right-close)").last().click();
+  const listed = page.locator("button", { hasText: QUESTION }).first();
+  await listed.waitFor();
+  await page.locator("button", { hasText: "New thread" }).click();
+  await page.waitForFunction(() => !new URL(location.href).searchParams.get("threadId"));
+  await listed.click();
+  await page.waitForFunction((id) => new URL(location.href).searchParams.get("threadId") === id, threadId);
+  await page.waitForFunction((question) => document.body.innerText.includes(question), FOLLOW_UP);
+  ok("the history sidebar lists the thread and opens it");
+  await page.screenshot({ path: `${SHOTS}/tienda-sidebar.png` });
+  await page.context().close();
+}
+
+async function cliente(browser, failures) {
+  // The customer asks for a refund: the graph stops for a manager's decision, which the page shows
+  // as the thread's interrupt (agent-chat-ui's generic view: the value is not an Agent Inbox one).
+  const customer = await openPage(browser, failures);
+  await connect(customer, APP, "cliente", process.env.CUSTOMER_KEY);
+  await send(customer, REFUND);
+  await customer.locator("form button", { hasText: "Cancel" }).waitFor();
+  await customer.locator("form button", { hasText: "Send" }).waitFor();
+  await customer.getByText("refund_approval").first().waitFor();
+  const threadId = threadIdOf(customer);
+  const waiting = await api(process.env.CUSTOMER_KEY, "GET", `/threads/${threadId}/state`);
+  check(JSON.stringify(waiting.next) === '["approval"]' && waiting.interrupts[0]?.value?.order_id === "PED-1001",
+    "the thread does not wait for the manager", waiting);
+  ok(`the refund's interrupt is shown to the customer (thread ${threadId})`);
+  await customer.screenshot({ path: `${SHOTS}/cliente-interrupt.png` });
+
+  // The manager opens the same thread with a key of their own and sees the decision asked.
+  const manager = await openPage(browser, failures);
+  await connect(manager, APP, "cliente", process.env.MANAGER_KEY);
+  const url = new URL(manager.url());
+  url.searchParams.set("threadId", threadId);
+  await manager.goto(url.toString());
+  await manager.getByText("refund_approval").first().waitFor();
+  ok("the manager's page shows the same interrupt");
+
+  // agent-chat-ui resumes only Agent Inbox interrupts from its page, so the manager's page resumes
+  // with the key it holds, from the page (a browser request, CORS and all), as a run with a command.
+  const resumed = await manager.evaluate(async ({ api, threadId }) => {
+    const res = await fetch(`${api}/threads/${threadId}/runs/wait`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": localStorage.getItem("lg:chat:apiKey") },
+      body: JSON.stringify({ assistant_id: "cliente", command: { resume: "approve" } }),
+    });
+    return { status: res.status, body: await res.json() };
+  }, { api: API, threadId });
+  check(resumed.status === 200, "the manager's resume", resumed);
+  const runs = await runsOf(process.env.MANAGER_KEY, threadId);
+  check(runs.length === 2 && runs.every((r) => r.status === "success"), "the refund thread's runs", runs);
+  for (const page of [manager, customer]) {
+    await page.reload();
+    await page.waitForFunction(() => document.body.innerText.includes("115,70"));
+    check(!(await page.getByText("refund_approval").count()), "an interrupt is still shown after the decision");
+  }
+  ok("resumed by the manager; both pages show the refund's answer and no interrupt");
+  await customer.screenshot({ path: `${SHOTS}/cliente-refunded.png` });
+  await manager.context().close();
+  await customer.context().close();
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox"],
+  });
+  const failures = [];
+  try {
+    await tienda(browser, failures);
+    await cliente(browser, failures);
+    check(failures.length === 0, "the pages logged errors", failures);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().then(
+  () => console.log("agent-chat-ui against mostrador: all checks passed"),
+  (error) => {
+    console.error(error instanceof Mismatch ? `MISMATCH: ${error.message}` : error);
+    process.exit(1);
+  },
+);
