@@ -232,6 +232,40 @@ async function cliente(browser, failures) {
   await customer.context().close();
 }
 
+async function reload(browser, failures) {
+  // A reload in the middle of an answer: the page finds the run it started (useStream's
+  // reconnectOnMount keeps its id in sessionStorage) and rejoins its stream; the answer goes on
+  // growing and completes, and no message is sent again.
+  const key = process.env.CLERK_KEY;
+  const page = await openPage(browser, failures);
+  await connect(page, process.env.RESUMABLE_APP_URL, "tienda", key);
+  const created = [];
+  page.on("request", (r) => r.method() === "POST" && /\/runs(\/stream|\/wait)?$/.test(r.url()) && created.push(r.url()));
+  await send(page, QUESTION);
+  await page.waitForFunction(() => {
+    const texts = [...document.querySelectorAll("div.group.mr-auto div.py-1")].map((e) => e.innerText);
+    return (texts.at(-1) ?? "").length > 10;
+  });
+  const threadId = threadIdOf(page);
+  const partial = await lastAnswer(page);
+  check(created.length === 1, "the message made more than one run request", created);
+  await page.reload();
+  const rejoined = [];
+  page.on("request", (r) => r.method() === "GET" && r.url().includes(`/threads/${threadId}/runs/`) && rejoined.push(r.url()));
+  const after = await watchAnswer(page, "");
+  check(after.final.startsWith("Zapatillas de trail Cumbre 42") && after.final.length > partial.length,
+    "the answer after the reload", { partial, after });
+  check(rejoined.some((url) => new URL(url).pathname.endsWith("/stream")), "the page did not join the run's stream", rejoined);
+  check(created.length === 1, "the reload sent the message again", created);
+  const runs = await runsOf(key, threadId);
+  check(runs.length === 1 && runs[0].status === "success", "the thread's runs after the reload", runs);
+  const state = await api(key, "GET", `/threads/${threadId}/state`);
+  check(state.values.messages.filter((m) => m.type === "human").length === 1, "the question was asked twice", state.values);
+  ok(`reloaded at ${partial.length} characters: the page rejoined the run's stream and saw it grow in ${after.samples.length} texts to the end (1 run)`);
+  await page.screenshot({ path: `${SHOTS}/tienda-reloaded.png` });
+  await page.context().close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -241,6 +275,7 @@ async function main() {
   try {
     await tienda(browser, failures);
     await cliente(browser, failures);
+    if (process.env.RESUMABLE_APP_URL) await reload(browser, failures);
     check(failures.length === 0, "the pages logged errors", failures);
   } finally {
     await browser.close();
