@@ -197,6 +197,7 @@ async function cliente(browser, failures) {
   check(JSON.stringify(waiting.next) === '["approval"]' && waiting.interrupts[0]?.value?.order_id === "PED-1001",
     "the thread does not wait for the manager", waiting);
   ok(`the refund's interrupt is shown to the customer (thread ${threadId})`);
+  await customer.getByText("refund_approval").first().scrollIntoViewIfNeeded();
   await customer.screenshot({ path: `${SHOTS}/cliente-interrupt.png` });
 
   // The manager opens the same thread with a key of their own and sees the decision asked.
