@@ -62,16 +62,27 @@ pub struct SavedCheckpoint {
 }
 
 /// A checkpoint to save: LangGraph's `put`.
-#[derive(Debug, Clone)]
-pub struct NewCheckpoint<'a> {
-    pub checkpoint_ns: &'a str,
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCheckpoint {
+    pub checkpoint_ns: String,
     pub checkpoint_id: Uuid,
     pub parent_checkpoint_id: Option<Uuid>,
     /// LangGraph's checkpoint without `channel_values`; its `channel_versions` name the blobs.
-    pub saved: &'a Value,
-    pub metadata: &'a Value,
+    pub saved: Value,
+    pub metadata: Value,
     /// The values of the channels whose version this checkpoint bumped.
-    pub blobs: &'a [Blob],
+    pub blobs: Vec<Blob>,
+}
+
+/// One of LangGraph's writes: a checkpoint (`put`) or a task's writes on one (`put_writes`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    Checkpoint(NewCheckpoint),
+    TaskWrites {
+        checkpoint_ns: String,
+        checkpoint_id: Uuid,
+        writes: Vec<PendingWrite>,
+    },
 }
 
 /// The state at a checkpoint, as the api serves it.
@@ -282,13 +293,44 @@ impl Saver {
         }))
     }
 
-    /// Saves a checkpoint and the values of the channels it changed, in one statement. Its `step`
-    /// follows the thread's latest in its namespace, so "latest" is the last saved.
+    /// Carries out writes in order, in one transaction (one commit for a task's writes and the
+    /// checkpoint that follows them).
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
-    pub async fn put(&self, checkpoint: &NewCheckpoint<'_>) -> Result {
+    /// [`Error::LeaseLost`] (nothing was written), or the database failed (nothing was written).
+    pub async fn write(&self, writes: &[Write]) -> Result {
+        match writes {
+            [] => Ok(()),
+            [one] => self.write_one(&self.pool, one).await,
+            many => {
+                let mut tx = self.pool.begin().await?;
+                for one in many {
+                    self.write_one(&mut *tx, one).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn write_one(&self, executor: impl sqlx::PgExecutor<'_>, write: &Write) -> Result {
+        match write {
+            Write::Checkpoint(checkpoint) => self.put(executor, checkpoint).await,
+            Write::TaskWrites {
+                checkpoint_ns,
+                checkpoint_id,
+                writes,
+            } => {
+                self.put_writes(executor, checkpoint_ns, *checkpoint_id, writes)
+                    .await
+            }
+        }
+    }
+
+    /// Saves a checkpoint and the values of the channels it changed, in one statement. Its `step`
+    /// follows the thread's latest in its namespace, so "latest" is the last saved.
+    async fn put(&self, executor: impl sqlx::PgExecutor<'_>, checkpoint: &NewCheckpoint) -> Result {
         let channels: Vec<&str> = checkpoint
             .blobs
             .iter()
@@ -369,7 +411,7 @@ impl Saver {
             self.lease.run_id.0,
             self.lease.attempt,
             self.thread_id,
-            checkpoint.checkpoint_ns,
+            &checkpoint.checkpoint_ns,
             &channels as &[&str],
             &versions,
             &kinds as &[&str],
@@ -377,10 +419,10 @@ impl Saver {
             checkpoint.checkpoint_id,
             checkpoint.parent_checkpoint_id,
             channel_versions,
-            checkpoint.saved,
-            checkpoint.metadata,
+            &checkpoint.saved,
+            &checkpoint.metadata,
         )
-        .fetch_one(&self.pool)
+        .fetch_one(executor)
         .await?;
         if held { Ok(()) } else { Err(self.lost()) }
     }
@@ -389,12 +431,9 @@ impl Saver {
     /// interrupts, resumes: negative `idx`) replace earlier ones; the others are kept as first
     /// written, as LangGraph's own Postgres saver does, so a task re-run after a crash changes
     /// nothing it had saved.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
-    pub async fn put_writes(
+    async fn put_writes(
         &self,
+        executor: impl sqlx::PgExecutor<'_>,
         checkpoint_ns: &str,
         checkpoint_id: Uuid,
         writes: &[PendingWrite],
@@ -448,62 +487,98 @@ impl Saver {
             &kinds as &[&str],
             &bytes as &[&[u8]],
         )
-        .fetch_one(&self.pool)
-        .await?;
-        if held { Ok(()) } else { Err(self.lost()) }
-    }
-
-    /// Records the state the graph computed at a saved checkpoint, as the api will serve it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`] (nothing was written), or the database failed.
-    pub async fn describe(
-        &self,
-        checkpoint_ns: &str,
-        checkpoint_id: Uuid,
-        snapshot: &Value,
-    ) -> Result {
-        let held = sqlx::query_scalar!(
-            r#"
-            with fence as (
-                select 1
-                from mostrador.runs
-                where run_id = $1
-                  and attempt = $2
-                  and status = 'running'
-                for key share
-            ),
-            allowed as (
-                select exists (select 1 from fence) as ok
-            ),
-            described as (
-                update mostrador.checkpoints
-                set snapshot = $6
-                where thread_id = $3
-                  and checkpoint_ns = $4
-                  and checkpoint_id = $5
-                  and (select ok from allowed)
-            )
-            select ok as "ok!"
-            from allowed
-            "#,
-            self.lease.run_id.0,
-            self.lease.attempt,
-            self.thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            snapshot,
-        )
-        .fetch_one(&self.pool)
+        .fetch_one(executor)
         .await?;
         if held { Ok(()) } else { Err(self.lost()) }
     }
 }
 
+/// The state the graph computed at one of its run's root checkpoints, as the api will serve it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    pub checkpoint_id: Uuid,
+    pub snapshot: Value,
+}
+
+/// Records the states that runs' graphs described, each fenced by its run's lease, in one
+/// statement: the worker's publisher writes them in the transaction of the events sent after
+/// them, so a client that sees an event reads a state at least as new. Where a run describes a
+/// checkpoint twice, the last description wins. Returns the leases found lost (nothing of theirs
+/// was written).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn describe_many(
+    executor: impl sqlx::PgExecutor<'_>,
+    batches: &[(Lease, &[Described])],
+) -> Result<Vec<Lease>> {
+    let mut run_ids = Vec::new();
+    let mut attempts = Vec::new();
+    let mut checkpoint_ids = Vec::new();
+    let mut snapshots = Vec::new();
+    for (lease, described) in batches {
+        for one in *described {
+            run_ids.push(lease.run_id.0);
+            attempts.push(lease.attempt);
+            checkpoint_ids.push(one.checkpoint_id);
+            snapshots.push(&one.snapshot);
+        }
+    }
+    // N.B. As the checkpoint writes, the fence holds each run's row lock (`for key share`) for
+    // the statement, so no transition out of `running` commits between the check and the write.
+    let held = sqlx::query!(
+        r#"
+        with input as (
+            select distinct on (run_id, checkpoint_id) run_id, attempt, checkpoint_id, snapshot
+            from unnest($1::uuid[], $2::int[], $3::uuid[], $4::jsonb[]) with ordinality
+                as i(run_id, attempt, checkpoint_id, snapshot, ord)
+            order by run_id, checkpoint_id, ord desc
+        ),
+        held as (
+            select r.run_id, r.attempt, r.thread_id
+            from mostrador.runs r
+            where (r.run_id, r.attempt) in (select run_id, attempt from input)
+              and r.status = 'running'
+            for key share
+        ),
+        described as (
+            update mostrador.checkpoints c
+            set snapshot = i.snapshot
+            from input i
+            join held h on h.run_id = i.run_id and h.attempt = i.attempt
+            where c.thread_id = h.thread_id
+              and c.checkpoint_ns = ''
+              and c.checkpoint_id = i.checkpoint_id
+        )
+        select run_id as "run_id!", attempt as "attempt!"
+        from held
+        "#,
+        &run_ids,
+        &attempts,
+        &checkpoint_ids,
+        &snapshots as &[&Value],
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(batches
+        .iter()
+        .map(|(lease, _)| *lease)
+        .filter(|lease| {
+            !held
+                .iter()
+                .any(|row| row.run_id == lease.run_id.0 && row.attempt == lease.attempt)
+        })
+        .collect())
+}
+
 /// A thread's root-namespace states, newest first: the one at `checkpoint_id` (or the latest),
 /// then up to `limit - 1` older ones when `limit` asks for history; `before` starts below a
 /// checkpoint.
+///
+/// A checkpoint that a run still in flight saved but has not described yet is left out: the
+/// state is the newest the graph described (at most one superstep behind while a run goes on),
+/// as the events the client saw.
 ///
 /// # Errors
 ///
@@ -523,6 +598,15 @@ pub async fn snapshots(
           and checkpoint_ns = ''
           and saved is not null
           and ($2::uuid is null or checkpoint_id = $2)
+          and (
+              snapshot is not null
+              or not exists (
+                  select 1
+                  from mostrador.runs r
+                  where r.run_id = checkpoints.run_id
+                    and r.status in ('pending', 'running')
+              )
+          )
           and (
               $3::uuid is null
               or step < (

@@ -11,5 +11,6 @@ mod enqueue;
 mod events;
 mod lifecycle;
 mod retention;
+mod saver;
 mod schema;
 mod support;

@@ -14,13 +14,21 @@ keeps for itself: user code that prints writes to stderr, and reads nothing from
 worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
                   {"t": "drain", "reason": str}, {"t": "cancel"}, {"t": "describe"} between runs
 runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
-                  for the saver, {"t": "event", "event": name, "data": ...} for the stream,
-                  {"t": "done", "outcome": ..., ...} when the run ends, {"t": "described",
-                  "graphs": {id: {"schemas", "graph", "subgraphs"} | {"error"}}}.
+                  for the saver's reads and checkpoints, {"t": "cast", "op": ...} for what needs
+                  no answer (a task's writes, the snapshots of checkpoints), {"t": "event",
+                  "event": name, "data": ...} for the stream, {"t": "done", "outcome": ..., ...}
+                  when the run ends, {"t": "described", "graphs": {id: {"schemas", "graph",
+                  "subgraphs"} | {"error"}}}.
+
+The worker handles messages in the order they were sent, so a cast is written before anything
+sent after it; if it cannot be written, the worker ends the run (the run is retried from its last
+checkpoint) instead of answering.
 """
 
 import asyncio
 import base64
+import contextlib
+import gc
 import importlib.util
 import inspect
 import json
@@ -86,6 +94,7 @@ def _default(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
+    """JSON as the official server writes it; objects are turned into JSON on the way."""
     if orjson is not None:
         return orjson.dumps(
             obj,
@@ -95,9 +104,14 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, default=_default, separators=(",", ":")).encode()
 
 
+def loads(data: bytes) -> Any:
+    return orjson.loads(data) if orjson is not None else json.loads(data)
+
+
 def jsonable(obj: Any) -> Any:
-    """The JSON value the official server would send for `obj`."""
-    return json.loads(dumps(obj))
+    """The JSON value the official server would send for `obj`, for what must be kept as JSON
+    (messages are encoded once, by `dumps`, on their way out)."""
+    return loads(dumps(obj))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +134,10 @@ class Channel:
     def send(self, message: dict) -> None:
         _PROTOCOL_OUT.write(dumps(message) + b"\n")
 
+    def cast(self, op: str, **args: Any) -> None:
+        """An operation that needs no answer (see the module's documentation)."""
+        self.send({"t": "cast", "op": op, **args})
+
     async def call(self, op: str, **args: Any) -> Any:
         self.next_id += 1
         call_id = self.next_id
@@ -137,7 +155,7 @@ class Channel:
         protocol = asyncio.StreamReaderProtocol(reader)
         await self.loop.connect_read_pipe(lambda: protocol, os.fdopen(_PROTOCOL_IN_FD, "rb"))
         while line := await reader.readline():
-            message = json.loads(line)
+            message = loads(line)
             if message["t"] == "reply":
                 future = self.waiting.pop(message["id"], None)
                 if future is None or future.done():
@@ -299,15 +317,20 @@ class MostradorSaver(BaseCheckpointSaver[int]):
                 }
             )
         stored_metadata = jsonable(get_serializable_checkpoint_metadata(config, metadata))
-        await self.channel.call(
-            "put",
-            ns=ns,
-            checkpoint_id=checkpoint["id"],
-            parent_checkpoint_id=configurable.get("checkpoint_id"),
-            saved=jsonable(saved),
-            metadata=stored_metadata,
-            blobs=blobs,
-        )
+        put = {
+            "ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": configurable.get("checkpoint_id"),
+            "saved": saved,
+            "metadata": stored_metadata,
+            "blobs": blobs,
+        }
+        if metadata.get("source") == "input":
+            # The input's checkpoint: no node runs before the next checkpoint, which the worker
+            # writes after it (in one transaction) and whose answer says both are saved.
+            self.channel.cast("put", **put)
+        else:
+            await self.channel.call("put", **put)
         saved_config = {
             "configurable": {
                 "thread_id": self.thread_id,
@@ -350,7 +373,9 @@ class MostradorSaver(BaseCheckpointSaver[int]):
                     "bytes": base64.b64encode(data or b"").decode(),
                 }
             )
-        await self.channel.call("put_writes", ns=ns, checkpoint_id=checkpoint_id, writes=rows)
+        # LangGraph does not wait for a task's writes before it goes on (it saves them in the
+        # background); the worker writes them before the next checkpoint, which it reads after.
+        self.channel.cast("put_writes", ns=ns, checkpoint_id=checkpoint_id, writes=rows)
         cached = self.saved.get((ns, checkpoint_id))
         if cached is not None:
             kept = [
@@ -612,9 +637,8 @@ def interrupt_json(interrupt: Any) -> dict:
 
 
 def thread_state(thread_id: str, state: StateSnapshot) -> dict:
-    """A state snapshot as the official server answers it (`ThreadState`)."""
-    return jsonable(
-        {
+    """A state snapshot as the official server answers it (`ThreadState`), for `dumps`."""
+    return {
             "values": state.values,
             "next": state.next,
             "tasks": [
@@ -644,7 +668,6 @@ def thread_state(thread_id: str, state: StateSnapshot) -> dict:
             .get("configurable", {})
             .get("checkpoint_id"),
         }
-    )
 
 
 class Run:
@@ -657,7 +680,13 @@ class Run:
         self.thread_id = spec["thread_id"]
         self.control = RunControl()
         self.saver = MostradorSaver(channel, self.thread_id)
-        self.described: list[str] = []
+        if "latest" in spec:
+            # Read by the worker with the run.
+            self.saver.latest = self.saver._tuple(spec["latest"]) if spec["latest"] else None
+        # The newest checkpoint of the thread this run made or goes on from, not yet described:
+        # it is described when its tasks have run (with their results), at the next checkpoint or
+        # at the run's end.
+        self.undescribed: str | None = None
 
     def config(self) -> RunnableConfig:
         spec = self.spec
@@ -700,6 +729,7 @@ class Run:
         if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
             # This run saved a checkpoint before (it was drained, or its worker died): go on.
             graph_input = None
+            self.undescribed = latest.config["configurable"]["checkpoint_id"]
         elif spec.get("checkpoint_id"):
             # From a past checkpoint (regenerate, edit, time travel): LangGraph forks there.
             config = {
@@ -734,11 +764,18 @@ class Run:
                 ns, mode, data = chunk
                 await self.on_chunk(ns, mode, data, wanted, subgraphs)
         except GraphDrained as drained:
-            await self.describe_pending()
+            await self.describe_latest()
             return {"outcome": "drained", "reason": drained.reason}
-        await self.describe_pending()
-        final = await graph.aget_state(self.config())
-        return {"outcome": "interrupted" if final.next else "success"}
+        except BaseException:
+            # Failed or cancelled: its last checkpoint is the thread's state (with a failed
+            # task's error, saved with it).
+            with contextlib.suppress(Exception):
+                await self.describe_latest()
+            raise
+        final = await self.describe_latest()
+        if final is None:
+            final = {"next": (await graph.aget_state(self.config())).next}
+        return {"outcome": "interrupted" if final["next"] else "success"}
 
     def given_input(self) -> Any:
         """The run's input, or its command (a resume, an update, a goto)."""
@@ -783,18 +820,20 @@ class Run:
             except Exception as err:  # noqa: BLE001 - LangGraph refused the update
                 self.emit("update_state", {"error": type(err).__name__, "message": str(err)})
                 return {"outcome": "interrupted" if latest.next else "success"}
-        checkpoint_id = applied["configurable"]["checkpoint_id"]
-        await self.describe([checkpoint_id])
+        self.undescribed = applied["configurable"]["checkpoint_id"]
+        final = await self.describe_latest()
         self.emit("update_state", checkpoint_json(self.thread_id, applied))
-        final = await self.graph.aget_state(config)
-        return {"outcome": "interrupted" if final.next else "success"}
+        return {"outcome": "interrupted" if final is not None and final["next"] else "success"}
 
     async def on_chunk(self, ns: tuple, mode: str, data: Any, wanted: list, subgraphs: bool):
         if mode == "checkpoints" and not ns:
-            checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
-            # The previous checkpoint's tasks have now run: describe it again with their results.
-            await self.describe([*self.described[-1:], checkpoint_id])
-            self.described.append(checkpoint_id)
+            # The previous checkpoint's tasks have now run: describe it, with their results.
+            if self.undescribed is not None:
+                await self.describe(self.undescribed, live=False)
+            self.undescribed = data["config"]["configurable"]["checkpoint_id"]
+            # Described now, as the thread's current state (LangGraph's `values` for this step
+            # are already out); again as a record once its tasks have run.
+            await self.describe(self.undescribed, live=True)
         if ns and not subgraphs:
             return
         suffix = "|" + "|".join(ns) if ns else ""
@@ -806,31 +845,29 @@ class Run:
             self.emit(mode + suffix, data)
 
     def emit(self, event: str, data: Any) -> None:
-        self.channel.send({"t": "event", "event": event, "data": jsonable(data)})
+        self.channel.send({"t": "event", "event": event, "data": data})
 
-    async def describe(self, checkpoint_ids: list[str]) -> None:
-        """Describes checkpoints of the thread, the last of them its latest: as LangGraph shows
-        the current state (`live`: the writes of tasks that finished applied, `next` only what
-        is left to run). The others are described as records of their step, as history shows
-        them."""
-        snapshots = []
-        for n, checkpoint_id in enumerate(checkpoint_ids, start=1):
-            configurable = {**self.config()["configurable"], "checkpoint_ns": ""}
-            if n < len(checkpoint_ids):
-                configurable["checkpoint_id"] = checkpoint_id
-            # With the states of waiting subgraphs: the api leaves them out unless asked.
-            state = await self.graph.aget_state({"configurable": configurable}, subgraphs=True)
-            snapshots.append(
-                {"checkpoint_id": checkpoint_id, "snapshot": thread_state(self.thread_id, state)}
-            )
-        await self.channel.call("describe", snapshots=snapshots)
+    async def describe(self, checkpoint_id: str, *, live: bool) -> dict:
+        """Describes a checkpoint of the thread for the api, with the states of waiting subgraphs
+        (the api leaves them out unless asked). `live`: the thread's latest, as LangGraph shows
+        the current state (the writes of tasks that finished applied, `next` only what is left
+        to run); otherwise as a record of its step, as history shows it. The snapshot is sent
+        without waiting: the worker writes it before anything this run sends after it."""
+        configurable = {**self.config()["configurable"], "checkpoint_ns": ""}
+        if not live:
+            configurable["checkpoint_id"] = checkpoint_id
+        state = await self.graph.aget_state({"configurable": configurable}, subgraphs=True)
+        snapshot = thread_state(self.thread_id, state)
+        self.channel.cast("describe", checkpoint_id=checkpoint_id, snapshot=snapshot)
+        return snapshot
 
-    async def describe_pending(self) -> None:
-        """The last checkpoint may have gained writes since (an interrupt): describe it again."""
-        latest = self.saver.saved
-        roots = [cid for (ns, cid) in latest if ns == ""]
-        if roots:
-            await self.describe(roots[-1:])
+    async def describe_latest(self) -> dict | None:
+        """At the run's end (or a drain, an error, an update): its last checkpoint, as the
+        thread's current state."""
+        if self.undescribed is None:
+            return None
+        checkpoint_id, self.undescribed = self.undescribed, None
+        return await self.describe(checkpoint_id, live=True)
 
 
 async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
@@ -893,6 +930,11 @@ async def main() -> None:
         graph_id: load_graph(config["_base"], graph_id, spec)
         for graph_id, spec in config.get("graphs", {}).items()
     }
+    # What was loaded stays: the collector need not scan it again. LangGraph allocates many
+    # short-lived objects per step; collecting the youngest generation less often spares most of
+    # the collector's passes, for a few megabytes.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
     channel.send({"t": "ready", "graphs": sorted(graphs)})
     while True:
         message = await channel.messages.get()
@@ -912,4 +954,12 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        # The official server's event loop, where the environment has it.
+        import uvloop
+    except ImportError:
+        uvloop = None
+    if uvloop is not None:
+        uvloop.run(main())
+    else:
+        asyncio.run(main())

@@ -10,6 +10,9 @@
 //! for them. Whatever arrives while a transaction commits goes in the next one: a busy worker
 //! batches by itself, an idle one answers at the speed of one commit.
 //!
+//! Python graphs' runs also hand it the states their graphs described at checkpoints
+//! ([`RunEvents::describe`]): written in the same transaction, before the events sent after them.
+//!
 //! A run whose lease turns out lost is cancelled and told so; nothing more is written for it.
 
 use std::collections::HashMap;
@@ -20,6 +23,7 @@ use std::time::Duration;
 use mostrador_graph::RunControl;
 use mostrador_queue::claim::{Completion, complete_many};
 use mostrador_queue::event::append_many;
+use mostrador_queue::saver::{Described, describe_many};
 use mostrador_queue::{Error as QueueError, Lease, NewEvent, RunId};
 
 use crate::Error;
@@ -55,29 +59,42 @@ enum Request {
 struct Buffer {
     lease: Lease,
     control: RunControl,
-    events: Mutex<Vec<NewEvent>>,
+    pending: Mutex<Pending>,
     woke: AtomicBool,
     lost: AtomicBool,
 }
 
+/// What a run has buffered: taken together, so a state is never written after an event that
+/// was sent after it.
+#[derive(Debug, Default)]
+struct Pending {
+    events: Vec<NewEvent>,
+    described: Vec<Described>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.described.is_empty()
+    }
+}
+
 impl Buffer {
-    fn take(&self) -> Vec<NewEvent> {
-        std::mem::take(
-            &mut *self
-                .events
-                .lock()
-                .expect("event buffer lock is never poisoned"),
-        )
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .expect("event buffer lock is never poisoned")
     }
 
-    /// Puts events back in front, after a transaction that did not commit.
-    fn restore(&self, mut events: Vec<NewEvent>) {
-        let mut buffered = self
-            .events
-            .lock()
-            .expect("event buffer lock is never poisoned");
-        events.append(&mut buffered);
-        *buffered = events;
+    fn take(&self) -> Pending {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Puts what was taken back in front, after a transaction that did not commit.
+    fn restore(&self, mut taken: Pending) {
+        let mut buffered = self.lock();
+        taken.events.append(&mut buffered.events);
+        taken.described.append(&mut buffered.described);
+        *buffered = taken;
     }
 }
 
@@ -105,7 +122,7 @@ impl Publisher {
         let buffer = Arc::new(Buffer {
             lease,
             control,
-            events: Mutex::default(),
+            pending: Mutex::default(),
             woke: AtomicBool::new(false),
             lost: AtomicBool::new(false),
         });
@@ -123,15 +140,17 @@ impl Publisher {
 impl RunEvents {
     /// Buffers an event. Never blocks: the engine calls it from its tasks.
     pub fn push(&self, event: NewEvent) {
-        self.buffer
-            .events
-            .lock()
-            .expect("event buffer lock is never poisoned")
-            .push(event);
+        self.buffer.lock().events.push(event);
         if !self.buffer.woke.swap(true, Ordering::SeqCst) {
             // The run's first event: the client waits for it, don't let it wait for the tick.
             let _ = self.publisher.requests.send(Request::Wake);
         }
+    }
+
+    /// Buffers the state a Python graph described at one of its checkpoints. It is written with
+    /// the next events or the completion; no client waits for it alone.
+    pub fn describe(&self, described: Described) {
+        self.buffer.lock().described.push(described);
     }
 
     /// Whether the lease was found lost while appending.
@@ -234,13 +253,13 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
         .filter(|buffer| !buffer.lost.load(Ordering::SeqCst))
         .cloned()
         .collect();
-    let taken: Vec<(Arc<Buffer>, Vec<NewEvent>)> = buffers
+    let taken: Vec<(Arc<Buffer>, Pending)> = buffers
         .into_iter()
         .map(|buffer| {
-            let events = buffer.take();
-            (buffer, events)
+            let pending = buffer.take();
+            (buffer, pending)
         })
-        .filter(|(_, events)| !events.is_empty())
+        .filter(|(_, pending)| !pending.is_empty())
         .collect();
     if taken.is_empty() && batch.completions.is_empty() {
         for (_, reply) in batch.flushes {
@@ -251,10 +270,16 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
 
     let appends: Vec<(Lease, &[NewEvent])> = taken
         .iter()
-        .map(|(buffer, events)| (buffer.lease, events.as_slice()))
+        .filter(|(_, pending)| !pending.events.is_empty())
+        .map(|(buffer, pending)| (buffer.lease, pending.events.as_slice()))
+        .collect();
+    let described: Vec<(Lease, &[Described])> = taken
+        .iter()
+        .filter(|(_, pending)| !pending.described.is_empty())
+        .map(|(buffer, pending)| (buffer.lease, pending.described.as_slice()))
         .collect();
     let completions: Vec<Completion> = batch.completions.iter().map(|(c, _)| *c).collect();
-    match write(pool, &appends, &completions).await {
+    match write(pool, &described, &appends, &completions).await {
         Ok(lost) => {
             for (buffer, _) in &taken {
                 if lost.contains(&buffer.lease) {
@@ -279,8 +304,8 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
             Batch::default()
         }
         Err(err) => {
-            for (buffer, events) in taken {
-                buffer.restore(events);
+            for (buffer, pending) in taken {
+                buffer.restore(pending);
             }
             let tries = batch.tries + 1;
             if tries < TRIES {
@@ -300,19 +325,23 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
     }
 }
 
-/// One transaction: the events first (a completion appends `end`, after which nothing may be
-/// appended), then the completions. Returns the leases found lost.
+/// One transaction: the described states, the events (a completion appends `end`, after which
+/// nothing may be appended), then the completions. Returns the leases found lost.
 async fn write(
     pool: &PgPool,
+    described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
     completions: &[Completion],
 ) -> Result<Vec<Lease>, QueueError> {
     let mut tx = pool.begin().await?;
-    let (mut lost, _) = if appends.is_empty() {
-        (Vec::new(), Vec::new())
+    let mut lost = if described.is_empty() {
+        Vec::new()
     } else {
-        append_many(&mut *tx, appends).await?
+        describe_many(&mut *tx, described).await?
     };
+    if !appends.is_empty() {
+        lost.extend(append_many(&mut *tx, appends).await?.0);
+    }
     if !completions.is_empty() {
         lost.extend(complete_many(&mut *tx, completions).await?);
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::saver::Saver;
+use mostrador_queue::saver::{Saver, Write};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, RunStatus, ThreadStatus,
 };
@@ -28,6 +28,8 @@ enum Ended {
 enum Gone {
     /// It died by itself (a crash, memory exhaustion) or broke the protocol.
     Died(String),
+    /// What it sent without waiting for an answer could not be written.
+    SaverFailed(String),
     /// It did not stop a cancelled run in time.
     Cancelled,
     TimedOut,
@@ -100,6 +102,13 @@ impl Executor {
                         // The next attempt resumes from the last checkpoint.
                         fail(pool, claimed, "PythonRunnerDied", &why, true).await
                     }
+                    Gone::SaverFailed(why) => {
+                        tracing::warn!(run_id = %claimed.run_id, why, "checkpoint write failed");
+                        if !events.flush().await? {
+                            return Ok(Finish::LeaseLost);
+                        }
+                        fail(pool, claimed, "CheckpointerError", &why, true).await
+                    }
                 }
             }
         }
@@ -169,6 +178,63 @@ impl Executor {
     }
 }
 
+/// How long a task's writes, cast by the runner, may wait for the checkpoint that usually follows
+/// them at once, to be written in one transaction with it (one commit per superstep).
+const HOLD_WRITES: Duration = Duration::from_millis(5);
+
+/// Writes the runner cast and the worker has not written yet, and what it sent after them.
+#[derive(Default)]
+struct Held {
+    writes: Vec<Write>,
+    /// Events and described states sent after the writes: published once they are written.
+    after: Vec<Value>,
+    until: Option<Instant>,
+}
+
+impl Held {
+    fn hold(&mut self, write: Write) {
+        self.writes.push(write);
+        self.until
+            .get_or_insert_with(|| Instant::now() + HOLD_WRITES);
+    }
+
+    /// Hands what waited for the writes to the publisher, once they are written.
+    fn release(&mut self, events: &RunEvents) -> Result<(), Gone> {
+        self.until = None;
+        for message in std::mem::take(&mut self.after) {
+            publish(events, &message)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is held, then releases what waited for it.
+    async fn flush(&mut self, saver: &Saver, events: &RunEvents) -> Result<(), Gone> {
+        saver
+            .write(&std::mem::take(&mut self.writes))
+            .await
+            .map_err(saver_gone)?;
+        self.release(events)
+    }
+}
+
+fn saver_gone(err: QueueError) -> Gone {
+    match err {
+        QueueError::LeaseLost { .. } => Gone::LeaseLost,
+        err => Gone::SaverFailed(err.to_string()),
+    }
+}
+
+/// An event for the stream or a state the graph described, to the run's publisher.
+fn publish(events: &RunEvents, message: &Value) -> Result<(), Gone> {
+    if message["t"] == "event" {
+        let name = message["event"].as_str().unwrap_or("values");
+        events.push(NewEvent::new(name, message["data"].clone()));
+    } else {
+        events.describe(runner::described_of(message).map_err(saver_gone)?);
+    }
+    Ok(())
+}
+
 /// Hands the run to the runner and serves it until it reports its outcome or is gone.
 async fn drive(
     runner: &mut Runner,
@@ -180,13 +246,14 @@ async fn drive(
 ) -> Result<Ended, Error> {
     let control = &handle.control;
     if let Err(err) = runner
-        .send(&json!({"t": "run", "run": runner::run_spec(claimed)}))
+        .send(&runner::run_message(saver, claimed).await)
         .await
     {
         return Ok(Ended::Gone(Gone::Died(err.to_string())));
     }
     let mut drain_sent = false;
     let mut cancel_deadline: Option<Instant> = None;
+    let mut held = Held::default();
     let far = Instant::now() + Duration::from_secs(86_400 * 365);
     loop {
         tokio::select! {
@@ -206,31 +273,53 @@ async fn drive(
                 let reason = control.drain_reason();
                 let _ = runner.send(&json!({"t": "drain", "reason": reason})).await;
             }
+            () = sleep_until(held.until.unwrap_or(far)), if held.until.is_some() => {
+                if let Err(gone) = held.flush(saver, events).await {
+                    return Ok(Ended::Gone(gone));
+                }
+            }
             message = runner.next() => {
                 let message = match message {
                     Ok(message) => message,
-                    Err(err) => return Ok(Ended::Gone(Gone::Died(err.to_string()))),
+                    Err(err) => {
+                        // What it cast before it died is its finished tasks' work: keep it.
+                        let _ = held.flush(saver, events).await;
+                        return Ok(Ended::Gone(Gone::Died(err.to_string())));
+                    }
                 };
-                match message["t"].as_str() {
-                    Some("call") => match runner::call(saver, &message).await {
-                        Ok(reply) => {
-                            if let Err(err) = runner.send(&reply).await {
-                                return Ok(Ended::Gone(Gone::Died(err.to_string())));
-                            }
+                let handled = match message["t"].as_str() {
+                    Some("call") => {
+                        let writes = std::mem::take(&mut held.writes);
+                        match runner::call(saver, writes, &message).await {
+                            Ok(reply) => match held.release(events) {
+                                Ok(()) => {
+                                    if let Err(err) = runner.send(&reply).await {
+                                        return Ok(Ended::Gone(Gone::Died(err.to_string())));
+                                    }
+                                    Ok(())
+                                }
+                                Err(gone) => Err(gone),
+                            },
+                            Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
+                            Err(err) => return Err(err.into()),
                         }
-                        Err(QueueError::LeaseLost { .. }) => {
-                            return Ok(Ended::Gone(Gone::LeaseLost));
-                        }
-                        Err(err) => return Err(err.into()),
+                    }
+                    Some("cast") if message["op"] != "describe" => runner::write_of(&message)
+                        .map(|write| held.hold(write))
+                        .map_err(saver_gone),
+                    Some("cast" | "event") if held.writes.is_empty() => publish(events, &message),
+                    Some("cast" | "event") => {
+                        held.after.push(message);
+                        Ok(())
+                    }
+                    Some("done") => match held.flush(saver, events).await {
+                        Ok(()) => return Ok(Ended::Done(message)),
+                        Err(gone) => Err(gone),
                     },
-                    Some("event") => {
-                        let name = message["event"].as_str().unwrap_or("values");
-                        events.push(NewEvent::new(name, message["data"].clone()));
-                    }
-                    Some("done") => return Ok(Ended::Done(message)),
-                    _ => {
-                        return Ok(Ended::Gone(Gone::Died(format!("unexpected message {message:.200}"))));
-                    }
+                    _ => Err(Gone::Died(format!("unexpected message {message:.200}"))),
+                };
+                if let Err(gone) = handled {
+                    return Ok(Ended::Gone(gone));
                 }
             }
         }

@@ -3,7 +3,8 @@
 //!
 //! The worker keeps everything around the engine: the claim, the lease, events, drain, cancel and
 //! every database write. The runner's checkpointer asks the worker over a pipe, and the worker
-//! executes each request with [`Saver`] ([`call`]), fenced by the run's lease.
+//! executes each request with [`Saver`] ([`call`]; the writes it casts without waiting for an
+//! answer are [`write_of`] them), fenced by the run's lease.
 //!
 //! A process is the unit of isolation. An exception in user code ends its run `error` (as on the
 //! official server); a process that dies (a segfault, memory exhaustion, a kill) fails its run
@@ -18,7 +19,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use mostrador_queue::saver::{Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver};
+use mostrador_queue::saver::{
+    Blob, Described, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
+};
 use mostrador_queue::{ClaimedRun, Error as QueueError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -243,8 +246,18 @@ impl Runner {
     }
 }
 
+/// The message that hands a run to a runner, with the thread's latest checkpoint (which LangGraph
+/// reads first) when it could be read, to spare the runner asking for it.
+pub async fn run_message(saver: &Saver, claimed: &ClaimedRun) -> Value {
+    let mut spec = run_spec(claimed);
+    if let Ok(latest) = saver.get("", None).await {
+        spec["latest"] = latest.map_or(Value::Null, saved_json);
+    }
+    json!({"t": "run", "run": spec})
+}
+
 /// The run as the runner reads it.
-pub fn run_spec(claimed: &ClaimedRun) -> Value {
+fn run_spec(claimed: &ClaimedRun) -> Value {
     let config = &claimed.config;
     json!({
         "run_id": claimed.run_id.0,
@@ -265,37 +278,47 @@ pub fn run_spec(claimed: &ClaimedRun) -> Value {
     })
 }
 
-/// Executes one call of the runner's checkpointer; the reply to send back.
+/// Executes one call of the runner's checkpointer, after the writes it cast before (`held`,
+/// written in the same transaction as a checkpoint, before a read); the reply to send back.
 ///
 /// # Errors
 ///
 /// [`QueueError::LeaseLost`]: the run is no longer this worker's.
-pub async fn call(saver: &Saver, message: &Value) -> Result<Value, QueueError> {
+pub async fn call(
+    saver: &Saver,
+    mut held: Vec<Write>,
+    message: &Value,
+) -> Result<Value, QueueError> {
     let id = &message["id"];
     let ns = message["ns"].as_str().unwrap_or_default();
-    let result = match message["op"].as_str() {
-        Some("get") => {
-            let checkpoint_id = uuid_field(&message["checkpoint_id"]);
-            saver
-                .get(ns, checkpoint_id)
-                .await
-                .map(|found| found.map_or(Value::Null, saved_json))
+    let result = async {
+        match message["op"].as_str() {
+            Some("get") => {
+                saver.write(&held).await?;
+                let checkpoint_id = uuid_field(&message["checkpoint_id"]);
+                let found = saver.get(ns, checkpoint_id).await?;
+                Ok(found.map_or(Value::Null, saved_json))
+            }
+            Some("list") => {
+                saver.write(&held).await?;
+                let limit = message["limit"].as_i64().unwrap_or(1000).clamp(1, 10_000);
+                let listed = saver
+                    .list(ns, uuid_field(&message["before"]), limit)
+                    .await?;
+                Ok(Value::Array(listed.into_iter().map(saved_json).collect()))
+            }
+            Some("put") => {
+                held.push(write_of(message)?);
+                saver.write(&held).await?;
+                Ok(Value::Null)
+            }
+            other => Err(QueueError::Invalid {
+                field: "op",
+                reason: format!("the runner asked for {other:?}"),
+            }),
         }
-        Some("list") => {
-            let limit = message["limit"].as_i64().unwrap_or(1000).clamp(1, 10_000);
-            saver
-                .list(ns, uuid_field(&message["before"]), limit)
-                .await
-                .map(|listed| Value::Array(listed.into_iter().map(saved_json).collect()))
-        }
-        Some("put") => put(saver, ns, message).await,
-        Some("put_writes") => put_writes(saver, ns, message).await,
-        Some("describe") => describe(saver, message).await,
-        other => Err(QueueError::Invalid {
-            field: "op",
-            reason: format!("the runner asked for {other:?}"),
-        }),
-    };
+    }
+    .await;
     match result {
         Ok(result) => Ok(json!({"t": "reply", "id": id, "result": result})),
         Err(err @ QueueError::LeaseLost { .. }) => Err(err),
@@ -306,72 +329,86 @@ pub async fn call(saver: &Saver, message: &Value) -> Result<Value, QueueError> {
     }
 }
 
-async fn put(saver: &Saver, ns: &str, message: &Value) -> Result<Value, QueueError> {
+/// The write a `put` or `put_writes` message asks for.
+///
+/// # Errors
+///
+/// [`QueueError::Invalid`]: the message is not one.
+pub fn write_of(message: &Value) -> Result<Write, QueueError> {
+    let checkpoint_ns = text(&message["ns"]);
     let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
-    let blobs = message["blobs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|blob| {
-            Ok(Blob {
-                channel: text(&blob["channel"]),
-                version: blob["version"]
-                    .as_i64()
-                    .ok_or_else(|| QueueError::Invalid {
-                        field: "version",
-                        reason: format!(
-                            "channel versions are integers here, not {}",
-                            blob["version"]
-                        ),
-                    })?,
-                payload: payload(blob)?,
+    match message["op"].as_str() {
+        Some("put") => {
+            let blobs = message["blobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|blob| {
+                    Ok(Blob {
+                        channel: text(&blob["channel"]),
+                        version: blob["version"]
+                            .as_i64()
+                            .ok_or_else(|| QueueError::Invalid {
+                                field: "version",
+                                reason: format!(
+                                    "channel versions are integers here, not {}",
+                                    blob["version"]
+                                ),
+                            })?,
+                        payload: payload(blob)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, QueueError>>()?;
+            Ok(Write::Checkpoint(NewCheckpoint {
+                checkpoint_ns,
+                checkpoint_id,
+                parent_checkpoint_id: uuid_field(&message["parent_checkpoint_id"]),
+                saved: message["saved"].clone(),
+                metadata: message["metadata"].clone(),
+                blobs,
+            }))
+        }
+        Some("put_writes") => {
+            let writes = message["writes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|write| {
+                    Ok(PendingWrite {
+                        task_id: text(&write["task_id"]),
+                        task_path: text(&write["task_path"]),
+                        idx: write["idx"]
+                            .as_i64()
+                            .and_then(|idx| i32::try_from(idx).ok())
+                            .unwrap_or_default(),
+                        channel: text(&write["channel"]),
+                        payload: payload(write)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, QueueError>>()?;
+            Ok(Write::TaskWrites {
+                checkpoint_ns,
+                checkpoint_id,
+                writes,
             })
-        })
-        .collect::<Result<Vec<_>, QueueError>>()?;
-    saver
-        .put(&NewCheckpoint {
-            checkpoint_ns: ns,
-            checkpoint_id,
-            parent_checkpoint_id: uuid_field(&message["parent_checkpoint_id"]),
-            saved: &message["saved"],
-            metadata: &message["metadata"],
-            blobs: &blobs,
-        })
-        .await?;
-    Ok(Value::Null)
-}
-
-async fn put_writes(saver: &Saver, ns: &str, message: &Value) -> Result<Value, QueueError> {
-    let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
-    let writes = message["writes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|write| {
-            Ok(PendingWrite {
-                task_id: text(&write["task_id"]),
-                task_path: text(&write["task_path"]),
-                idx: write["idx"]
-                    .as_i64()
-                    .and_then(|idx| i32::try_from(idx).ok())
-                    .unwrap_or_default(),
-                channel: text(&write["channel"]),
-                payload: payload(write)?,
-            })
-        })
-        .collect::<Result<Vec<_>, QueueError>>()?;
-    saver.put_writes(ns, checkpoint_id, &writes).await?;
-    Ok(Value::Null)
-}
-
-async fn describe(saver: &Saver, message: &Value) -> Result<Value, QueueError> {
-    for described in message["snapshots"].as_array().into_iter().flatten() {
-        let checkpoint_id = required_uuid(&described["checkpoint_id"], "checkpoint_id")?;
-        saver
-            .describe("", checkpoint_id, &described["snapshot"])
-            .await?;
+        }
+        other => Err(QueueError::Invalid {
+            field: "op",
+            reason: format!("{other:?} is not a write"),
+        }),
     }
-    Ok(Value::Null)
+}
+
+/// The state a `describe` cast carries.
+///
+/// # Errors
+///
+/// [`QueueError::Invalid`]: it names no checkpoint.
+pub fn described_of(message: &Value) -> Result<Described, QueueError> {
+    Ok(Described {
+        checkpoint_id: required_uuid(&message["checkpoint_id"], "checkpoint_id")?,
+        snapshot: message["snapshot"].clone(),
+    })
 }
 
 fn saved_json(found: SavedCheckpoint) -> Value {

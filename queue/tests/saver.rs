@@ -1,0 +1,206 @@
+//! LangGraph's checkpoints for Python graphs: the states their graphs describe are fenced by the
+//! run's lease, and a thread's state is the newest one described while its run is in flight.
+
+use mostrador_queue::Error;
+use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::lease::sweep;
+use mostrador_queue::saver::{
+    self, Described, NewCheckpoint, Payload, PendingWrite, Saver, Write, describe_many,
+};
+use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{claim_one, expire, make_due, new_run, new_worker};
+
+fn checkpoint(checkpoint_id: Uuid, parent: Option<Uuid>) -> Write {
+    Write::Checkpoint(NewCheckpoint {
+        checkpoint_ns: String::new(),
+        checkpoint_id,
+        parent_checkpoint_id: parent,
+        saved: json!({"id": checkpoint_id, "channel_versions": {}}),
+        metadata: json!({"step": 0}),
+        blobs: Vec::new(),
+    })
+}
+
+async fn put(saver: &Saver, checkpoint_id: Uuid, parent: Option<Uuid>) {
+    saver
+        .write(&[checkpoint(checkpoint_id, parent)])
+        .await
+        .expect("put");
+}
+
+/// The thread's latest state: its checkpoint id and described values (`None`: not described).
+async fn latest(pool: &PgPool, claimed: &ClaimedRun) -> Option<(Uuid, Option<Value>)> {
+    saver::snapshots(pool, claimed.thread_id.0, None, None, 1)
+        .await
+        .expect("snapshots")
+        .pop()
+        .map(|s| (s.checkpoint_id, s.snapshot.map(|s| s["values"].clone())))
+}
+
+fn described(checkpoint_id: Uuid, n: i64) -> Described {
+    Described {
+        checkpoint_id,
+        snapshot: json!({"values": {"n": n}}),
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_running_threads_state_is_the_newest_its_graph_described(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
+
+    put(&saver, first, None).await;
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        None,
+        "saved, not yet described"
+    );
+    let lost = describe_many(&pool, &[(claimed.lease(), &[described(first, 1)])]).await?;
+    assert!(lost.is_empty());
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        Some((first, Some(json!({"n": 1}))))
+    );
+
+    put(&saver, second, Some(first)).await;
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        Some((first, Some(json!({"n": 1})))),
+        "the newer checkpoint waits for its description"
+    );
+    // Described twice in one batch: the last description wins.
+    let twice = [described(second, 2), described(second, 3)];
+    describe_many(&pool, &[(claimed.lease(), &twice)]).await?;
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        Some((second, Some(json!({"n": 3}))))
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Result<()> {
+    new_run(&pool).await;
+    let stale = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &stale).await.expect("claimed");
+    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let checkpoint = Uuid::now_v7();
+    put(&saver, checkpoint, None).await;
+
+    expire(&pool, &stale).await;
+    sweep(&pool).await?;
+    let lost = describe_many(&pool, &[(claimed.lease(), &[described(checkpoint, 1)])]).await?;
+    assert_eq!(lost, vec![claimed.lease()]);
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        None,
+        "undescribed while its run waits to be retried"
+    );
+
+    // The next attempt describes it; then the run ends.
+    make_due(&pool).await;
+    let worker = new_worker(&pool).await;
+    let retried = claim_one(&pool, &worker).await.expect("claimed again");
+    describe_many(&pool, &[(retried.lease(), &[described(checkpoint, 2)])]).await?;
+    complete_many(
+        &pool,
+        &[Completion {
+            lease: retried.lease(),
+            status: RunStatus::Success,
+            thread_status: ThreadStatus::Idle,
+        }],
+    )
+    .await?;
+    assert_eq!(
+        latest(&pool, &claimed).await,
+        Some((checkpoint, Some(json!({"n": 2}))))
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_checkpoint_never_described_is_served_once_its_run_ended(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let checkpoint = Uuid::now_v7();
+    put(&saver, checkpoint, None).await;
+    complete_many(
+        &pool,
+        &[Completion {
+            lease: claimed.lease(),
+            status: RunStatus::Success,
+            thread_status: ThreadStatus::Idle,
+        }],
+    )
+    .await?;
+    // The api shows what the row itself says, rather than an older state.
+    assert_eq!(latest(&pool, &claimed).await, Some((checkpoint, None)));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_tasks_writes_and_the_next_checkpoint_are_saved_together_or_not_at_all(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    new_run(&pool).await;
+    let stale = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &stale).await.expect("claimed");
+    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let first = Uuid::now_v7();
+    put(&saver, first, None).await;
+    let writes = |task: &str| Write::TaskWrites {
+        checkpoint_ns: String::new(),
+        checkpoint_id: first,
+        writes: vec![PendingWrite {
+            task_id: task.to_owned(),
+            task_path: String::new(),
+            idx: 0,
+            channel: "path".to_owned(),
+            payload: Payload {
+                kind: "json".to_owned(),
+                bytes: b"[1]".to_vec(),
+            },
+        }],
+    };
+    saver
+        .write(&[writes("a"), checkpoint(Uuid::now_v7(), Some(first))])
+        .await?;
+    assert_eq!(saved(&pool).await, (1, 2));
+
+    // Under a lost lease nothing of the transaction is saved.
+    expire(&pool, &stale).await;
+    sweep(&pool).await?;
+    let refused = saver
+        .write(&[writes("b"), checkpoint(Uuid::now_v7(), Some(first))])
+        .await;
+    assert!(
+        matches!(refused, Err(Error::LeaseLost { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(saved(&pool).await, (1, 2));
+    Ok(())
+}
+
+/// Pending writes and checkpoints saved.
+async fn saved(pool: &PgPool) -> (i64, i64) {
+    sqlx::query_as(
+        "select (select count(*) from mostrador.checkpoint_writes), \
+                (select count(*) from mostrador.checkpoints)",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("count")
+}
