@@ -106,6 +106,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
+        decided_by_managers: crate::decided_by_managers(),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

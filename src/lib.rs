@@ -41,6 +41,14 @@ use crate::retention::RetentionArgs;
 /// Builds the graphs a process serves; their nodes may use the database and the model.
 pub type GraphSet = fn(&PgPool, &Model) -> Registry;
 
+/// Graphs whose interrupts the managers of a thread's store decide: the retail app's rule.
+fn decided_by_managers() -> std::collections::BTreeSet<String> {
+    mostrador_agents::graphs::DECIDED_BY_MANAGERS
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// The database a local `mostrador` uses when none is configured.
 const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/mostrador";
 
@@ -411,6 +419,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
+    config.decided_by_managers = decided_by_managers();
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = graphs(&pool, &Model::Offline(Offline::default()))
         .into_iter()

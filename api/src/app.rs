@@ -52,6 +52,10 @@ pub struct ApiConfig {
     pub python_graphs: Vec<String>,
     /// Which browser origins may call the api (none by default).
     pub cors: Cors,
+    /// Graphs whose interrupts are decisions for the managers of the thread's store (the retail
+    /// app's `cliente`: a refund): only they resume such a thread or change its state while it
+    /// waits. Any other graph's thread is resumed by its owner, as on the official server.
+    pub decided_by_managers: BTreeSet<String>,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
@@ -146,6 +150,7 @@ impl ApiConfig {
             dashboard_token: None,
             python_graphs: Vec::new(),
             cors: Cors::Off,
+            decided_by_managers: BTreeSet::new(),
         }
     }
 }
@@ -163,6 +168,7 @@ struct Inner {
     auth: Authenticator,
     graphs: BTreeMap<String, Graph>,
     python_graphs: BTreeSet<String>,
+    decided_by_managers: BTreeSet<String>,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
@@ -204,6 +210,7 @@ impl AppState {
             auth: Authenticator::new(&config.auth)?,
             graphs,
             python_graphs,
+            decided_by_managers: config.decided_by_managers.clone(),
             assistants,
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
@@ -230,6 +237,12 @@ impl AppState {
     /// A Rust graph of the binary.
     pub fn graph(&self, graph_id: &str) -> Option<&Graph> {
         self.0.graphs.get(graph_id)
+    }
+
+    /// Whether the interrupts of `graph_id` are decided by the managers of a thread's store
+    /// ([`ApiConfig::decided_by_managers`]) rather than by the thread's owner.
+    pub fn decided_by_managers(&self, graph_id: &str) -> bool {
+        self.0.decided_by_managers.contains(graph_id)
     }
 
     /// Whether `graph_id` is a Python graph (executed by LangGraph in the workers).

@@ -3,19 +3,56 @@
 //! A thread is visible to its owner and to a manager of its store. Anything else, a malformed id
 //! and a thread that does not exist get the same 404, so a response never confirms that someone
 //! else's thread exists.
+//!
+//! Answering a thread's interrupts (resuming it, or changing its state while it waits) is the
+//! graph's rule among those who see it: [`may_decide`].
 
 use mostrador_queue::thread::Visibility;
 use mostrador_queue::{Error as QueueError, Thread, ThreadId, thread};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::app::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use axum::http::StatusCode;
 
 /// Whether `caller` may see `thread`.
 pub fn may_see(caller: &Caller, thread: &Thread) -> bool {
     thread.owner == caller.subject
         || (caller.role == Role::Manager && thread.store.is_some() && thread.store == caller.store)
+}
+
+/// Whether `caller`, who sees `thread`, may answer its interrupts: a manager of its store for a
+/// graph whose interrupts are managers' decisions, its owner for any other. `graph_id`: the
+/// thread's graph, or the one a first run names.
+///
+/// # Errors
+///
+/// A 403 saying who decides.
+pub fn may_decide(
+    state: &AppState,
+    caller: &Caller,
+    thread: &Thread,
+    graph_id: &str,
+) -> Result<(), ApiError> {
+    if state.decided_by_managers(thread.graph_id.as_deref().unwrap_or(graph_id)) {
+        if caller.role == Role::Manager {
+            return Ok(());
+        }
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only a manager of the thread's store decides its interrupts",
+        ));
+    }
+    if caller.subject == thread.owner {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only the thread's owner answers its interrupts",
+        ))
+    }
 }
 
 /// The threads `caller` may see, as the queue's searches filter them: the same rule as

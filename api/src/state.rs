@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::auth::{Caller, Role};
-use crate::authorize::visible_thread;
+use crate::auth::Caller;
+use crate::authorize::{may_decide, visible_thread};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 
@@ -429,6 +429,9 @@ pub async fn update(
         _ => return Err(unprocessable("checkpoint_id must be a string")),
     };
     if is_python(&state, &thread) {
+        if python_thread_waits(&state, &thread).await? {
+            may_decide(&state, &caller, &thread, "")?;
+        }
         return python_update(
             &state,
             &thread,
@@ -456,17 +459,14 @@ pub async fn update(
             "the thread has a run in flight: update its state when the run is over",
         ));
     }
-    // Changing the state of a thread that waits for a decision is deciding: managers only.
+    // Changing the state of a thread that waits for an answer is answering: the graph's rule.
     let waiting = snapshot(&state, &thread, None)
         .await?
         .interrupts()
         .next()
         .is_some();
-    if waiting && caller.role != Role::Manager {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "only a manager may change a thread that waits for a decision",
-        ));
+    if waiting {
+        may_decide(&state, &caller, &thread, "")?;
     }
     let values = update.values.unwrap_or(Value::Null);
     let values = if values.is_null() { json!({}) } else { values };

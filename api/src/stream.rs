@@ -1,7 +1,8 @@
 //! Server-sent events of a run: a `metadata` event, then the run's events after the client's
 //! `Last-Event-ID` (replayed from the log, then live, with no gap and no duplicate across a
 //! listener reconnect), each with `id` = its `seq`; keep-alive comments; `end` last. A stream
-//! also ends when the pod shuts down.
+//! also ends when the pod shuts down. A client that asked for it ([`OnDisconnect::Cancel`])
+//! cancels the run by going away before its end.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -11,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use mostrador_queue::event::EventFollower;
-use mostrador_queue::{Error as QueueError, Run};
+use mostrador_queue::{CancelAction, Error as QueueError, Run};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
@@ -24,6 +25,56 @@ pub const STREAM_BUFFER: usize = 64;
 
 /// How often a quiet stream gets a keep-alive comment (the client gives up after 300 s).
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// What a client that goes away before the run's end does to it (`on_disconnect`, or
+/// `cancel_on_disconnect` when joining).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnDisconnect {
+    /// The run goes on; the client may join it again.
+    #[default]
+    Continue,
+    /// The run is cancelled (`interrupt`), as the official server does.
+    Cancel,
+}
+
+impl OnDisconnect {
+    /// # Errors
+    ///
+    /// 422 for anything but `cancel` or `continue`.
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value {
+            None | Some("continue") => Ok(Self::Continue),
+            Some("cancel") => Ok(Self::Cancel),
+            Some(_) => Err(ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "on_disconnect must be cancel or continue",
+            )),
+        }
+    }
+
+    /// The client went away: cancels the run if it asked for that (a run already ended stays
+    /// as it is).
+    pub async fn client_gone(self, state: &AppState, run: &Run) {
+        if self == Self::Continue {
+            return;
+        }
+        match mostrador_queue::cancel(
+            state.pool(),
+            run.thread_id,
+            run.run_id,
+            CancelAction::Interrupt,
+        )
+        .await
+        {
+            Ok(outcome) => {
+                tracing::info!(run_id = %run.run_id, ?outcome, "the client went away: run cancelled");
+            }
+            Err(err) => {
+                tracing::warn!(run_id = %run.run_id, error = %err, "cancelling on disconnect failed");
+            }
+        }
+    }
+}
 
 /// The `Last-Event-ID` header: the `seq` to resume after (0 for the whole stream).
 ///
@@ -86,6 +137,7 @@ pub fn events(
     after_seq: i64,
     modes: Option<Vec<String>>,
     messages: Messages,
+    on_disconnect: OnDisconnect,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
     let subscriber = state.subscribe().ok_or_else(|| ApiError {
         retry_after: Some(5),
@@ -97,8 +149,11 @@ pub fn events(
     let (sender, receiver) = mpsc::channel::<Event>(STREAM_BUFFER);
     let (state, run) = (state.clone(), run.clone());
     tokio::spawn(async move {
-        follow(state, run, after_seq, modes, messages, sender).await;
+        let gone = follow(&state, &run, after_seq, modes, messages, sender).await;
         drop(subscriber);
+        if gone {
+            on_disconnect.client_gone(&state, &run).await;
+        }
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|event| (Ok(event), receiver))
@@ -106,22 +161,22 @@ pub fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat")))
 }
 
-/// Sends the run's events until `end`, a shutdown, or a client that went away.
+/// Sends the run's events until `end`, a shutdown, or a client that went away (`true`).
 async fn follow(
-    state: AppState,
-    run: Run,
+    state: &AppState,
+    run: &Run,
     after_seq: i64,
     modes: Option<Vec<String>>,
     messages: Messages,
     sender: mpsc::Sender<Event>,
-) {
+) -> bool {
     // The attempt that runs it: the first, while the run still waits for its first claim.
     let attempt = run.attempt.max(1);
     let metadata = Event::default().event("metadata").data(
         json!({"run_id": run.run_id.0, "attempt": attempt, "trace_id": run.trace_id}).to_string(),
     );
     if sender.send(metadata).await.is_err() {
-        return;
+        return true;
     }
     let mut shutdown = state.shutdown_signal();
     let slow_client = state.slow_client_timeout();
@@ -140,25 +195,25 @@ async fn follow(
         Ok(follower) => follower,
         Err(err) => {
             let _ = sender.send(error_event(&err)).await;
-            return;
+            return false;
         }
     };
     loop {
         let next = tokio::select! {
             next = follower.next() => next,
-            _ = shutdown.wait_for(|shutting_down| *shutting_down) => return,
+            _ = shutdown.wait_for(|shutting_down| *shutting_down) => return false,
             // The client went away: free its slot now, not at the run's next event.
-            () = sender.closed() => return,
+            () = sender.closed() => return true,
         };
         let event = match next {
             Ok(Some(event)) => event,
             // The listener stopped (the process is shutting down).
-            Ok(None) => return,
+            Ok(None) => return false,
             // Rolled back while followed: it never happened.
-            Err(QueueError::RunNotFound(_)) => return,
+            Err(QueueError::RunNotFound(_)) => return false,
             Err(err) => {
                 let _ = sender.send(error_event(&err)).await;
-                return;
+                return false;
             }
         };
         let wanted = match event.event.as_str() {
@@ -190,13 +245,13 @@ async fn follow(
                 Ok(()) => {}
                 Err(SendTimeoutError::Timeout(_)) => {
                     tracing::info!(run_id = %run.run_id, "an SSE client stopped reading: disconnected");
-                    return;
+                    return false;
                 }
-                Err(SendTimeoutError::Closed(_)) => return,
+                Err(SendTimeoutError::Closed(_)) => return true,
             }
         }
         if event.event == "end" {
-            return;
+            return false;
         }
     }
 }

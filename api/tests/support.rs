@@ -15,6 +15,8 @@ use tower::ServiceExt;
 pub fn config() -> ApiConfig {
     ApiConfig {
         body_limit: 64 * 1024,
+        // As the retail app's `cliente`: a refund is the store managers' decision.
+        decided_by_managers: ["approval".to_owned()].into(),
         ..ApiConfig::new(AuthConfig {
             secret: "api test secret".into(),
             jwks_url: None,

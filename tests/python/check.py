@@ -111,6 +111,10 @@ def checks(official: dict) -> list[tuple[str, Any]]:
         found.append((f"linear6/from-checkpoint/{key}", lambda a: a))
     found.append(("linear6/from-checkpoint/threads.get_state", state))
     found.append(("linear6/from-checkpoint/threads.get_history", history))
+    # A branch edited in the past keeps its own values (not another branch's).
+    found.append(("linear6/from-checkpoint/threads.update_state(checkpoint_id)", lambda a: a))
+    found.append(("linear6/from-checkpoint/threads.get_state(edited)", state))
+    found.append(("linear6/from-checkpoint/runs.wait(edited)", lambda a: a))
     found.append(("fork/resume/threads.get_state(interrupted)", state))
     found.append(("fork/resume/runs.wait(command.resume)", lambda a: a))
     found.append(("fork/resume/threads.get_history", history))

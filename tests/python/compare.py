@@ -363,6 +363,17 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
             )
             await rec.call(f"{label}/threads.get_state", lambda: client.threads.get_state(t))
             await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
+            # An edit of the past: a branch whose values differ from the first branch's.
+            await rec.call(
+                f"{label}/threads.update_state(checkpoint_id)",
+                lambda: client.threads.update_state(
+                    t, {"path": ["edited"]}, checkpoint_id=at_n4["checkpoint_id"]
+                ),
+            )
+            await rec.call(f"{label}/threads.get_state(edited)", lambda: client.threads.get_state(t))
+            await rec.call(
+                f"{label}/runs.wait(edited)", lambda: client.runs.wait(t, "linear6", input=None)
+            )
 
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"

@@ -34,6 +34,7 @@ import inspect
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -393,12 +394,16 @@ class MostradorSaver(BaseCheckpointSaver[int]):
             self.saved[(ns, checkpoint_id)] = cached._replace(pending_writes=kept + added)
 
     def get_next_version(self, current: int | None, channel: None) -> int:
-        # Integers, which the worker stores as such.
+        """Integers, which the worker stores as such: the next after `current`, and never one a
+        branch of the thread already used. A run from a past checkpoint (a fork) bumps versions
+        from that checkpoint's, and the values of another branch at the same version would be
+        read back in place of its own: so a version is at least the clock in microseconds (the
+        thread's runs come one after another)."""
         if current is None:
-            return 1
-        if isinstance(current, str):
-            return int(current.split(".")[0]) + 1
-        return current + 1
+            current = 0
+        elif isinstance(current, str):
+            current = int(current.split(".")[0])
+        return max(current + 1, time.time_ns() // 1000)
 
     # LangGraph's synchronous paths.
 
@@ -830,10 +835,11 @@ class Run:
             # The previous checkpoint's tasks have now run: describe it, with their results.
             if self.undescribed is not None:
                 await self.describe(self.undescribed, live=False)
-            self.undescribed = data["config"]["configurable"]["checkpoint_id"]
-            # Described now, as the thread's current state (LangGraph's `values` for this step
-            # are already out); again as a record once its tasks have run.
-            await self.describe(self.undescribed, live=True)
+            checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
+            self.undescribed = checkpoint_id
+            self.channel.cast(
+                "describe", checkpoint_id=checkpoint_id, snapshot=self.arrived(checkpoint_id, data)
+            )
         if ns and not subgraphs:
             return
         suffix = "|" + "|".join(ns) if ns else ""
@@ -860,6 +866,36 @@ class Run:
         snapshot = thread_state(self.thread_id, state)
         self.channel.cast("describe", checkpoint_id=checkpoint_id, snapshot=snapshot)
         return snapshot
+
+    def arrived(self, checkpoint_id: str, data: dict) -> dict:
+        """A new checkpoint as LangGraph's `checkpoints` event tells it (values, next, tasks):
+        the thread's state until the checkpoint is described with the graph, once its tasks have
+        run or at the run's end (a run killed in between keeps this one). It costs no `aget_state`;
+        its tasks lack their `path`."""
+        saved = self.saver.saved.get(("", checkpoint_id))
+        tasks = []
+        for task in data.get("tasks", ()):
+            state = task.get("state")
+            tasks.append(
+                {
+                    "id": task["id"],
+                    "name": task["name"],
+                    "path": [],
+                    "error": task.get("error"),
+                    "interrupts": [interrupt_json(i) for i in task.get("interrupts", ())],
+                    "checkpoint": state.get("configurable") if isinstance(state, dict) else None,
+                    "state": None,
+                    "result": task.get("result"),
+                }
+            )
+        return {
+            "values": data.get("values"),
+            "next": data.get("next", []),
+            "tasks": tasks,
+            "metadata": data.get("metadata"),
+            "created_at": saved.checkpoint.get("ts") if saved is not None else None,
+            "interrupts": [i for task in tasks for i in task["interrupts"]],
+        }
 
     async def describe_latest(self) -> dict | None:
         """At the run's end (or a drain, an error, an update): its last checkpoint, as the

@@ -23,6 +23,10 @@ use uuid::Uuid;
 
 use crate::llm::Model;
 
+/// The retail graphs whose interrupts the managers of the thread's store decide (a refund), not
+/// the customer who runs them.
+pub const DECIDED_BY_MANAGERS: &[&str] = &["cliente"];
+
 /// Every retail graph by assistant id.
 pub fn all(pool: &PgPool, model: &Model) -> HashMap<String, Graph> {
     HashMap::from([

@@ -275,6 +275,10 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "schema": {"type": "array", "items": stream_mode_name()},
                     "description": "The modes to stream; all the run's when none.",
                 }),
+                query(
+                    "cancel_on_disconnect",
+                    json!({"type": "string", "enum": ["true", "false", "True", "False"]}),
+                ),
                 header(
                     "Last-Event-ID",
                     json!({"type": "integer", "format": "int64", "minimum": -1}),

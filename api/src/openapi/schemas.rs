@@ -226,6 +226,11 @@ fn run_request() -> Value {
             "multitask_strategy": nullable_enum(MULTITASK_STRATEGIES),
             "if_not_exists": nullable_enum(&["reject", "create"]),
             "on_completion": nullable_enum(&["delete", "keep"]),
+            "on_disconnect": {
+                "type": ["string", "null"],
+                "enum": ["cancel", "continue", null],
+                "description": "What a client that goes away before the run's end does to it, on the stream and wait forms: `cancel` cancels it (interrupt); `continue` (the default) lets it go on.",
+            },
             "after_seconds": {"type": ["number", "null"], "minimum": 0},
             "durability": nullable_enum(&["sync", "async", "exit"]),
         },

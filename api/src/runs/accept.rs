@@ -18,8 +18,8 @@ use super::wait::waiting;
 use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
-use crate::auth::{Caller, Role};
-use crate::authorize::visible_thread;
+use crate::auth::Caller;
+use crate::authorize::{may_decide, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::stream;
@@ -89,11 +89,21 @@ pub struct CreateRun {
     multitask_strategy: Option<String>,
     if_not_exists: Option<String>,
     on_completion: Option<String>,
+    on_disconnect: Option<String>,
     after_seconds: Option<f64>,
     durability: Option<String>,
 }
 
 impl CreateRun {
+    /// What the client's going away does to the run it streams or waits for.
+    ///
+    /// # Errors
+    ///
+    /// 422 for anything but `cancel` or `continue`.
+    pub fn on_disconnect(&self) -> Result<stream::OnDisconnect, ApiError> {
+        stream::OnDisconnect::parse(self.on_disconnect.as_deref())
+    }
+
     /// The form of `messages` events the client asked for.
     pub fn messages_form(&self) -> stream::Messages {
         self.stream_mode
@@ -146,13 +156,14 @@ pub async fn accept(
     let head = rust_head(state, &thread, python, &body).await?;
     let new = new_run(thread.thread_id, &assistant, body, python, head)?;
     if new.command.is_some() {
-        if python {
-            // The official server's rule: whoever may see the thread resumes it.
-            if !crate::state::python_thread_waits(state, &thread).await? {
-                return Err(nothing_to_resume());
-            }
+        may_decide(state, caller, &thread, &assistant.graph_id)?;
+        let waits = if python {
+            crate::state::python_thread_waits(state, &thread).await?
         } else {
-            authorize_resume(state, caller, &thread).await?;
+            rust_thread_waits(state, &thread).await?
+        };
+        if !waits {
+            return Err(nothing_to_resume());
         }
     }
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
@@ -314,9 +325,10 @@ pub async fn wait_stateless(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let delete = delete_on_completion(&body)?;
+    let on_disconnect = body.on_disconnect()?;
     let mut accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = accepted.remove(0).run;
-    Ok(waiting(state, run, delete))
+    Ok(waiting(state, run, delete, on_disconnect))
 }
 
 /// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
@@ -327,9 +339,10 @@ pub async fn stream_stateless(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
+    let on_disconnect = body.on_disconnect()?;
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
-    let events = stream::events(&state, run, 0, None, messages)?;
+    let events = stream::events(&state, run, 0, None, messages, on_disconnect)?;
     Ok((rejoin_location(run, "stream"), events).into_response())
 }
 
@@ -552,28 +565,11 @@ async fn rust_head(
 }
 
 /// Resuming decides for the graph: managers only, and only a thread that waits for a decision.
-async fn authorize_resume(
-    state: &AppState,
-    caller: &Caller,
-    thread: &Thread,
-) -> Result<(), ApiError> {
-    if caller.role != Role::Manager {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "only a manager may resume a thread with a decision",
-        ));
-    }
+/// Whether a Rust graph's thread waits for answers to interrupts.
+async fn rust_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
     let latest = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, None)
         .await
         .map_err(ApiError::unavailable)?;
-    let waiting = latest.is_some_and(|saved| !saved.pending_interrupts().is_empty());
-    if waiting {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "the thread is not waiting for a decision: there is nothing to resume",
-        ))
-    }
+    Ok(latest.is_some_and(|saved| !saved.pending_interrupts().is_empty()))
 }

@@ -27,14 +27,16 @@ pub async fn create_and_stream(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
+    let on_disconnect = body.on_disconnect()?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     let headers = rejoin_location(&accepted.run, "stream");
-    let events = stream::events(&state, &accepted.run, 0, None, messages)?;
+    let events = stream::events(&state, &accepted.run, 0, None, messages, on_disconnect)?;
     Ok((headers, events).into_response())
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,
-/// of the `stream_mode`s asked for (all stored ones when none is).
+/// of the `stream_mode`s asked for (all stored ones when none is); with
+/// `cancel_on_disconnect=true`, going away cancels the run.
 pub async fn join_stream(
     State(state): State<AppState>,
     caller: Caller,
@@ -44,10 +46,28 @@ pub async fn join_stream(
 ) -> Result<Response, ApiError> {
     let after = stream::last_event_id(&headers)?;
     let (modes, messages) = stream_modes_query(query.as_deref())?;
+    let on_disconnect = cancel_on_disconnect(query.as_deref())?;
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let events = stream::events(&state, &run, after, modes, messages)?;
+    let events = stream::events(&state, &run, after, modes, messages, on_disconnect)?;
     // Where the SDK reconnects by itself should this connection drop too.
     Ok((rejoin_location(&run, "stream"), events).into_response())
+}
+
+/// The `cancel_on_disconnect` query value the SDKs send when joining (`false` by default).
+fn cancel_on_disconnect(query: Option<&str>) -> Result<stream::OnDisconnect, ApiError> {
+    let value = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == "cancel_on_disconnect")
+        .map(|(_, value)| value);
+    match value {
+        None | Some("false" | "False" | "") => Ok(stream::OnDisconnect::Continue),
+        Some("true" | "True") => Ok(stream::OnDisconnect::Cancel),
+        Some(_) => Err(super::unprocessable(
+            "cancel_on_disconnect must be true or false",
+        )),
+    }
 }
 
 /// `stream_mode` query values (repeated keys, as the client sends a list; empty means all), and
@@ -85,8 +105,9 @@ pub async fn create_and_wait(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    let on_disconnect = body.on_disconnect()?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
-    Ok(waiting(state, accepted.run, false))
+    Ok(waiting(state, accepted.run, false, on_disconnect))
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state.
@@ -96,7 +117,7 @@ pub async fn join(
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(waiting(state, run, false))
+    Ok(waiting(state, run, false, stream::OnDisconnect::Continue))
 }
 
 /// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of
@@ -105,8 +126,13 @@ const WAIT_KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// Answers `200` at once, then blank lines while the run goes on, then its final state (or
 /// `{"__error__": ...}` if waiting failed); with `delete_thread`, the run's thread is deleted
-/// once it ended.
-pub(super) fn waiting(state: AppState, run: Run, delete_thread: bool) -> Response {
+/// once it ended. A client that goes away first cancels the run if it asked for that.
+pub(super) fn waiting(
+    state: AppState,
+    run: Run,
+    delete_thread: bool,
+    on_disconnect: stream::OnDisconnect,
+) -> Response {
     let headers = rejoin_location(&run, "join");
     let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
     tokio::spawn(async move {
@@ -119,8 +145,13 @@ pub(super) fn waiting(state: AppState, run: Run, delete_thread: bool) -> Respons
         let answer = loop {
             tokio::select! {
                 answer = &mut result => break answer,
+                () = sender.closed() => {
+                    on_disconnect.client_gone(&state, &run).await;
+                    return;
+                }
                 _ = tick.tick() => {
                     if sender.send(axum::body::Bytes::from_static(b"\n")).await.is_err() {
+                        on_disconnect.client_gone(&state, &run).await;
                         return;
                     }
                 }
