@@ -233,7 +233,7 @@ async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> 
         ..DbConfig::new(&args.database.database_url, "mostrador-submit")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    let mut known: Vec<String> = graphs(&pool, &Model::Offline(Offline::default()))
+    let mut known: Vec<String> = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_keys()
         .collect();
     if let Some(path) = &args.langgraph_config {

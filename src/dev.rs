@@ -72,7 +72,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     if args.demo_data {
         seed(&args.database.database_url).await?;
     }
-    let registry = graphs(&pool, &model);
+    let registry = (graphs.build)(&pool, &model);
     let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
     let auth = AuthConfig {
         secret,
@@ -106,7 +106,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
-        decided_by_managers: crate::decided_by_managers(),
+        decided_by_managers: graphs.decided_by_managers(),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

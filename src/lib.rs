@@ -38,15 +38,29 @@ use crate::logs::install_tracing;
 use crate::model::ModelArgs;
 use crate::retention::RetentionArgs;
 
-/// Builds the graphs a process serves; their nodes may use the database and the model.
-pub type GraphSet = fn(&PgPool, &Model) -> Registry;
+/// The graphs a binary serves.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphSet {
+    /// Builds them; their nodes may use the database and the model.
+    pub build: fn(&PgPool, &Model) -> Registry,
+    /// Those whose interrupts the managers of a thread's store decide, not its owner
+    /// (`ApiConfig::decided_by_managers`).
+    pub decided_by_managers: &'static [&'static str],
+}
 
-/// Graphs whose interrupts the managers of a thread's store decide: the retail app's rule.
-fn decided_by_managers() -> std::collections::BTreeSet<String> {
-    mostrador_agents::graphs::DECIDED_BY_MANAGERS
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+impl GraphSet {
+    /// The retail app's four graphs.
+    pub const RETAIL: Self = Self {
+        build: mostrador_agents::graphs::all,
+        decided_by_managers: mostrador_agents::graphs::DECIDED_BY_MANAGERS,
+    };
+
+    fn decided_by_managers(&self) -> std::collections::BTreeSet<String> {
+        self.decided_by_managers
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
 }
 
 /// The database a local `mostrador` uses when none is configured.
@@ -419,9 +433,9 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
-    config.decided_by_managers = decided_by_managers();
+    config.decided_by_managers = graphs.decided_by_managers();
     // The api describes the graphs and never runs a node: it needs no model.
-    let registry = graphs(&pool, &Model::Offline(Offline::default()))
+    let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()
         .collect();
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -541,7 +555,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
     schema::check_schema(&pool)
         .await
         .context("failed to check the database schema")?;
-    let registry = Arc::new(graphs(&pool, &model));
+    let registry = Arc::new((graphs.build)(&pool, &model));
     let name = args
         .name
         .or_else(|| std::env::var("HOSTNAME").ok())

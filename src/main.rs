@@ -3,5 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(mostrador_agents::graphs::all)
+    mostrador::main(mostrador::GraphSet::RETAIL)
 }

@@ -149,7 +149,7 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
         ),
         (
             r#"{"assistant_id": "agent", "checkpoint_id": "0f9ad0c2-6f2f-4b1e-9d7e-5a4c2b1e0d3f"}"#,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::NOT_FOUND,
         ),
         (
             r#"{"assistant_id": "agent", "checkpoint": {"checkpoint_id": "not-an-id"}}"#,
@@ -529,7 +529,9 @@ async fn a_checkpoint_that_names_none_is_the_latest(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn a_rust_graph_run_may_name_its_threads_latest_checkpoint_only(pool: PgPool) {
+async fn a_rust_graph_run_from_a_past_checkpoint_branches_and_from_the_latest_goes_on(
+    pool: PgPool,
+) {
     let api = Api::new(pool.clone()).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
     let (_, _, thread) = api
@@ -568,12 +570,40 @@ async fn a_rust_graph_run_may_name_its_threads_latest_checkpoint_only(pool: PgPo
     assert!(earlier["checkpoint_id"].is_string(), "{history}");
 
     let path = format!("/threads/{id}/runs");
-    // Starting from an earlier one (regenerate, time travel) is for Python graphs.
-    let regenerate = json!({"assistant_id": "approval", "checkpoint": earlier});
+    // A checkpoint the thread does not have, or a resume somewhere else than the latest: refused.
+    let unknown = json!({"assistant_id": "approval", "checkpoint_id": Uuid::now_v7()});
     let (status, _, answer) = api
-        .send(api.request("POST", &path, &ana, &regenerate.to_string()))
+        .send(api.request("POST", &path, &ana, &unknown.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    let resume =
+        json!({"assistant_id": "approval", "checkpoint": earlier, "command": {"resume": "no"}});
+    let (status, _, answer) = api
+        .send(api.request("POST", &path, &marta, &resume.to_string()))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert_eq!(runs(&api).await, 0);
+
+    // From an earlier one (regenerate, time travel): the worker starts a branch there.
+    let regenerate = json!({"assistant_id": "approval", "checkpoint": earlier});
+    let (status, _, run) = api
+        .send(api.request("POST", &path, &ana, &regenerate.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(
+        run["kwargs"]["config"]["checkpoint_id"], earlier["checkpoint_id"],
+        "{run}"
+    );
+    api.send(api.request(
+        "POST",
+        &format!(
+            "/threads/{id}/runs/{}/cancel",
+            run["run_id"].as_str().expect("id")
+        ),
+        &ana,
+        "{}",
+    ))
+    .await;
 
     // agent-chat-ui's follow-up message names the thread head's checkpoint: where the run starts.
     let follow_up = json!({"assistant_id": "approval", "input": {}, "checkpoint": latest});

@@ -664,3 +664,51 @@ async fn a_client_that_asked_to_cancel_on_disconnect_cancels_its_run_by_going_aw
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn joining_takes_cancel_on_disconnect_as_both_sdks_send_it(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent", "after_seconds": 3600}"#,
+        ))
+        .await;
+    let path = format!(
+        "/threads/{thread}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+    // Python: true/false; JS: 1/0.
+    for value in ["false", "0", "False"] {
+        let (status, _) = api
+            .head_of(api.request(
+                "GET",
+                &format!("{path}?cancel_on_disconnect={value}"),
+                &ana,
+                "",
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{value}");
+    }
+    let (status, _) = api
+        .head_of(api.request(
+            "GET",
+            &format!("{path}?cancel_on_disconnect=maybe"),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, _, run) = api
+        .send(api.request("GET", &path.replace("/stream", ""), &ana, ""))
+        .await;
+    assert_eq!(
+        run["status"], "pending",
+        "leaving a joined stream that did not ask to cancel"
+    );
+}

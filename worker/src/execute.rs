@@ -288,7 +288,8 @@ fn positive(value: &Value, field: &str) -> Result<usize, String> {
 }
 
 /// Where the graph starts: the run's own last checkpoint when it already made one (it was drained
-/// or its worker died), else the resume of its command, else its input.
+/// or its worker died), else the resume of its command, else its input, on the past checkpoint
+/// the run names (a new branch) or the thread's latest.
 async fn run_input(
     graph: &Graph,
     checkpointer: &impl Checkpointer,
@@ -317,6 +318,17 @@ async fn run_input(
             ),
             None => Resume::Value(resume.clone()),
         }));
+    }
+    if let Some(checkpoint_id) = claimed
+        .config
+        .get("checkpoint_id")
+        .and_then(Value::as_str)
+        .and_then(|id| uuid::Uuid::parse_str(id).ok())
+    {
+        return Ok(RunInput::From {
+            checkpoint_id,
+            input: claimed.input.clone().filter(|input| !input.is_null()),
+        });
     }
     Ok(RunInput::Values(
         claimed.input.clone().unwrap_or_else(|| json!({})),

@@ -277,7 +277,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 }),
                 query(
                     "cancel_on_disconnect",
-                    json!({"type": "string", "enum": ["true", "false", "True", "False"]}),
+                    json!({"type": "string", "enum": ["true", "false", "True", "False", "1", "0"]}),
                 ),
                 header(
                     "Last-Event-ID",

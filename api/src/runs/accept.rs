@@ -155,6 +155,9 @@ pub async fn accept(
     };
     let head = rust_head(state, &thread, python, &body).await?;
     let new = new_run(thread.thread_id, &assistant, body, python, head)?;
+    if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
+        rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
+    }
     if new.command.is_some() {
         may_decide(state, caller, &thread, &assistant.graph_id)?;
         let waits = if python {
@@ -346,9 +349,9 @@ pub async fn stream_stateless(
     Ok((rejoin_location(run, "stream"), events).into_response())
 }
 
-/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`,
-/// a command's `goto` and `update`, and any checkpoint to start from. A Rust graph's run goes on
-/// from the thread's latest checkpoint, `head`, which it may name.
+/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`
+/// and a command's `goto` and `update`. A run that names a past checkpoint starts a new branch
+/// there; naming a Rust graph's latest checkpoint, `head`, is the same as naming none.
 fn new_run(
     thread_id: ThreadId,
     assistant: &Assistant,
@@ -357,10 +360,11 @@ fn new_run(
     head: Option<Uuid>,
 ) -> Result<NewRun, ApiError> {
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
-    let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?;
-    if start_at.is_some() && start_at != head && !python {
+    let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?
+        .filter(|checkpoint_id| python || Some(*checkpoint_id) != head);
+    if start_at.is_some() && !python && body.command.is_some() {
         return Err(unprocessable(
-            "starting from an earlier checkpoint is for Python graphs; the retail graphs go on from their latest",
+            "a resume goes on from the thread's latest checkpoint: name none",
         ));
     }
     let interrupts = [
@@ -438,7 +442,7 @@ fn new_run(
             config[field] = value;
         }
     }
-    if let Some(checkpoint_id) = start_at.filter(|_| python) {
+    if let Some(checkpoint_id) = start_at {
         config["checkpoint_id"] = json!(checkpoint_id);
     }
     let mut metadata = body.metadata.unwrap_or_default();
@@ -542,9 +546,9 @@ fn run_config(
 }
 
 /// The latest checkpoint of an idle thread of a Rust graph, looked up when the run names a
-/// checkpoint: the run starts there anyway, so naming it is allowed (agent-chat-ui names the
-/// thread head's with every follow-up message). A busy thread's head may move before the run
-/// starts, so it has none here.
+/// checkpoint: a run goes on from it anyway, so naming it starts no new branch (agent-chat-ui
+/// names the thread head's with every follow-up message). A busy thread's head may move before
+/// the run starts, so it has none here.
 async fn rust_head(
     state: &AppState,
     thread: &Thread,
@@ -564,7 +568,26 @@ async fn rust_head(
     Ok(latest.map(|saved| saved.checkpoint.checkpoint_id))
 }
 
-/// Resuming decides for the graph: managers only, and only a thread that waits for a decision.
+/// A past checkpoint a Rust graph's run starts from must be the thread's: 404 otherwise, as when
+/// reading its state.
+async fn rust_checkpoint_exists(
+    state: &AppState,
+    thread: &Thread,
+    checkpoint_id: &Value,
+) -> Result<(), ApiError> {
+    let checkpoint_id = checkpoint_id
+        .as_str()
+        .and_then(|id| Uuid::parse_str(id).ok());
+    let found = PgCheckpointer::new(state.pool().clone())
+        .get(thread.thread_id.0, checkpoint_id)
+        .await
+        .map_err(ApiError::unavailable)?;
+    match found {
+        Some(_) if checkpoint_id.is_some() => Ok(()),
+        _ => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
+    }
+}
+
 /// Whether a Rust graph's thread waits for answers to interrupts.
 async fn rust_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
     let latest = PgCheckpointer::new(state.pool().clone())

@@ -53,7 +53,8 @@ pub async fn join_stream(
     Ok((rejoin_location(&run, "stream"), events).into_response())
 }
 
-/// The `cancel_on_disconnect` query value the SDKs send when joining (`false` by default).
+/// The `cancel_on_disconnect` query value the SDKs send when joining: `true`/`false` (Python),
+/// `1`/`0` (JS).
 fn cancel_on_disconnect(query: Option<&str>) -> Result<stream::OnDisconnect, ApiError> {
     let value = query
         .unwrap_or_default()
@@ -61,9 +62,9 @@ fn cancel_on_disconnect(query: Option<&str>) -> Result<stream::OnDisconnect, Api
         .filter_map(|pair| pair.split_once('='))
         .find(|(key, _)| *key == "cancel_on_disconnect")
         .map(|(_, value)| value);
-    match value {
-        None | Some("false" | "False" | "") => Ok(stream::OnDisconnect::Continue),
-        Some("true" | "True") => Ok(stream::OnDisconnect::Cancel),
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false" | "0" | "") => Ok(stream::OnDisconnect::Continue),
+        Some("true" | "1") => Ok(stream::OnDisconnect::Cancel),
         Some(_) => Err(super::unprocessable(
             "cancel_on_disconnect must be true or false",
         )),

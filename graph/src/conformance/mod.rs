@@ -199,6 +199,10 @@ macro_rules! conformance_tests {
             $crate::conformance::history_is_newest_first_and_pages_with_before(&$make).await
         }
         #[$attr]
+        async fn a_branch_from_a_past_checkpoint_keeps_its_own_values_and_becomes_the_latest($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::a_branch_from_a_past_checkpoint_keeps_its_own_values_and_becomes_the_latest(&$make).await
+        }
+        #[$attr]
         async fn update_state_as_a_node_routes_from_it($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::update_state_as_a_node_routes_from_it(&$make).await
         }

@@ -46,6 +46,72 @@ pub async fn history_is_newest_first_and_pages_with_before<C: Checkpointer>(
     Ok(())
 }
 
+pub async fn a_branch_from_a_past_checkpoint_keeps_its_own_values_and_becomes_the_latest<
+    C: Checkpointer,
+>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let thread_id = thread();
+    run(&graph, checkpointer, thread_id, input()).await;
+    let history = graph.get_history(checkpointer, thread_id, 10, None).await?;
+    let after_a = history[2].checkpoint_id.expect("the checkpoint after a");
+    assert_eq!(history[2].next, vec!["b"]);
+
+    // Edited: input on the past checkpoint, then the graph from START again.
+    let edit = RunInput::From {
+        checkpoint_id: after_a,
+        input: Some(json!({"log": "x"})),
+    };
+    let edited = run(&graph, checkpointer, thread_id, edit).await;
+    assert_eq!(edited.outcome, Outcome::Finished);
+    let latest = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(
+        latest.values["log"],
+        json!(["a", "x", "a", "b", "c"]),
+        "read back: the branch's values, not the first branch's at the same versions"
+    );
+    assert_eq!(latest.checkpoint_id, edited.checkpoint_id);
+
+    // Regenerated: no input, the past checkpoint's tasks run again.
+    let again = RunInput::From {
+        checkpoint_id: after_a,
+        input: None,
+    };
+    let regenerated = run(&graph, checkpointer, thread_id, again).await;
+    assert_eq!(regenerated.supersteps, 2, "b and c");
+    let latest = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(latest.values["log"], json!(["a", "b", "c"]));
+    assert_eq!(latest.checkpoint_id, regenerated.checkpoint_id);
+    let history = graph
+        .get_history(checkpointer, thread_id, 100, None)
+        .await?;
+    assert_eq!(
+        history.len(),
+        4 + 4 + 3,
+        "every branch stays in the history"
+    );
+
+    let missing = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::From {
+                checkpoint_id: Uuid::now_v7(),
+                input: None,
+            },
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(
+        matches!(missing, Err(Error::InvalidInput(_))),
+        "{missing:?}"
+    );
+    Ok(())
+}
+
 pub async fn update_state_as_a_node_routes_from_it<C: Checkpointer>(
     checkpointer: &C,
 ) -> TestResult {

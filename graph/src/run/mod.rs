@@ -52,6 +52,14 @@ pub enum RunInput {
     Resume(Resume),
     /// Goes on from the latest checkpoint (after a drain or a crash).
     Continue,
+    /// A new branch from a past checkpoint of the thread (regenerate, edit, time travel): its
+    /// first checkpoint holds that checkpoint's values with `input` written, as `Values` does;
+    /// without input, that checkpoint's tasks, to run again. The branch becomes the thread's
+    /// latest; the branch it left stays in the history.
+    From {
+        checkpoint_id: Uuid,
+        input: Option<Value>,
+    },
 }
 
 /// Resume values.
@@ -114,6 +122,9 @@ struct Execution<'a, C> {
     unsaved: Option<Unsaved>,
     /// Writes not saved yet (durability `exit`): checkpoint id, task id, writes.
     unsaved_writes: Mutex<Vec<UnsavedWrites>>,
+    /// The highest channel version of the thread: new versions are above it, so that a branch
+    /// from a past checkpoint never reuses a version (and a value) of the branch it left.
+    version_floor: i64,
 }
 
 enum Step {
@@ -150,6 +161,7 @@ impl Graph {
             events,
             unsaved: None,
             unsaved_writes: Mutex::new(Vec::new()),
+            version_floor: 0,
         };
         let res = execution.run(input).await;
         execution.flush().await?;
@@ -248,18 +260,42 @@ impl<C: Checkpointer> Execution<'_, C> {
             .get(self.thread_id, None)
             .await
             .map_err(Error::Checkpointer)?;
+        self.version_floor = latest
+            .as_ref()
+            .and_then(|l| l.checkpoint.versions.values().copied().max())
+            .unwrap_or(0);
         match input {
             RunInput::Values(values) => {
-                let writes = as_state(values, "input").map_err(Error::InvalidInput)?;
                 let base = latest.map(Current::from);
-                let done = TaskDone {
-                    node: START.to_owned(),
-                    update: writes.into_iter().collect(),
-                    goto: Vec::new(),
+                Ok(Some(self.write_input(base.as_ref(), values).await?))
+            }
+            RunInput::From {
+                checkpoint_id,
+                input,
+            } => {
+                let at = self
+                    .checkpointer
+                    .get(self.thread_id, Some(checkpoint_id))
+                    .await
+                    .map_err(Error::Checkpointer)?
+                    .ok_or_else(|| {
+                        Error::InvalidInput(format!("the thread has no checkpoint {checkpoint_id}"))
+                    })?;
+                let mut base = Current::from(at);
+                // Its tasks run again on the new branch, which is numbered after the thread's
+                // latest step, so that it is the thread's latest.
+                base.writes.clear();
+                if let Some(latest) = &latest {
+                    base.checkpoint.step = base.checkpoint.step.max(latest.checkpoint.step);
+                }
+                let current = match input {
+                    Some(values) => self.write_input(Some(&base), values).await?,
+                    None => {
+                        let next = Some(base.checkpoint.next.clone());
+                        self.checkpoint_after(Some(&base), &BTreeMap::new(), "fork", next)
+                            .await?
+                    }
                 };
-                let current = self
-                    .checkpoint_after(base.as_ref(), &BTreeMap::from([(0, done)]), "input", None)
-                    .await?;
                 Ok(Some(current))
             }
             RunInput::Resume(resume) => {
@@ -275,6 +311,18 @@ impl<C: Checkpointer> Execution<'_, C> {
             }
             RunInput::Continue => Ok(latest.map(Current::from)),
         }
+    }
+
+    /// The checkpoint with `values` written as the input on `base`.
+    async fn write_input(&mut self, base: Option<&Current>, values: Value) -> Result<Current> {
+        let writes = as_state(values, "input").map_err(Error::InvalidInput)?;
+        let done = TaskDone {
+            node: START.to_owned(),
+            update: writes.into_iter().collect(),
+            goto: Vec::new(),
+        };
+        self.checkpoint_after(base, &BTreeMap::from([(0, done)]), "input", None)
+            .await
     }
 
     /// Saves resume values against the interrupted tasks of `saved`.
@@ -521,7 +569,14 @@ impl<C: Checkpointer> Execution<'_, C> {
         let mut versions = base
             .map(|b| b.checkpoint.versions.clone())
             .unwrap_or_default();
-        let version = versions.values().copied().max().unwrap_or(0) + 1;
+        let version = versions
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(self.version_floor)
+            + 1;
+        self.version_floor = version;
         let mut by_channel: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
         for task in done.values() {
             for (channel, value) in &task.update {
@@ -690,6 +745,7 @@ pub(crate) async fn update<C: Checkpointer>(
         events: crate::stream::discard(),
         unsaved: None,
         unsaved_writes: Mutex::new(Vec::new()),
+        version_floor: 0,
     };
     let base = base.map(Current::from);
     let keep_next = match as_node {

@@ -4,9 +4,13 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(|pool, model| {
-        let mut graphs = mostrador_agents::graphs::all(pool, model);
-        graphs.extend(mostrador_tests::graphs(pool));
-        graphs
+    mostrador::main(mostrador::GraphSet {
+        build: |pool, model| {
+            let mut graphs = mostrador_agents::graphs::all(pool, model);
+            graphs.extend(mostrador_tests::graphs(pool));
+            graphs
+        },
+        // `e2e_approval` stands for `cliente`: a decision for the managers of the store.
+        decided_by_managers: &["cliente", "e2e_approval"],
     })
 }
