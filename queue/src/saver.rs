@@ -293,20 +293,53 @@ impl Saver {
         }))
     }
 
-    /// Carries out writes in order, in one transaction (one commit for a task's writes and the
-    /// checkpoint that follows them).
+    /// Carries out writes in order, in one transaction: tasks' writes and the checkpoint that
+    /// follows them in one statement (one statement and one commit per superstep).
     ///
     /// # Errors
     ///
     /// [`Error::LeaseLost`] (nothing was written), or the database failed (nothing was written).
     pub async fn write(&self, writes: &[Write]) -> Result {
-        match writes {
+        // Statements: each a run of task writes and the checkpoint that ends it, if any.
+        let mut statements: Vec<(Vec<&PendingWriteAt<'_>>, Option<&NewCheckpoint>)> = Vec::new();
+        let mut pending = Vec::new();
+        let rows: Vec<Vec<PendingWriteAt<'_>>> = writes
+            .iter()
+            .map(|write| match write {
+                Write::TaskWrites {
+                    checkpoint_ns,
+                    checkpoint_id,
+                    writes,
+                } => writes
+                    .iter()
+                    .map(|write| PendingWriteAt {
+                        checkpoint_ns,
+                        checkpoint_id: *checkpoint_id,
+                        write,
+                    })
+                    .collect(),
+                Write::Checkpoint(_) => Vec::new(),
+            })
+            .collect();
+        for (write, rows) in writes.iter().zip(&rows) {
+            pending.extend(rows);
+            if let Write::Checkpoint(checkpoint) = write {
+                statements.push((std::mem::take(&mut pending), Some(checkpoint)));
+            }
+        }
+        if !pending.is_empty() {
+            statements.push((pending, None));
+        }
+        for (rows, _) in &mut statements {
+            dedupe(rows);
+        }
+        match statements.as_slice() {
             [] => Ok(()),
-            [one] => self.write_one(&self.pool, one).await,
+            [(rows, checkpoint)] => self.save(&self.pool, rows, *checkpoint).await,
             many => {
                 let mut tx = self.pool.begin().await?;
-                for one in many {
-                    self.write_one(&mut *tx, one).await?;
+                for (rows, checkpoint) in many {
+                    self.save(&mut *tx, rows, *checkpoint).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -314,136 +347,41 @@ impl Saver {
         }
     }
 
-    async fn write_one(&self, executor: impl sqlx::PgExecutor<'_>, write: &Write) -> Result {
-        match write {
-            Write::Checkpoint(checkpoint) => self.put(executor, checkpoint).await,
-            Write::TaskWrites {
-                checkpoint_ns,
-                checkpoint_id,
-                writes,
-            } => {
-                self.put_writes(executor, checkpoint_ns, *checkpoint_id, writes)
-                    .await
-            }
-        }
-    }
-
-    /// Saves a checkpoint and the values of the channels it changed, in one statement. Its `step`
-    /// follows the thread's latest in its namespace, so "latest" is the last saved.
-    async fn put(&self, executor: impl sqlx::PgExecutor<'_>, checkpoint: &NewCheckpoint) -> Result {
-        let channels: Vec<&str> = checkpoint
-            .blobs
-            .iter()
-            .map(|b| b.channel.as_str())
-            .collect();
-        let versions: Vec<i64> = checkpoint.blobs.iter().map(|b| b.version).collect();
-        let kinds: Vec<&str> = checkpoint
-            .blobs
-            .iter()
-            .map(|b| b.payload.kind.as_str())
-            .collect();
-        let bytes: Vec<&[u8]> = checkpoint
-            .blobs
-            .iter()
-            .map(|b| b.payload.bytes.as_slice())
-            .collect();
-        let channel_versions = checkpoint
-            .saved
-            .get("channel_versions")
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        // N.B. As in the engine's checkpointer, the fence holds the run's row lock (`for key
-        // share`) for the statement, so no transition commits between the check and the writes.
-        let held = sqlx::query_scalar!(
-            r#"
-            with fence as (
-                select 1
-                from mostrador.runs
-                where run_id = $1
-                  and attempt = $2
-                  and status = 'running'
-                for key share
-            ),
-            allowed as (
-                select exists (select 1 from fence) as ok
-            ),
-            blobs as (
-                insert into mostrador.checkpoint_blobs (
-                    thread_id, checkpoint_ns, channel, version, payload_type, payload
-                )
-                select $3, $4, channel, version, kind, bytes
-                from unnest($5::text[], $6::int8[], $7::text[], $8::bytea[]) as b(channel, version, kind, bytes)
-                where (select ok from allowed)
-                on conflict do nothing
-            ),
-            touched as (
-                update mostrador.threads
-                set last_activity_at = now()
-                where thread_id = $3
-                  and last_activity_at < now() - interval '1 minute'
-                  and (select ok from allowed)
-            ),
-            saved as (
-                insert into mostrador.checkpoints (
-                    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                    channel_versions, saved, metadata
-                )
-                select $3, $4, $9, $10, $1,
-                    coalesce(
-                        (
-                            select max(step)
-                            from mostrador.checkpoints
-                            where thread_id = $3
-                              and checkpoint_ns = $4
-                        ),
-                        -1
-                    ) + 1,
-                    $11, $12, $13
-                where (select ok from allowed)
-                on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
-                set saved = excluded.saved,
-                    metadata = excluded.metadata,
-                    channel_versions = excluded.channel_versions
-            )
-            select ok as "ok!"
-            from allowed
-            "#,
-            self.lease.run_id.0,
-            self.lease.attempt,
-            self.thread_id,
-            &checkpoint.checkpoint_ns,
-            &channels as &[&str],
-            &versions,
-            &kinds as &[&str],
-            &bytes as &[&[u8]],
-            checkpoint.checkpoint_id,
-            checkpoint.parent_checkpoint_id,
-            channel_versions,
-            &checkpoint.saved,
-            &checkpoint.metadata,
-        )
-        .fetch_one(executor)
-        .await?;
-        if held { Ok(()) } else { Err(self.lost()) }
-    }
-
-    /// Saves a task's writes on a checkpoint. Writes of LangGraph's special channels (errors,
-    /// interrupts, resumes: negative `idx`) replace earlier ones; the others are kept as first
-    /// written, as LangGraph's own Postgres saver does, so a task re-run after a crash changes
-    /// nothing it had saved.
-    async fn put_writes(
+    /// One statement: tasks' writes, then a checkpoint with the values of the channels it
+    /// changed. The checkpoint's `step` follows the thread's latest in its namespace, so "latest"
+    /// is the last saved. Writes of LangGraph's special channels (errors, interrupts, resumes:
+    /// negative `idx`) replace earlier ones; the others are kept as first written, as LangGraph's
+    /// own Postgres saver does, so a task re-run after a crash changes nothing it had saved.
+    async fn save(
         &self,
         executor: impl sqlx::PgExecutor<'_>,
-        checkpoint_ns: &str,
-        checkpoint_id: Uuid,
-        writes: &[PendingWrite],
+        rows: &[&PendingWriteAt<'_>],
+        checkpoint: Option<&NewCheckpoint>,
     ) -> Result {
-        let task_ids: Vec<&str> = writes.iter().map(|w| w.task_id.as_str()).collect();
-        let task_paths: Vec<&str> = writes.iter().map(|w| w.task_path.as_str()).collect();
-        let indexes: Vec<i32> = writes.iter().map(|w| w.idx).collect();
-        let channels: Vec<&str> = writes.iter().map(|w| w.channel.as_str()).collect();
-        let kinds: Vec<&str> = writes.iter().map(|w| w.payload.kind.as_str()).collect();
-        let bytes: Vec<&[u8]> = writes.iter().map(|w| w.payload.bytes.as_slice()).collect();
+        let blobs = checkpoint.map_or(&[][..], |c| c.blobs.as_slice());
+        let blob_channels: Vec<&str> = blobs.iter().map(|b| b.channel.as_str()).collect();
+        let blob_versions: Vec<i64> = blobs.iter().map(|b| b.version).collect();
+        let blob_kinds: Vec<&str> = blobs.iter().map(|b| b.payload.kind.as_str()).collect();
+        let blob_bytes: Vec<&[u8]> = blobs.iter().map(|b| b.payload.bytes.as_slice()).collect();
+        let channel_versions = checkpoint.map(|c| {
+            c.saved
+                .get("channel_versions")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default()))
+        });
+        let write_ns: Vec<&str> = rows.iter().map(|r| r.checkpoint_ns).collect();
+        let write_checkpoints: Vec<Uuid> = rows.iter().map(|r| r.checkpoint_id).collect();
+        let task_ids: Vec<&str> = rows.iter().map(|r| r.write.task_id.as_str()).collect();
+        let task_paths: Vec<&str> = rows.iter().map(|r| r.write.task_path.as_str()).collect();
+        let indexes: Vec<i32> = rows.iter().map(|r| r.write.idx).collect();
+        let write_channels: Vec<&str> = rows.iter().map(|r| r.write.channel.as_str()).collect();
+        let write_kinds: Vec<&str> = rows.iter().map(|r| r.write.payload.kind.as_str()).collect();
+        let write_bytes: Vec<&[u8]> = rows
+            .iter()
+            .map(|r| r.write.payload.bytes.as_slice())
+            .collect();
+        // N.B. As in the engine's checkpointer, the fence holds the run's row lock (`for key
+        // share`) for the statement, so no transition commits between the check and the writes.
         let held = sqlx::query_scalar!(
             r#"
             with fence as (
@@ -462,15 +400,58 @@ impl Saver {
                     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,
                     payload_type, payload
                 )
-                select $3, $4, $5, task_id, task_path, idx, channel, kind, bytes
-                from unnest($6::text[], $7::text[], $8::int4[], $9::text[], $10::text[], $11::bytea[])
-                    as w(task_id, task_path, idx, channel, kind, bytes)
+                select $3, ns, checkpoint_id, task_id, task_path, idx, channel, kind, bytes
+                from unnest(
+                    $4::text[], $5::uuid[], $6::text[], $7::text[], $8::int4[], $9::text[],
+                    $10::text[], $11::bytea[]
+                ) as w(ns, checkpoint_id, task_id, task_path, idx, channel, kind, bytes)
                 where (select ok from allowed)
                 on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
                 set channel = excluded.channel,
                     payload_type = excluded.payload_type,
                     payload = excluded.payload
                 where excluded.idx < 0
+            ),
+            blobs as (
+                insert into mostrador.checkpoint_blobs (
+                    thread_id, checkpoint_ns, channel, version, payload_type, payload
+                )
+                select $3, $12, channel, version, kind, bytes
+                from unnest($13::text[], $14::int8[], $15::text[], $16::bytea[])
+                    as b(channel, version, kind, bytes)
+                where (select ok from allowed)
+                on conflict do nothing
+            ),
+            touched as (
+                update mostrador.threads
+                set last_activity_at = now()
+                where thread_id = $3
+                  and $17::uuid is not null
+                  and last_activity_at < now() - interval '1 minute'
+                  and (select ok from allowed)
+            ),
+            saved as (
+                insert into mostrador.checkpoints (
+                    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+                    channel_versions, saved, metadata
+                )
+                select $3, $12, $17, $18, $1,
+                    coalesce(
+                        (
+                            select max(step)
+                            from mostrador.checkpoints
+                            where thread_id = $3
+                              and checkpoint_ns = $12
+                        ),
+                        -1
+                    ) + 1,
+                    $19, $20, $21
+                where $17::uuid is not null
+                  and (select ok from allowed)
+                on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
+                set saved = excluded.saved,
+                    metadata = excluded.metadata,
+                    channel_versions = excluded.channel_versions
             )
             select ok as "ok!"
             from allowed
@@ -478,19 +459,58 @@ impl Saver {
             self.lease.run_id.0,
             self.lease.attempt,
             self.thread_id,
-            checkpoint_ns,
-            checkpoint_id,
+            &write_ns as &[&str],
+            &write_checkpoints,
             &task_ids as &[&str],
             &task_paths as &[&str],
             &indexes,
-            &channels as &[&str],
-            &kinds as &[&str],
-            &bytes as &[&[u8]],
+            &write_channels as &[&str],
+            &write_kinds as &[&str],
+            &write_bytes as &[&[u8]],
+            checkpoint.map_or("", |c| c.checkpoint_ns.as_str()),
+            &blob_channels as &[&str],
+            &blob_versions,
+            &blob_kinds as &[&str],
+            &blob_bytes as &[&[u8]],
+            checkpoint.map(|c| c.checkpoint_id),
+            checkpoint.and_then(|c| c.parent_checkpoint_id),
+            channel_versions,
+            checkpoint.map(|c| &c.saved),
+            checkpoint.map(|c| &c.metadata),
         )
         .fetch_one(executor)
         .await?;
         if held { Ok(()) } else { Err(self.lost()) }
     }
+}
+
+/// One row per `(checkpoint, task, idx)`, as one statement must insert them: as the statement
+/// would leave them written one after another (the last of LangGraph's special writes, the first
+/// of the others).
+fn dedupe(rows: &mut Vec<&PendingWriteAt<'_>>) {
+    fn same(a: &PendingWriteAt<'_>, b: &PendingWriteAt<'_>) -> bool {
+        a.checkpoint_ns == b.checkpoint_ns
+            && a.checkpoint_id == b.checkpoint_id
+            && a.write.task_id == b.write.task_id
+            && a.write.idx == b.write.idx
+    }
+    let mut kept: Vec<&PendingWriteAt<'_>> = Vec::with_capacity(rows.len());
+    for row in rows.drain(..) {
+        match kept.iter().position(|k| same(k, row)) {
+            Some(at) if row.write.idx < 0 => kept[at] = row,
+            Some(_) => {}
+            None => kept.push(row),
+        }
+    }
+    *rows = kept;
+}
+
+/// A task's write with the checkpoint it was made on.
+#[derive(Debug)]
+struct PendingWriteAt<'a> {
+    checkpoint_ns: &'a str,
+    checkpoint_id: Uuid,
+    write: &'a PendingWrite,
 }
 
 /// The state the graph computed at one of its run's root checkpoints, as the api will serve it.

@@ -175,8 +175,13 @@ async fn a_tasks_writes_and_the_next_checkpoint_are_saved_together_or_not_at_all
             },
         }],
     };
+    // A task's writes sent twice before the checkpoint (its process repeated them): kept once.
     saver
-        .write(&[writes("a"), checkpoint(Uuid::now_v7(), Some(first))])
+        .write(&[
+            writes("a"),
+            writes("a"),
+            checkpoint(Uuid::now_v7(), Some(first)),
+        ])
         .await?;
     assert_eq!(saved(&pool).await, (1, 2));
 

@@ -692,6 +692,9 @@ class Run:
         # it is described when its tasks have run (with their results), at the next checkpoint or
         # at the run's end.
         self.undescribed: str | None = None
+        # Records of past checkpoints being described while LangGraph goes on: one at a time,
+        # in order, each after the one before.
+        self.recording: asyncio.Task | None = None
 
     def config(self) -> RunnableConfig:
         spec = self.spec
@@ -834,7 +837,10 @@ class Run:
         if mode == "checkpoints" and not ns:
             # The previous checkpoint's tasks have now run: describe it, with their results.
             if self.undescribed is not None:
-                await self.describe(self.undescribed, live=False)
+                # Off LangGraph's path: while it saves this checkpoint and runs the next tasks.
+                self.recording = asyncio.ensure_future(
+                    self.record(self.recording, self.undescribed)
+                )
             checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
             self.undescribed = checkpoint_id
             self.channel.cast(
@@ -897,9 +903,20 @@ class Run:
             "interrupts": [i for task in tasks for i in task["interrupts"]],
         }
 
+    async def record(self, before: asyncio.Task | None, checkpoint_id: str) -> None:
+        if before is not None:
+            await before
+        try:
+            await self.describe(checkpoint_id, live=False)
+        except Exception:  # noqa: BLE001 - the checkpoint keeps its state as it arrived
+            traceback.print_exc()
+
     async def describe_latest(self) -> dict | None:
         """At the run's end (or a drain, an error, an update): its last checkpoint, as the
-        thread's current state."""
+        thread's current state, after the records of the ones before it."""
+        recording, self.recording = self.recording, None
+        if recording is not None:
+            await recording
         if self.undescribed is None:
             return None
         checkpoint_id, self.undescribed = self.undescribed, None
