@@ -36,7 +36,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 # The protocol's streams, taken before any user code runs.
@@ -214,6 +214,8 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         # The thread's latest checkpoint as first read: the run checks it before LangGraph reads
         # it again, and only this run writes to the thread until its first put.
         self.latest: CheckpointTuple | None | object = _UNREAD
+        # Told of each new checkpoint of the thread before it is saved.
+        self.saving: Callable[[str], None] | None = None
 
     # Reads.
 
@@ -318,6 +320,8 @@ class MostradorSaver(BaseCheckpointSaver[int]):
                 }
             )
         stored_metadata = jsonable(get_serializable_checkpoint_metadata(config, metadata))
+        if ns == "" and self.saving is not None:
+            self.saving(checkpoint["id"])
         put = {
             "ns": ns,
             "checkpoint_id": checkpoint["id"],
@@ -685,6 +689,7 @@ class Run:
         self.thread_id = spec["thread_id"]
         self.control = RunControl()
         self.saver = MostradorSaver(channel, self.thread_id)
+        self.saver.saving = self.saving
         if "latest" in spec:
             # Read by the worker with the run.
             self.saver.latest = self.saver._tuple(spec["latest"]) if spec["latest"] else None
@@ -835,17 +840,13 @@ class Run:
 
     async def on_chunk(self, ns: tuple, mode: str, data: Any, wanted: list, subgraphs: bool):
         if mode == "checkpoints" and not ns:
-            # The previous checkpoint's tasks have now run: describe it, with their results.
-            if self.undescribed is not None:
-                # Off LangGraph's path: while it saves this checkpoint and runs the next tasks.
-                self.recording = asyncio.ensure_future(
-                    self.record(self.recording, self.undescribed)
-                )
             checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
-            self.undescribed = checkpoint_id
-            self.channel.cast(
-                "describe", checkpoint_id=checkpoint_id, snapshot=self.arrived(checkpoint_id, data)
-            )
+            if checkpoint_id == self.undescribed:
+                self.channel.cast(
+                    "describe",
+                    checkpoint_id=checkpoint_id,
+                    snapshot=self.arrived(checkpoint_id, data),
+                )
         if ns and not subgraphs:
             return
         suffix = "|" + "|".join(ns) if ns else ""
@@ -902,6 +903,14 @@ class Run:
             "created_at": saved.checkpoint.get("ts") if saved is not None else None,
             "interrupts": [i for task in tasks for i in task["interrupts"]],
         }
+
+    def saving(self, checkpoint_id: str) -> None:
+        """LangGraph saves a new checkpoint of the thread: the previous one's tasks have run, so
+        it is described now with their results, off LangGraph's path (while the worker writes
+        the new one, which is the thread's state until it is described in turn)."""
+        if self.undescribed is not None:
+            self.recording = asyncio.ensure_future(self.record(self.recording, self.undescribed))
+        self.undescribed = checkpoint_id
 
     async def record(self, before: asyncio.Task | None, checkpoint_id: str) -> None:
         if before is not None:
