@@ -15,7 +15,9 @@ use mostrador_worker::{Telemetry, WorkerConfig};
 
 use crate::langgraph::PythonArgs;
 use crate::model::ModelArgs;
-use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
+use crate::{
+    DatabaseArgs, DecidersArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated,
+};
 
 /// The development secret `mostrador dev` signs and verifies tokens with when none is set.
 const DEV_SECRET: &str = "mostrador-dev-secret";
@@ -51,6 +53,9 @@ pub(crate) struct DevArgs {
 
     #[command(flatten)]
     python: PythonArgs,
+
+    #[command(flatten)]
+    deciders: DecidersArgs,
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
@@ -106,7 +111,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
-        decided_by_managers: graphs.decided_by_managers(),
+        decided_by_managers: graphs.decided_by_managers(&args.deciders),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

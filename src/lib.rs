@@ -55,10 +55,12 @@ impl GraphSet {
         decided_by_managers: mostrador_agents::graphs::DECIDED_BY_MANAGERS,
     };
 
-    fn decided_by_managers(&self) -> std::collections::BTreeSet<String> {
+    /// The binary's graphs decided by managers, and those `args` name.
+    fn decided_by_managers(&self, args: &DecidersArgs) -> std::collections::BTreeSet<String> {
         self.decided_by_managers
             .iter()
             .map(ToString::to_string)
+            .chain(args.decided_by_managers.iter().cloned())
             .collect()
     }
 }
@@ -182,6 +184,18 @@ struct ApiArgs {
 
     #[command(flatten)]
     python: PythonArgs,
+
+    #[command(flatten)]
+    deciders: DecidersArgs,
+}
+
+/// Who answers a thread's interrupts, beyond the binary's own rule.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DecidersArgs {
+    /// Graphs (the binary's or the langgraph.json's) whose interrupts the managers of the
+    /// thread's store decide instead of its owner; comma-separated.
+    #[arg(long, env = "MOSTRADOR_DECIDED_BY_MANAGERS", value_delimiter = ',')]
+    decided_by_managers: Vec<String>,
 }
 
 /// How the api verifies tokens (and `token` mints them).
@@ -433,7 +447,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
-    config.decided_by_managers = graphs.decided_by_managers();
+    config.decided_by_managers = graphs.decided_by_managers(&args.deciders);
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()

@@ -215,7 +215,7 @@ class MostradorSaver(BaseCheckpointSaver[int]):
         # it again, and only this run writes to the thread until its first put.
         self.latest: CheckpointTuple | None | object = _UNREAD
         # Told of each new checkpoint of the thread before it is saved.
-        self.saving: Callable[[str], None] | None = None
+        self.saving: Callable[[str, str | None], None] | None = None
 
     # Reads.
 
@@ -321,7 +321,7 @@ class MostradorSaver(BaseCheckpointSaver[int]):
             )
         stored_metadata = jsonable(get_serializable_checkpoint_metadata(config, metadata))
         if ns == "" and self.saving is not None:
-            self.saving(checkpoint["id"])
+            self.saving(checkpoint["id"], metadata.get("source"))
         put = {
             "ns": ns,
             "checkpoint_id": checkpoint["id"],
@@ -697,9 +697,11 @@ class Run:
         # it is described when its tasks have run (with their results), at the next checkpoint or
         # at the run's end.
         self.undescribed: str | None = None
-        # Records of past checkpoints being described while LangGraph goes on: one at a time,
-        # in order, each after the one before.
+        # Past checkpoints whose records are due, and those being described while LangGraph goes
+        # on: one at a time, in order, each after the one before.
+        self.due: list[str] = []
         self.recording: asyncio.Task | None = None
+        self.input_checkpoint: str | None = None
 
     def config(self) -> RunnableConfig:
         spec = self.spec
@@ -904,25 +906,38 @@ class Run:
             "interrupts": [i for task in tasks for i in task["interrupts"]],
         }
 
-    def saving(self, checkpoint_id: str) -> None:
+    def saving(self, checkpoint_id: str, source: str | None) -> None:
         """LangGraph saves a new checkpoint of the thread: the previous one's tasks have run, so
         it is described now with their results, off LangGraph's path (while the worker writes
-        the new one, which is the thread's state until it is described in turn)."""
+        the new one, which is the thread's state until it is described in turn). The input's
+        checkpoint waits one more step: the run's first event, the next checkpoint's values,
+        goes out first."""
+        if source == "input":
+            self.input_checkpoint = checkpoint_id
         if self.undescribed is not None:
-            self.recording = asyncio.ensure_future(self.record(self.recording, self.undescribed))
+            self.due.append(self.undescribed)
         self.undescribed = checkpoint_id
+        if self.due and self.due != [self.input_checkpoint]:
+            self.start_recording()
 
-    async def record(self, before: asyncio.Task | None, checkpoint_id: str) -> None:
+    def start_recording(self) -> None:
+        due, self.due = self.due, []
+        self.recording = asyncio.ensure_future(self.record(self.recording, due))
+
+    async def record(self, before: asyncio.Task | None, checkpoint_ids: list[str]) -> None:
         if before is not None:
             await before
-        try:
-            await self.describe(checkpoint_id, live=False)
-        except Exception:  # noqa: BLE001 - the checkpoint keeps its state as it arrived
-            traceback.print_exc()
+        for checkpoint_id in checkpoint_ids:
+            try:
+                await self.describe(checkpoint_id, live=False)
+            except Exception:  # noqa: BLE001 - the checkpoint keeps its state as it arrived
+                traceback.print_exc()
 
     async def describe_latest(self) -> dict | None:
         """At the run's end (or a drain, an error, an update): its last checkpoint, as the
         thread's current state, after the records of the ones before it."""
+        if self.due:
+            self.start_recording()
         recording, self.recording = self.recording, None
         if recording is not None:
             await recording
