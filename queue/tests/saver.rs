@@ -7,7 +7,7 @@ use mostrador_queue::lease::sweep;
 use mostrador_queue::saver::{
     self, Described, NewCheckpoint, Payload, PendingWrite, Saver, Write, describe_many,
 };
-use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus};
+use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -32,6 +32,29 @@ async fn put(saver: &Saver, checkpoint_id: Uuid, parent: Option<Uuid>) {
         .expect("put");
 }
 
+/// A run of a thread of its own, claimed by a new worker, and its fenced saver.
+async fn claimed_saver(pool: &PgPool) -> (WorkerLease, ClaimedRun, Saver) {
+    new_run(pool).await;
+    let worker = new_worker(pool).await;
+    let claimed = claim_one(pool, &worker).await.expect("claimed");
+    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    (worker, claimed, saver)
+}
+
+/// Ends the run `success`, as a worker does.
+async fn succeed(pool: &PgPool, claimed: &ClaimedRun) {
+    complete_many(
+        pool,
+        &[Completion {
+            lease: claimed.lease(),
+            status: RunStatus::Success,
+            thread_status: ThreadStatus::Idle,
+        }],
+    )
+    .await
+    .expect("complete");
+}
+
 /// The thread's latest state: its checkpoint id and described values (`None`: not described).
 async fn latest(pool: &PgPool, claimed: &ClaimedRun) -> Option<(Uuid, Option<Value>)> {
     saver::snapshots(pool, claimed.thread_id.0, None, None, 1)
@@ -52,10 +75,7 @@ fn described(checkpoint_id: Uuid, n: i64) -> Described {
 async fn a_running_threads_state_is_the_newest_its_graph_described(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    new_run(&pool).await;
-    let worker = new_worker(&pool).await;
-    let claimed = claim_one(&pool, &worker).await.expect("claimed");
-    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let (_worker, claimed, saver) = claimed_saver(&pool).await;
     let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
 
     put(&saver, first, None).await;
@@ -89,10 +109,7 @@ async fn a_running_threads_state_is_the_newest_its_graph_described(
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Result<()> {
-    new_run(&pool).await;
-    let stale = new_worker(&pool).await;
-    let claimed = claim_one(&pool, &stale).await.expect("claimed");
-    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let (stale, claimed, saver) = claimed_saver(&pool).await;
     let checkpoint = Uuid::now_v7();
     put(&saver, checkpoint, None).await;
 
@@ -111,15 +128,7 @@ async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Resul
     let worker = new_worker(&pool).await;
     let retried = claim_one(&pool, &worker).await.expect("claimed again");
     describe_many(&pool, &[(retried.lease(), &[described(checkpoint, 2)])]).await?;
-    complete_many(
-        &pool,
-        &[Completion {
-            lease: retried.lease(),
-            status: RunStatus::Success,
-            thread_status: ThreadStatus::Idle,
-        }],
-    )
-    .await?;
+    succeed(&pool, &retried).await;
     assert_eq!(
         latest(&pool, &claimed).await,
         Some((checkpoint, Some(json!({"n": 2}))))
@@ -131,21 +140,10 @@ async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Resul
 async fn a_checkpoint_never_described_is_served_once_its_run_ended(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    new_run(&pool).await;
-    let worker = new_worker(&pool).await;
-    let claimed = claim_one(&pool, &worker).await.expect("claimed");
-    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let (_worker, claimed, saver) = claimed_saver(&pool).await;
     let checkpoint = Uuid::now_v7();
     put(&saver, checkpoint, None).await;
-    complete_many(
-        &pool,
-        &[Completion {
-            lease: claimed.lease(),
-            status: RunStatus::Success,
-            thread_status: ThreadStatus::Idle,
-        }],
-    )
-    .await?;
+    succeed(&pool, &claimed).await;
     // The api shows what the row itself says, rather than an older state.
     assert_eq!(latest(&pool, &claimed).await, Some((checkpoint, None)));
     Ok(())
@@ -155,10 +153,7 @@ async fn a_checkpoint_never_described_is_served_once_its_run_ended(
 async fn a_tasks_writes_and_the_next_checkpoint_are_saved_together_or_not_at_all(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    new_run(&pool).await;
-    let stale = new_worker(&pool).await;
-    let claimed = claim_one(&pool, &stale).await.expect("claimed");
-    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let (stale, _claimed, saver) = claimed_saver(&pool).await;
     let first = Uuid::now_v7();
     put(&saver, first, None).await;
     let writes = |task: &str| Write::TaskWrites {
