@@ -61,6 +61,7 @@ impl GraphSet {
             .iter()
             .map(ToString::to_string)
             .chain(args.decided_by_managers.iter().cloned())
+            .filter(|graph_id| !graph_id.is_empty())
             .collect()
     }
 }
