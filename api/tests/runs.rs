@@ -10,13 +10,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{Api, caller, config};
-
-async fn new_thread(api: &Api, token: &str) -> String {
-    let (status, _, thread) = api.send(api.request("POST", "/threads", token, "{}")).await;
-    assert_eq!(status, StatusCode::OK);
-    thread["thread_id"].as_str().expect("id").to_owned()
-}
+use crate::support::{Api, caller, config, new_thread};
 
 async fn runs(api: &Api) -> i64 {
     sqlx::query_scalar("select count(*) from mostrador.runs")

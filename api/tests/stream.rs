@@ -11,7 +11,7 @@ use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{Api, caller};
+use crate::support::{Api, caller, new_thread};
 
 /// The SSE events of a body: `(event, id, data)`.
 fn parse(body: &str) -> Vec<(String, Option<String>, Value)> {
@@ -48,8 +48,7 @@ async fn claimed(api: &Api) -> ClaimedRun {
 async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -136,8 +135,7 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
 async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -224,8 +222,7 @@ async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool)
 async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -262,8 +259,7 @@ async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
 async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -320,8 +316,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
     )
     .await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -388,8 +383,7 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
     use futures_util::StreamExt;
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -431,8 +425,7 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
 async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -518,8 +511,7 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
     )
     .await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",
@@ -669,8 +661,7 @@ async fn a_client_that_asked_to_cancel_on_disconnect_cancels_its_run_by_going_aw
 async fn joining_takes_cancel_on_disconnect_as_both_sdks_send_it(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
-    let thread = thread["thread_id"].as_str().expect("id").to_owned();
+    let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
             "POST",

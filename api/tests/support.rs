@@ -149,3 +149,10 @@ impl Api {
             .expect("request")
     }
 }
+
+/// A new thread of the caller of `token`; its id.
+pub async fn new_thread(api: &Api, token: &str) -> String {
+    let (status, _, thread) = api.send(api.request("POST", "/threads", token, "{}")).await;
+    assert_eq!(status, StatusCode::OK);
+    thread["thread_id"].as_str().expect("id").to_owned()
+}
