@@ -1,6 +1,8 @@
 mod api_keys;
 mod auth;
 mod dashboard;
+mod decide;
+mod disconnect;
 mod hostile;
 mod http;
 mod jwks;

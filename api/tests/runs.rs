@@ -6,18 +6,11 @@ use mostrador_api::{ApiConfig, Role};
 use mostrador_graph::stream::discard;
 use mostrador_graph::{RunControl, RunInput, RunOptions};
 use mostrador_queue::PgCheckpointer;
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{Api, caller, config, new_thread};
-
-async fn runs(api: &Api) -> i64 {
-    sqlx::query_scalar("select count(*) from mostrador.runs")
-        .fetch_one(api.state.pool())
-        .await
-        .expect("count")
-}
+use crate::support::{Api, caller, config, new_thread, runs};
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
@@ -218,107 +211,6 @@ async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
         StatusCode::CONFLICT
     );
     assert_eq!(runs(&api).await, 1);
-}
-
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn only_a_manager_resumes_and_only_a_waiting_thread(pool: PgPool) {
-    let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
-    let thread = new_thread(&api, &ana).await;
-    let path = format!("/threads/{thread}/runs");
-    let resume = r#"{"assistant_id": "approval", "command": {"resume": "approved"}}"#;
-
-    let (status, _, answer) = api.send(api.request("POST", &path, &marta, resume)).await;
-    assert_eq!(
-        status,
-        StatusCode::CONFLICT,
-        "nothing to resume yet: {answer}"
-    );
-
-    run_to_its_interrupt(&api, pool, &thread).await;
-    let (_, _, waiting) = api
-        .send(api.request("GET", &format!("/threads/{thread}"), &ana, ""))
-        .await;
-    let interrupts: Vec<&Value> = waiting["interrupts"]
-        .as_object()
-        .expect("map")
-        .values()
-        .collect();
-    assert_eq!(interrupts.len(), 1, "{waiting}");
-    assert_eq!(interrupts[0][0]["value"], json!({"refund": 40}));
-
-    let (status, _, _) = api.send(api.request("POST", &path, &ana, resume)).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "the customer may not decide");
-    assert_eq!(runs(&api).await, 0);
-    let (status, _, run) = api.send(api.request("POST", &path, &marta, resume)).await;
-    assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["kwargs"]["command"], json!({"resume": "approved"}));
-}
-
-/// Runs the `approval` graph on `thread` (as a worker would) until it stops at its interrupt.
-async fn run_to_its_interrupt(api: &Api, pool: PgPool, thread: &str) {
-    let graph = mostrador_api::AppState::graph(&api.state, "approval")
-        .expect("graph")
-        .clone();
-    let thread_uuid = Uuid::parse_str(thread).expect("uuid");
-    // As its first run would have, through the api.
-    sqlx::query("update mostrador.threads set graph_id = 'approval' where thread_id = $1")
-        .bind(thread_uuid)
-        .execute(&pool)
-        .await
-        .expect("bind the thread to its graph");
-    let result = graph
-        .run(
-            &PgCheckpointer::new(pool),
-            thread_uuid,
-            RunInput::Values(json!({})),
-            &RunOptions::default(),
-            &RunControl::new(),
-            discard(),
-        )
-        .await
-        .expect("run");
-    assert!(matches!(
-        result.outcome,
-        mostrador_graph::Outcome::Interrupted(_)
-    ));
-}
-
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn the_threads_owner_answers_interrupts_unless_the_graph_leaves_them_to_managers(
-    pool: PgPool,
-) {
-    let config = ApiConfig {
-        decided_by_managers: Default::default(),
-        ..config()
-    };
-    let api = Api::with(pool.clone(), config).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
-    let thread = new_thread(&api, &ana).await;
-    run_to_its_interrupt(&api, pool, &thread).await;
-    let path = format!("/threads/{thread}/runs");
-    let resume = r#"{"assistant_id": "approval", "command": {"resume": "approved"}}"#;
-
-    let (status, _, answer) = api.send(api.request("POST", &path, &marta, resume)).await;
-    assert_eq!(
-        status,
-        StatusCode::FORBIDDEN,
-        "the store's manager sees the thread, but it is not hers to answer: {answer}"
-    );
-    let update = r#"{"values": {"decision": "no"}}"#;
-    let state = format!("/threads/{thread}/state");
-    let (status, _, _) = api.send(api.request("POST", &state, &marta, update)).await;
-    assert_eq!(
-        status,
-        StatusCode::FORBIDDEN,
-        "nor to change while it waits"
-    );
-    assert_eq!(runs(&api).await, 0);
-
-    let (status, _, run) = api.send(api.request("POST", &path, &ana, resume)).await;
-    assert_eq!(status, StatusCode::OK, "the owner answers: {run}");
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]

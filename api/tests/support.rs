@@ -156,3 +156,11 @@ pub async fn new_thread(api: &Api, token: &str) -> String {
     assert_eq!(status, StatusCode::OK);
     thread["thread_id"].as_str().expect("id").to_owned()
 }
+
+/// Runs in the database, of every thread.
+pub async fn runs(api: &Api) -> i64 {
+    sqlx::query_scalar("select count(*) from mostrador.runs")
+        .fetch_one(api.state.pool())
+        .await
+        .expect("count")
+}

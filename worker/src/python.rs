@@ -292,12 +292,10 @@ async fn drive(
                         let writes = std::mem::take(&mut held.writes);
                         match runner::call(saver, writes, &message).await {
                             Ok(reply) => match held.release(events) {
-                                Ok(()) => {
-                                    if let Err(err) = runner.send(&reply).await {
-                                        return Ok(Ended::Gone(Gone::Died(err.to_string())));
-                                    }
-                                    Ok(())
-                                }
+                                Ok(()) => runner
+                                    .send(&reply)
+                                    .await
+                                    .map_err(|err| Gone::Died(err.to_string())),
                                 Err(gone) => Err(gone),
                             },
                             Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),

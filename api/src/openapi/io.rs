@@ -275,17 +275,16 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "schema": {"type": "array", "items": stream_mode_name()},
                     "description": "The modes to stream; all the run's when none.",
                 }),
-                query(
-                    "cancel_on_disconnect",
-                    json!({"type": "string", "enum": ["true", "false", "True", "False", "1", "0"]}),
-                ),
+                cancel_on_disconnect(),
                 header(
                     "Last-Event-ID",
                     json!({"type": "integer", "format": "int64", "minimum": -1}),
                     "The `id` of the last event received: the stream resumes after it (`-1`: from the start).",
                 ),
             ]),
-        ("get", "/threads/{thread_id}/runs/{run_id}/join") => Io::json(final_state()),
+        ("get", "/threads/{thread_id}/runs/{run_id}/join") => {
+            Io::json(final_state()).parameters(vec![cancel_on_disconnect()])
+        }
         ("post", "/threads/{thread_id}/runs/{run_id}/cancel") => Io::json(final_state())
             .parameters(vec![
                 query("action", json!({"type": "string", "enum": ["interrupt", "rollback"]})),
@@ -370,4 +369,10 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         // Answers nothing at 200.
         _ => Io::json(any()),
     }
+}
+
+/// `cancel_on_disconnect` of a join: `true`, `yes` or `1` cancels the run when the client goes
+/// away; anything else does not.
+fn cancel_on_disconnect() -> Value {
+    query("cancel_on_disconnect", json!({"type": "string"}))
 }

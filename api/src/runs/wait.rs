@@ -46,28 +46,29 @@ pub async fn join_stream(
 ) -> Result<Response, ApiError> {
     let after = stream::last_event_id(&headers)?;
     let (modes, messages) = stream_modes_query(query.as_deref())?;
-    let on_disconnect = cancel_on_disconnect(query.as_deref())?;
+    let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
     let events = stream::events(&state, &run, after, modes, messages, on_disconnect)?;
     // Where the SDK reconnects by itself should this connection drop too.
     Ok((rejoin_location(&run, "stream"), events).into_response())
 }
 
-/// The `cancel_on_disconnect` query value the SDKs send when joining: `true`/`false` (Python),
-/// `1`/`0` (JS).
-fn cancel_on_disconnect(query: Option<&str>) -> Result<stream::OnDisconnect, ApiError> {
-    let value = query
+/// The `cancel_on_disconnect` query value of a join: `true`, `yes` or `1` (any case) cancels,
+/// anything else does not, as on the official server (the Python SDK sends `true`/`false`, the
+/// JS SDK `1`/`0`).
+fn cancel_on_disconnect(query: Option<&str>) -> stream::OnDisconnect {
+    let asked = query
         .unwrap_or_default()
         .split('&')
         .filter_map(|pair| pair.split_once('='))
         .find(|(key, _)| *key == "cancel_on_disconnect")
-        .map(|(_, value)| value);
-    match value.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "") => Ok(stream::OnDisconnect::Continue),
-        Some("true" | "1") => Ok(stream::OnDisconnect::Cancel),
-        Some(_) => Err(super::unprocessable(
-            "cancel_on_disconnect must be true or false",
-        )),
+        .is_some_and(|(_, value)| {
+            matches!(value.to_ascii_lowercase().as_str(), "true" | "yes" | "1")
+        });
+    if asked {
+        stream::OnDisconnect::Cancel
+    } else {
+        stream::OnDisconnect::Continue
     }
 }
 
@@ -111,14 +112,17 @@ pub async fn create_and_wait(
     Ok(waiting(state, accepted.run, false, on_disconnect))
 }
 
-/// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state.
+/// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state;
+/// with `cancel_on_disconnect=true`, going away cancels the run.
 pub async fn join(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, run_id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(waiting(state, run, false, stream::OnDisconnect::Continue))
+    let on_disconnect = cancel_on_disconnect(query.as_deref());
+    Ok(waiting(state, run, false, on_disconnect))
 }
 
 /// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of

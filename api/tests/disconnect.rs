@@ -1,0 +1,111 @@
+//! A client that goes away: `on_disconnect` on the stream and wait forms, `cancel_on_disconnect`
+//! on joins, as the SDKs send them.
+
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use mostrador_api::Role;
+use sqlx::PgPool;
+
+use crate::support::{Api, caller, new_thread};
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_client_that_asked_to_cancel_on_disconnect_cancels_its_run_by_going_away(pool: PgPool) {
+    use futures_util::StreamExt;
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    // Opens a stream of a new run, reads its first event, and goes away; the run's path.
+    let stream_then_leave = |on_disconnect: &'static str| {
+        let api = &api;
+        let ana = ana.clone();
+        async move {
+            let (_, _, thread) = api.send(api.request("POST", "/threads", &ana, "{}")).await;
+            let thread = thread["thread_id"].as_str().expect("id").to_owned();
+            let body = format!(
+                r#"{{"assistant_id": "agent", "after_seconds": 3600, "on_disconnect": {on_disconnect}}}"#
+            );
+            let router = mostrador_api::router(api.state.clone(), &api.config);
+            let path = format!("/threads/{thread}/runs/stream");
+            let response =
+                tower::ServiceExt::oneshot(router, api.request("POST", &path, &ana, &body))
+                    .await
+                    .expect("infallible");
+            assert_eq!(response.status(), StatusCode::OK);
+            let run = response.headers()[header::CONTENT_LOCATION]
+                .to_str()
+                .expect("location")
+                .trim_end_matches("/stream")
+                .to_owned();
+            let mut events = response.into_body().into_data_stream();
+            events
+                .next()
+                .await
+                .expect("the metadata event")
+                .expect("bytes");
+            drop(events);
+            run
+        }
+    };
+
+    let stays = stream_then_leave(r#""continue""#).await;
+    let cancelled = stream_then_leave(r#""cancel""#).await;
+    let join = api.request("GET", &format!("{cancelled}/join"), &ana, "");
+    tokio::time::timeout(Duration::from_secs(10), api.send(join))
+        .await
+        .expect("the run ends once its client went away");
+    let (_, _, run) = api.send(api.request("GET", &cancelled, &ana, "")).await;
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let (_, _, run) = api.send(api.request("GET", &stays, &ana, "")).await;
+    assert_eq!(
+        run["status"], "pending",
+        "`continue`: the run goes on: {run}"
+    );
+
+    let (status, _, _) = api
+        .send(api.request(
+            "POST",
+            "/runs/stream",
+            &ana,
+            r#"{"assistant_id": "agent", "on_disconnect": "never"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn joining_takes_cancel_on_disconnect_as_both_sdks_send_it(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent", "after_seconds": 3600}"#,
+        ))
+        .await;
+    let path = format!(
+        "/threads/{thread}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+    // Python: true/false; JS: 1/0; anything but true, yes or 1 is false, as on the official server.
+    for value in ["false", "0", "False", "maybe"] {
+        let (status, _) = api
+            .head_of(api.request(
+                "GET",
+                &format!("{path}?cancel_on_disconnect={value}"),
+                &ana,
+                "",
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{value}");
+    }
+    let (_, _, run) = api
+        .send(api.request("GET", &path.replace("/stream", ""), &ana, ""))
+        .await;
+    assert_eq!(
+        run["status"], "pending",
+        "leaving a joined stream that did not ask to cancel"
+    );
+}
