@@ -5,20 +5,23 @@
 //!
 //! Values are stored as LangGraph serialized them (its serde's type tag and bytes), and read back
 //! unchanged, so a Python graph resumes with exactly the objects it saved. The api never decodes
-//! them: it serves the [`snapshot`] the runner computed with the graph for each checkpoint.
+//! them: it serves the state the runner computed with the graph for each checkpoint (the `states` module).
 //!
 //! A [`Saver`] made for a claimed run writes only while the run is held under its attempt: each
 //! write takes the run's row lock (`for key share`) and checks `(run_id, attempt, status =
 //! running)` in the same statement, as [`crate::PgCheckpointer::fenced`] does, so a worker that
 //! lost its lease gets [`Error::LeaseLost`] and writes nothing.
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::claim::Lease;
 use crate::{Error, Result};
+
+mod states;
+
+pub use states::{Described, Snapshot, describe_many, snapshots};
 
 /// A channel value or a pending write as LangGraph's serde wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,18 +86,6 @@ pub enum Write {
         checkpoint_id: Uuid,
         writes: Vec<PendingWrite>,
     },
-}
-
-/// The state at a checkpoint, as the api serves it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    pub checkpoint_id: Uuid,
-    pub parent_checkpoint_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-    /// The runner's snapshot (values, next, tasks, interrupts, metadata), or `None` while the
-    /// graph has not described this checkpoint yet (its worker stopped in between).
-    pub snapshot: Option<Value>,
-    pub metadata: Value,
 }
 
 /// LangGraph's checkpoints of one claimed run's thread, every write fenced by its lease.
@@ -511,150 +502,4 @@ struct PendingWriteAt<'a> {
     checkpoint_ns: &'a str,
     checkpoint_id: Uuid,
     write: &'a PendingWrite,
-}
-
-/// The state the graph computed at one of its run's root checkpoints, as the api will serve it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Described {
-    pub checkpoint_id: Uuid,
-    pub snapshot: Value,
-}
-
-/// Records the states that runs' graphs described, each fenced by its run's lease, in one
-/// statement: the worker's publisher writes them in the transaction of the events sent after
-/// them, so a client that sees an event reads a state at least as new. Where a run describes a
-/// checkpoint twice, the last description wins. Returns the leases found lost (nothing of theirs
-/// was written).
-///
-/// # Errors
-///
-/// The database failed.
-pub async fn describe_many(
-    executor: impl sqlx::PgExecutor<'_>,
-    batches: &[(Lease, &[Described])],
-) -> Result<Vec<Lease>> {
-    let mut run_ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut checkpoint_ids = Vec::new();
-    let mut snapshots = Vec::new();
-    for (lease, described) in batches {
-        for one in *described {
-            run_ids.push(lease.run_id.0);
-            attempts.push(lease.attempt);
-            checkpoint_ids.push(one.checkpoint_id);
-            snapshots.push(&one.snapshot);
-        }
-    }
-    // N.B. As the checkpoint writes, the fence holds each run's row lock (`for key share`) for
-    // the statement, so no transition out of `running` commits between the check and the write.
-    let held = sqlx::query!(
-        r#"
-        with input as (
-            select distinct on (run_id, checkpoint_id) run_id, attempt, checkpoint_id, snapshot
-            from unnest($1::uuid[], $2::int[], $3::uuid[], $4::jsonb[]) with ordinality
-                as i(run_id, attempt, checkpoint_id, snapshot, ord)
-            order by run_id, checkpoint_id, ord desc
-        ),
-        held as (
-            select r.run_id, r.attempt, r.thread_id
-            from mostrador.runs r
-            where (r.run_id, r.attempt) in (select run_id, attempt from input)
-              and r.status = 'running'
-            for key share
-        ),
-        described as (
-            update mostrador.checkpoints c
-            set snapshot = i.snapshot
-            from input i
-            join held h on h.run_id = i.run_id and h.attempt = i.attempt
-            where c.thread_id = h.thread_id
-              and c.checkpoint_ns = ''
-              and c.checkpoint_id = i.checkpoint_id
-        )
-        select run_id as "run_id!", attempt as "attempt!"
-        from held
-        "#,
-        &run_ids,
-        &attempts,
-        &checkpoint_ids,
-        &snapshots as &[&Value],
-    )
-    .fetch_all(executor)
-    .await?;
-    Ok(batches
-        .iter()
-        .map(|(lease, _)| *lease)
-        .filter(|lease| {
-            !held
-                .iter()
-                .any(|row| row.run_id == lease.run_id.0 && row.attempt == lease.attempt)
-        })
-        .collect())
-}
-
-/// A thread's root-namespace states, newest first: the one at `checkpoint_id` (or the latest),
-/// then up to `limit - 1` older ones when `limit` asks for history; `before` starts below a
-/// checkpoint.
-///
-/// A checkpoint that a run still in flight saved but has not described yet is left out: the
-/// state is the newest the graph described (at most one superstep behind while a run goes on),
-/// as the events the client saw.
-///
-/// # Errors
-///
-/// The database failed.
-pub async fn snapshots(
-    pool: &PgPool,
-    thread_id: Uuid,
-    checkpoint_id: Option<Uuid>,
-    before: Option<Uuid>,
-    limit: i64,
-) -> Result<Vec<Snapshot>> {
-    let rows = sqlx::query!(
-        r#"
-        select checkpoint_id, parent_checkpoint_id, created_at, snapshot, metadata
-        from mostrador.checkpoints
-        where thread_id = $1
-          and checkpoint_ns = ''
-          and saved is not null
-          and ($2::uuid is null or checkpoint_id = $2)
-          and (
-              snapshot is not null
-              or not exists (
-                  select 1
-                  from mostrador.runs r
-                  where r.run_id = checkpoints.run_id
-                    and r.status in ('pending', 'running')
-              )
-          )
-          and (
-              $3::uuid is null
-              or step < (
-                  select step
-                  from mostrador.checkpoints
-                  where thread_id = $1
-                    and checkpoint_ns = ''
-                    and checkpoint_id = $3
-              )
-          )
-        order by step desc
-        limit $4
-        "#,
-        thread_id,
-        checkpoint_id,
-        before,
-        limit,
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| Snapshot {
-            checkpoint_id: row.checkpoint_id,
-            parent_checkpoint_id: row.parent_checkpoint_id,
-            created_at: row.created_at,
-            snapshot: row.snapshot,
-            metadata: row.metadata,
-        })
-        .collect())
 }
