@@ -10,6 +10,7 @@ mod batch;
 mod dev;
 mod dockerfile;
 mod duration;
+mod graph_set;
 mod langgraph;
 mod logs;
 mod model;
@@ -27,44 +28,18 @@ use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use mostrador_worker::config::MAX_RUNS_DEFAULT;
-use mostrador_worker::{Registry, Telemetry, WorkerConfig, telemetry};
+use mostrador_worker::{Telemetry, WorkerConfig, telemetry};
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
 
 use crate::dev::DevArgs;
 use crate::duration::parse_duration;
+use crate::graph_set::DecidersArgs;
+pub use crate::graph_set::GraphSet;
 use crate::langgraph::PythonArgs;
 use crate::logs::install_tracing;
 use crate::model::ModelArgs;
 use crate::retention::RetentionArgs;
-
-/// The graphs a binary serves.
-#[derive(Debug, Clone, Copy)]
-pub struct GraphSet {
-    /// Builds them; their nodes may use the database and the model.
-    pub build: fn(&PgPool, &Model) -> Registry,
-    /// Those whose interrupts the managers of a thread's store decide, not its owner
-    /// (`ApiConfig::decided_by_managers`).
-    pub decided_by_managers: &'static [&'static str],
-}
-
-impl GraphSet {
-    /// The retail app's four graphs.
-    pub const RETAIL: Self = Self {
-        build: mostrador_agents::graphs::all,
-        decided_by_managers: mostrador_agents::graphs::DECIDED_BY_MANAGERS,
-    };
-
-    /// The binary's graphs decided by managers, and those `args` name.
-    fn decided_by_managers(&self, args: &DecidersArgs) -> std::collections::BTreeSet<String> {
-        self.decided_by_managers
-            .iter()
-            .map(ToString::to_string)
-            .chain(args.decided_by_managers.iter().cloned())
-            .filter(|graph_id| !graph_id.is_empty())
-            .collect()
-    }
-}
 
 /// The database a local `mostrador` uses when none is configured.
 const DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/mostrador";
@@ -188,15 +163,6 @@ struct ApiArgs {
 
     #[command(flatten)]
     deciders: DecidersArgs,
-}
-
-/// Who answers a thread's interrupts, beyond the binary's own rule.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct DecidersArgs {
-    /// Graphs (the binary's or the langgraph.json's) whose interrupts the managers of the
-    /// thread's store decide instead of its owner; comma-separated.
-    #[arg(long, env = "MOSTRADOR_DECIDED_BY_MANAGERS", value_delimiter = ',')]
-    decided_by_managers: Vec<String>,
 }
 
 /// How the api verifies tokens (and `token` mints them).
