@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{approvals, crons, dashboard, probes, runs, state, threads};
+use crate::{approvals, crons, dashboard, probes, runs, state, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
 /// a run's messages (as data URLs), as chat clients send them.
@@ -417,6 +417,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             get(runs::join_stream),
         )
         .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+        .route("/threads/{thread_id}/stream", get(stream::thread::join))
         .route(
             "/threads/{thread_id}/runs/{run_id}/cancel",
             post(runs::cancel),

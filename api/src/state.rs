@@ -191,13 +191,27 @@ pub async fn get(
     Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
-    if is_python(&state, &thread) {
-        return python_state(&state, &thread, None, query.subgraphs())
-            .await
-            .map(Json);
+    state_json(&state, &thread, None, query.subgraphs())
+        .await
+        .map(Json)
+}
+
+/// A thread's state at a checkpoint (its latest for `None`), as `GET .../state` answers it.
+///
+/// # Errors
+///
+/// 404 for a checkpoint the thread does not have; 503 when the database failed.
+pub(crate) async fn state_json(
+    state: &AppState,
+    thread: &Thread,
+    checkpoint_id: Option<Uuid>,
+    subgraphs: bool,
+) -> Result<Value, ApiError> {
+    if is_python(state, thread) {
+        return python_state(state, thread, checkpoint_id, subgraphs).await;
     }
-    let snapshot = snapshot(&state, &thread, None).await?;
-    Ok(Json(snapshot_json(&thread, &snapshot)))
+    let snapshot = snapshot(state, thread, checkpoint_id).await?;
+    Ok(snapshot_json(thread, &snapshot))
 }
 
 /// `GET /threads/{thread_id}/state/{checkpoint_id}`.
@@ -210,13 +224,9 @@ pub async fn get_at(
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
     let checkpoint_id = Uuid::parse_str(&checkpoint_id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
-    if is_python(&state, &thread) {
-        return python_state(&state, &thread, Some(checkpoint_id), query.subgraphs())
-            .await
-            .map(Json);
-    }
-    let snapshot = snapshot(&state, &thread, Some(checkpoint_id)).await?;
-    Ok(Json(snapshot_json(&thread, &snapshot)))
+    state_json(&state, &thread, Some(checkpoint_id), query.subgraphs())
+        .await
+        .map(Json)
 }
 
 /// `POST /threads/{thread_id}/history`.
@@ -382,14 +392,14 @@ pub async fn post_at(
         ),
         _ => return Err(unprocessable("checkpoint_id must be a string")),
     };
-    if is_python(&state, &thread) {
-        let subgraphs = body.subgraphs.unwrap_or(false);
-        return python_state(&state, &thread, checkpoint_id, subgraphs)
-            .await
-            .map(Json);
-    }
-    let snapshot = snapshot(&state, &thread, checkpoint_id).await?;
-    Ok(Json(snapshot_json(&thread, &snapshot)))
+    state_json(
+        &state,
+        &thread,
+        checkpoint_id,
+        body.subgraphs.unwrap_or(false),
+    )
+    .await
+    .map(Json)
 }
 
 /// `POST /threads/{thread_id}/state`.

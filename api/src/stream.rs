@@ -4,6 +4,8 @@
 //! also ends when the pod shuts down. A client that asked for it ([`OnDisconnect::Cancel`])
 //! cancels the run by going away before its end.
 
+pub mod thread;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -139,6 +141,29 @@ pub fn events(
     messages: Messages,
     on_disconnect: OnDisconnect,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
+    let (state, run) = (state.clone(), run.clone());
+    respond(&state.clone(), move |sender| async move {
+        let gone = follow(&state, &run, after_seq, modes, messages, sender).await;
+        if gone {
+            on_disconnect.client_gone(&state, &run).await;
+        }
+    })
+}
+
+/// An SSE response fed by `feed`, spawned with a sender of its events; keep-alive comments while
+/// it is quiet.
+///
+/// # Errors
+///
+/// 503 with `Retry-After` when the process serves its limit of streams already.
+pub(crate) fn respond<F, Fut>(
+    state: &AppState,
+    feed: F,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<F, Fut>>, ApiError>
+where
+    F: FnOnce(mpsc::Sender<Event>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let subscriber = state.subscribe().ok_or_else(|| ApiError {
         retry_after: Some(5),
         ..ApiError::new(
@@ -147,18 +172,36 @@ pub fn events(
         )
     })?;
     let (sender, receiver) = mpsc::channel::<Event>(STREAM_BUFFER);
-    let (state, run) = (state.clone(), run.clone());
+    let fed = feed(sender);
     tokio::spawn(async move {
-        let gone = follow(&state, &run, after_seq, modes, messages, sender).await;
+        fed.await;
         drop(subscriber);
-        if gone {
-            on_disconnect.client_gone(&state, &run).await;
-        }
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|event| (Ok(event), receiver))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat")))
+}
+
+/// Sends one event. A client that stopped reading holds at most the channel's events; past the
+/// timeout it is let go, and other streams never wait for it.
+///
+/// # Errors
+///
+/// The stream is over: `true` when the client went away, `false` when it stopped reading.
+pub(crate) async fn send(
+    state: &AppState,
+    sender: &mpsc::Sender<Event>,
+    sse: Event,
+) -> Result<(), bool> {
+    match sender.send_timeout(sse, state.slow_client_timeout()).await {
+        Ok(()) => Ok(()),
+        Err(SendTimeoutError::Timeout(_)) => {
+            tracing::info!("an SSE client stopped reading: disconnected");
+            Err(false)
+        }
+        Err(SendTimeoutError::Closed(_)) => Err(true),
+    }
 }
 
 /// Sends the run's events until `end`, a shutdown, or a client that went away (`true`).
@@ -179,7 +222,6 @@ async fn follow(
         return true;
     }
     let mut shutdown = state.shutdown_signal();
-    let slow_client = state.slow_client_timeout();
     // Partial messages accumulate every chunk of a message: a resumed stream re-reads the log
     // from the start and sends only what follows `after_seq`.
     let mut partial = (messages == Messages::Partial).then(Accumulated::default);
@@ -239,15 +281,8 @@ async fn follow(
                 .event(name)
                 .id(id.clone())
                 .data(data.to_string());
-            // A client that stopped reading holds at most the channel's events; past the
-            // timeout it is let go, and other streams never wait for it.
-            match sender.send_timeout(sse, slow_client).await {
-                Ok(()) => {}
-                Err(SendTimeoutError::Timeout(_)) => {
-                    tracing::info!(run_id = %run.run_id, "an SSE client stopped reading: disconnected");
-                    return false;
-                }
-                Err(SendTimeoutError::Closed(_)) => return true,
+            if let Err(gone) = send(state, &sender, sse).await {
+                return gone;
             }
         }
         if event.event == "end" {
@@ -258,11 +293,11 @@ async fn follow(
 
 /// The messages seen so far on a stream, by id, for the `messages` (partial) form.
 #[derive(Debug, Default)]
-struct Accumulated(HashMap<String, Value>);
+pub(crate) struct Accumulated(HashMap<String, Value>);
 
 impl Accumulated {
     /// The events one stored `[chunk, metadata]` becomes.
-    fn fold(&mut self, data: &Value) -> Vec<(String, Value)> {
+    pub(crate) fn fold(&mut self, data: &Value) -> Vec<(String, Value)> {
         let (message, metadata) = (&data[0], &data[1]);
         let Some(id) = message["id"].as_str() else {
             return vec![("messages/complete".into(), json!([message]))];
@@ -357,7 +392,7 @@ fn add_chunk(so_far: &mut Value, chunk: &Value) {
     so_far.insert("tool_calls".into(), json!(tool_calls));
 }
 
-fn error_event(err: &QueueError) -> Event {
+pub(crate) fn error_event(err: &QueueError) -> Event {
     tracing::warn!(error = %err, "following a run's events failed");
     Event::default().event("error").data(
         json!({"error": "StreamError", "message": "the run's events could not be read; reconnect with Last-Event-ID"})

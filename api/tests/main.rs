@@ -11,4 +11,5 @@ mod runs;
 mod state;
 mod stream;
 mod support;
+mod thread_stream;
 mod threads;

@@ -123,7 +123,7 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
 
     let (status, _, _) = stream(Some("yesterday"), "").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    let (status, _, _) = stream(None, "?stream_mode=events").await;
+    let (status, _, _) = stream(None, "?stream_mode=everything").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 
     let luis = api.token_for(&caller("luis", Role::Customer, None));

@@ -1,5 +1,5 @@
-//! How a run is controlled: its options (concurrency, recursion limit, durability) and
-//! [`RunControl`], the drain and cancel handle that any task or thread may use.
+//! How a run is controlled: its options (concurrency, recursion limit, durability, breakpoints)
+//! and [`RunControl`], the drain and cancel handle that any task or thread may use.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +23,28 @@ pub enum Durability {
     Exit,
 }
 
+/// Nodes a run stops at without their asking (LangGraph's `interrupt_before` and
+/// `interrupt_after`): the run ends interrupted, with no interrupt to answer, and a run without
+/// input goes on from there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Breakpoints {
+    #[default]
+    None,
+    /// Every node (`"*"`).
+    All,
+    Nodes(Vec<String>),
+}
+
+impl Breakpoints {
+    pub fn matches(&self, node: &str) -> bool {
+        match self {
+            Breakpoints::None => false,
+            Breakpoints::All => true,
+            Breakpoints::Nodes(nodes) => nodes.iter().any(|n| n == node),
+        }
+    }
+}
+
 /// How a run is executed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
@@ -31,6 +53,11 @@ pub struct RunOptions {
     pub durability: Durability,
     /// Passed to every node ([`NodeContext::config`]); a `run_id` in it is recorded in metadata.
     pub config: Value,
+    /// Stops before a superstep with a task of these nodes; not before the first superstep of a
+    /// run that goes on from where another stopped (it stopped there).
+    pub interrupt_before: Breakpoints,
+    /// Stops after a superstep with a task of these nodes, once its checkpoint is saved.
+    pub interrupt_after: Breakpoints,
 }
 
 impl Default for RunOptions {
@@ -40,6 +67,8 @@ impl Default for RunOptions {
             recursion_limit: RECURSION_LIMIT_DEFAULT,
             durability: Durability::Sync,
             config: Value::Object(Map::new()),
+            interrupt_before: Breakpoints::None,
+            interrupt_after: Breakpoints::None,
         }
     }
 }

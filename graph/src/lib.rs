@@ -32,7 +32,7 @@ pub mod task;
 
 pub use channel::{Reducer, State};
 pub use checkpoint::{Checkpoint, Checkpointer, MemoryCheckpointer, Saved};
-pub use control::{Durability, RunControl, RunOptions};
+pub use control::{Breakpoints, Durability, RunControl, RunOptions};
 pub use graph::{Graph, StateGraph};
 pub use node::{Command, END, Goto, NodeContext, NodeError, RetryPolicy, START, Send};
 pub use run::{Outcome, Resume, RunInput, RunResult};

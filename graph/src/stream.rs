@@ -21,10 +21,13 @@ pub enum StreamMode {
     Checkpoints,
     /// Tasks and checkpoints, wrapped with their type and step.
     Debug,
+    /// LangChain's callback events (`astream_events`, v2) of a Python graph's run. The Rust
+    /// engine has no callbacks and emits none.
+    Events,
 }
 
 impl StreamMode {
-    pub const ALL: [StreamMode; 7] = [
+    pub const ALL: [StreamMode; 8] = [
         StreamMode::Values,
         StreamMode::Updates,
         StreamMode::Messages,
@@ -32,6 +35,7 @@ impl StreamMode {
         StreamMode::Tasks,
         StreamMode::Checkpoints,
         StreamMode::Debug,
+        StreamMode::Events,
     ];
 
     /// The mode named `name` on the wire.
@@ -49,6 +53,7 @@ impl StreamMode {
             StreamMode::Tasks => "tasks",
             StreamMode::Checkpoints => "checkpoints",
             StreamMode::Debug => "debug",
+            StreamMode::Events => "events",
         }
     }
 }

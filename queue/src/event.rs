@@ -259,3 +259,89 @@ async fn run_exists(executor: impl PgExecutor<'_>, run_id: RunId) -> Result<bool
     .await?;
     Ok(exists)
 }
+
+/// Where a run stands in its thread's queue, for following a thread's runs one after another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuedRun {
+    pub run_id: RunId,
+    /// Its place in the queue: a thread's runs execute in this order.
+    pub queue_seq: i64,
+    /// The `seq` of its last event so far.
+    pub event_seq: i64,
+    /// A state update queued as a run (Python graphs), not one of the thread's runs.
+    pub state_update: bool,
+}
+
+/// The first run of `thread_id` queued after `after_queue_seq` (0 for its first run).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn next_on_thread(
+    executor: impl PgExecutor<'_>,
+    thread_id: crate::ThreadId,
+    after_queue_seq: i64,
+) -> Result<Option<QueuedRun>> {
+    let next = sqlx::query_as!(
+        QueuedRun,
+        r#"
+        select
+            run_id as "run_id: RunId",
+            seq as queue_seq,
+            event_seq,
+            coalesce(command ? 'update_state', false) as "state_update!"
+        from mostrador.runs
+        where thread_id = $1
+          and seq > $2
+        order by seq
+        limit 1
+        "#,
+        thread_id.0,
+        after_queue_seq,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(next)
+}
+
+/// What is going on in a thread now: its first run still pending or running, or else the place of
+/// its last run in the queue (0 for none), after which new runs come.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn now_on_thread(
+    executor: impl PgExecutor<'_>,
+    thread_id: crate::ThreadId,
+) -> Result<std::result::Result<QueuedRun, i64>> {
+    let row = sqlx::query!(
+        r#"
+        select
+            run_id as "run_id: RunId",
+            seq as queue_seq,
+            event_seq,
+            coalesce(command ? 'update_state', false) as "state_update!",
+            status in ('pending', 'running') as "unfinished!"
+        from mostrador.runs
+        where thread_id = $1
+        order by
+            status in ('pending', 'running') desc,
+            case when status in ('pending', 'running') then seq end,
+            seq desc
+        limit 1
+        "#,
+        thread_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(match row {
+        Some(row) if row.unfinished => Ok(QueuedRun {
+            run_id: row.run_id,
+            queue_seq: row.queue_seq,
+            event_seq: row.event_seq,
+            state_update: row.state_update,
+        }),
+        Some(row) => Err(row.queue_seq),
+        None => Err(0),
+    })
+}

@@ -10,12 +10,14 @@ What is compared, per graph:
     messages-tuple, custom), with and without `stream_subgraphs`: their names (namespaced
     `mode|<node>:<task id>` for subgraphs) and data, in order. mostrador's closing `end` event,
     which the official server does not send, is left out (docs/wire-protocol.md);
+  * LangChain's callback events (`events`): which event of which runnable, in order;
   * `get_state` after a run, at an interrupt and after its resume: values, next, each task's
     name, path, interrupts and subgraph (its namespace, or with `subgraphs` its state), and the
     interrupts;
   * history: the values and next of every checkpoint, newest first;
   * `update_state`, plain and `as_node`, and the states after it;
-  * the assistant's schemas, graph (with and without `xray`) and subgraphs.
+  * the assistant's schemas, graph (with and without `xray`) and subgraphs;
+  * a thread's stream (`threads.join_stream`) while a run starts and ends on it.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
 
@@ -59,6 +61,17 @@ def events(answer: Any) -> Any:
     return [event for event in answer if event[0] not in ("metadata", "end")]
 
 
+def callback_events(answer: Any) -> Any:
+    """LangChain's callback events: which event of which runnable, in order (their data carry
+    each server's own run metadata)."""
+    if not isinstance(answer, list):
+        return answer
+    return [
+        [event[0], event[1].get("event"), event[1].get("name")]
+        for event in events(answer)
+    ]
+
+
 def state(answer: Any) -> Any:
     if not isinstance(answer, dict) or "values" not in answer:
         return answer
@@ -92,6 +105,8 @@ def checks(official: dict) -> list[tuple[str, Any]]:
         for mode in STREAM_MODES:
             found.append((f"{graph}/stream/{mode}", events))
             found.append((f"{graph}/stream/{mode}/subgraphs", events))
+        found.append((f"{graph}/stream/events", callback_events))
+        found.append((f"{graph}/stream/events/subgraphs", callback_events))
     for key in (
         "approval/resume/threads.get_state(interrupted)",
         "approval/resume/threads.get_state(final)",
@@ -129,6 +144,7 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     for key in ("after update", "after as_node", "final"):
         found.append((f"linear6/update/threads.get_state({key})", state))
     found.append(("linear6/update/threads.get_history", history))
+    found.append(("linear6/thread-stream/threads.join_stream", lambda a: a))
     return [(key, view) for key, view in found if key in official]
 
 

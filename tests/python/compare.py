@@ -55,7 +55,9 @@ INPUTS: dict[str, Any] = {
     "linear6": {"path": []},
 }
 
-STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks", "checkpoints"]
+STREAM_MODES = [
+    "values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks", "checkpoints", "events",
+]
 
 RESUME = {"action": "approve", "comment": "looks good"}
 
@@ -374,6 +376,34 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
             await rec.call(
                 f"{label}/runs.wait(edited)", lambda: client.runs.wait(t, "linear6", input=None)
             )
+
+    # A thread's stream (threads.join_stream): the events of the runs that start while it is open,
+    # each run's `metadata` first and `run_done` last.
+    label = "linear6/thread-stream"
+    thread_id = await new_thread(label)
+    if thread_id is not None:
+        t = thread_id
+
+        async def thread_stream() -> list[list[Any]]:
+            events: list[list[Any]] = []
+
+            async def listen() -> None:
+                async for part in await client.threads.join_stream(t):
+                    events.append([part.event, part.data])
+                    if part.event == "metadata" and (part.data or {}).get("status") == "run_done":
+                        return
+
+            listening = asyncio.create_task(listen())
+            # The official server gives no sign that a thread stream listens: give it time.
+            await asyncio.sleep(0.5)
+            run = await client.runs.create(
+                t, "linear6", input=INPUTS["linear6"], stream_mode=["values", "updates"]
+            )
+            await client.runs.join(t, run["run_id"])
+            await asyncio.wait_for(listening, 10)
+            return events
+
+        await rec.call(f"{label}/threads.join_stream", thread_stream)
 
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"

@@ -766,17 +766,18 @@ class Run:
             kwargs["interrupt_after"] = spec["interrupt_after"]
         if spec.get("context") is not None:
             kwargs["context"] = spec["context"]
+        kwargs.update(
+            stream_mode=sorted(modes),
+            subgraphs=True,
+            control=self.control,
+            durability=spec.get("durability") or "sync",
+        )
+        if "events" in wanted:
+            chunks = self.with_events(graph, graph_input, config, kwargs)
+        else:
+            chunks = graph.astream(graph_input, config, **kwargs)
         try:
-            async for chunk in graph.astream(
-                graph_input,
-                config,
-                stream_mode=sorted(modes),
-                subgraphs=True,
-                control=self.control,
-                durability=spec.get("durability") or "sync",
-                **kwargs,
-            ):
-                ns, mode, data = chunk
+            async for ns, mode, data in chunks:
                 await self.on_chunk(ns, mode, data, wanted, subgraphs)
         except GraphDrained as drained:
             await self.describe_latest()
@@ -791,6 +792,21 @@ class Run:
         if final is None:
             final = {"next": (await graph.aget_state(self.config())).next}
         return {"outcome": "interrupted" if final["next"] else "success"}
+
+    async def with_events(
+        self, graph: Pregel, graph_input: Any, config: RunnableConfig, kwargs: dict
+    ) -> AsyncIterator[tuple]:
+        """The stream's chunks, sending LangChain's callback events (`events`) beside them, as
+        the official server streams them: the chunks come out of the graph's own
+        `on_chain_stream` events; every other event is sent whole, but those tagged hidden."""
+        if self.spec["attempt"] == 1:
+            # The run's id is its root callback run's, as on the official server.
+            config = {**config, "run_id": self.spec["run_id"]}
+        async for event in graph.astream_events(graph_input, config, version="v2", **kwargs):
+            if event["event"] == "on_chain_stream" and not event.get("parent_ids"):
+                yield event["data"]["chunk"]
+            elif "langsmith:hidden" not in (event.get("tags") or ()):
+                self.emit("events", event)
 
     def given_input(self) -> Any:
         """The run's input, or its command (a resume, an update, a goto)."""

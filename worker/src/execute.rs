@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::{
-    Checkpointer, Durability, Error as GraphError, Graph, Outcome, Resume, RunControl, RunInput,
-    RunOptions, StreamEvent, StreamMode,
+    Breakpoints, Checkpointer, Durability, Error as GraphError, Goto, Graph, Outcome, Resume,
+    RunControl, RunInput, RunOptions, Send, StreamEvent, StreamMode,
 };
 use mostrador_queue::claim::Completion;
 use mostrador_queue::{
@@ -276,7 +276,26 @@ fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<R
         }
     }
     options.config = configurable;
+    options.interrupt_before = breakpoints(config.get("interrupt_before"), "interrupt_before")?;
+    options.interrupt_after = breakpoints(config.get("interrupt_after"), "interrupt_after")?;
     Ok(options)
+}
+
+/// `"*"` or a list of node names.
+fn breakpoints(value: Option<&Value>, field: &str) -> Result<Breakpoints, String> {
+    match value {
+        None | Some(Value::Null) => Ok(Breakpoints::None),
+        Some(Value::String(all)) if all == "*" => Ok(Breakpoints::All),
+        Some(Value::Array(nodes)) => nodes
+            .iter()
+            .map(|node| node.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Breakpoints::Nodes)
+            .ok_or_else(|| format!("{field} must be \"*\" or a list of node names")),
+        Some(other) => Err(format!(
+            "{field} must be \"*\" or a list of node names, not {other}"
+        )),
+    }
 }
 
 fn positive(value: &Value, field: &str) -> Result<usize, String> {
@@ -319,6 +338,13 @@ async fn run_input(
             None => Resume::Value(resume.clone()),
         }));
     }
+    if let Some(command) = claimed
+        .command
+        .as_ref()
+        .filter(|command| !command["goto"].is_null() || !command["update"].is_null())
+    {
+        return command_input(command);
+    }
     if let Some(checkpoint_id) = claimed
         .config
         .get("checkpoint_id")
@@ -330,9 +356,59 @@ async fn run_input(
             input: claimed.input.clone().filter(|input| !input.is_null()),
         });
     }
-    Ok(RunInput::Values(
-        claimed.input.clone().unwrap_or_else(|| json!({})),
-    ))
+    match claimed.input.clone().filter(|input| !input.is_null()) {
+        Some(input) => Ok(RunInput::Values(input)),
+        // No input: the thread goes on from where it stopped (a breakpoint), as LangGraph does.
+        None if state.checkpoint_id.is_some() => Ok(RunInput::Continue),
+        None => Ok(RunInput::Values(json!({}))),
+    }
+}
+
+/// A command's `update` (an object, or `[channel, value]` pairs) and `goto` (a node, a `Send`
+/// `{node, input}`, or a list of them).
+fn command_input(command: &Value) -> Result<RunInput, GraphError> {
+    let invalid = |what: &str| GraphError::InvalidInput(format!("command.{what}"));
+    let update = match &command["update"] {
+        Value::Null => Vec::new(),
+        Value::Object(values) => values
+            .iter()
+            .map(|(channel, value)| (channel.clone(), value.clone()))
+            .collect(),
+        Value::Array(pairs) => pairs
+            .iter()
+            .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                Some([Value::String(channel), value]) => Ok((channel.clone(), value.clone())),
+                _ => Err(invalid(
+                    "update must be an object or [channel, value] pairs",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(invalid(
+                "update must be an object or [channel, value] pairs",
+            ));
+        }
+    };
+    let targets = match &command["goto"] {
+        Value::Null => Vec::new(),
+        Value::Array(targets) => targets.clone(),
+        one => vec![one.clone()],
+    };
+    let goto = targets
+        .into_iter()
+        .map(|target| match target {
+            Value::String(node) => Ok(Goto::Node(node)),
+            Value::Object(send) => match send.get("node") {
+                Some(Value::String(node)) => Ok(Goto::Send(Send {
+                    node: node.clone(),
+                    arg: send.get("input").cloned().unwrap_or(Value::Null),
+                })),
+                _ => Err(invalid("goto's Send must name its node")),
+            },
+            _ => Err(invalid("goto must be a node, a Send or a list of them")),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(RunInput::Command { update, goto })
 }
 
 /// The event as the `langgraph-sdk` streams it: `messages` as `[chunk, metadata]`.

@@ -282,6 +282,17 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "The `id` of the last event received: the stream resumes after it (`-1`: from the start).",
                 ),
             ]),
+        ("get", "/threads/{thread_id}/stream") => Io::events().parameters(vec![
+            query(
+                "stream_modes",
+                json!({"type": "string", "pattern": "^(run_modes|lifecycle|state_update)(,(run_modes|lifecycle|state_update))*$"}),
+            ),
+            header(
+                "Last-Event-ID",
+                json!({"type": "string", "pattern": "^(-|[0-9]+(-([0-9]+|\\*))?)$"}),
+                "The `id` of the last event received: the stream resumes after it (`-`: from the start).",
+            ),
+        ]),
         ("get", "/threads/{thread_id}/runs/{run_id}/join") => {
             Io::json(final_state()).parameters(vec![cancel_on_disconnect()])
         }

@@ -216,6 +216,13 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
     ),
     (
         "get",
+        "/threads/{thread_id}/stream",
+        "threads",
+        "The events of the thread's runs, one run after another (SSE; it does not end)",
+        &[200, 401, 404, 422, 503],
+    ),
+    (
+        "get",
         "/threads/{thread_id}/runs/{run_id}/join",
         "runs",
         "Wait for a run; its final state",

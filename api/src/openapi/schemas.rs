@@ -390,7 +390,7 @@ pub(super) fn stream_mode_name() -> Value {
         "type": "string",
         "enum": [
             "values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints",
-            "debug",
+            "debug", "events",
         ],
     })
 }

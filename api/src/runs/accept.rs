@@ -48,7 +48,7 @@ impl StreamModes {
                 other => StreamMode::from_name(other).ok_or_else(|| {
                     unprocessable(format!(
                         "stream_mode {other:?} is not supported: use values, updates, messages, \
-                         messages-tuple, custom, tasks, checkpoints or debug"
+                         messages-tuple, custom, tasks, checkpoints, debug or events"
                     ))
                 })?,
             };
@@ -432,6 +432,12 @@ fn new_run(
         None => vec![StreamMode::Values],
         Some(modes) => modes.parse()?,
     };
+    if !python && stream_mode.contains(&StreamMode::Events) {
+        return Err(unprocessable(
+            "stream_mode events is LangChain's callback events, which Python graphs emit; \
+             the Rust engine has none",
+        ));
+    }
     let mut config = run_config(body.config, body.context, body.durability)?;
     // Graphs without subgraphs stream the same events either way (the Rust engine has none).
     if body.stream_subgraphs == Some(true) {

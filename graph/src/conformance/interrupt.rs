@@ -273,3 +273,123 @@ pub async fn a_run_retried_after_recording_its_resume_counts_it_once<C: Checkpoi
     assert_eq!(done.values["decisions"], json!(["first", "second"]));
     Ok(())
 }
+
+/// `interrupt_before` stops before a superstep with a task of its nodes, `interrupt_after` after
+/// one, each with no interrupt to answer; a run without input goes on from there and does not
+/// stop again where the last one stopped.
+pub async fn breakpoints_stop_before_and_after_their_nodes<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let run_with = |thread_id, input, options: RunOptions| {
+        let graph = &graph;
+        async move {
+            let (sink, mut events) = collect();
+            let result = graph
+                .run(
+                    checkpointer,
+                    thread_id,
+                    input,
+                    &options,
+                    &RunControl::new(),
+                    sink,
+                )
+                .await
+                .unwrap();
+            let mut updates = Vec::new();
+            while let Ok(event) = events.try_recv() {
+                if event.mode == StreamMode::Updates {
+                    updates.push(event.data);
+                }
+            }
+            (result, updates)
+        }
+    };
+    let before = |nodes: &[&str]| RunOptions {
+        interrupt_before: crate::Breakpoints::Nodes(
+            nodes.iter().map(|n| (*n).to_owned()).collect(),
+        ),
+        ..RunOptions::default()
+    };
+
+    let thread_id = thread();
+    let (stopped, updates) = run_with(thread_id, input(), before(&["b"])).await;
+    assert_eq!(stopped.outcome, Outcome::Interrupted(Vec::new()));
+    assert_eq!(stopped.values["log"], json!(["a"]));
+    assert_eq!(updates.last(), Some(&json!({"__interrupt__": []})));
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(state.next, vec!["b"]);
+    assert_eq!(state.interrupts().count(), 0, "nothing to answer");
+    let (went_on, _) = run_with(thread_id, RunInput::Continue, before(&["b"])).await;
+    assert_eq!(went_on.outcome, Outcome::Finished, "not stopped twice at b");
+    assert_eq!(went_on.values["log"], json!(["a", "b", "c"]));
+
+    let thread_id = thread();
+    let after = RunOptions {
+        interrupt_after: crate::Breakpoints::Nodes(vec!["a".into()]),
+        ..RunOptions::default()
+    };
+    let (stopped, _) = run_with(thread_id, input(), after.clone()).await;
+    assert_eq!(stopped.outcome, Outcome::Interrupted(Vec::new()));
+    assert_eq!(
+        stopped.values["log"],
+        json!(["a"]),
+        "a's checkpoint is saved"
+    );
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(state.next, vec!["b"]);
+    let (went_on, _) = run_with(thread_id, RunInput::Continue, after).await;
+    assert_eq!(went_on.outcome, Outcome::Finished);
+    assert_eq!(went_on.values["log"], json!(["a", "b", "c"]));
+
+    // `*`: before every superstep but the first of a run that goes on.
+    let thread_id = thread();
+    let all = RunOptions {
+        interrupt_before: crate::Breakpoints::All,
+        ..RunOptions::default()
+    };
+    let (stopped, _) = run_with(thread_id, input(), all.clone()).await;
+    assert_eq!(stopped.supersteps, 0);
+    let (stopped, _) = run_with(thread_id, RunInput::Continue, all).await;
+    assert_eq!(stopped.outcome, Outcome::Interrupted(Vec::new()));
+    assert_eq!(
+        stopped.values["log"],
+        json!(["a"]),
+        "one superstep, then b's breakpoint"
+    );
+    Ok(())
+}
+
+/// A command writes its `update` through the reducers and adds its `goto` tasks to those pending.
+pub async fn a_command_updates_the_state_and_adds_its_goto_tasks<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let thread_id = thread();
+    let finished = run(&graph, checkpointer, thread_id, input()).await;
+    assert_eq!(finished.values["log"], json!(["a", "b", "c"]));
+    let command = RunInput::Command {
+        update: vec![("log".into(), json!("x")), ("last".into(), json!("x"))],
+        goto: vec![crate::Goto::Node("c".into())],
+    };
+    let commanded = run(&graph, checkpointer, thread_id, command).await;
+    assert_eq!(commanded.outcome, Outcome::Finished);
+    assert_eq!(commanded.values["log"], json!(["a", "b", "c", "x", "c"]));
+    assert_eq!(commanded.values["last"], json!("x"));
+
+    let unknown = graph
+        .run(
+            checkpointer,
+            thread_id,
+            RunInput::Command {
+                update: Vec::new(),
+                goto: vec![crate::Goto::Node("nowhere".into())],
+            },
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(unknown, Err(Error::UnknownNode(_))), "{unknown:?}");
+    Ok(())
+}

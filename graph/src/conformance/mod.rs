@@ -4,7 +4,7 @@
 //!
 //! * `execution`: supersteps, pending writes, drain, cancel, concurrency, limits, retries,
 //!   durability, streaming.
-//! * `interrupt`: interrupts and resume.
+//! * `interrupt`: interrupts and resume, breakpoints, commands.
 //! * `state`: state, history, updates, prune and copy.
 //! * `random`: the property test over random graphs.
 //!
@@ -161,6 +161,14 @@ macro_rules! conformance_tests {
         #[$attr]
         async fn interrupt_reruns_the_node_from_its_start($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::interrupt_reruns_the_node_from_its_start(&$make).await
+        }
+        #[$attr]
+        async fn breakpoints_stop_before_and_after_their_nodes($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::breakpoints_stop_before_and_after_their_nodes(&$make).await
+        }
+        #[$attr]
+        async fn a_command_updates_the_state_and_adds_its_goto_tasks($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::a_command_updates_the_state_and_adds_its_goto_tasks(&$make).await
         }
         #[$attr]
         async fn resume_value_reaches_interrupt_by_id($($arg)*) -> $crate::conformance::TestResult {

@@ -26,13 +26,13 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::channel::{State, as_state};
+use crate::channel::State;
 use crate::checkpoint::{
     Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec, TaskWrites,
 };
 use crate::control::{Durability, RunControl, RunOptions};
 use crate::graph::Graph;
-use crate::node::{Command, END, Goto, NodeContext, NodeError, START, Send};
+use crate::node::{Goto, NodeContext, NodeError};
 use crate::stream::{EventSink, StreamEvent, StreamMode};
 use crate::task::{
     Interrupt, TaskDone, finished_task, goto_json, invoke, resume_entries, resume_values_of,
@@ -40,8 +40,11 @@ use crate::task::{
 };
 use crate::{Error, Result};
 
+mod next;
 mod save;
 mod start;
+
+pub(crate) use start::update;
 
 /// What a run starts from.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +54,16 @@ pub enum RunInput {
     Values(Value),
     /// Answers to pending interrupts; the interrupted superstep goes on.
     Resume(Resume),
-    /// Goes on from the latest checkpoint (after a drain or a crash).
+    /// Goes on from the latest checkpoint: after a drain or a crash, or after a run that
+    /// stopped at a breakpoint (a run without input).
     Continue,
+    /// A command on the latest checkpoint: `update` written through the reducers, as an input
+    /// is, and the `goto` targets added to the tasks that were pending, in a new checkpoint the
+    /// run goes on from.
+    Command {
+        update: Vec<(String, Value)>,
+        goto: Vec<Goto>,
+    },
     /// A new branch from a past checkpoint of the thread (regenerate, edit, time travel): its
     /// first checkpoint holds that checkpoint's values with `input` written, as `Values` does;
     /// without input, that checkpoint's tasks, to run again. The branch becomes the thread's
@@ -190,6 +201,9 @@ impl<C: Checkpointer> Execution<'_, C> {
                 supersteps: 0,
             });
         }
+        // A run that writes nothing goes on from where an earlier run stopped: it does not stop
+        // again at the breakpoint before its first superstep.
+        let goes_on = matches!(input, RunInput::Continue | RunInput::Resume(_));
         let Some(mut current) = self.start(input).await? else {
             return Ok(RunResult {
                 outcome: Outcome::Finished,
@@ -198,6 +212,10 @@ impl<C: Checkpointer> Execution<'_, C> {
                 supersteps: 0,
             });
         };
+        // (Unless it is the same run, drained or crashed, going on from its own checkpoint.)
+        let run_id = self.options.config.get("run_id");
+        let goes_on =
+            goes_on && (run_id.is_none() || current.checkpoint.metadata.get("run_id") != run_id);
         let mut supersteps = 0;
         loop {
             let result = |outcome, current: &Current, supersteps| RunResult {
@@ -218,6 +236,14 @@ impl<C: Checkpointer> Execution<'_, C> {
                     &current,
                     supersteps,
                 ));
+            }
+            let breakpoint = current
+                .checkpoint
+                .next
+                .iter()
+                .any(|task| self.options.interrupt_before.matches(&task.node));
+            if breakpoint && !(goes_on && supersteps == 0) {
+                return Ok(self.at_breakpoint(&current, supersteps));
             }
             if supersteps >= self.options.recursion_limit {
                 return Err(Error::RecursionLimit(self.options.recursion_limit));
@@ -246,10 +272,29 @@ impl<C: Checkpointer> Execution<'_, C> {
                     ));
                 }
                 Step::Done(done) => {
+                    let breakpoint = done
+                        .values()
+                        .any(|task| self.options.interrupt_after.matches(&task.node));
                     current = self.advance(&current, &done).await?;
                     supersteps += 1;
+                    // A graph that finished has nothing to stop before.
+                    if breakpoint && !current.checkpoint.next.is_empty() {
+                        return Ok(self.at_breakpoint(&current, supersteps));
+                    }
                 }
             }
+        }
+    }
+
+    /// Stops at a breakpoint: interrupted, with no interrupt to answer (LangGraph's `updates`
+    /// event of it, an empty `__interrupt__`).
+    fn at_breakpoint(&self, current: &Current, supersteps: usize) -> RunResult {
+        self.emit(StreamMode::Updates, json!({INTERRUPT: []}));
+        RunResult {
+            outcome: Outcome::Interrupted(Vec::new()),
+            values: current.values.clone(),
+            checkpoint_id: Some(current.checkpoint.checkpoint_id),
+            supersteps,
         }
     }
 
@@ -520,61 +565,6 @@ impl<C: Checkpointer> Execution<'_, C> {
         })
     }
 
-    /// The tasks triggered by a finished superstep, in task order: each task's `goto`, then its
-    /// node's edges, then its conditional edges (evaluated on the state after the superstep).
-    /// Node targets run once per superstep; every `Send` is a task of its own.
-    fn next_tasks(
-        &self,
-        done: &BTreeMap<usize, TaskDone>,
-        values: &State,
-    ) -> Result<Vec<TaskSpec>> {
-        let mut next: Vec<TaskSpec> = Vec::new();
-        for task in done.values() {
-            let mut targets: Vec<Goto> = task.goto.clone();
-            if let Some(tos) = self.graph.inner.edges.get(&task.node) {
-                targets.extend(tos.iter().map(|to| Goto::Node(to.clone())));
-            }
-            if let Some(routes) = self.graph.inner.routes.get(&task.node) {
-                for route in routes {
-                    targets.extend(route(values));
-                }
-            }
-            for target in targets {
-                let spec = match target {
-                    Goto::Node(node) if node == END => continue,
-                    Goto::Node(node) => {
-                        if next.iter().any(|t| t.node == node && t.arg.is_none()) {
-                            continue;
-                        }
-                        TaskSpec { node, arg: None }
-                    }
-                    Goto::Send(Send { node, arg }) => TaskSpec {
-                        node,
-                        arg: Some(arg),
-                    },
-                };
-                if !self.graph.inner.nodes.contains_key(&spec.node) {
-                    return Err(Error::UnknownNode(spec.node));
-                }
-                next.push(spec);
-            }
-        }
-        Ok(next)
-    }
-
-    fn check_update(&self, node: &str, command: &Command) -> Result {
-        for (channel, _) in &command.update {
-            if !self.graph.inner.channels.contains_key(channel) {
-                return Err(Error::InvalidUpdate {
-                    node: node.to_owned(),
-                    channel: channel.clone(),
-                    reason: "no such channel".into(),
-                });
-            }
-        }
-        Ok(())
-    }
-
     fn emit(&self, mode: StreamMode, data: Value) {
         let debug_type = match mode {
             StreamMode::Tasks if data.get("result").is_some() || data.get("error").is_some() => {
@@ -598,54 +588,6 @@ impl<C: Checkpointer> Execution<'_, C> {
             data,
         });
     }
-}
-
-/// Writes `values` as node `as_node` (see [`Graph::update_state`]) in a new checkpoint.
-pub(crate) async fn update<C: Checkpointer>(
-    graph: &Graph,
-    checkpointer: &C,
-    thread_id: Uuid,
-    base: Option<Saved>,
-    values: Value,
-    as_node: Option<&str>,
-) -> Result<Uuid> {
-    let writes = as_state(values, "values").map_err(Error::InvalidInput)?;
-    let options = RunOptions::default();
-    let control = RunControl::new();
-    let mut execution = Execution {
-        graph,
-        checkpointer,
-        thread_id,
-        options: &options,
-        control: &control,
-        events: crate::stream::discard(),
-        unsaved: None,
-        unsaved_writes: Mutex::new(Vec::new()),
-        version_floor: 0,
-    };
-    let base = base.map(Current::from);
-    let keep_next = match as_node {
-        Some(_) => None,
-        None => Some(
-            base.as_ref()
-                .map(|b| b.checkpoint.next.clone())
-                .unwrap_or_default(),
-        ),
-    };
-    let done = TaskDone {
-        node: as_node.unwrap_or(START).to_owned(),
-        update: writes.into_iter().collect(),
-        goto: Vec::new(),
-    };
-    let current = execution
-        .checkpoint_after(
-            base.as_ref(),
-            &BTreeMap::from([(0, done)]),
-            "update",
-            keep_next,
-        )
-        .await?;
-    Ok(current.checkpoint.checkpoint_id)
 }
 
 impl From<Saved> for Current {

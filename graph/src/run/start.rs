@@ -1,13 +1,18 @@
 //! Where a run starts: its input written on the thread's latest checkpoint or, for a new branch,
-//! on a past one; a resume recorded against the interrupted tasks; or the latest as it is.
+//! on a past one; a resume recorded against the interrupted tasks; a command's update and goto;
+//! or the latest as it is. And a state update outside a run, written as an input is.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use super::{Current, Execution, Resume, RunInput};
 use crate::channel::as_state;
 use crate::checkpoint::{Checkpointer, RESUME, Saved};
+use crate::control::{RunControl, RunOptions};
+use crate::graph::Graph;
 use crate::node::START;
 use crate::task::{Interrupt, TaskDone, pending_interrupts, resume_entries};
 use crate::{Error, Result};
@@ -71,6 +76,28 @@ impl<C: Checkpointer> Execution<'_, C> {
                 Ok(Some(Current::from(latest)))
             }
             RunInput::Continue => Ok(latest.map(Current::from)),
+            RunInput::Command { update, goto } => {
+                let base = latest.map(Current::from);
+                let mut next = base
+                    .as_ref()
+                    .map(|b| b.checkpoint.next.clone())
+                    .unwrap_or_default();
+                self.add_tasks(&mut next, goto)?;
+                let done = TaskDone {
+                    node: START.to_owned(),
+                    update,
+                    goto: Vec::new(),
+                };
+                let current = self
+                    .checkpoint_after(
+                        base.as_ref(),
+                        &BTreeMap::from([(0, done)]),
+                        "input",
+                        Some(next),
+                    )
+                    .await?;
+                Ok(Some(current))
+            }
         }
     }
 
@@ -137,4 +164,52 @@ impl<C: Checkpointer> Execution<'_, C> {
         }
         Ok(())
     }
+}
+
+/// Writes `values` as node `as_node` (see [`Graph::update_state`]) in a new checkpoint.
+pub(crate) async fn update<C: Checkpointer>(
+    graph: &Graph,
+    checkpointer: &C,
+    thread_id: Uuid,
+    base: Option<Saved>,
+    values: Value,
+    as_node: Option<&str>,
+) -> Result<Uuid> {
+    let writes = as_state(values, "values").map_err(Error::InvalidInput)?;
+    let options = RunOptions::default();
+    let control = RunControl::new();
+    let mut execution = Execution {
+        graph,
+        checkpointer,
+        thread_id,
+        options: &options,
+        control: &control,
+        events: crate::stream::discard(),
+        unsaved: None,
+        unsaved_writes: Mutex::new(Vec::new()),
+        version_floor: 0,
+    };
+    let base = base.map(Current::from);
+    let keep_next = match as_node {
+        Some(_) => None,
+        None => Some(
+            base.as_ref()
+                .map(|b| b.checkpoint.next.clone())
+                .unwrap_or_default(),
+        ),
+    };
+    let done = TaskDone {
+        node: as_node.unwrap_or(START).to_owned(),
+        update: writes.into_iter().collect(),
+        goto: Vec::new(),
+    };
+    let current = execution
+        .checkpoint_after(
+            base.as_ref(),
+            &BTreeMap::from([(0, done)]),
+            "update",
+            keep_next,
+        )
+        .await?;
+    Ok(current.checkpoint.checkpoint_id)
 }

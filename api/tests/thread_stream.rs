@@ -1,0 +1,219 @@
+//! `GET /threads/{thread_id}/stream`: a thread's runs one after another, resumable across runs,
+//! visible only to whoever sees the thread. The events are written with the queue's own functions,
+//! as a worker writes them.
+
+use std::time::Duration;
+
+use axum::body::BodyDataStream;
+use axum::http::StatusCode;
+use futures_util::StreamExt;
+use mostrador_api::Role;
+use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{Api, caller, new_thread};
+
+/// An open thread stream, read event by event: `(event, id, data)`.
+struct Events {
+    body: BodyDataStream,
+    text: String,
+}
+
+impl Events {
+    async fn open(api: &Api, token: &str, thread: &str, last_event_id: Option<&str>) -> Self {
+        let mut request = api.request("GET", &format!("/threads/{thread}/stream"), token, "");
+        if let Some(id) = last_event_id {
+            request
+                .headers_mut()
+                .insert("last-event-id", id.parse().expect("header"));
+        }
+        let router = mostrador_api::router(api.state.clone(), &api.config);
+        let response = tower::ServiceExt::oneshot(router, request)
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK);
+        Self {
+            body: response.into_body().into_data_stream(),
+            text: String::new(),
+        }
+    }
+
+    async fn next(&mut self) -> (String, String, Value) {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                let (mut event, mut id, mut data) = (None, None, None);
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("event: ") {
+                        event = Some(value.to_owned());
+                    } else if let Some(value) = line.strip_prefix("id: ") {
+                        id = Some(value.to_owned());
+                    } else if let Some(value) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(value).expect("JSON data"));
+                    }
+                }
+                // Keep-alive comments carry no event.
+                if let (Some(event), Some(id), Some(data)) = (event, id, data) {
+                    return (event, id, data);
+                }
+                continue;
+            }
+            let bytes = tokio::time::timeout(Duration::from_secs(10), self.body.next())
+                .await
+                .expect("an event within 10 s")
+                .expect("the stream goes on")
+                .expect("bytes");
+            self.text
+                .push_str(std::str::from_utf8(&bytes).expect("UTF-8"));
+        }
+    }
+
+    async fn names(&mut self, count: usize) -> Vec<(String, String, Value)> {
+        let mut events = Vec::new();
+        for _ in 0..count {
+            events.push(self.next().await);
+        }
+        events
+    }
+}
+
+/// Runs the thread's oldest pending run as a worker would: one `values` event, then success.
+async fn run_once(api: &Api, values: Value) {
+    let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
+    worker.register(api.state.pool()).await.expect("register");
+    let held = claim(api.state.pool(), worker.worker_id, &worker.graphs, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a pending run");
+    event::append(
+        api.state.pool(),
+        held.lease(),
+        &[NewEvent::new("values", values)],
+    )
+    .await
+    .expect("append");
+    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+        .await
+        .expect("complete");
+}
+
+async fn start_run(api: &Api, token: &str, thread: &str) -> String {
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            token,
+            r#"{"assistant_id": "agent", "multitask_strategy": "enqueue"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    run["run_id"].as_str().expect("id").to_owned()
+}
+
+fn shape(events: &[(String, String, Value)]) -> Vec<(&str, Value)> {
+    events
+        .iter()
+        .map(|(name, _, data)| {
+            let data = match name.as_str() {
+                "metadata" => data
+                    .get("status")
+                    .map_or_else(|| json!({"run_id": data["run_id"]}), |_| data.clone()),
+                _ => data.clone(),
+            };
+            (name.as_str(), data)
+        })
+        .collect()
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_thread_stream_carries_its_runs_in_queue_order_and_resumes_across_them(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let first = start_run(&api, &ana, &thread).await;
+    let second = start_run(&api, &ana, &thread).await;
+
+    let mut stream = Events::open(&api, &ana, &thread, Some("-")).await;
+    run_once(&api, json!({"n": 1})).await;
+    run_once(&api, json!({"n": 2})).await;
+    let events = stream.names(6).await;
+    assert_eq!(
+        shape(&events),
+        [
+            ("metadata", json!({"run_id": first})),
+            ("values", json!({"n": 1})),
+            ("metadata", json!({"status": "run_done", "run_id": first})),
+            ("metadata", json!({"run_id": second})),
+            ("values", json!({"n": 2})),
+            ("metadata", json!({"status": "run_done", "run_id": second})),
+        ]
+    );
+    let ids: Vec<&str> = events.iter().map(|(_, id, _)| id.as_str()).collect();
+    let (first_place, _) = ids[0].split_once('-').expect("<run>-<seq>");
+    let (second_place, _) = ids[3].split_once('-').expect("<run>-<seq>");
+    let place = |text: &str| text.parse::<i64>().expect("a number");
+    assert!(place(first_place) < place(second_place), "{ids:?}");
+
+    // Resumed after the first run's values: the rest of it, then the second run whole.
+    let mut resumed = Events::open(&api, &ana, &thread, Some(&events[1].1)).await;
+    assert_eq!(resumed.names(4).await, events[2..]);
+
+    // Without Last-Event-ID: what happens next, not what is over.
+    let mut live = Events::open(&api, &ana, &thread, None).await;
+    let third = start_run(&api, &ana, &thread).await;
+    run_once(&api, json!({"n": 3})).await;
+    assert_eq!(
+        shape(&live.names(3).await),
+        [
+            ("metadata", json!({"run_id": third})),
+            ("values", json!({"n": 3})),
+            ("metadata", json!({"status": "run_done", "run_id": third})),
+        ]
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let run = start_run(&api, &ana, &thread).await;
+
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let path = format!("/threads/{thread}/stream?stream_modes=lifecycle");
+    let response = tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
+        .await
+        .expect("infallible");
+    let mut lifecycle = Events {
+        body: response.into_body().into_data_stream(),
+        text: String::new(),
+    };
+    run_once(&api, json!({"n": 1})).await;
+    assert_eq!(
+        shape(&lifecycle.names(2).await),
+        [
+            ("metadata", json!({"run_id": run})),
+            ("metadata", json!({"status": "run_done", "run_id": run})),
+        ],
+        "lifecycle: the runs' metadata, none of their values"
+    );
+
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let foreign = api.request("GET", &format!("/threads/{thread}/stream"), &luis, "");
+    assert_eq!(api.send(foreign).await.0, StatusCode::NOT_FOUND);
+    let bad_mode = api.request(
+        "GET",
+        &format!("/threads/{thread}/stream?stream_modes=values"),
+        &ana,
+        "",
+    );
+    assert_eq!(api.send(bad_mode).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut bad_id = api.request("GET", &format!("/threads/{thread}/stream"), &ana, "");
+    bad_id
+        .headers_mut()
+        .insert("last-event-id", "yesterday".parse().expect("header"));
+    assert_eq!(api.send(bad_id).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+}
