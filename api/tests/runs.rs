@@ -107,7 +107,11 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
-            r#"{"assistant_id": "agent", "interrupt_before": "*"}"#,
+            r#"{"assistant_id": "agent", "interrupt_before": ["nowhere"]}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "interrupt_after": "model"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
@@ -143,7 +147,23 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
-            r#"{"assistant_id": "agent", "command": {"goto": "model"}}"#,
+            r#"{"assistant_id": "agent", "command": {"goto": "nowhere"}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "command": {"goto": {"input": {}}}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "command": {"update": {"mood": "good"}}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "command": {"update": [["messages"]]}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "command": {"resume": 1, "goto": "model"}}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (

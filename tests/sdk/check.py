@@ -101,6 +101,26 @@ async def main():
     assert history[0]["checkpoint_id"] == state["checkpoint_id"]
     print("get_state + get_history: ok")
 
+    # Breakpoints and commands, as LangGraph Studio and chat UIs send them, on the Rust engine.
+    paused = (await ana.threads.create())["thread_id"]
+    await ana.runs.wait(paused, "e2e_linear_5", input={}, interrupt_before=["s3"])
+    state = await ana.threads.get_state(paused)
+    assert state["values"]["log"] == ["s1", "s2"] and state["next"] == ["s3"], state
+    assert (await ana.threads.get(paused))["status"] == "interrupted"
+    parts = await collect(ana.runs.stream(paused, "e2e_linear_5", input=None, interrupt_after=["s3"],
+                                          stream_mode="updates"))
+    updates = [part.data for part in parts if part.event == "updates"]
+    assert updates == [{"s3": {"log": ["s3"]}}, {"__interrupt__": []}], parts
+    state = await ana.threads.get_state(paused)
+    assert state["values"]["log"] == ["s1", "s2", "s3"] and state["next"] == ["s4"], state
+    done = await ana.runs.wait(paused, "e2e_linear_5", input=None)
+    assert done["log"] == LOG5, done
+    again = await ana.runs.wait(
+        paused, "e2e_linear_5", command={"update": {"log": ["edited"]}, "goto": "s5"}
+    )
+    assert again["log"] == LOG5 + ["edited", "s5"], again
+    print("interrupt_before, interrupt_after, a run without input, command goto + update: ok")
+
     cancelled_thread = await ana.threads.create()
     run = await ana.runs.create(
         cancelled_thread["thread_id"], "e2e_linear_5", input={"slow": {"s2": 60000}}

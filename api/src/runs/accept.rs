@@ -6,14 +6,15 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use mostrador_graph::{Checkpointer, StreamMode};
+use mostrador_graph::{Graph, StreamMode};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{Error as QueueError, PgCheckpointer, Run, Thread, ThreadId, ThreadStatus};
+use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use super::wait::waiting;
 use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
 use crate::app::AppState;
@@ -147,26 +148,46 @@ pub async fn accept(
     let python = state.is_python(&assistant.graph_id);
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
-        let new = new_run(ThreadId(thread_id), &assistant, body, python, None)?;
-        if new.command.is_some() {
+        let new = new_run(
+            ThreadId(thread_id),
+            &assistant,
+            body,
+            rust_graph(state, python, &assistant),
+            None,
+        )?;
+        if resumes(&new) {
             return Err(nothing_to_resume());
         }
         return create_and_enqueue(state, caller, assistant, &new).await;
     };
-    let head = rust_head(state, &thread, python, &body).await?;
-    let new = new_run(thread.thread_id, &assistant, body, python, head)?;
+    let names_one = [&body.checkpoint_id, &body.checkpoint]
+        .into_iter()
+        .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
+    let head = rust_head(state, &thread, python, names_one).await?;
+    let new = new_run(
+        thread.thread_id,
+        &assistant,
+        body,
+        rust_graph(state, python, &assistant),
+        head,
+    )?;
     if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
         rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
     }
     if new.command.is_some() {
-        may_decide(state, caller, &thread, &assistant.graph_id)?;
+        if resumes(&new) {
+            may_decide(state, caller, &thread, &assistant.graph_id)?;
+        }
         let waits = if python {
             crate::state::python_thread_waits(state, &thread).await?
         } else {
             rust_thread_waits(state, &thread).await?
         };
-        if !waits {
-            return Err(nothing_to_resume());
+        match (resumes(&new), waits) {
+            (true, false) => return Err(nothing_to_resume()),
+            // A `goto` or `update` that changes a thread waiting for an answer answers it.
+            (false, true) => may_decide(state, caller, &thread, &assistant.graph_id)?,
+            _ => {}
         }
     }
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
@@ -177,6 +198,20 @@ pub async fn accept(
         assistant,
         run,
     })
+}
+
+/// Whether the run answers an interrupt (`command.resume`).
+fn resumes(new: &NewRun) -> bool {
+    new.command
+        .as_ref()
+        .is_some_and(|command| !command["resume"].is_null())
+}
+
+/// The graph of a Rust assistant, for checking what a run names of it.
+fn rust_graph<'a>(state: &'a AppState, python: bool, assistant: &Assistant) -> Option<&'a Graph> {
+    (!python)
+        .then(|| state.graph(&assistant.graph_id))
+        .flatten()
 }
 
 fn nothing_to_resume() -> ApiError {
@@ -275,7 +310,8 @@ async fn accept_stateless(
             .await
             .map_err(ApiError::unavailable)?;
         let python = state.is_python(&assistant.graph_id);
-        let new = new_run(thread.thread_id, &assistant, body, python, None)?;
+        let graph = rust_graph(state, python, &assistant);
+        let new = new_run(thread.thread_id, &assistant, body, graph, None)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
             Err(err) => {
@@ -349,16 +385,18 @@ pub async fn stream_stateless(
     Ok((rejoin_location(run, "stream"), events).into_response())
 }
 
-/// `python`: the graph runs on LangGraph, which also takes `interrupt_before`/`interrupt_after`
-/// and a command's `goto` and `update`. A run that names a past checkpoint starts a new branch
-/// there; naming a Rust graph's latest checkpoint, `head`, is the same as naming none.
+/// `rust`: the graph, when the Rust engine runs it (the nodes and channels a run names must be
+/// its own); else LangGraph does, and says what it refuses. A run that names a past checkpoint
+/// starts a new branch there; naming a Rust graph's latest checkpoint, `head`, is the same as
+/// naming none.
 fn new_run(
     thread_id: ThreadId,
     assistant: &Assistant,
     body: CreateRun,
-    python: bool,
+    rust: Option<&Graph>,
     head: Option<Uuid>,
 ) -> Result<NewRun, ApiError> {
+    let python = rust.is_none();
     let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
     let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?
         .filter(|checkpoint_id| python || Some(*checkpoint_id) != head);
@@ -374,9 +412,14 @@ fn new_run(
     for (field, value) in &interrupts {
         match value {
             None | Some(Value::Null) => {}
-            Some(_) if !python => return Err(unsupported("interrupt_before/interrupt_after")),
             Some(Value::String(all)) if all == "*" => {}
-            Some(Value::Array(nodes)) if nodes.iter().all(Value::is_string) => {}
+            Some(Value::Array(nodes)) if nodes.iter().all(Value::is_string) => {
+                if let Some(graph) = rust {
+                    for node in nodes.iter().filter_map(Value::as_str) {
+                        known_node(graph, node, field)?;
+                    }
+                }
+            }
             Some(_) => {
                 return Err(unprocessable(format!(
                     "{field} must be \"*\" or a list of node names"
@@ -394,21 +437,16 @@ fn new_run(
     {
         return Err(unprocessable("if_not_exists must be create or reject"));
     }
-    let command = match body.command {
-        None => None,
-        Some(command) if python => Some(json!({
+    let command = match (body.command, rust) {
+        (None, _) => None,
+        (Some(command), None) => Some(json!({
             "resume": command.resume,
             "goto": command.goto,
             "update": command.update,
         })),
-        Some(command) if command.goto.is_some() || command.update.is_some() => {
-            return Err(unsupported("command.goto and command.update"));
+        (Some(command), Some(graph)) => {
+            rust_command(graph, command.resume, command.goto, command.update)?
         }
-        Some(RunCommand {
-            resume: Some(resume),
-            ..
-        }) => Some(json!({"resume": resume})),
-        Some(_) => None,
     };
     let multitask_strategy = match body.multitask_strategy.as_deref() {
         None => MultitaskStrategy::Enqueue,
@@ -549,56 +587,4 @@ fn run_config(
         Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
     }
     Ok(Value::Object(config))
-}
-
-/// The latest checkpoint of an idle thread of a Rust graph, looked up when the run names a
-/// checkpoint: a run goes on from it anyway, so naming it starts no new branch (agent-chat-ui
-/// names the thread head's with every follow-up message). A busy thread's head may move before
-/// the run starts, so it has none here.
-async fn rust_head(
-    state: &AppState,
-    thread: &Thread,
-    python: bool,
-    body: &CreateRun,
-) -> Result<Option<Uuid>, ApiError> {
-    let names_one = [&body.checkpoint_id, &body.checkpoint]
-        .into_iter()
-        .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
-    if python || !names_one || thread.status == ThreadStatus::Busy {
-        return Ok(None);
-    }
-    let latest = PgCheckpointer::new(state.pool().clone())
-        .get(thread.thread_id.0, None)
-        .await
-        .map_err(ApiError::unavailable)?;
-    Ok(latest.map(|saved| saved.checkpoint.checkpoint_id))
-}
-
-/// A past checkpoint a Rust graph's run starts from must be the thread's: 404 otherwise, as when
-/// reading its state.
-async fn rust_checkpoint_exists(
-    state: &AppState,
-    thread: &Thread,
-    checkpoint_id: &Value,
-) -> Result<(), ApiError> {
-    let checkpoint_id = checkpoint_id
-        .as_str()
-        .and_then(|id| Uuid::parse_str(id).ok());
-    let found = PgCheckpointer::new(state.pool().clone())
-        .get(thread.thread_id.0, checkpoint_id)
-        .await
-        .map_err(ApiError::unavailable)?;
-    match found {
-        Some(_) if checkpoint_id.is_some() => Ok(()),
-        _ => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
-    }
-}
-
-/// Whether a Rust graph's thread waits for answers to interrupts.
-async fn rust_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
-    let latest = PgCheckpointer::new(state.pool().clone())
-        .get(thread.thread_id.0, None)
-        .await
-        .map_err(ApiError::unavailable)?;
-    Ok(latest.is_some_and(|saved| !saved.pending_interrupts().is_empty()))
 }
