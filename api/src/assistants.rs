@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use mostrador_graph::{END, START};
+use mostrador_graph::{END, Graph, START};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -239,20 +239,34 @@ pub async fn schemas(
     let graph = state
         .graph(&assistant.graph_id)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "graph not found"))?;
+    let mut schemas = rust_schemas(&assistant.graph_id, graph);
+    schemas["graph_id"] = json!(assistant.graph_id);
+    Ok(Json(schemas))
+}
+
+/// A Rust graph's schemas: its state has its channels (values are any JSON).
+fn rust_schemas(title: &str, graph: &Graph) -> Value {
     let properties: serde_json::Map<String, Value> = graph
         .channels()
         .map(|channel| (channel.to_owned(), json!({})))
         .collect();
-    let state_schema =
-        json!({"title": assistant.graph_id, "type": "object", "properties": properties});
-    Ok(Json(json!({
-        "graph_id": assistant.graph_id,
+    let state_schema = json!({"title": title, "type": "object", "properties": properties});
+    json!({
         "input_schema": state_schema,
         "output_schema": state_schema,
         "state_schema": state_schema,
         "config_schema": {"type": "object", "properties": {}},
         "context_schema": null,
-    })))
+    })
+}
+
+/// The schemas of a Rust graph's subgraphs and theirs, by namespace (`parent|child`).
+fn rust_subgraphs(graph: &Graph, outer: &str, found: &mut serde_json::Map<String, Value>) {
+    for (node, subgraph) in graph.subgraphs() {
+        let namespace = mostrador_graph::checkpoint::nested(outer, node);
+        found.insert(namespace.clone(), rust_schemas(node, subgraph));
+        rust_subgraphs(subgraph, &namespace, found);
+    }
 }
 
 /// The query of `GET /assistants/{assistant_id}/subgraphs[/{namespace}]`.
@@ -263,7 +277,7 @@ pub struct SubgraphsQuery {
 }
 
 /// `GET /assistants/{assistant_id}/subgraphs`: the schemas of the graph's subgraphs by namespace
-/// (`parent|child`); only the immediate ones unless `recurse`. Rust graphs have none.
+/// (`parent|child`); only the immediate ones unless `recurse`.
 pub async fn subgraphs(
     State(state): State<AppState>,
     _caller: Caller,
@@ -293,15 +307,18 @@ async fn subgraphs_at(
     query: &SubgraphsQuery,
 ) -> Result<Value, ApiError> {
     let assistant = found(state, id)?;
-    if !state.is_python(&assistant.graph_id) {
-        return Ok(json!({}));
-    }
     let recurse = matches!(query.recurse.as_deref(), Some("true" | "True"));
-    let described = described(state, &assistant.graph_id).await?;
-    let all = described["subgraphs"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let all = match state.graph(&assistant.graph_id) {
+        Some(graph) => {
+            let mut all = serde_json::Map::new();
+            rust_subgraphs(graph, "", &mut all);
+            all
+        }
+        None => described(state, &assistant.graph_id).await?["subgraphs"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    };
     Ok(Value::Object(
         all.into_iter()
             .filter(|(ns, _)| recurse || !ns.contains('|'))

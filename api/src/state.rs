@@ -1,6 +1,7 @@
 //! A thread's state: latest, at a checkpoint, its history, and updates made outside a run.
 
 mod python;
+mod rust;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -19,6 +20,7 @@ use crate::extract::{Body, Params};
 
 pub use python::python_thread_waits;
 use python::{is_python, python_state, python_states, python_update};
+use rust::with_subgraphs;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
@@ -110,11 +112,12 @@ pub async fn latest(
     }))
 }
 
-/// A state as the `langgraph-sdk` reads it (`ThreadState`).
-fn snapshot_json(thread: &Thread, snapshot: &StateSnapshot) -> Value {
+/// A state as the `langgraph-sdk` reads it (`ThreadState`), of the thread's graph (namespace
+/// `''`) or of a subgraph's task.
+fn snapshot_json(thread: &Thread, snapshot: &StateSnapshot, namespace: &str) -> Value {
     let checkpoint = |id: Option<Uuid>| {
         id.map(
-            |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": ""}),
+            |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": namespace}),
         )
     };
     let interrupt = |i: &mostrador_graph::Interrupt| json!({"id": i.id, "value": i.value});
@@ -177,7 +180,7 @@ pub struct StateQuery {
 }
 
 impl StateQuery {
-    /// With the states of waiting subgraphs (Python graphs; the Rust engine has no subgraphs).
+    /// With the states of the subgraphs among the next tasks.
     fn subgraphs(&self) -> bool {
         matches!(self.subgraphs.as_deref(), Some("true" | "True"))
     }
@@ -211,7 +214,11 @@ pub(crate) async fn state_json(
         return python_state(state, thread, checkpoint_id, subgraphs).await;
     }
     let snapshot = snapshot(state, thread, checkpoint_id).await?;
-    Ok(snapshot_json(thread, &snapshot))
+    let mut answer = snapshot_json(thread, &snapshot, "");
+    if let Some(graph) = graph_of(state, thread) {
+        with_subgraphs(state, thread, graph, &mut answer, "", subgraphs).await?;
+    }
+    Ok(answer)
 }
 
 /// `GET /threads/{thread_id}/state/{checkpoint_id}`.
@@ -353,7 +360,13 @@ async fn history_of(
         )
         .await
         .map_err(graph_error)?;
-    Ok(history.iter().map(|s| snapshot_json(&thread, s)).collect())
+    let mut answers = Vec::with_capacity(history.len());
+    for snapshot in &history {
+        let mut answer = snapshot_json(&thread, snapshot, "");
+        with_subgraphs(state, &thread, graph, &mut answer, "", false).await?;
+        answers.push(answer);
+    }
+    Ok(answers)
 }
 
 /// `POST /threads/{thread_id}/state/checkpoint`: the state at `checkpoint` (its

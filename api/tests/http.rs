@@ -233,7 +233,7 @@ async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
         .await;
     assert_eq!(nested, json!({"outer|inner": schema("inner")}));
     let (_, _, rust) = api.send(api.get("/assistants/agent/subgraphs")).await;
-    assert_eq!(rust, json!({}), "a Rust graph has no subgraphs");
+    assert_eq!(rust, json!({}), "a Rust graph without subgraphs");
 
     let failed = json!({"error": "TypeError: the factory needs a config"});
     mostrador_queue::graphs::record(&pool, "py", &failed)

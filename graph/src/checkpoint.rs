@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -89,6 +89,12 @@ impl Saved {
 /// Where checkpoints live. Implementations must make `put` and `put_writes` durable before they
 /// return: the engine's guarantees (no finished superstep or task runs twice) rest on it.
 pub trait Checkpointer: Send + Sync {
+    /// The same store, for the checkpoints of a subgraph's task: `namespace` (`node:task`)
+    /// nested in this checkpointer's own (joined with `|`), beside the thread's graph's.
+    fn scoped(&self, namespace: &str) -> Self
+    where
+        Self: Sized;
+
     /// Saves a checkpoint. `values` is the whole state; only the channels in `changed` (whose
     /// version this checkpoint bumped) need their value written.
     fn put(
@@ -141,10 +147,21 @@ pub trait Checkpointer: Send + Sync {
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 }
 
+/// A namespace nested in another (`''` is the thread's graph's), as LangGraph joins them.
+pub fn nested(outer: &str, inner: &str) -> String {
+    if outer.is_empty() {
+        inner.to_owned()
+    } else {
+        format!("{outer}|{inner}")
+    }
+}
+
 /// A checkpointer in memory, for tests and for graphs run without a database.
 #[derive(Debug, Default)]
 pub struct MemoryCheckpointer {
-    threads: Mutex<HashMap<Uuid, ThreadData>>,
+    /// By thread and namespace; shared by the checkpointers [`Checkpointer::scoped`] makes.
+    threads: Arc<Mutex<HashMap<(Uuid, String), ThreadData>>>,
+    namespace: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -191,7 +208,11 @@ impl MemoryCheckpointer {
         Self::default()
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<Uuid, ThreadData>) -> T) -> T {
+    fn key(&self, thread_id: Uuid) -> (Uuid, String) {
+        (thread_id, self.namespace.clone())
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<(Uuid, String), ThreadData>) -> T) -> T {
         let mut threads = self
             .threads
             .lock()
@@ -201,6 +222,13 @@ impl MemoryCheckpointer {
 }
 
 impl Checkpointer for MemoryCheckpointer {
+    fn scoped(&self, namespace: &str) -> Self {
+        Self {
+            threads: Arc::clone(&self.threads),
+            namespace: nested(&self.namespace, namespace),
+        }
+    }
+
     async fn put(
         &self,
         thread_id: Uuid,
@@ -209,7 +237,7 @@ impl Checkpointer for MemoryCheckpointer {
         changed: &[String],
     ) -> Result<(), BoxError> {
         self.with(|threads| {
-            let thread = threads.entry(thread_id).or_default();
+            let thread = threads.entry(self.key(thread_id)).or_default();
             for channel in changed {
                 let version = checkpoint
                     .versions
@@ -234,7 +262,7 @@ impl Checkpointer for MemoryCheckpointer {
         writes: &[TaskWrites],
     ) -> Result<(), BoxError> {
         self.with(|threads| {
-            let thread = threads.entry(thread_id).or_default();
+            let thread = threads.entry(self.key(thread_id)).or_default();
             let saved = thread.writes.entry(checkpoint_id).or_default();
             for (task_id, task_writes) in writes {
                 saved.insert(task_id.clone(), task_writes.clone());
@@ -249,7 +277,7 @@ impl Checkpointer for MemoryCheckpointer {
         checkpoint_id: Option<Uuid>,
     ) -> Result<Option<Saved>, BoxError> {
         Ok(self.with(|threads| {
-            let thread = threads.get(&thread_id)?;
+            let thread = threads.get(&self.key(thread_id))?;
             let checkpoint = match checkpoint_id {
                 None => thread.checkpoints.last()?,
                 Some(id) => thread.checkpoints.iter().find(|c| c.checkpoint_id == id)?,
@@ -265,7 +293,7 @@ impl Checkpointer for MemoryCheckpointer {
         before: Option<Uuid>,
     ) -> Result<Vec<Saved>, BoxError> {
         Ok(self.with(|threads| {
-            let Some(thread) = threads.get(&thread_id) else {
+            let Some(thread) = threads.get(&self.key(thread_id)) else {
                 return Vec::new();
             };
             let newest_first = thread.checkpoints.iter().rev();
@@ -276,13 +304,13 @@ impl Checkpointer for MemoryCheckpointer {
     }
 
     async fn delete_thread(&self, thread_id: Uuid) -> Result<(), BoxError> {
-        self.with(|threads| threads.remove(&thread_id));
+        self.with(|threads| threads.retain(|(id, _), _| *id != thread_id));
         Ok(())
     }
 
     async fn prune(&self, thread_id: Uuid, keep_latest: usize) -> Result<(), BoxError> {
         self.with(|threads| {
-            let Some(thread) = threads.get_mut(&thread_id) else {
+            let Some(thread) = threads.get_mut(&self.key(thread_id)) else {
                 return;
             };
             let drop_count = thread.checkpoints.len().saturating_sub(keep_latest);
@@ -306,9 +334,12 @@ impl Checkpointer for MemoryCheckpointer {
 
     async fn copy_thread(&self, from: Uuid, to: Uuid) -> Result<(), BoxError> {
         self.with(|threads| {
-            if let Some(thread) = threads.get(&from).cloned() {
-                threads.insert(to, thread);
-            }
+            let copies: Vec<_> = threads
+                .iter()
+                .filter(|((id, _), _)| *id == from)
+                .map(|((_, namespace), thread)| ((to, namespace.clone()), thread.clone()))
+                .collect();
+            threads.extend(copies);
         });
         Ok(())
     }

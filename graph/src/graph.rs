@@ -21,6 +21,8 @@ pub(crate) struct NodeSpec {
     pub(crate) run: NodeFn,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) timeout: Option<Duration>,
+    /// A compiled graph used as this node: the engine runs it (and `run` is never called).
+    pub(crate) subgraph: Option<Graph>,
 }
 
 /// Builds a graph. Names are checked when it is compiled.
@@ -99,6 +101,28 @@ impl StateGraph {
                 run,
                 retry,
                 timeout,
+                subgraph: None,
+            },
+        );
+        self
+    }
+
+    /// Adds a compiled graph as a node, as LangGraph does: it starts from the channels of the
+    /// state it shares with this graph, runs with checkpoints of its own (in a namespace of the
+    /// thread, `node:task`), streams its events under that namespace, and its interrupts are
+    /// this node's (a resume of the thread resumes it). Its final values of the shared channels
+    /// are the node's writes, through this graph's reducers.
+    pub fn subgraph(mut self, name: impl Into<String>, graph: Graph) -> Self {
+        let run: NodeFn = Arc::new(|_| {
+            Box::pin(async { Err(NodeError::fatal("a subgraph is run by the engine")) })
+        });
+        self.nodes.insert(
+            name.into(),
+            NodeSpec {
+                run,
+                retry: None,
+                timeout: None,
+                subgraph: Some(graph),
             },
         );
         self
@@ -199,6 +223,14 @@ impl Graph {
     /// The node names, sorted.
     pub fn nodes(&self) -> impl Iterator<Item = &str> {
         self.inner.nodes.keys().map(String::as_str)
+    }
+
+    /// The nodes that are compiled graphs, by name.
+    pub fn subgraphs(&self) -> impl Iterator<Item = (&str, &Graph)> {
+        self.inner
+            .nodes
+            .iter()
+            .filter_map(|(name, spec)| Some((name.as_str(), spec.subgraph.as_ref()?)))
     }
 
     /// The state's channel names, sorted.

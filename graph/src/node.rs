@@ -228,6 +228,7 @@ impl NodeContext {
             mode,
             node: Some(self.node.to_string()),
             data,
+            namespace: Vec::new(),
         });
     }
 }

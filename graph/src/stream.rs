@@ -65,6 +65,9 @@ pub struct StreamEvent {
     /// The node that emitted it, for events emitted inside a node.
     pub node: Option<String>,
     pub data: Value,
+    /// The subgraph tasks it comes from, outermost first (`node:task`, as LangGraph names
+    /// them); empty for the graph's own events.
+    pub namespace: Vec<String>,
 }
 
 /// Where a run sends its events. It must not block: the worker buffers and flushes them.

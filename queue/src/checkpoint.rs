@@ -17,6 +17,7 @@
 //! with it. Checkpoint writes therefore never queue behind the worker's event flushes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use mostrador_graph::State;
 use mostrador_graph::checkpoint::{
@@ -29,24 +30,31 @@ use uuid::Uuid;
 use crate::claim::Lease;
 use crate::{Error, Result};
 
-/// Checkpoints in Postgres, for one process (unfenced) or one claimed run (fenced).
+/// Checkpoints in Postgres, for one process (unfenced) or one claimed run (fenced), of a thread's
+/// graph or of one of its subgraphs' tasks (a `checkpoint_ns`).
 #[derive(Debug, Clone)]
 pub struct PgCheckpointer {
     pool: PgPool,
     lease: Option<Lease>,
+    /// `''` for the thread's graph; `node:task|node:task…` for a subgraph's.
+    namespace: Arc<str>,
 }
 
 impl PgCheckpointer {
     /// A checkpointer for reads and for writes outside a run (`update_state`).
     pub fn new(pool: PgPool) -> Self {
-        Self { pool, lease: None }
+        Self {
+            pool,
+            lease: None,
+            namespace: Arc::from(""),
+        }
     }
 
     /// A checkpointer for a claimed run: every write is fenced by its lease.
     pub fn fenced(pool: PgPool, lease: Lease) -> Self {
         Self {
-            pool,
             lease: Some(lease),
+            ..Self::new(pool)
         }
     }
 
@@ -103,7 +111,7 @@ impl PgCheckpointer {
             ),
             blobs as (
                 insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
-                select $1, '', channel, version, value
+                select $1, $15, channel, version, value
                 from unnest($2::text[], $3::int8[], $4::jsonb[]) as b(channel, version, value)
                 where (select ok from allowed)
                 on conflict do nothing
@@ -122,7 +130,7 @@ impl PgCheckpointer {
                     thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
                     channel_versions, next, tasks, metadata
                 )
-                select $1, '', $5, $6, $7, $8, $9, $10, $11, $12
+                select $1, $15, $5, $6, $7, $8, $9, $10, $11, $12
                 where (select ok from allowed)
                 on conflict do nothing
             )
@@ -143,6 +151,7 @@ impl PgCheckpointer {
             checkpoint.metadata,
             run_id,
             attempt,
+            &*self.namespace,
         )
         .fetch_one(&self.pool)
         .await?;
@@ -197,7 +206,7 @@ impl PgCheckpointer {
                 delete from mostrador.checkpoint_writes w
                 using lengths l
                 where w.thread_id = $1
-                  and w.checkpoint_ns = ''
+                  and w.checkpoint_ns = $9
                   and w.checkpoint_id = $2
                   and w.task_id = l.task_id
                   and w.idx >= l.n
@@ -207,7 +216,7 @@ impl PgCheckpointer {
                 insert into mostrador.checkpoint_writes (
                     thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
                 )
-                select $1, '', $2, task_id, idx, channel, value
+                select $1, $9, $2, task_id, idx, channel, value
                 from input
                 where (select ok from allowed)
                 on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
@@ -225,6 +234,7 @@ impl PgCheckpointer {
             &values as &[&Value],
             run_id,
             attempt,
+            &*self.namespace,
         )
         .fetch_one(&self.pool)
         .await?;
@@ -272,7 +282,7 @@ impl PgCheckpointer {
                 ) as "writes!"
             from mostrador.checkpoints c
             where c.thread_id = $1
-              and c.checkpoint_ns = ''
+              and c.checkpoint_ns = $5
               and ($2::uuid is null or c.checkpoint_id = $2)
               and (
                   $4::uuid is null
@@ -280,7 +290,7 @@ impl PgCheckpointer {
                       select step
                       from mostrador.checkpoints
                       where thread_id = $1
-                        and checkpoint_ns = ''
+                        and checkpoint_ns = $5
                         and checkpoint_id = $4
                   )
               )
@@ -291,6 +301,7 @@ impl PgCheckpointer {
             checkpoint_id,
             limit,
             before,
+            &*self.namespace,
         )
         .fetch_all(&self.pool)
         .await?;
@@ -410,6 +421,17 @@ impl Checkpointer for PgCheckpointer {
             .map_err(boxed)
     }
 
+    fn scoped(&self, namespace: &str) -> Self {
+        Self {
+            namespace: Arc::from(mostrador_graph::checkpoint::nested(
+                &self.namespace,
+                namespace,
+            )),
+            ..self.clone()
+        }
+    }
+
+    /// Every namespace of the thread's.
     async fn delete_thread(&self, thread_id: Uuid) -> std::result::Result<(), BoxError> {
         sqlx::query!(
             r#"
@@ -435,7 +457,8 @@ impl Checkpointer for PgCheckpointer {
         keep_latest: usize,
     ) -> std::result::Result<(), BoxError> {
         let keep = i64::try_from(keep_latest).unwrap_or(i64::MAX);
-        // N.B. Safe by construction: every kept checkpoint names complete values, and a blob is
+        // N.B. The thread's graph's checkpoints only: a subgraph task's stay with the thread.
+        // Safe by construction: every kept checkpoint names complete values, and a blob is
         // deleted only when no kept checkpoint names it.
         let mut tx = self.pool.begin().await.map_err(|err| boxed(err.into()))?;
         sqlx::query!(
@@ -488,6 +511,7 @@ impl Checkpointer for PgCheckpointer {
         Ok(())
     }
 
+    /// Every namespace of the thread's.
     async fn copy_thread(&self, from: Uuid, to: Uuid) -> std::result::Result<(), BoxError> {
         sqlx::query!(
             r#"

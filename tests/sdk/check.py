@@ -121,6 +121,34 @@ async def main():
     assert again["log"] == LOG5 + ["edited", "s5"], again
     print("interrupt_before, interrupt_after, a run without input, command goto + update: ok")
 
+    # A subgraph of the Rust engine: namespaced events, its state inside its parent's, its
+    # interrupt the thread's, resumed through the parent.
+    nested = (await ana.threads.create())["thread_id"]
+    parts = await collect(ana.runs.stream(nested, "e2e_nested", input={}, stream_mode="updates",
+                                          stream_subgraphs=True))
+    names = [part.event for part in parts]
+    inner = [name for name in names if name.startswith("updates|review:")]
+    assert inner and names.count("updates") >= 2, names
+    assert any(part.data == {"intake": {"refund": 25, "log": ["intake"]}} for part in parts), parts
+    plain = await collect(ana.runs.stream((await ana.threads.create())["thread_id"], "e2e_nested",
+                                          input={}, stream_mode="updates"))
+    assert all("|" not in part.event for part in plain), [part.event for part in plain]
+    state = await ana.threads.get_state(nested, subgraphs=True)
+    assert state["next"] == ["review"] and len(state["interrupts"]) == 1, state
+    task = state["tasks"][0]
+    assert task["state"]["next"] == ["ask"], task
+    assert task["state"]["checkpoint"]["checkpoint_ns"].startswith("review:"), task
+    assert task["state"]["values"]["refund"] == 25, task
+    flat = await ana.threads.get_state(nested)
+    assert flat["tasks"][0]["state"] is None and flat["tasks"][0]["checkpoint"]["checkpoint_ns"] == \
+        task["state"]["checkpoint"]["checkpoint_ns"], flat
+    subgraphs = await ana.assistants.get_subgraphs("e2e_nested")
+    assert list(subgraphs) == ["review"], subgraphs
+    done = await ana.runs.wait(nested, "e2e_nested", command={"resume": "approved"})
+    assert done["decision"] == "approved" and done["refund"] == 25, done
+    assert done["log"] == ["intake", "close"], done
+    print("a Rust subgraph: namespaced events, its state, its interrupt resumed through its parent: ok")
+
     cancelled_thread = await ana.threads.create()
     run = await ana.runs.create(
         cancelled_thread["thread_id"], "e2e_linear_5", input={"slow": {"s2": 60000}}

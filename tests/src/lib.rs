@@ -14,6 +14,8 @@
 //!   its thread; its retry policy allows 3 attempts.
 //! * `e2e_approval`: `ask` interrupts for a decision on `refund`, `record` keeps it (0 unless
 //!   `"approved"`).
+//! * `e2e_nested`: `intake` sets `refund`, then `review` (the `e2e_approval` graph used as a
+//!   node: a subgraph) decides it, then `close` appends to `log`.
 //! * `bench_linear_1`, `bench_linear_6`: `n1 → … → nN` that record nothing, for the worker
 //!   benchmarks (`bench/src/bin/worker_bench.rs`).
 
@@ -50,6 +52,7 @@ pub fn graphs(pool: &PgPool) -> HashMap<String, Graph> {
         ("e2e_fanout".to_owned(), fanout(pool)),
         ("e2e_flaky".to_owned(), flaky(pool)),
         ("e2e_approval".to_owned(), approval()),
+        ("e2e_nested".to_owned(), nested()),
         ("bench_linear_1".to_owned(), quiet_linear(1)),
         ("bench_linear_6".to_owned(), quiet_linear(6)),
     ])
@@ -80,6 +83,28 @@ fn approval() -> Graph {
         .edge("ask", "record")
         .compile()
         .expect("the approval graph is valid")
+}
+
+/// The approval graph as a subgraph: `intake → review (approval) → close`.
+fn nested() -> Graph {
+    StateGraph::new()
+        .channel("decision", Reducer::LastValue)
+        .channel("refund", Reducer::LastValue)
+        .channel("log", Reducer::Append)
+        .node("intake", |_| async {
+            Ok(Command::new()
+                .set("refund", json!(25))
+                .set("log", json!(["intake"])))
+        })
+        .subgraph("review", approval())
+        .node("close", |_| async {
+            Ok(Command::new().set("log", json!(["close"])))
+        })
+        .edge(START, "intake")
+        .edge("intake", "review")
+        .edge("review", "close")
+        .compile()
+        .expect("the nested graph is valid")
 }
 
 /// `n1 → … → nN`, each appending its name to `log` after sleeping `delay_ms`, and recording

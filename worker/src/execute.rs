@@ -159,8 +159,9 @@ impl Executor {
                 .iter()
                 .filter_map(|name| StreamMode::from_name(name))
                 .collect();
+            let subgraphs = claimed.config["stream_subgraphs"] == json!(true);
             Arc::new(move |event: StreamEvent| {
-                if event.mode == StreamMode::Checkpoints {
+                if event.mode == StreamMode::Checkpoints && event.namespace.is_empty() {
                     // A checkpoint ends a superstep (or records the input, which is no superstep).
                     let mut began = superstep_began
                         .lock()
@@ -170,8 +171,12 @@ impl Executor {
                     }
                     *began = Instant::now();
                 }
-                if wanted.contains(&event.mode) {
-                    events.push(wire_event(event));
+                // A subgraph's events go to clients that asked for them (`stream_subgraphs`),
+                // its model's tokens to every client, as LangGraph streams them.
+                let shown =
+                    event.namespace.is_empty() || subgraphs || event.mode == StreamMode::Messages;
+                if shown && wanted.contains(&event.mode) {
+                    events.push(wire_event(event, subgraphs));
                 }
             })
         };
@@ -411,13 +416,25 @@ fn command_input(command: &Value) -> Result<RunInput, GraphError> {
     Ok(RunInput::Command { update, goto })
 }
 
-/// The event as the `langgraph-sdk` streams it: `messages` as `[chunk, metadata]`.
-fn wire_event(event: StreamEvent) -> NewEvent {
+/// The event as the `langgraph-sdk` streams it: `messages` as `[chunk, metadata]`; a
+/// subgraph's, for a client that asked for them, named `<mode>|<namespace>…`.
+fn wire_event(event: StreamEvent, subgraphs: bool) -> NewEvent {
+    let namespace = event.namespace.join("|");
     let data = match (event.mode, event.node) {
-        (StreamMode::Messages, Some(node)) => json!([event.data, {"langgraph_node": node}]),
+        (StreamMode::Messages, Some(node)) if namespace.is_empty() => {
+            json!([event.data, {"langgraph_node": node}])
+        }
+        (StreamMode::Messages, Some(node)) => json!([
+            event.data,
+            {"langgraph_node": node, "langgraph_checkpoint_ns": namespace}
+        ]),
         (_, _) => event.data,
     };
-    NewEvent::new(event.mode.as_str(), data)
+    if subgraphs && !namespace.is_empty() {
+        NewEvent::new(format!("{}|{namespace}", event.mode.as_str()), data)
+    } else {
+        NewEvent::new(event.mode.as_str(), data)
+    }
 }
 
 pub(crate) async fn complete(

@@ -21,6 +21,10 @@ impl<'a, C: Checkpointer> Timed<'a, C> {
 }
 
 impl<C: Checkpointer> Checkpointer for Timed<'_, C> {
+    fn scoped(&self, namespace: &str) -> Self {
+        Self::new(self.inner.scoped(namespace), self.telemetry)
+    }
+
     async fn put(
         &self,
         thread_id: Uuid,

@@ -477,7 +477,7 @@ fn new_run(
         ));
     }
     let mut config = run_config(body.config, body.context, body.durability)?;
-    // Graphs without subgraphs stream the same events either way (the Rust engine has none).
+    // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
         config["stream_subgraphs"] = json!(true);
     }

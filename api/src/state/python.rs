@@ -103,7 +103,7 @@ pub(super) async fn python_state(
         None if checkpoint_id.is_some() => {
             Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))
         }
-        None => Ok(snapshot_json(thread, &StateSnapshot::empty())),
+        None => Ok(snapshot_json(thread, &StateSnapshot::empty(), "")),
     }
 }
 

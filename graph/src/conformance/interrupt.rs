@@ -393,3 +393,140 @@ pub async fn a_command_updates_the_state_and_adds_its_goto_tasks<C: Checkpointer
     assert!(matches!(unknown, Err(Error::UnknownNode(_))), "{unknown:?}");
     Ok(())
 }
+
+/// A compiled graph used as a node runs in a namespace of the thread: its checkpoints are its
+/// own, its events carry its namespace, its interrupt is the thread's and a resume of the thread
+/// answers it; the channels it shares with its parent are its writes.
+pub async fn a_subgraph_runs_as_a_node_with_its_own_checkpoints_and_interrupts<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let starts = Starts::default();
+    let counted = starts.clone();
+    let inner = StateGraph::new()
+        .channel("topic", Reducer::LastValue)
+        .channel("answer", Reducer::LastValue)
+        .channel("steps", Reducer::Append)
+        .node("ask", move |ctx| {
+            let starts = counted.clone();
+            async move {
+                starts.record("ask");
+                let topic = ctx.get("topic").cloned().unwrap_or(Value::Null);
+                let decision = ctx.interrupt(json!({"approve": topic}))?;
+                Ok(Command::new()
+                    .set(
+                        "answer",
+                        json!(format!(
+                            "{} about {}",
+                            decision.as_str().unwrap_or(""),
+                            topic.as_str().unwrap_or("")
+                        )),
+                    )
+                    .set("steps", json!("ask")))
+            }
+        })
+        .node("note", |_| async {
+            Ok(Command::new().set("steps", json!("note")))
+        })
+        .edge(START, "ask")
+        .edge("ask", "note")
+        .compile()?;
+    let outer = StateGraph::new()
+        .channel("topic", Reducer::LastValue)
+        .channel("answer", Reducer::LastValue)
+        .channel("log", Reducer::Append)
+        .node("before", |_| async {
+            Ok(Command::new()
+                .set("log", json!("before"))
+                .set("topic", json!("tea")))
+        })
+        .subgraph("sub", inner.clone())
+        .node("after", |_| async {
+            Ok(Command::new().set("log", json!("after")))
+        })
+        .edge(START, "before")
+        .edge("before", "sub")
+        .edge("sub", "after")
+        .compile()?;
+    assert_eq!(
+        outer.subgraphs().map(|(name, _)| name).collect::<Vec<_>>(),
+        ["sub"]
+    );
+    let thread_id = thread();
+    let (sink, mut events) = collect();
+    let first = outer
+        .run(
+            checkpointer,
+            thread_id,
+            input(),
+            &RunOptions::default(),
+            &RunControl::new(),
+            sink,
+        )
+        .await?;
+    let Outcome::Interrupted(interrupts) = first.outcome else {
+        panic!(
+            "the subgraph's interrupt is the thread's: {:?}",
+            first.outcome
+        )
+    };
+    assert_eq!(interrupts[0].value, json!({"approve": "tea"}));
+    let state = outer.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(state.next, vec!["sub"]);
+    assert_eq!(state.interrupts().count(), 1);
+
+    let namespace =
+        crate::run::task_namespace("sub", state.checkpoint_id.expect("a checkpoint"), "0:sub");
+    assert!(namespace.starts_with("sub:"), "{namespace}");
+    let inner_state = inner
+        .get_state(&checkpointer.scoped(&namespace), thread_id, None)
+        .await?;
+    assert_eq!(
+        inner_state.next,
+        vec!["ask"],
+        "the subgraph's own checkpoint"
+    );
+    assert_eq!(inner_state.values["topic"], json!("tea"));
+    let mut namespaced = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if !event.namespace.is_empty() {
+            namespaced.push(event);
+        }
+    }
+    assert!(
+        namespaced
+            .iter()
+            .all(|event| event.namespace == vec![namespace.clone()]),
+        "{namespaced:?}"
+    );
+    assert!(
+        namespaced
+            .iter()
+            .any(|event| event.mode == StreamMode::Values)
+    );
+
+    let resumed = run(
+        &outer,
+        checkpointer,
+        thread_id,
+        RunInput::Resume(Resume::Value(json!("yes"))),
+    )
+    .await;
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(resumed.values["answer"], json!("yes about tea"));
+    assert_eq!(resumed.values["log"], json!(["before", "after"]));
+    assert!(
+        resumed.values.get("steps").is_none(),
+        "the subgraph's own channel stays its own"
+    );
+    assert_eq!(
+        starts.of("ask"),
+        2,
+        "the interrupted node ran again from its start"
+    );
+    let inner_state = inner
+        .get_state(&checkpointer.scoped(&namespace), thread_id, None)
+        .await?;
+    assert_eq!(inner_state.values["steps"], json!(["ask", "note"]));
+    assert!(inner_state.next.is_empty());
+    Ok(())
+}

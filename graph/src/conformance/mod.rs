@@ -4,7 +4,7 @@
 //!
 //! * `execution`: supersteps, pending writes, drain, cancel, concurrency, limits, retries,
 //!   durability, streaming.
-//! * `interrupt`: interrupts and resume, breakpoints, commands.
+//! * `interrupt`: interrupts and resume, breakpoints, commands, subgraphs.
 //! * `state`: state, history, updates, prune and copy.
 //! * `random`: the property test over random graphs.
 //!
@@ -169,6 +169,10 @@ macro_rules! conformance_tests {
         #[$attr]
         async fn a_command_updates_the_state_and_adds_its_goto_tasks($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::a_command_updates_the_state_and_adds_its_goto_tasks(&$make).await
+        }
+        #[$attr]
+        async fn a_subgraph_runs_as_a_node_with_its_own_checkpoints_and_interrupts($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::a_subgraph_runs_as_a_node_with_its_own_checkpoints_and_interrupts(&$make).await
         }
         #[$attr]
         async fn resume_value_reaches_interrupt_by_id($($arg)*) -> $crate::conformance::TestResult {

@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
-use chrono::Utc;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -28,7 +27,7 @@ use uuid::Uuid;
 
 use crate::channel::State;
 use crate::checkpoint::{
-    Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskSpec, TaskWrites,
+    Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskWrites,
 };
 use crate::control::{Durability, RunControl, RunOptions};
 use crate::graph::Graph;
@@ -43,8 +42,10 @@ use crate::{Error, Result};
 mod next;
 mod save;
 mod start;
+mod subgraph;
 
 pub(crate) use start::update;
+pub use subgraph::task_namespace;
 
 /// What a run starts from.
 #[derive(Debug, Clone, PartialEq)]
@@ -307,6 +308,7 @@ impl<C: Checkpointer> Execution<'_, C> {
         let state = Arc::new(current.values.clone());
         let config = Arc::new(self.options.config.clone());
         let mut task_ids = BTreeMap::new();
+        let mut subgraphs: Vec<subgraph::SubgraphTask<'_>> = Vec::new();
         for (index, spec) in current.checkpoint.next.iter().enumerate() {
             let task_id = spec.task_id(index);
             if let Some(finished) = finished_task(&current.writes, &task_id, &spec.node) {
@@ -319,18 +321,27 @@ impl<C: Checkpointer> Execution<'_, C> {
                 .nodes
                 .get(&spec.node)
                 .ok_or_else(|| Error::UnknownNode(spec.node.clone()))?;
+            self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
+            let resume = resume_values_of(&current.writes, &task_id);
+            task_ids.insert(index, task_id.clone());
+            if let Some(graph) = &node.subgraph {
+                let namespace = task_namespace(&spec.node, checkpoint_id, &task_id);
+                let state = Arc::clone(&state);
+                let task =
+                    self.subgraph_task(index, graph.clone(), namespace, state, resume, &permits);
+                subgraphs.push(task);
+                continue;
+            }
             let ctx = NodeContext {
                 node: Arc::from(spec.node.as_str()),
                 task_id: Arc::from(format!("{checkpoint_id}:{task_id}").as_str()),
                 state: Arc::clone(&state),
                 arg: spec.arg.clone(),
                 config: Arc::clone(&config),
-                resume: Arc::new(resume_values_of(&current.writes, &task_id)),
+                resume: Arc::new(resume),
                 interrupts_reached: Arc::new(AtomicUsize::new(0)),
                 events: Arc::clone(&self.events),
             };
-            self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
-            task_ids.insert(index, task_id);
             let (node, permits) = (node.clone(), Arc::clone(&permits));
             let drain = self.control.drain.clone();
             // A task runs in the caller's span (the worker's run span: its trace).
@@ -358,23 +369,19 @@ impl<C: Checkpointer> Execution<'_, C> {
                     tasks.abort_all();
                     return Ok(Step::Cancelled);
                 }
-                joined = tasks.join_next() => joined,
+                joined = subgraph::next_finished(&mut tasks, &mut subgraphs) => joined,
             };
             let Some(joined) = joined else { break };
             // Tasks that finished together are saved together, in one write.
             let mut finished = vec![joined];
             while let Some(joined) = tasks.try_join_next() {
-                finished.push(joined);
+                finished.push(joined.map_err(subgraph::panicked));
             }
             let mut to_save: Vec<TaskWrites> = Vec::new();
             let mut to_emit: Vec<(StreamMode, Value)> = Vec::new();
             let mut failure = None;
             for joined in finished {
-                let (index, res) = joined.map_err(|err| Error::NodeFailed {
-                    node: "(unknown)".into(),
-                    message: format!("task panicked: {err}"),
-                    retryable: false,
-                })?;
+                let (index, res) = joined?;
                 let spec = &current.checkpoint.next[index];
                 let task_id = &task_ids[&index];
                 let Some(res) = res else {
@@ -445,6 +452,7 @@ impl<C: Checkpointer> Execution<'_, C> {
             let checkpoint_follows = failure.is_none()
                 && !not_started
                 && tasks.is_empty()
+                && subgraphs.is_empty()
                 && interrupts.is_empty()
                 && self.options.durability == Durability::Sync;
             if !checkpoint_follows {
@@ -477,94 +485,6 @@ impl<C: Checkpointer> Execution<'_, C> {
             .await
     }
 
-    /// The checkpoint after applying `done` (in task order) to `base`: new values, bumped
-    /// versions, the next tasks; saved according to the durability.
-    async fn checkpoint_after(
-        &mut self,
-        base: Option<&Current>,
-        done: &BTreeMap<usize, TaskDone>,
-        source: &str,
-        next: Option<Vec<TaskSpec>>,
-    ) -> Result<Current> {
-        let mut values = base.map(|b| b.values.clone()).unwrap_or_default();
-        let mut versions = base
-            .map(|b| b.checkpoint.versions.clone())
-            .unwrap_or_default();
-        let version = versions
-            .values()
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .max(self.version_floor)
-            + 1;
-        self.version_floor = version;
-        let mut by_channel: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
-        for task in done.values() {
-            for (channel, value) in &task.update {
-                if !self.graph.inner.channels.contains_key(channel) {
-                    return Err(Error::InvalidUpdate {
-                        node: task.node.clone(),
-                        channel: channel.clone(),
-                        reason: "no such channel".into(),
-                    });
-                }
-                by_channel.entry(channel).or_default().push(value.clone());
-            }
-        }
-        let mut changed = Vec::new();
-        for (channel, writes) in by_channel {
-            let reducer = &self.graph.inner.channels[channel];
-            let value = reducer
-                .reduce(values.remove(channel), writes)
-                .map_err(|reason| Error::InvalidUpdate {
-                    node: done
-                        .values()
-                        .find(|t| t.update.iter().any(|(c, _)| c == channel))
-                        .map(|t| t.node.clone())
-                        .unwrap_or_default(),
-                    channel: channel.to_owned(),
-                    reason,
-                })?;
-            values.insert(channel.to_owned(), value);
-            versions.insert(channel.to_owned(), version);
-            changed.push(channel.to_owned());
-        }
-        let next = match next {
-            Some(next) => next,
-            None => self.next_tasks(done, &values)?,
-        };
-        let step = base.map_or(-1, |b| b.checkpoint.step + 1);
-        let writes_meta: Map<String, Value> = done
-            .values()
-            .map(|t| (t.node.clone(), update_json(&t.update)))
-            .collect();
-        let mut metadata = json!({"source": source, "step": step, "writes": writes_meta});
-        if let Some(run_id) = self.options.config.get("run_id") {
-            metadata["run_id"] = run_id.clone();
-        }
-        let checkpoint = Checkpoint {
-            checkpoint_id: Uuid::now_v7(),
-            parent_id: base.map(|b| b.checkpoint.checkpoint_id),
-            step,
-            versions,
-            next,
-            metadata,
-            created_at: Utc::now(),
-        };
-        self.save(&checkpoint, &values, changed).await?;
-        self.emit(StreamMode::Values, Value::Object(values.clone()));
-        let next_names: Vec<&str> = checkpoint.next.iter().map(|t| t.node.as_str()).collect();
-        self.emit(
-            StreamMode::Checkpoints,
-            json!({"checkpoint_id": checkpoint.checkpoint_id, "parent_checkpoint_id": checkpoint.parent_id, "step": step, "values": values, "metadata": checkpoint.metadata, "next": next_names}),
-        );
-        Ok(Current {
-            checkpoint,
-            values,
-            writes: Vec::new(),
-        })
-    }
-
     fn emit(&self, mode: StreamMode, data: Value) {
         let debug_type = match mode {
             StreamMode::Tasks if data.get("result").is_some() || data.get("error").is_some() => {
@@ -580,12 +500,14 @@ impl<C: Checkpointer> Execution<'_, C> {
                 mode: StreamMode::Debug,
                 node: None,
                 data: json!({"type": debug_type, "step": step, "payload": data}),
+                namespace: Vec::new(),
             });
         }
         (self.events)(StreamEvent {
             mode,
             node: None,
             data,
+            namespace: Vec::new(),
         });
     }
 }
