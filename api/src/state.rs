@@ -465,11 +465,6 @@ pub async fn update(
         .await
         .map(Json);
     }
-    if checkpoint_id.is_some() {
-        return Err(unprocessable(
-            "updating the state at a given checkpoint is for Python graphs; the retail graphs update their latest",
-        ));
-    }
     let Some(graph) = graph_of(&state, &thread) else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -499,6 +494,7 @@ pub async fn update(
             thread.thread_id.0,
             values,
             update.as_node.as_deref(),
+            checkpoint_id,
         )
         .await
         .map_err(graph_error)?;

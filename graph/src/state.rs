@@ -133,20 +133,22 @@ impl Graph {
     }
 
     /// Writes `values` to the thread's state as if node `as_node` had returned them, in a new
-    /// checkpoint. The next tasks are those `as_node` leads to; without `as_node` the pending
-    /// tasks stay as they were (their interrupts, if any, are dropped). Returns the new
-    /// checkpoint's id.
+    /// checkpoint: on the latest, or on the past checkpoint `at`, as a new branch that becomes the
+    /// thread's latest (an edit of the past). The next tasks are those `as_node` leads to; without
+    /// `as_node` the pending tasks stay as they were (their interrupts, if any, are dropped).
+    /// Returns the new checkpoint's id.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownNode`], [`Error::InvalidUpdate`], [`Error::InvalidInput`] for values that
-    /// are not an object.
+    /// are not an object, [`Error::CheckpointNotFound`] for an `at` the thread does not have.
     pub async fn update_state<C: Checkpointer>(
         &self,
         checkpointer: &C,
         thread_id: Uuid,
         values: Value,
         as_node: Option<&str>,
+        at: Option<Uuid>,
     ) -> Result<Uuid> {
         if let Some(node) = as_node
             && node != START
@@ -154,12 +156,43 @@ impl Graph {
         {
             return Err(Error::UnknownNode(node.to_owned()));
         }
-        let base = checkpointer
+        let latest = checkpointer
             .get(thread_id, None)
             .await
             .map_err(Error::Checkpointer)?;
-        let checkpoint_id =
-            crate::run::update(self, checkpointer, thread_id, base, values, as_node).await?;
+        // New versions stay above every version of the thread, so a branch from the past never
+        // reads a value of the branch it left.
+        let version_floor = latest
+            .as_ref()
+            .and_then(|l| l.checkpoint.versions.values().copied().max())
+            .unwrap_or(0);
+        let base = match at {
+            None => latest,
+            Some(checkpoint_id) => {
+                let mut past = checkpointer
+                    .get(thread_id, Some(checkpoint_id))
+                    .await
+                    .map_err(Error::Checkpointer)?
+                    .ok_or(Error::CheckpointNotFound)?;
+                // The new branch is the thread's latest: numbered after its latest step, with
+                // that checkpoint's tasks to run again.
+                if let Some(latest) = &latest {
+                    past.checkpoint.step = past.checkpoint.step.max(latest.checkpoint.step);
+                }
+                past.writes.clear();
+                Some(past)
+            }
+        };
+        let checkpoint_id = crate::run::update(
+            self,
+            checkpointer,
+            thread_id,
+            base,
+            values,
+            as_node,
+            version_floor,
+        )
+        .await?;
         Ok(checkpoint_id)
     }
 }

@@ -119,7 +119,16 @@ async def main():
         paused, "e2e_linear_5", command={"update": {"log": ["edited"]}, "goto": "s5"}
     )
     assert again["log"] == LOG5 + ["edited", "s5"], again
-    print("interrupt_before, interrupt_after, a run without input, command goto + update: ok")
+    # An edit of the past: a branch from the checkpoint before s3, the thread's latest from then on.
+    history = await ana.threads.get_history(paused, limit=50)
+    before_s3 = next(s["checkpoint"] for s in history if s["next"] == ["s3"])
+    await ana.threads.update_state(paused, {"log": ["past"]}, checkpoint_id=before_s3["checkpoint_id"])
+    state = await ana.threads.get_state(paused)
+    assert state["values"]["log"] == ["s1", "s2", "past"] and state["next"] == ["s3"], state
+    branch = await ana.runs.wait(paused, "e2e_linear_5", input=None)
+    assert branch["log"] == ["s1", "s2", "past", "s3", "s4", "s5"], branch
+    print("interrupt_before, interrupt_after, a run without input, command goto + update, "
+          "update_state at a past checkpoint: ok")
 
     # A subgraph of the Rust engine: namespaced events, its state inside its parent's, its
     # interrupt the thread's, resumed through the parent.

@@ -175,6 +175,10 @@ macro_rules! conformance_tests {
             $crate::conformance::a_subgraph_runs_as_a_node_with_its_own_checkpoints_and_interrupts(&$make).await
         }
         #[$attr]
+        async fn update_state_at_a_past_checkpoint_branches_there($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::update_state_at_a_past_checkpoint_branches_there(&$make).await
+        }
+        #[$attr]
         async fn resume_value_reaches_interrupt_by_id($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::resume_value_reaches_interrupt_by_id(&$make).await
         }

@@ -123,6 +123,7 @@ pub async fn update_state_as_a_node_routes_from_it<C: Checkpointer>(
             thread_id,
             json!({"log": ["manual"]}),
             Some("a"),
+            None,
         )
         .await?;
     let state = graph.get_state(checkpointer, thread_id, None).await?;
@@ -130,13 +131,68 @@ pub async fn update_state_as_a_node_routes_from_it<C: Checkpointer>(
     let result = run(&graph, checkpointer, thread_id, RunInput::Continue).await;
     assert_eq!(result.values["log"], json!(["manual", "b", "c"]));
     let res = graph
-        .update_state(checkpointer, thread_id, json!({"nope": 1}), None)
+        .update_state(checkpointer, thread_id, json!({"nope": 1}), None, None)
         .await;
     assert!(matches!(res, Err(Error::InvalidUpdate { .. })));
     let res = graph
-        .update_state(checkpointer, thread_id, json!({"log": 1}), Some("zz"))
+        .update_state(checkpointer, thread_id, json!({"log": 1}), Some("zz"), None)
         .await;
     assert!(matches!(res, Err(Error::UnknownNode(_))));
+    Ok(())
+}
+
+/// An update at a past checkpoint starts a branch there that becomes the thread's latest, with
+/// that checkpoint's values and tasks: the edit is kept, the other branch's later values are not.
+pub async fn update_state_at_a_past_checkpoint_branches_there<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = three_steps();
+    let thread_id = thread();
+    run(&graph, checkpointer, thread_id, input()).await;
+    let history = graph.get_history(checkpointer, thread_id, 10, None).await?;
+    let before_b = history
+        .iter()
+        .find(|s| s.next == vec!["b"])
+        .and_then(|s| s.checkpoint_id)
+        .expect("the checkpoint before b");
+    let edited = graph
+        .update_state(
+            checkpointer,
+            thread_id,
+            json!({"last": "edited"}),
+            None,
+            Some(before_b),
+        )
+        .await?;
+    let state = graph.get_state(checkpointer, thread_id, None).await?;
+    assert_eq!(
+        state.checkpoint_id,
+        Some(edited),
+        "the branch is the thread's latest"
+    );
+    assert_eq!(state.next, vec!["b"]);
+    assert_eq!(
+        state.values["log"],
+        json!(["a"]),
+        "that checkpoint's values"
+    );
+    assert_eq!(state.values["last"], json!("edited"));
+    let result = run(&graph, checkpointer, thread_id, RunInput::Continue).await;
+    assert_eq!(result.values["log"], json!(["a", "b", "c"]));
+    assert_eq!(result.values["last"], json!("edited"));
+    let missing = graph
+        .update_state(
+            checkpointer,
+            thread_id,
+            json!({}),
+            None,
+            Some(Uuid::now_v7()),
+        )
+        .await;
+    assert!(
+        matches!(missing, Err(Error::CheckpointNotFound)),
+        "{missing:?}"
+    );
     Ok(())
 }
 

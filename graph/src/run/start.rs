@@ -174,6 +174,7 @@ pub(crate) async fn update<C: Checkpointer>(
     base: Option<Saved>,
     values: Value,
     as_node: Option<&str>,
+    version_floor: i64,
 ) -> Result<Uuid> {
     let writes = as_state(values, "values").map_err(Error::InvalidInput)?;
     let options = RunOptions::default();
@@ -187,7 +188,7 @@ pub(crate) async fn update<C: Checkpointer>(
         events: crate::stream::discard(),
         unsaved: None,
         unsaved_writes: Mutex::new(Vec::new()),
-        version_floor: 0,
+        version_floor,
     };
     let base = base.map(Current::from);
     let keep_next = match as_node {
