@@ -15,14 +15,21 @@ pub(crate) type NodeFn = Arc<dyn Fn(NodeContext) -> NodeFuture + Send + Sync>;
 /// A conditional edge: where to go from the state after the source node's superstep.
 pub(crate) type RouteFn = Arc<dyn Fn(&State) -> Vec<Goto> + Send + Sync>;
 
+/// What a node runs.
+#[derive(Clone)]
+pub(crate) enum Body {
+    /// A function of the state, under the node's retry policy and timeout.
+    Fn(NodeFn),
+    /// A compiled graph, which the engine runs as a subgraph.
+    Graph(Graph),
+}
+
 /// A node and how it is run.
 #[derive(Clone)]
 pub(crate) struct NodeSpec {
-    pub(crate) run: NodeFn,
+    pub(crate) body: Body,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) timeout: Option<Duration>,
-    /// A compiled graph used as this node: the engine runs it (and `run` is never called).
-    pub(crate) subgraph: Option<Graph>,
 }
 
 /// Builds a graph. Names are checked when it is compiled.
@@ -98,10 +105,9 @@ impl StateGraph {
         self.nodes.insert(
             name.into(),
             NodeSpec {
-                run,
+                body: Body::Fn(run),
                 retry,
                 timeout,
-                subgraph: None,
             },
         );
         self
@@ -113,16 +119,12 @@ impl StateGraph {
     /// this node's (a resume of the thread resumes it). Its final values of the shared channels
     /// are the node's writes, through this graph's reducers.
     pub fn subgraph(mut self, name: impl Into<String>, graph: Graph) -> Self {
-        let run: NodeFn = Arc::new(|_| {
-            Box::pin(async { Err(NodeError::fatal("a subgraph is run by the engine")) })
-        });
         self.nodes.insert(
             name.into(),
             NodeSpec {
-                run,
+                body: Body::Graph(graph),
                 retry: None,
                 timeout: None,
-                subgraph: Some(graph),
             },
         );
         self
@@ -230,7 +232,10 @@ impl Graph {
         self.inner
             .nodes
             .iter()
-            .filter_map(|(name, spec)| Some((name.as_str(), spec.subgraph.as_ref()?)))
+            .filter_map(|(name, spec)| match &spec.body {
+                Body::Graph(graph) => Some((name.as_str(), graph)),
+                Body::Fn(_) => None,
+            })
     }
 
     /// The state's channel names, sorted.

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::checkpoint::{INTERRUPT, PendingWrite, RESUME, Saved, TASK_DONE};
-use crate::graph::NodeSpec;
-use crate::node::{Command, Goto, NodeContext, NodeError, Send};
+use crate::graph::NodeFn;
+use crate::node::{Command, Goto, NodeContext, NodeError, RetryPolicy, Send};
 
 /// An interrupt a node raised and nobody has answered yet.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,26 +30,28 @@ pub(crate) struct TaskDone {
 }
 
 /// Runs a node under its timeout and retry policy. Each attempt starts the node afresh.
-pub(crate) async fn invoke(node: &NodeSpec, ctx: NodeContext) -> Result<Command, NodeError> {
-    let max_attempts = node
-        .retry
-        .as_ref()
-        .map_or(1, |policy| policy.max_attempts.max(1));
+pub(crate) async fn invoke(
+    run: &NodeFn,
+    retry: Option<&RetryPolicy>,
+    timeout: Option<Duration>,
+    ctx: NodeContext,
+) -> Result<Command, NodeError> {
+    let max_attempts = retry.map_or(1, |policy| policy.max_attempts.max(1));
     let mut attempt = 1;
     loop {
         let ctx = NodeContext {
             interrupts_reached: Arc::new(AtomicUsize::new(0)),
             ..ctx.clone()
         };
-        let res = match node.timeout {
-            Some(timeout) => tokio::time::timeout(timeout, (node.run)(ctx))
+        let res = match timeout {
+            Some(timeout) => tokio::time::timeout(timeout, run(ctx))
                 .await
                 .unwrap_or_else(|_| {
                     Err(NodeError::retryable(format!("timed out after {timeout:?}")))
                 }),
-            None => (node.run)(ctx).await,
+            None => run(ctx).await,
         };
-        match (res, &node.retry) {
+        match (res, retry) {
             (
                 Err(NodeError::Failed {
                     retryable: true, ..

@@ -30,7 +30,7 @@ use crate::checkpoint::{
     Checkpoint, Checkpointer, INTERRUPT, RESUME, Saved, TASK_DONE, TaskWrites,
 };
 use crate::control::{Durability, RunControl, RunOptions};
-use crate::graph::Graph;
+use crate::graph::{Body, Graph};
 use crate::node::{Goto, NodeContext, NodeError};
 use crate::stream::{EventSink, StreamEvent, StreamMode};
 use crate::task::{
@@ -324,14 +324,23 @@ impl<C: Checkpointer> Execution<'_, C> {
             self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
             let resume = resume_values_of(&current.writes, &task_id);
             task_ids.insert(index, task_id.clone());
-            if let Some(graph) = &node.subgraph {
-                let namespace = task_namespace(&spec.node, checkpoint_id, &task_id);
-                let state = Arc::clone(&state);
-                let task =
-                    self.subgraph_task(index, graph.clone(), namespace, state, resume, &permits);
-                subgraphs.push(task);
-                continue;
-            }
+            let run = match &node.body {
+                Body::Fn(run) => Arc::clone(run),
+                Body::Graph(graph) => {
+                    let namespace = task_namespace(&spec.node, checkpoint_id, &task_id);
+                    let state = Arc::clone(&state);
+                    let task = self.subgraph_task(
+                        index,
+                        graph.clone(),
+                        namespace,
+                        state,
+                        resume,
+                        &permits,
+                    );
+                    subgraphs.push(task);
+                    continue;
+                }
+            };
             let ctx = NodeContext {
                 node: Arc::from(spec.node.as_str()),
                 task_id: Arc::from(format!("{checkpoint_id}:{task_id}").as_str()),
@@ -342,7 +351,8 @@ impl<C: Checkpointer> Execution<'_, C> {
                 interrupts_reached: Arc::new(AtomicUsize::new(0)),
                 events: Arc::clone(&self.events),
             };
-            let (node, permits) = (node.clone(), Arc::clone(&permits));
+            let (retry, timeout) = (node.retry.clone(), node.timeout);
+            let permits = Arc::clone(&permits);
             let drain = self.control.drain.clone();
             // A task runs in the caller's span (the worker's run span: its trace).
             tasks.spawn(
@@ -354,7 +364,10 @@ impl<C: Checkpointer> Execution<'_, C> {
                     if drain.is_cancelled() {
                         return (index, None);
                     }
-                    (index, Some(invoke(&node, ctx).await))
+                    (
+                        index,
+                        Some(invoke(&run, retry.as_ref(), timeout, ctx).await),
+                    )
                 }
                 .in_current_span(),
             );
