@@ -1,8 +1,10 @@
 //! `mostrador dev`: migrations, the api (with the dashboard's token filled in) and a worker for
-//! every graph in one process on a local Postgres; it prints a development token and an API key
-//! for the same caller.
+//! every graph in one process on a local Postgres (the one it is given, the server at the default
+//! address, or a private cluster: `cluster`); it prints a development token and an API key for
+//! the same caller.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use mostrador_queue::api_keys::{self, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 
+use crate::cluster::DevDatabase;
 use crate::langgraph::PythonArgs;
 use crate::model::ModelArgs;
 use crate::{
@@ -28,8 +31,15 @@ const DEV_CREDENTIAL_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 #[derive(Debug, Args)]
 pub(crate) struct DevArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
+    /// The database (PostgreSQL URL). Without one: the server at the default address
+    /// (`postgres@127.0.0.1:5432`, or libpq's PGUSER, PGHOST and PGPORT) if it lets us in, else a
+    /// private cluster of this user's, started with PostgreSQL's own binaries.
+    #[arg(long, env = "MOSTRADOR_DATABASE_URL")]
+    database_url: Option<String>,
+
+    /// The private cluster's folder (default `$XDG_DATA_HOME/mostrador/pg`).
+    #[arg(long, env = "MOSTRADOR_DATA_DIR")]
+    data_dir: Option<PathBuf>,
 
     #[command(flatten)]
     model: ModelArgs,
@@ -62,20 +72,28 @@ pub(crate) struct DevArgs {
 /// graph; prints the URL, a development token and an API key.
 pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let model = args.model.model()?;
+    // The private cluster, if it is one, stops when `found` is dropped: at exit, or on an error.
+    let (database_url, found) = match &args.database_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let found = DevDatabase::find(args.data_dir.as_deref()).await?;
+            (found.url.clone(), Some(found))
+        }
+    };
     migrate(MigrateArgs {
         database: DatabaseArgs {
-            database_url: args.database.database_url.clone(),
+            database_url: database_url.clone(),
         },
         grant_runtime_role: None,
     })
     .await?;
     let db = DbConfig {
         pool_size: 24,
-        ..DbConfig::new(&args.database.database_url, "mostrador-dev")
+        ..DbConfig::new(&database_url, "mostrador-dev")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
     if args.demo_data {
-        seed(&args.database.database_url).await?;
+        seed(&database_url).await?;
     }
     let registry = (graphs.build)(&pool, &model);
     let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
@@ -159,6 +177,10 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     });
 
     println!("mostrador dev is running");
+    match &found {
+        Some(found) => println!("  database: {}", found.description),
+        None => println!("  database: the one --database-url names"),
+    }
     println!("  dashboard: {url}/  (the token below is filled in)");
     println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
     println!("  token: {token}");
@@ -180,5 +202,8 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         worker.await.context("the worker panicked")??;
     }
     pool.close().await;
+    if let Some(found) = found {
+        found.close();
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 mod api_key;
 mod batch;
+mod cluster;
 mod dev;
 mod dockerfile;
 mod duration;

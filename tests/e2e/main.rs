@@ -1,5 +1,6 @@
 mod api;
 mod api_key;
+mod dev;
 mod faults;
 mod model;
 mod restart;

@@ -310,35 +310,8 @@ impl Worker {
         headers: &[(&str, &str)],
         body: &str,
     ) -> std::io::Result<(u16, String)> {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
-        let mut request =
-            format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {response:?}")))?;
-        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-        let chunked = head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked");
-        Ok((
-            status,
-            if chunked {
-                dechunk(body)
-            } else {
-                body.to_owned()
-            },
-        ))
+        http(self.port, method, path, headers, body).await
     }
-
     /// Waits until the worker answers `/ready` with `status`.
     pub async fn until_ready_is(&self, status: u16) {
         let within = Duration::from_secs(20);
@@ -356,6 +329,43 @@ impl Worker {
             self.log()
         );
     }
+}
+
+/// An HTTP/1.1 request to `127.0.0.1:port`: status code and body.
+pub async fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {response:?}")))?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((
+        status,
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        },
+    ))
 }
 
 /// Ends with `status` or panics with the run.
