@@ -251,15 +251,29 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
 
 /// The folder of `initdb` and `pg_ctl`.
 fn binaries() -> Option<PathBuf> {
+    binaries_in(
+        std::env::var_os("PATH"),
+        "pg_config",
+        Path::new("/usr/lib/postgresql"),
+    )
+}
+
+/// The folder of `initdb` and `pg_ctl`: on `path`, or `pg_config --bindir`'s, or the newest of
+/// `debian_root/<major>/bin`.
+fn binaries_in(
+    path: Option<std::ffi::OsString>,
+    pg_config: &str,
+    debian_root: &Path,
+) -> Option<PathBuf> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    let on_path = std::env::var_os("PATH")
+    let on_path = path
         .into_iter()
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .find(|dir| has_both(dir));
     if on_path.is_some() {
         return on_path;
     }
-    let from_pg_config = Command::new("pg_config")
+    let from_pg_config = Command::new(pg_config)
         .arg("--bindir")
         .output()
         .ok()
@@ -270,7 +284,7 @@ fn binaries() -> Option<PathBuf> {
         return from_pg_config;
     }
     // Debian keeps them out of the PATH, one folder per major version: the newest.
-    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir(debian_root)
         .ok()?
         .filter_map(|entry| {
             let entry = entry.ok()?;
@@ -281,4 +295,44 @@ fn binaries() -> Option<PathBuf> {
         .collect();
     debian.sort();
     debian.pop().map(|(_, dir)| dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::binaries_in;
+
+    fn with_binaries(dir: &Path) {
+        std::fs::create_dir_all(dir).expect("a folder");
+        for name in ["initdb", "pg_ctl"] {
+            std::fs::write(dir.join(name), "").expect("a file");
+        }
+    }
+
+    #[test]
+    fn postgres_binaries_are_found_on_the_path_or_in_debians_newest_folder() {
+        let root = std::env::temp_dir().join(format!("mostrador-bin-{}", std::process::id()));
+        let no_pg_config = "mostrador-no-such-pg-config";
+        assert_eq!(
+            binaries_in(None, no_pg_config, &root.join("none")),
+            None,
+            "none anywhere"
+        );
+        with_binaries(&root.join("debian/13/bin"));
+        with_binaries(&root.join("debian/15/bin"));
+        assert_eq!(
+            binaries_in(None, no_pg_config, &root.join("debian")),
+            Some(root.join("debian/15/bin")),
+            "Debian's newest"
+        );
+        with_binaries(&root.join("local/bin"));
+        let path = std::env::join_paths([root.join("empty"), root.join("local/bin")]).ok();
+        assert_eq!(
+            binaries_in(path, no_pg_config, &root.join("debian")),
+            Some(root.join("local/bin")),
+            "the PATH first"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
