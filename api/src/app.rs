@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{approvals, crons, dashboard, probes, runs, state, stream, threads};
+use crate::{approvals, crons, dashboard, probes, runs, state, store, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
 /// a run's messages (as data URLs), as chat clients send them.
@@ -397,6 +397,12 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
         .route("/runs/recent", get(runs::recent))
+        .route(
+            "/store/items",
+            get(store::get).put(store::put).delete(store::delete),
+        )
+        .route("/store/items/search", post(store::search))
+        .route("/store/namespaces", post(store::namespaces))
         .route("/queue", get(dashboard::queue))
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)

@@ -4,7 +4,7 @@
 //! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens, looking up API
 //! keys), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
 //! (the caller and JSON bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`]
-//! (SSE), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
+//! (SSE), [`store`] (the Store), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
 //! [`openapi`] and [`trace`].
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod probes;
 pub mod runs;
 pub mod state;
+pub mod store;
 pub mod stream;
 pub mod threads;
 pub mod trace;

@@ -9,6 +9,7 @@ mod jwks;
 mod matrix;
 mod runs;
 mod state;
+mod store;
 mod stream;
 mod support;
 mod thread_stream;

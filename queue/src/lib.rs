@@ -21,6 +21,7 @@
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
+//! * [`store`]: the Store, long-term memory by namespace and key, each item a caller's own.
 //!
 //! # Guarantees
 //!
@@ -47,6 +48,7 @@ pub mod retention;
 pub mod run;
 pub mod saver;
 pub mod schema;
+pub mod store;
 pub mod thread;
 
 mod error;

@@ -282,6 +282,62 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "The `id` of the last event received: the stream resumes after it (`-1`: from the start).",
                 ),
             ]),
+        ("put", "/store/items") => Io::json(any()).body(json!({
+            "type": "object",
+            "required": ["namespace", "key", "value"],
+            "properties": {
+                "namespace": store_namespace(1),
+                "key": {"type": "string"},
+                "value": {"type": "object"},
+                "ttl": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": mostrador_queue::store::MAX_TTL_MINUTES},
+                "index": any(),
+            },
+        })),
+        ("get", "/store/items") => Io::json(nullable(store_item()))
+            .parameters(vec![
+                query(
+                    "namespace",
+                    json!({"type": "string", "pattern": "^[^.]+([.][^.]+)*$"}),
+                ),
+                query("key", json!({"type": "string"})),
+                query("refresh_ttl", json!({"type": "string"})),
+            ]),
+        ("delete", "/store/items") => Io::json(any()).body(json!({
+            "type": "object",
+            "required": ["namespace", "key"],
+            "properties": {"namespace": store_namespace(0), "key": {"type": "string"}},
+        })),
+        ("post", "/store/items/search") => Io::json(json!({
+            "type": "object",
+            "required": ["items"],
+            "properties": {"items": {"type": "array", "items": store_item()}},
+        }))
+        .body(json!({
+            "type": "object",
+            "properties": {
+                "namespace_prefix": store_namespace(0),
+                "filter": {"type": ["object", "null"]},
+                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+                "offset": {"type": ["integer", "null"], "minimum": 0},
+                "query": {"type": ["string", "null"]},
+                "refresh_ttl": {"type": ["boolean", "null"]},
+            },
+        })),
+        ("post", "/store/namespaces") => Io::json(json!({
+            "type": "object",
+            "required": ["namespaces"],
+            "properties": {"namespaces": {"type": "array", "items": store_namespace(1)}},
+        }))
+        .body(json!({
+            "type": "object",
+            "properties": {
+                "prefix": nullable(store_namespace(0)),
+                "suffix": nullable(store_namespace(0)),
+                "max_depth": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+                "offset": {"type": ["integer", "null"], "minimum": 0},
+            },
+        })),
         ("get", "/threads/{thread_id}/stream") => Io::events().parameters(vec![
             query(
                 "stream_modes",
@@ -380,6 +436,33 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         // Answers nothing at 200.
         _ => Io::json(any()),
     }
+}
+
+/// A Store namespace: labels that are non-empty and have no period.
+fn store_namespace(min_items: u64) -> Value {
+    json!({"type": "array", "minItems": min_items, "items": {"type": "string", "pattern": "^[^.]+$"}})
+}
+
+/// `schema`, or null.
+fn nullable(mut schema: Value) -> Value {
+    let kind = schema["type"].clone();
+    schema["type"] = json!([kind, "null"]);
+    schema
+}
+
+/// An item of the Store.
+fn store_item() -> Value {
+    json!({
+        "type": "object",
+        "required": ["namespace", "key", "value", "created_at", "updated_at"],
+        "properties": {
+            "namespace": store_namespace(1),
+            "key": {"type": "string"},
+            "value": {"type": "object"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+        },
+    })
 }
 
 /// `cancel_on_disconnect` of a join: `true`, `yes` or `1` cancels the run when the client goes

@@ -215,6 +215,41 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         &[200, 401, 404, 422, 503],
     ),
     (
+        "put",
+        "/store/items",
+        "store",
+        "Write one of the caller's items (namespace, key, value; ttl in minutes)",
+        &[204, 401, 422],
+    ),
+    (
+        "get",
+        "/store/items",
+        "store",
+        "One of the caller's items (namespace labels joined with periods), or null",
+        &[200, 400, 401, 422],
+    ),
+    (
+        "delete",
+        "/store/items",
+        "store",
+        "Delete one of the caller's items",
+        &[204, 401, 422],
+    ),
+    (
+        "post",
+        "/store/items/search",
+        "store",
+        "The caller's items under a namespace prefix that hold a filter, newest first",
+        &[200, 401, 422],
+    ),
+    (
+        "post",
+        "/store/namespaces",
+        "store",
+        "The namespaces of the caller's items (prefix, suffix, max_depth)",
+        &[200, 401, 422],
+    ),
+    (
         "get",
         "/threads/{thread_id}/stream",
         "threads",
@@ -361,6 +396,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
 fn method(name: &str) -> HttpMethod {
     match name {
         "post" => HttpMethod::Post,
+        "put" => HttpMethod::Put,
         "patch" => HttpMethod::Patch,
         "delete" => HttpMethod::Delete,
         _ => HttpMethod::Get,

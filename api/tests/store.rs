@@ -1,0 +1,163 @@
+//! `/store`: the Store as the official server serves it, each item its writer's own.
+
+use axum::http::StatusCode;
+use mostrador_api::Role;
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{Api, caller};
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn store_items_are_put_read_searched_and_deleted_by_their_owner_only(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let send = |method: &'static str, path: &'static str, token: &str, body: serde_json::Value| {
+        let request = api.request(method, path, token, &body.to_string());
+        async { api.send(request).await }
+    };
+    for (key, food) in [("a", "tortilla"), ("b", "paella")] {
+        let (status, _, answer) = send(
+            "PUT",
+            "/store/items",
+            &ana,
+            json!({"namespace": ["users", "ana", "memories"], "key": key, "value": {"food": food}}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    }
+    send(
+        "PUT",
+        "/store/items",
+        &ana,
+        json!({"namespace": ["users", "ana", "settings"], "key": "tz", "value": {"tz": "Europe/Madrid"}}),
+    )
+    .await;
+
+    let get = |token: &str, query: &str| {
+        let request = api.request("GET", &format!("/store/items?{query}"), token, "");
+        async { api.send(request).await }
+    };
+    let (status, _, item) = get(&ana, "namespace=users.ana.memories&key=a").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(item["value"], json!({"food": "tortilla"}));
+    assert_eq!(item["namespace"], json!(["users", "ana", "memories"]));
+    assert!(item["created_at"].is_string() && item["updated_at"].is_string());
+    let (status, _, item) = get(&luis, "namespace=users.ana.memories&key=a").await;
+    assert_eq!((status, item), (StatusCode::OK, json!(null)), "not luis's");
+
+    let (_, _, found) = send(
+        "POST",
+        "/store/items/search",
+        &ana,
+        json!({"namespace_prefix": ["users", "ana"], "filter": {"food": "paella"}}),
+    )
+    .await;
+    let keys: Vec<&str> = found["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|item| item["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["b"]);
+    let (_, _, found) = send(
+        "POST",
+        "/store/items/search",
+        &luis,
+        json!({"namespace_prefix": []}),
+    )
+    .await;
+    assert_eq!(found, json!({"items": []}), "luis sees none of ana's");
+
+    let (_, _, listed) = send(
+        "POST",
+        "/store/namespaces",
+        &ana,
+        json!({"prefix": ["users"], "max_depth": 3}),
+    )
+    .await;
+    assert_eq!(
+        listed,
+        json!({"namespaces": [["users", "ana", "memories"], ["users", "ana", "settings"]]})
+    );
+    let (_, _, listed) = send(
+        "POST",
+        "/store/namespaces",
+        &ana,
+        json!({"suffix": ["settings"]}),
+    )
+    .await;
+    assert_eq!(
+        listed,
+        json!({"namespaces": [["users", "ana", "settings"]]})
+    );
+
+    // A TTL: gone once it has passed.
+    send(
+        "PUT",
+        "/store/items",
+        &ana,
+        json!({"namespace": ["users", "ana", "memories"], "key": "brief", "value": {}, "ttl": 5}),
+    )
+    .await;
+    let (_, _, item) = get(&ana, "namespace=users.ana.memories&key=brief").await;
+    assert_eq!(item["key"], "brief");
+    sqlx::query("update mostrador.store_items set expires_at = now() - interval '1 second' where key = 'brief'")
+        .execute(&pool)
+        .await
+        .expect("time passes");
+    let (_, _, item) = get(&ana, "namespace=users.ana.memories&key=brief").await;
+    assert_eq!(item, json!(null), "expired");
+
+    let (status, _, _) = send(
+        "DELETE",
+        "/store/items",
+        &luis,
+        json!({"namespace": ["users", "ana", "memories"], "key": "a"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, _, item) = get(&ana, "namespace=users.ana.memories&key=a").await;
+    assert_eq!(item["key"], "a", "luis's delete touched only luis's items");
+    send(
+        "DELETE",
+        "/store/items",
+        &ana,
+        json!({"namespace": ["users", "ana", "memories"], "key": "a"}),
+    )
+    .await;
+    let (_, _, item) = get(&ana, "namespace=users.ana.memories&key=a").await;
+    assert_eq!(item, json!(null));
+
+    for (method, path, body) in [
+        (
+            "PUT",
+            "/store/items",
+            json!({"namespace": ["a.b"], "key": "k", "value": {}}),
+        ),
+        (
+            "PUT",
+            "/store/items",
+            json!({"namespace": [], "key": "k", "value": {}}),
+        ),
+        (
+            "PUT",
+            "/store/items",
+            json!({"namespace": ["a"], "key": "k", "value": 3}),
+        ),
+        (
+            "PUT",
+            "/store/items",
+            json!({"namespace": ["a"], "key": "k", "value": {}, "ttl": -1}),
+        ),
+        ("POST", "/store/items/search", json!({"limit": 0})),
+        ("POST", "/store/namespaces", json!({"max_depth": 0})),
+    ] {
+        let (status, _, answer) = send(method, path, &ana, body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {answer}");
+    }
+    let (status, _, _) = get(&ana, "namespace=users").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "no key");
+    let (status, _, _) = get(&ana, "namespace=&key=a").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "an empty label");
+}

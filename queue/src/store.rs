@@ -1,0 +1,302 @@
+//! The Store: items by namespace and key, each a caller's own (`owner`), as the official
+//! server's `/store` routes and LangGraph's `BaseStore` use them.
+//!
+//! An item with a TTL lives that many minutes after it was written, and again after each read
+//! that refreshes it; an expired item is gone for every read, and the next write of its key
+//! replaces it.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::PgExecutor;
+
+use crate::{Error, Result};
+
+/// The longest TTL: 100 years, in minutes.
+pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
+
+/// An item of the Store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub namespace: Vec<String>,
+    pub key: String,
+    pub value: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Item {
+    /// As the official server answers it (LangGraph's `Item.dict()`).
+    pub fn json(&self) -> Value {
+        json!({
+            "namespace": self.namespace,
+            "key": self.key,
+            "value": self.value,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        })
+    }
+}
+
+/// What a search asks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Search {
+    pub namespace_prefix: Vec<String>,
+    /// Items whose value holds these fields with these values (JSON containment).
+    pub filter: Option<Value>,
+    pub limit: i64,
+    pub offset: i64,
+    pub refresh_ttl: bool,
+}
+
+/// What listing namespaces asks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Namespaces {
+    pub prefix: Vec<String>,
+    pub suffix: Vec<String>,
+    /// Namespaces cut to this many labels (and the duplicates that makes, dropped).
+    pub max_depth: Option<i32>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// A namespace as the official server takes it: labels that are non-empty and have no period.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] naming what is wrong.
+pub fn check_namespace(namespace: &[String]) -> Result {
+    match namespace
+        .iter()
+        .find(|label| label.is_empty() || label.contains('.'))
+    {
+        Some(label) => Err(Error::Invalid {
+            field: "namespace",
+            reason: format!("namespace label {label:?} must be a non-empty string without periods"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Writes `owner`'s item (replacing the one with its namespace and key), living `ttl_minutes`
+/// when given.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an empty or malformed namespace, or a TTL that is not positive.
+pub async fn put(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    namespace: &[String],
+    key: &str,
+    value: &Value,
+    ttl_minutes: Option<f64>,
+) -> Result {
+    check_namespace(namespace)?;
+    if namespace.is_empty() {
+        return Err(Error::Invalid {
+            field: "namespace",
+            reason: "an item's namespace has at least one label".into(),
+        });
+    }
+    if ttl_minutes.is_some_and(|ttl| !(ttl > 0.0 && ttl <= f64::from(MAX_TTL_MINUTES))) {
+        return Err(Error::Invalid {
+            field: "ttl",
+            reason: format!("ttl must be a positive number of minutes, at most {MAX_TTL_MINUTES}"),
+        });
+    }
+    sqlx::query!(
+        r#"
+        insert into mostrador.store_items as i (owner, namespace, key, value, ttl_minutes, expires_at)
+        values ($1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60))
+        on conflict (owner, namespace, key) do update
+        set value = excluded.value,
+            updated_at = now(),
+            -- An expired item is a new one.
+            created_at = case when i.expires_at <= now() then now() else i.created_at end,
+            ttl_minutes = excluded.ttl_minutes,
+            expires_at = excluded.expires_at
+        "#,
+        owner,
+        namespace as &[String],
+        key,
+        value,
+        ttl_minutes,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// `owner`'s item, if it has one there and it has not expired; a read refreshes its TTL unless
+/// `refresh_ttl` is false.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn get(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    namespace: &[String],
+    key: &str,
+    refresh_ttl: bool,
+) -> Result<Option<Item>> {
+    let found = sqlx::query_as!(
+        Item,
+        r#"
+        with found as (
+            select owner, namespace, key
+            from mostrador.store_items
+            where owner = $1 and namespace = $2 and key = $3
+              and (expires_at is null or expires_at > now())
+        ),
+        refreshed as (
+            update mostrador.store_items i
+            set expires_at = now() + make_interval(secs => i.ttl_minutes * 60)
+            from found f
+            where $4 and i.ttl_minutes is not null
+              and (i.owner, i.namespace, i.key) = (f.owner, f.namespace, f.key)
+        )
+        select i.namespace as "namespace!", i.key as "key!", i.value as "value!",
+               i.created_at as "created_at!", i.updated_at as "updated_at!"
+        from mostrador.store_items i
+        join found f using (owner, namespace, key)
+        "#,
+        owner,
+        namespace as &[String],
+        key,
+        refresh_ttl,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(found)
+}
+
+/// Deletes `owner`'s item; deleting what is not there is no error.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn delete(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    namespace: &[String],
+    key: &str,
+) -> Result {
+    sqlx::query!(
+        "delete from mostrador.store_items where owner = $1 and namespace = $2 and key = $3",
+        owner,
+        namespace as &[String],
+        key,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// `owner`'s live items under a namespace prefix, newest first, that hold `filter`.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or a malformed prefix.
+pub async fn search(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    search: &Search,
+) -> Result<Vec<Item>> {
+    check_namespace(&search.namespace_prefix)?;
+    check_page(search.limit, search.offset)?;
+    let found = sqlx::query_as!(
+        Item,
+        r#"
+        with found as (
+            select owner, namespace, key
+            from mostrador.store_items
+            where owner = $1
+              and namespace[1:cardinality($2::text[])] = $2
+              and ($3::jsonb is null or value @> $3)
+              and (expires_at is null or expires_at > now())
+            order by updated_at desc, namespace, key
+            limit $4
+            offset $5
+        ),
+        refreshed as (
+            update mostrador.store_items i
+            set expires_at = now() + make_interval(secs => i.ttl_minutes * 60)
+            from found f
+            where $6 and i.ttl_minutes is not null
+              and (i.owner, i.namespace, i.key) = (f.owner, f.namespace, f.key)
+        )
+        select i.namespace as "namespace!", i.key as "key!", i.value as "value!",
+               i.created_at as "created_at!", i.updated_at as "updated_at!"
+        from mostrador.store_items i
+        join found f using (owner, namespace, key)
+        order by i.updated_at desc, i.namespace, i.key
+        "#,
+        owner,
+        &search.namespace_prefix as &[String],
+        search.filter,
+        search.limit,
+        search.offset,
+        search.refresh_ttl,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(found)
+}
+
+/// The distinct namespaces of `owner`'s live items that start with `prefix` and end with
+/// `suffix`, cut to `max_depth` labels, in order.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset, a depth below 1 or a
+/// malformed prefix or suffix.
+pub async fn namespaces(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    asked: &Namespaces,
+) -> Result<Vec<Vec<String>>> {
+    check_namespace(&asked.prefix)?;
+    check_namespace(&asked.suffix)?;
+    check_page(asked.limit, asked.offset)?;
+    if asked.max_depth.is_some_and(|depth| depth < 1) {
+        return Err(Error::Invalid {
+            field: "max_depth",
+            reason: "max_depth must be at least 1".into(),
+        });
+    }
+    let found = sqlx::query_scalar!(
+        r#"
+        select distinct
+            case when $4::int is null then namespace else namespace[1:$4] end as "namespace!"
+        from mostrador.store_items
+        where owner = $1
+          and namespace[1:cardinality($2::text[])] = $2
+          and (cardinality($3::text[]) = 0
+               or namespace[cardinality(namespace) - cardinality($3::text[]) + 1:] = $3)
+          and (expires_at is null or expires_at > now())
+        order by 1
+        limit $5
+        offset $6
+        "#,
+        owner,
+        &asked.prefix as &[String],
+        &asked.suffix as &[String],
+        asked.max_depth,
+        asked.limit,
+        asked.offset,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(found)
+}
+
+fn check_page(limit: i64, offset: i64) -> Result {
+    if !(1..=1000).contains(&limit) || offset < 0 {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be between 1 and 1000 and offset at least 0".into(),
+        });
+    }
+    Ok(())
+}
