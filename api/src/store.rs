@@ -129,7 +129,15 @@ pub async fn search(
     let items = store::search(state.pool(), &caller.subject, &search)
         .await
         .map_err(queue_error)?;
-    let items: Vec<Value> = items.iter().map(store::Item::json).collect();
+    // Search items have a relevance score, null without a semantic query.
+    let items: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let mut found = item.json();
+            found["score"] = Value::Null;
+            found
+        })
+        .collect();
     Ok(Json(json!({ "items": items })))
 }
 

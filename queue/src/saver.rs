@@ -97,6 +97,15 @@ pub struct Saver {
 }
 
 impl Saver {
+    /// The pool, for the run's other reads and writes (its Store).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn thread_id(&self) -> Uuid {
+        self.thread_id
+    }
+
     pub fn fenced(pool: PgPool, thread_id: Uuid, lease: Lease) -> Self {
         Self {
             pool,

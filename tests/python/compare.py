@@ -405,6 +405,39 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
 
         await rec.call(f"{label}/threads.join_stream", thread_stream)
 
+    # The store: a graph's memories, across threads, and the SDK's store calls on them.
+    label = "memory/store"
+    for note in ("tea", "coffee"):
+        thread_id = await new_thread(f"{label}/{note}")
+        if thread_id is not None:
+            await rec.call(
+                f"{label}/runs.wait({note})",
+                lambda t=thread_id, n=note: client.runs.wait(
+                    t, "memory", input={"user": "ana", "note": n}
+                ),
+            )
+
+    async def searched() -> list:
+        found = await client.store.search_items(["memories", "ana"], limit=50)
+        return sorted(found["items"], key=lambda item: item["key"])
+
+    await rec.call(f"{label}/store.search_items", searched)
+    await rec.call(f"{label}/store.get_item", lambda: client.store.get_item(["memories", "ana"], "tea"))
+    await rec.call(
+        f"{label}/store.get_item(missing)", lambda: client.store.get_item(["memories", "ana"], "nope")
+    )
+    await rec.call(
+        f"{label}/store.put_item",
+        lambda: client.store.put_item(["memories", "ana"], "juice", {"note": "juice"}),
+    )
+    await rec.call(
+        f"{label}/store.list_namespaces", lambda: client.store.list_namespaces(prefix=["memories"])
+    )
+    await rec.call(
+        f"{label}/store.delete_item", lambda: client.store.delete_item(["memories", "ana"], "juice")
+    )
+    await rec.call(f"{label}/store.search_items(after delete)", searched)
+
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"
     if f"{label}/threads.create" in rec.raw and "thread_id" in (rec.raw[f"{label}/threads.create"] or {}):

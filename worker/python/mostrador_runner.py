@@ -6,7 +6,7 @@ LangGraph's own engine (the `langgraph` package of this environment), so the gra
 LangGraph's. What surrounds the engine stays with the worker: the claim, the lease and its
 heartbeat, the events' log, drain and cancel, and every database write. The graph's checkpointer
 is `MostradorSaver`, whose reads and writes the worker executes in Postgres, fenced by the run's
-lease.
+lease; its store is `MostradorStore`, the Store's items of the thread's owner.
 
 The protocol is one JSON object per line on the runner's original stdin and stdout, which it
 keeps for itself: user code that prints writes to stderr, and reads nothing from stdin.
@@ -14,7 +14,7 @@ keeps for itself: user code that prints writes to stderr, and reads nothing from
 worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
                   {"t": "drain", "reason": str}, {"t": "cancel"}, {"t": "describe"} between runs
 runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
-                  for the saver's reads and checkpoints, {"t": "cast", "op": ...} for what needs
+                  for the saver's reads and checkpoints and the store's operations (`store`), {"t": "cast", "op": ...} for what needs
                   no answer (a task's writes, the snapshots of checkpoints), {"t": "event",
                   "event": name, "data": ...} for the stream, {"t": "done", "outcome": ..., ...}
                   when the run ends, {"t": "described", "graphs": {id: {"schemas", "graph",
@@ -37,6 +37,7 @@ import sys
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 # The protocol's streams, taken before any user code runs.
@@ -62,6 +63,15 @@ from langgraph.checkpoint.base import (  # noqa: E402
 from langgraph.errors import GraphDrained, GraphRecursionError  # noqa: E402
 from langgraph.pregel import Pregel  # noqa: E402
 from langgraph.runtime import RunControl  # noqa: E402
+from langgraph.store.base import (  # noqa: E402
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
 from langgraph.types import Command, Send, StateSnapshot  # noqa: E402
 
 try:
@@ -439,6 +449,68 @@ class MostradorSaver(BaseCheckpointSaver[int]):
 # Graphs from langgraph.json.
 
 
+class MostradorStore(BaseStore):
+    """LangGraph's `BaseStore` over mostrador's Store, in Postgres: the items of the run's thread's
+    owner, as the worker reads and writes them (a graph cannot name another owner). No semantic
+    index: a search finds items by namespace prefix and filter."""
+
+    supports_ttl = True
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    async def abatch(self, ops: Any) -> list:
+        ops = list(ops)
+        results = await self.channel.call("store", ops=[_store_op(op) for op in ops])
+        return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
+
+    def batch(self, ops: Any) -> list:
+        """From LangGraph's synchronous paths (a sync node runs in a thread of its own)."""
+        ops = list(ops)
+        results = self.channel.call_from_thread("store", ops=[_store_op(op) for op in ops])
+        return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
+
+
+def _store_op(op: Any) -> dict:
+    if isinstance(op, GetOp):
+        return {"op": "get", "namespace": list(op.namespace), "key": op.key,
+                "refresh_ttl": op.refresh_ttl}
+    if isinstance(op, PutOp):
+        # A value of None deletes the item.
+        return {"op": "put", "namespace": list(op.namespace), "key": op.key, "value": op.value,
+                "ttl": op.ttl}
+    if isinstance(op, SearchOp):
+        return {"op": "search", "namespace_prefix": list(op.namespace_prefix),
+                "filter": op.filter, "limit": op.limit, "offset": op.offset,
+                "refresh_ttl": op.refresh_ttl}
+    if isinstance(op, ListNamespacesOp):
+        conditions = {c.match_type: list(c.path) for c in op.match_conditions or ()}
+        return {"op": "list_namespaces", "prefix": conditions.get("prefix", []),
+                "suffix": conditions.get("suffix", []), "max_depth": op.max_depth,
+                "limit": op.limit, "offset": op.offset}
+    raise ValueError(f"unknown store operation {op!r}")
+
+
+def _item(found: dict, kind: type = Item) -> Item:
+    return kind(
+        namespace=tuple(found["namespace"]),
+        key=found["key"],
+        value=found["value"],
+        created_at=datetime.fromisoformat(found["created_at"]),
+        updated_at=datetime.fromisoformat(found["updated_at"]),
+    )
+
+
+def _store_result(op: Any, result: Any) -> Any:
+    if isinstance(op, GetOp):
+        return None if result is None else _item(result)
+    if isinstance(op, SearchOp):
+        return [_item(found, SearchItem) for found in result]
+    if isinstance(op, ListNamespacesOp):
+        return [tuple(namespace) for namespace in result]
+    return None
+
+
 def load_config(path: str) -> dict:
     with open(path) as f:
         config = json.load(f)
@@ -690,6 +762,7 @@ class Run:
         self.control = RunControl()
         self.saver = MostradorSaver(channel, self.thread_id)
         self.saver.saving = self.saving
+        self.store = MostradorStore(channel)
         if "latest" in spec:
             # Read by the worker with the run.
             self.saver.latest = self.saver._tuple(spec["latest"]) if spec["latest"] else None
@@ -735,7 +808,7 @@ class Run:
         spec = self.spec
         config = self.config()
         graph = await compiled(spec["graph_id"], self.graphs[spec["graph_id"]], config)
-        graph = graph.copy(update={"checkpointer": self.saver})
+        graph = graph.copy(update={"checkpointer": self.saver, "store": self.store})
         self.graph = graph
         update = (spec.get("command") or {}).get("update_state")
         if update is not None:

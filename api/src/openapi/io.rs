@@ -310,7 +310,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         ("post", "/store/items/search") => Io::json(json!({
             "type": "object",
             "required": ["items"],
-            "properties": {"items": {"type": "array", "items": store_item()}},
+            "properties": {"items": {"type": "array", "items": scored(store_item())}},
         }))
         .body(json!({
             "type": "object",
@@ -448,6 +448,12 @@ fn nullable(mut schema: Value) -> Value {
     let kind = schema["type"].clone();
     schema["type"] = json!([kind, "null"]);
     schema
+}
+
+/// An item found by a search: with its relevance score (null without a semantic query).
+fn scored(mut item: Value) -> Value {
+    item["properties"]["score"] = json!({"type": ["number", "null"]});
+    item
 }
 
 /// An item of the Store.
