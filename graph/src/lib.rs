@@ -2,8 +2,8 @@
 //! interrupts and `Command`, run control (drain, cancel), stream events and the [`Checkpointer`]
 //! trait with an in-memory implementation.
 //!
-//! It follows LangGraph's execution model and keeps its guarantees (DESIGN.md §5; see
-//! [`run`](crate::run) for the list). It knows nothing of SQL or HTTP: the Postgres checkpointer
+//! It follows LangGraph's execution model and keeps its guarantees (see [`run`](crate::run) for
+//! the list). It knows nothing of SQL or HTTP: the Postgres checkpointer
 //! lives in `mostrador-queue`.
 //!
 //! # Layout

@@ -1,4 +1,4 @@
-//! The four retail graphs (DESIGN.md §9), registered under their assistant ids:
+//! The four retail graphs, registered under their assistant ids:
 //!
 //! * [`tienda`]: the store-floor assistant, a model ⇄ tools loop.
 //! * [`cliente`]: returns, with a manager's approval (an interrupt) before the refund.

@@ -1,6 +1,6 @@
 //! Running a graph on a thread: supersteps, pending writes, interrupts, drain and cancel.
 //!
-//! The guarantees (the same as LangGraph's, DESIGN.md §5):
+//! The guarantees (the same as LangGraph's):
 //!
 //! * A superstep runs its tasks concurrently (at most `max_concurrency` at once), then applies
 //!   their writes through the reducers in task order, then saves a checkpoint; with
