@@ -331,8 +331,23 @@ impl Drop for Subscriber {
 pub fn router(state: AppState, config: &ApiConfig) -> Router {
     let timeout = config.request_timeout;
     let router = Router::new()
+        .route("/assistants", post(assistants::configured::create))
         .route("/assistants/search", post(assistants::search))
-        .route("/assistants/{assistant_id}", get(assistants::get))
+        .route("/assistants/count", post(assistants::configured::count))
+        .route(
+            "/assistants/{assistant_id}",
+            get(assistants::get)
+                .patch(assistants::configured::update)
+                .delete(assistants::configured::delete),
+        )
+        .route(
+            "/assistants/{assistant_id}/versions",
+            post(assistants::configured::versions),
+        )
+        .route(
+            "/assistants/{assistant_id}/latest",
+            post(assistants::configured::set_latest),
+        )
         .route("/assistants/{assistant_id}/graph", get(assistants::graph))
         .route(
             "/assistants/{assistant_id}/schemas",

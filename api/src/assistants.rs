@@ -1,6 +1,8 @@
 //! Assistants: one per graph (compiled into the binary, or Python from a `langgraph.json`),
-//! read-only. An assistant's id is derived from its graph id as the official server derives it,
-//! so ids are stable across processes and releases; routes accept the graph id in its place.
+//! which is code: its id is derived from its graph id as the official server derives it, so ids
+//! are stable across processes and releases, and routes accept the graph id in its place. And
+//! those callers create (`assistants/configured`): configured instances of a graph, versioned,
+//! each its creator's own.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -15,6 +17,8 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+
+pub mod configured;
 
 /// The namespace the official server derives system assistant ids in.
 const ASSISTANT_NAMESPACE: Uuid = Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
@@ -53,7 +57,25 @@ impl Assistant {
     }
 }
 
-/// `POST /assistants/search`.
+impl From<mostrador_queue::assistants::Assistant> for Assistant {
+    fn from(row: mostrador_queue::assistants::Assistant) -> Self {
+        Self {
+            assistant_id: row.assistant_id,
+            graph_id: row.graph_id,
+            config: row.config,
+            context: row.context,
+            metadata: row.metadata,
+            name: row.name,
+            description: row.description,
+            version: row.version,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// `POST /assistants/search`: the graphs' own assistants and the caller's, sorted (newest first
+/// by default), at most `limit` after `offset`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct Search {
@@ -62,6 +84,8 @@ pub struct Search {
     graph_id: Option<String>,
     name: Option<String>,
     metadata: Option<serde_json::Map<String, Value>>,
+    sort_by: Option<String>,
+    sort_order: Option<String>,
 }
 
 impl Default for Search {
@@ -72,52 +96,48 @@ impl Default for Search {
             graph_id: None,
             name: None,
             metadata: None,
+            sort_by: None,
+            sort_order: None,
         }
     }
 }
 
 pub async fn search(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Body(search): Body<Search>,
 ) -> Result<Json<Vec<Assistant>>, ApiError> {
-    if !(1..=1000).contains(&search.limit) || search.offset < 0 {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "limit must be between 1 and 1000 and offset at least 0",
-        ));
-    }
-    let found = state
-        .assistants()
-        .filter(|a| search.graph_id.as_ref().is_none_or(|g| *g == a.graph_id))
-        .filter(|a| search.name.as_ref().is_none_or(|n| *n == a.name))
-        .filter(|a| {
-            search.metadata.as_ref().is_none_or(|wanted| {
-                wanted
-                    .iter()
-                    .all(|(key, value)| a.metadata.get(key) == Some(value))
-            })
-        })
-        .skip(usize::try_from(search.offset).unwrap_or(usize::MAX))
-        .take(usize::try_from(search.limit).unwrap_or(0))
-        .cloned()
-        .collect();
-    Ok(Json(found))
+    configured::search(&state, &caller, search).await.map(Json)
 }
 
-fn found<'a>(state: &'a AppState, id: &str) -> Result<&'a Assistant, ApiError> {
-    state
-        .assistant(id)
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found")))
+/// The assistant `id` names for `caller`: a graph's own (by its id or its graph id), or one the
+/// caller created. Anyone else's is not found.
+///
+/// # Errors
+///
+/// 404 for an assistant the caller does not have; 503 when the database failed.
+pub async fn found(state: &AppState, caller: &Caller, id: &str) -> Result<Assistant, ApiError> {
+    if let Some(assistant) = state.assistant(id) {
+        return Ok(assistant.clone());
+    }
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found"));
+    let Ok(assistant_id) = Uuid::parse_str(id) else {
+        return Err(not_found());
+    };
+    mostrador_queue::assistants::get(state.pool(), &caller.subject, assistant_id)
+        .await
+        .map_err(ApiError::unavailable)?
+        .map(Assistant::from)
+        .ok_or_else(not_found)
 }
 
 /// `GET /assistants/{assistant_id}`.
 pub async fn get(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Assistant>, ApiError> {
-    found(&state, &id).cloned().map(Json)
+    found(&state, &caller, &id).await.map(Json)
 }
 
 /// `GET /assistants/{assistant_id}/graph?xray=`: the graph's nodes and edges. A Python graph's
@@ -126,11 +146,11 @@ pub async fn get(
 /// nodes are marked `{"conditional": true}`.
 pub async fn graph(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path(id): Path<String>,
     Params(query): Params<GraphQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let assistant = found(&state, &id)?;
+    let assistant = found(&state, &caller, &id).await?;
     let xray = xray(query.xray.as_deref())?;
     if state.is_python(&assistant.graph_id) {
         let described = described(&state, &assistant.graph_id).await?;
@@ -226,10 +246,10 @@ async fn described(state: &AppState, graph_id: &str) -> Result<Value, ApiError> 
 /// them; a Rust graph's state has its channels (values are any JSON).
 pub async fn schemas(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let assistant = found(&state, &id)?;
+    let assistant = found(&state, &caller, &id).await?;
     if state.is_python(&assistant.graph_id) {
         let described = described(&state, &assistant.graph_id).await?;
         let mut schemas = described["schemas"].clone();
@@ -280,33 +300,36 @@ pub struct SubgraphsQuery {
 /// (`parent|child`); only the immediate ones unless `recurse`.
 pub async fn subgraphs(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path(id): Path<String>,
     Params(query): Params<SubgraphsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    subgraphs_at(&state, &id, None, &query).await.map(Json)
+    subgraphs_at(&state, &caller, &id, None, &query)
+        .await
+        .map(Json)
 }
 
 /// `GET /assistants/{assistant_id}/subgraphs/{namespace}`: the subgraph at that namespace (a
 /// nested one needs `recurse`).
 pub async fn subgraph(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path((id, namespace)): Path<(String, String)>,
     Params(query): Params<SubgraphsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    subgraphs_at(&state, &id, Some(&namespace), &query)
+    subgraphs_at(&state, &caller, &id, Some(&namespace), &query)
         .await
         .map(Json)
 }
 
 async fn subgraphs_at(
     state: &AppState,
+    caller: &Caller,
     id: &str,
     namespace: Option<&str>,
     query: &SubgraphsQuery,
 ) -> Result<Value, ApiError> {
-    let assistant = found(state, id)?;
+    let assistant = found(state, caller, id).await?;
     let recurse = matches!(query.recurse.as_deref(), Some("true" | "True"));
     let all = match state.graph(&assistant.graph_id) {
         Some(graph) => {

@@ -1,4 +1,5 @@
 mod api_keys;
+mod assistants;
 mod auth;
 mod dashboard;
 mod decide;

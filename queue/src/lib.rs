@@ -21,6 +21,7 @@
 //! * [`event`]: the durable event log of a run and its notifications.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
+//! * [`assistants`]: assistants callers create, configured instances of a graph, versioned.
 //! * [`store`]: the Store, long-term memory by namespace and key, each item a caller's own.
 //!
 //! # Guarantees
@@ -33,6 +34,7 @@
 //!   them after any reconnect.
 
 pub mod api_keys;
+pub mod assistants;
 pub mod cancel;
 pub mod checkpoint;
 pub mod claim;
@@ -63,3 +65,18 @@ pub use listener::Listener;
 pub use run::{CancelAction, MultitaskStrategy, NewRun, QueueLimit, Run, RunId, RunStatus};
 pub use schema::MIGRATOR;
 pub use thread::{NewThread, Thread, ThreadId, ThreadStatus};
+
+/// A page of a listing: `limit` in 1..=1000, `offset` at least 0.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] otherwise.
+pub(crate) fn check_page(limit: i64, offset: i64) -> Result {
+    if !(1..=1000).contains(&limit) || offset < 0 {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be between 1 and 1000 and offset at least 0".into(),
+        });
+    }
+    Ok(())
+}

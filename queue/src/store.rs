@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::PgExecutor;
 
-use crate::{Error, Result};
+use crate::{Error, Result, check_page};
 
 /// The longest TTL: 100 years, in minutes.
 pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
@@ -289,14 +289,4 @@ pub async fn namespaces(
     .fetch_all(executor)
     .await?;
     Ok(found)
-}
-
-fn check_page(limit: i64, offset: i64) -> Result {
-    if !(1..=1000).contains(&limit) || offset < 0 {
-        return Err(Error::Invalid {
-            field: "limit",
-            reason: "limit must be between 1 and 1000 and offset at least 0".into(),
-        });
-    }
-    Ok(())
 }

@@ -18,7 +18,8 @@ What is compared, per graph:
   * `update_state`, plain and `as_node`, and the states after it;
   * the assistant's schemas, graph (with and without `xray`) and subgraphs;
   * a thread's stream (`threads.join_stream`) while a run starts and ends on it;
-  * the store: a graph's memories kept across threads, and the SDK's store calls on them.
+  * the store: a graph's memories kept across threads, and the SDK's store calls on them;
+  * assistants the client creates: create, update, versions, latest, search, count, a run, delete.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
 
@@ -147,7 +148,9 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     found.append(("linear6/update/threads.get_history", history))
     found.append(("linear6/thread-stream/threads.join_stream", lambda a: a))
     for key in official:
-        if key.startswith("memory/store/") and not key.endswith("threads.create"):
+        if key.startswith(("memory/store/", "assistants/configured/")) and not key.endswith(
+            ("threads.create", "(deleted)")
+        ):
             found.append((key, lambda a: a))
     return [(key, view) for key, view in found if key in official]
 

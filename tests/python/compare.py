@@ -438,6 +438,37 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
     )
     await rec.call(f"{label}/store.search_items(after delete)", searched)
 
+    # Assistants the client creates (configured instances of a graph), as apps create them.
+    label = "assistants/configured"
+
+    async def created() -> dict:
+        made = await client.assistants.create(
+            "linear6", config={"configurable": {"tone": "terse"}}, metadata={"team": "a"}, name="terse"
+        )
+        norm.name(made["assistant_id"], "<assistant terse>")
+        return made
+
+    made = await rec.call(f"{label}/create", created)
+    if made is not None:
+        mine = made["assistant_id"]
+        await rec.call(
+            f"{label}/update",
+            lambda: client.assistants.update(mine, metadata={"stage": "beta"}, name="terser"),
+        )
+        await rec.call(f"{label}/get", lambda: client.assistants.get(mine))
+        await rec.call(f"{label}/get_versions", lambda: client.assistants.get_versions(mine))
+        await rec.call(f"{label}/set_latest", lambda: client.assistants.set_latest(mine, 1))
+        await rec.call(f"{label}/search(metadata)", lambda: client.assistants.search(metadata={"team": "a"}))
+        await rec.call(f"{label}/count(graph_id)", lambda: client.assistants.count(graph_id="linear6"))
+        thread_id = await new_thread(label)
+        if thread_id is not None:
+            await rec.call(
+                f"{label}/runs.wait",
+                lambda t=thread_id: client.runs.wait(t, mine, input=INPUTS["linear6"]),
+            )
+        await rec.call(f"{label}/delete", lambda: client.assistants.delete(mine))
+        await rec.call(f"{label}/get(deleted)", lambda: client.assistants.get(mine))
+
     # Parent state with subgraphs (completed: no pending subgraph tasks).
     label = "parent/wait"
     if f"{label}/threads.create" in rec.raw and "thread_id" in (rec.raw[f"{label}/threads.create"] or {}):

@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::schemas::{
-    any, array, assistant_search, header, limit, nullable_enum, offset, query, reference,
-    run_status_filter, stream_mode_name, thread_create, thread_search, unsupported,
+    any, array, assistant_body, assistant_search, header, limit, nullable_enum, offset, query,
+    reference, run_status_filter, stream_mode_name, thread_create, thread_search, unsupported,
 };
 
 /// What a route takes besides its path parameters, and what its success answers carry.
@@ -81,6 +81,32 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             Io::json(array(reference("Assistant"))).body(assistant_search())
         }
         ("get", "/assistants/{assistant_id}") => Io::json(reference("Assistant")),
+        ("post", "/assistants") => Io::json(reference("Assistant")).body(assistant_body(true)),
+        ("patch", "/assistants/{assistant_id}") => {
+            Io::json(reference("Assistant")).body(assistant_body(false))
+        }
+        ("post", "/assistants/count") => Io::json(json!({"type": "integer"})).body(assistant_search()),
+        ("post", "/assistants/{assistant_id}/versions") => Io::json(array(json!({
+            "type": "object",
+            "description": "An assistant as it was at a version (no `updated_at`: a version is made once).",
+            "required": [
+                "assistant_id", "graph_id", "config", "context", "metadata", "name", "version",
+                "created_at",
+            ],
+        })))
+            .body(json!({
+                "type": "object",
+                "properties": {
+                    "metadata": {"type": ["object", "null"]},
+                    "limit": limit(10),
+                    "offset": offset(),
+                },
+            })),
+        ("post", "/assistants/{assistant_id}/latest") => Io::json(reference("Assistant")).body(json!({
+            "type": "object",
+            "required": ["version"],
+            "properties": {"version": {"type": "integer", "minimum": -2147483648, "maximum": 2147483647}},
+        })),
         ("get", "/assistants/{assistant_id}/graph") => Io::json(json!({
             "type": "object",
             "required": ["nodes", "edges"],

@@ -27,10 +27,52 @@ mod schemas;
 pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
     (
         "post",
+        "/assistants",
+        "assistants",
+        "Create an assistant of the caller's: a configured instance of a graph",
+        &[200, 400, 401, 404, 409, 422],
+    ),
+    (
+        "post",
         "/assistants/search",
         "assistants",
-        "Search the assistants (one per graph)",
+        "Search the graphs' own assistants and the caller's",
         &[200, 401, 422],
+    ),
+    (
+        "post",
+        "/assistants/count",
+        "assistants",
+        "Count the graphs' own assistants and the caller's",
+        &[200, 401, 422],
+    ),
+    (
+        "patch",
+        "/assistants/{assistant_id}",
+        "assistants",
+        "Update one of the caller's assistants: a new version, the latest",
+        &[200, 400, 401, 404, 409, 422],
+    ),
+    (
+        "delete",
+        "/assistants/{assistant_id}",
+        "assistants",
+        "Delete one of the caller's assistants",
+        &[204, 401, 404, 409],
+    ),
+    (
+        "post",
+        "/assistants/{assistant_id}/versions",
+        "assistants",
+        "An assistant's versions, newest first",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "post",
+        "/assistants/{assistant_id}/latest",
+        "assistants",
+        "Make a version of one of the caller's assistants its latest",
+        &[200, 401, 404, 409, 422],
     ),
     (
         "get",

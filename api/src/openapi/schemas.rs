@@ -288,8 +288,37 @@ pub(super) fn assistant_search() -> Value {
             "graph_id": {"type": ["string", "null"]},
             "name": {"type": ["string", "null"]},
             "metadata": {"type": ["object", "null"]},
+            "sort_by": {
+                "type": ["string", "null"],
+                "enum": ["assistant_id", "graph_id", "name", "created_at", "updated_at", null],
+            },
+            "sort_order": {"type": ["string", "null"], "enum": ["asc", "desc", null]},
         },
     })
+}
+
+/// The body of `POST /assistants` (`create`) and, without `graph_id` required, of `PATCH`.
+pub(super) fn assistant_body(create: bool) -> Value {
+    let mut body = json!({
+        "type": "object",
+        "properties": {
+            "graph_id": {"type": "string"},
+            "config": {"type": ["object", "null"]},
+            "context": {"type": ["object", "null"]},
+            "metadata": {"type": ["object", "null"]},
+            "name": {"type": ["string", "null"]},
+            "description": {"type": ["string", "null"]},
+        },
+    });
+    if create {
+        body["required"] = json!(["graph_id"]);
+        body["properties"]["assistant_id"] = json!({"type": ["string", "null"], "format": "uuid"});
+        body["properties"]["if_exists"] =
+            json!({"type": ["string", "null"], "enum": ["raise", "do_nothing", null]});
+    } else {
+        body["properties"]["graph_id"] = json!({"type": ["string", "null"]});
+    }
+    body
 }
 
 pub(super) fn thread_create() -> Value {

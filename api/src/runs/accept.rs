@@ -144,7 +144,7 @@ pub async fn accept(
         Err(err) if create && err.status == StatusCode::NOT_FOUND => None,
         Err(err) => return Err(err),
     };
-    let assistant = resolve_assistant(state, &body)?.clone();
+    let assistant = resolve_assistant(state, caller, &body).await?;
     let python = state.is_python(&assistant.graph_id);
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
@@ -260,17 +260,17 @@ async fn create_and_enqueue(
     })
 }
 
-fn resolve_assistant<'a>(state: &'a AppState, body: &CreateRun) -> Result<&'a Assistant, ApiError> {
+/// The assistant a run names: a graph's own, or one the caller created.
+async fn resolve_assistant(
+    state: &AppState,
+    caller: &Caller,
+    body: &CreateRun,
+) -> Result<Assistant, ApiError> {
     let assistant_id = body
         .assistant_id
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    state.assistant(assistant_id).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("assistant {assistant_id:?} not found"),
-        )
-    })
+    crate::assistants::found(state, caller, assistant_id).await
 }
 
 /// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by default).
@@ -292,7 +292,7 @@ async fn accept_stateless(
     let mut tx = state.pool().begin().await.map_err(ApiError::unavailable)?;
     let mut accepted = Vec::with_capacity(bodies.len());
     for body in bodies {
-        let assistant = resolve_assistant(state, &body)?.clone();
+        let assistant = resolve_assistant(state, caller, &body).await?;
         if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -476,7 +476,10 @@ fn new_run(
              the Rust engine has none",
         ));
     }
-    let mut config = run_config(body.config, body.context, body.durability)?;
+    let mut config = under(
+        &assistant.config,
+        run_config(body.config, body.context, body.durability)?,
+    );
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
         config["stream_subgraphs"] = json!(true);
@@ -503,6 +506,32 @@ fn new_run(
         trace_id: crate::trace::current(),
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
+}
+
+/// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.
+fn under(assistant: &Value, run: Value) -> Value {
+    let Some(defaults) = assistant
+        .as_object()
+        .filter(|defaults| !defaults.is_empty())
+    else {
+        return run;
+    };
+    let mut merged = defaults.clone();
+    let run = match run {
+        Value::Object(run) => run,
+        _ => Map::new(),
+    };
+    for (key, value) in run {
+        match (merged.get_mut(&key), value) {
+            (Some(Value::Object(base)), Value::Object(over)) if key == "configurable" => {
+                base.extend(over);
+            }
+            (_, value) => {
+                merged.insert(key, value);
+            }
+        }
+    }
+    Value::Object(merged)
 }
 
 /// The checkpoint a run starts from (regenerate, edit, time travel): `checkpoint_id`, or the

@@ -71,11 +71,17 @@ pub fn queue_error(err: QueueError) -> ApiError {
 
 /// A run as the `langgraph-sdk` reads it.
 pub fn run_json(run: &Run) -> Value {
-    let assistant = Assistant::for_graph(&run.graph_id);
+    // The assistant the run was created on (recorded in its metadata), else its graph's own.
+    let assistant_id = run
+        .metadata
+        .get("assistant_id")
+        .filter(|id| id.is_string())
+        .cloned()
+        .unwrap_or_else(|| json!(Assistant::for_graph(&run.graph_id).assistant_id));
     json!({
         "run_id": run.run_id.0,
         "thread_id": run.thread_id.0,
-        "assistant_id": assistant.assistant_id,
+        "assistant_id": assistant_id,
         "metadata": run.metadata,
         "status": run.status.as_str(),
         "kwargs": {

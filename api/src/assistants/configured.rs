@@ -1,0 +1,412 @@
+//! Assistants callers create: configured instances of a graph, as on the official server. Each
+//! update is a new version (one of which is the latest), each assistant its creator's own; the
+//! graphs' own assistants are code, listed beside them and never changed.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mostrador_queue::assistants::{self as rows, Change, NewAssistant, SORTS};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::{Assistant, Search, found};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::runs::queue_error;
+
+fn unprocessable(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+}
+
+/// An assistant `id` the caller created; the graphs' own are not theirs to change.
+async fn owned(state: &AppState, caller: &Caller, id: &str) -> Result<Uuid, ApiError> {
+    let assistant = found(state, caller, id).await?;
+    if state.assistant(id).is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "a graph's own assistant is the graph's: create an assistant to configure it",
+        ));
+    }
+    Ok(assistant.assistant_id)
+}
+
+/// A graph's assistant's config and context, as the official server keeps them: the context is
+/// `config.configurable`, given either way but not both.
+fn config_and_context(
+    config: Option<Map<String, Value>>,
+    context: Option<Map<String, Value>>,
+) -> Result<(Option<Value>, Option<Value>), ApiError> {
+    let mut config = config;
+    let configurable = config
+        .as_ref()
+        .and_then(|config| config.get("configurable"))
+        .filter(|configurable| !configurable.is_null());
+    if configurable.is_some_and(|configurable| !configurable.is_object()) {
+        return Err(unprocessable("config.configurable must be an object"));
+    }
+    let given = configurable.is_some_and(|c| c.as_object().is_some_and(|c| !c.is_empty()));
+    let context = context.filter(|context| !context.is_empty());
+    match (given, context) {
+        (true, Some(_)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "specify either config.configurable or context, not both",
+        )),
+        (true, None) => {
+            let configurable = configurable.cloned();
+            Ok((config.map(Value::Object), configurable))
+        }
+        (false, Some(context)) => {
+            let config = config.get_or_insert_with(Map::new);
+            config.insert("configurable".into(), Value::Object(context.clone()));
+            Ok((
+                Some(Value::Object(config.clone())),
+                Some(Value::Object(context)),
+            ))
+        }
+        (false, None) => Ok((config.map(Value::Object), None)),
+    }
+}
+
+/// `POST /assistants`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Create {
+    graph_id: Option<String>,
+    assistant_id: Option<String>,
+    config: Option<Map<String, Value>>,
+    context: Option<Map<String, Value>>,
+    metadata: Option<Map<String, Value>>,
+    if_exists: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<Create>,
+) -> Result<Json<Assistant>, ApiError> {
+    let graph_id = body
+        .graph_id
+        .ok_or_else(|| unprocessable("graph_id is required"))?;
+    if state
+        .assistant(&graph_id)
+        .is_none_or(|own| own.graph_id != graph_id)
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("Graph {graph_id:?} not found"),
+        ));
+    }
+    let do_nothing = match body.if_exists.as_deref() {
+        None | Some("raise") => false,
+        Some("do_nothing") => true,
+        Some(_) => return Err(unprocessable("if_exists must be raise or do_nothing")),
+    };
+    let assistant_id = match body.assistant_id.as_deref() {
+        None => Uuid::now_v7(),
+        Some(id) => {
+            Uuid::parse_str(id).map_err(|_| unprocessable("assistant_id must be a UUID"))?
+        }
+    };
+    let taken = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!("Assistant {assistant_id} already exists"),
+        )
+    };
+    if state.assistant(&assistant_id.to_string()).is_some() {
+        return Err(taken());
+    }
+    let (config, context) = config_and_context(body.config, body.context)?;
+    let new = NewAssistant {
+        assistant_id,
+        owner: caller.subject.clone(),
+        graph_id: graph_id.clone(),
+        name: body.name.unwrap_or_else(|| "Untitled".to_owned()),
+        description: body.description,
+        config: config.unwrap_or_else(|| json!({})),
+        context: context.unwrap_or_else(|| json!({})),
+        metadata: Value::Object(body.metadata.unwrap_or_default()),
+    };
+    match rows::create(state.pool(), &new)
+        .await
+        .map_err(queue_error)?
+    {
+        Some(created) => Ok(Json(created.into())),
+        // Anyone's: the same conflict, and only the caller's own is handed back.
+        None if do_nothing => {
+            match rows::get(state.pool(), &caller.subject, assistant_id)
+                .await
+                .map_err(queue_error)?
+            {
+                Some(existing) => Ok(Json(existing.into())),
+                None => Err(taken()),
+            }
+        }
+        None => Err(taken()),
+    }
+}
+
+/// `PATCH /assistants/{assistant_id}`: a new version, the latest.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Update {
+    graph_id: Option<String>,
+    config: Option<Map<String, Value>>,
+    context: Option<Map<String, Value>>,
+    metadata: Option<Map<String, Value>>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(body): Body<Update>,
+) -> Result<Json<Assistant>, ApiError> {
+    let assistant_id = owned(&state, &caller, &id).await?;
+    if let Some(graph_id) = &body.graph_id
+        && state
+            .assistant(graph_id)
+            .is_none_or(|own| own.graph_id != *graph_id)
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("Graph {graph_id:?} not found"),
+        ));
+    }
+    let config = body.config.filter(|config| !config.is_empty());
+    let (config, context) = config_and_context(config, body.context)?;
+    let change = Change {
+        graph_id: body.graph_id,
+        name: body.name,
+        description: body.description,
+        config,
+        context,
+        metadata: body.metadata.map(Value::Object),
+    };
+    rows::update(state.pool(), &caller.subject, assistant_id, &change)
+        .await
+        .map_err(queue_error)?
+        .map(|updated| Json(updated.into()))
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found")))
+}
+
+/// `DELETE /assistants/{assistant_id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let assistant_id = owned(&state, &caller, &id).await?;
+    rows::delete(state.pool(), &caller.subject, assistant_id)
+        .await
+        .map_err(queue_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /assistants/{assistant_id}/versions`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct Versions {
+    metadata: Option<Map<String, Value>>,
+    limit: i64,
+    offset: i64,
+}
+
+impl Default for Versions {
+    fn default() -> Self {
+        Self {
+            metadata: None,
+            limit: 10,
+            offset: 0,
+        }
+    }
+}
+
+pub async fn versions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(body): Body<Versions>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    // A version is made once: it has no `updated_at`, as on the official server.
+    let version = |assistant: Assistant| {
+        let mut version = serde_json::to_value(assistant).unwrap_or_default();
+        if let Some(fields) = version.as_object_mut() {
+            fields.remove("updated_at");
+        }
+        version
+    };
+    let assistant = found(&state, &caller, &id).await?;
+    if state.assistant(&id).is_some() {
+        // A graph's own assistant has one version: itself.
+        return Ok(Json(vec![version(assistant)]));
+    }
+    let metadata = body
+        .metadata
+        .filter(|metadata| !metadata.is_empty())
+        .map(Value::Object);
+    let found = rows::versions(
+        state.pool(),
+        &caller.subject,
+        assistant.assistant_id,
+        metadata.as_ref(),
+        body.limit,
+        body.offset,
+    )
+    .await
+    .map_err(queue_error)?
+    .unwrap_or_default();
+    Ok(Json(
+        found
+            .into_iter()
+            .map(|row| version(Assistant::from(row)))
+            .collect(),
+    ))
+}
+
+/// `POST /assistants/{assistant_id}/latest`.
+#[derive(Debug, Deserialize)]
+pub struct Latest {
+    version: i32,
+}
+
+pub async fn set_latest(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(body): Body<Latest>,
+) -> Result<Json<Assistant>, ApiError> {
+    let assistant_id = owned(&state, &caller, &id).await?;
+    rows::set_latest(state.pool(), &caller.subject, assistant_id, body.version)
+        .await
+        .map_err(queue_error)?
+        .map(|latest| Json(latest.into()))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("Version {} not found for assistant {id}", body.version),
+            )
+        })
+}
+
+/// `POST /assistants/count`.
+pub async fn count(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(search): Body<Search>,
+) -> Result<Json<i64>, ApiError> {
+    let (own, query) = matching(&state, &search)?;
+    let created = rows::count(state.pool(), &caller.subject, &query)
+        .await
+        .map_err(queue_error)?;
+    Ok(Json(own.len() as i64 + created))
+}
+
+/// The graphs' own assistants that match, and the query for the caller's.
+fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::Search), ApiError> {
+    if !(1..=1000).contains(&search.limit) || search.offset < 0 {
+        return Err(unprocessable(
+            "limit must be between 1 and 1000 and offset at least 0",
+        ));
+    }
+    let sort_by = match search.sort_by.as_deref() {
+        None => "created_at",
+        Some(name) => SORTS
+            .into_iter()
+            .find(|sort| *sort == name)
+            .ok_or_else(|| unprocessable(format!("sort_by must be one of {}", SORTS.join(", "))))?,
+    };
+    let descending = match search.sort_order.as_deref() {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(_) => return Err(unprocessable("sort_order must be asc or desc")),
+    };
+    let metadata = search
+        .metadata
+        .clone()
+        .filter(|metadata| !metadata.is_empty());
+    let own = state
+        .assistants()
+        .filter(|a| search.graph_id.as_ref().is_none_or(|g| *g == a.graph_id))
+        .filter(|a| search.name.as_ref().is_none_or(|n| *n == a.name))
+        .filter(|a| {
+            metadata.as_ref().is_none_or(|wanted| {
+                wanted
+                    .iter()
+                    .all(|(key, value)| a.metadata.get(key) == Some(value))
+            })
+        })
+        .cloned()
+        .collect();
+    let query = rows::Search {
+        graph_id: search.graph_id.clone(),
+        name: search.name.clone(),
+        metadata: metadata.map(Value::Object),
+        sort_by,
+        descending,
+        // Enough of the caller's to fill the page after the graphs' own are merged in.
+        limit: (search.offset + search.limit).min(1000),
+        offset: 0,
+    };
+    Ok((own, query))
+}
+
+/// The graphs' own assistants and the caller's, sorted, paged.
+pub(super) async fn search(
+    state: &AppState,
+    caller: &Caller,
+    search: Search,
+) -> Result<Vec<Assistant>, ApiError> {
+    let (mut all, query) = matching(state, &search)?;
+    let created = rows::search(state.pool(), &caller.subject, &query)
+        .await
+        .map_err(queue_error)?;
+    all.extend(created.into_iter().map(Assistant::from));
+    let key = |a: &Assistant| -> (Value, String, Uuid) {
+        let by = match query.sort_by {
+            "assistant_id" => json!(a.assistant_id),
+            "graph_id" => json!(a.graph_id),
+            "name" => json!(a.name),
+            "updated_at" => json!(a.updated_at.timestamp_micros()),
+            _ => json!(a.created_at.timestamp_micros()),
+        };
+        (by, a.graph_id.clone(), a.assistant_id)
+    };
+    // Ties (the graphs' own assistants share a creation time) in graph order either way.
+    all.sort_by(|a, b| {
+        let (ka, kb) = (key(a), key(b));
+        let ordered = compare(&ka.0, &kb.0);
+        let ordered = if query.descending {
+            ordered.reverse()
+        } else {
+            ordered
+        };
+        ordered.then_with(|| (ka.1, ka.2).cmp(&(kb.1, kb.2)))
+    });
+    Ok(all
+        .into_iter()
+        .skip(usize::try_from(search.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(search.limit).unwrap_or(0))
+        .collect())
+}
+
+fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => a
+            .as_i64()
+            .unwrap_or_default()
+            .cmp(&b.as_i64().unwrap_or_default()),
+        _ => a
+            .as_str()
+            .unwrap_or_default()
+            .cmp(b.as_str().unwrap_or_default()),
+    }
+}

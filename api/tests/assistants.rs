@@ -1,0 +1,234 @@
+//! Assistants callers create: versions, the latest, search and count beside the graphs' own, a
+//! run on one with its config under the run's, and each its creator's own.
+
+use axum::http::StatusCode;
+use mostrador_api::Role;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{Api, caller, new_thread};
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn assistants_are_versioned_run_with_their_config_and_seen_by_their_creator_only(
+    pool: PgPool,
+) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let send = |method: &'static str, path: String, token: &str, body: Value| {
+        let request = api.request(method, &path, token, &body.to_string());
+        async { api.send(request).await }
+    };
+
+    let (status, _, created) = send(
+        "POST",
+        "/assistants".into(),
+        &ana,
+        json!({"graph_id": "agent", "name": "terse", "config": {"configurable": {"tone": "terse", "lang": "es"}},
+               "metadata": {"team": "a"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["assistant_id"].as_str().expect("an id").to_owned();
+    assert_eq!(created["version"], 1);
+    assert_eq!(
+        created["context"],
+        json!({"tone": "terse", "lang": "es"}),
+        "context is configurable"
+    );
+
+    let (status, _, updated) = send(
+        "PATCH",
+        format!("/assistants/{id}"),
+        &ana,
+        json!({"metadata": {"stage": "beta"}, "name": "terser"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["version"], 2);
+    assert_eq!(
+        updated["metadata"],
+        json!({"team": "a", "stage": "beta"}),
+        "merged"
+    );
+    assert_eq!(updated["config"], created["config"], "kept");
+    let (_, _, versions) = send(
+        "POST",
+        format!("/assistants/{id}/versions"),
+        &ana,
+        json!({}),
+    )
+    .await;
+    let numbers: Vec<&Value> = versions
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| &v["version"])
+        .collect();
+    assert_eq!(numbers, [&json!(2), &json!(1)]);
+    let (_, _, latest) = send(
+        "POST",
+        format!("/assistants/{id}/latest"),
+        &ana,
+        json!({"version": 1}),
+    )
+    .await;
+    assert_eq!(
+        (latest["version"].clone(), latest["name"].clone()),
+        (json!(1), json!("terse"))
+    );
+    let (status, _, _) = send(
+        "POST",
+        format!("/assistants/{id}/latest"),
+        &ana,
+        json!({"version": 9}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Search and count: the graphs' own and the caller's.
+    let (_, _, found) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"graph_id": "agent"}),
+    )
+    .await;
+    let names: Vec<&str> = found
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert_eq!(names, ["terse", "agent"], "newest first");
+    let (_, _, found) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"metadata": {"team": "a"}}),
+    )
+    .await;
+    assert_eq!(found.as_array().map(Vec::len), Some(1));
+    let (_, _, count) = send("POST", "/assistants/count".into(), &ana, json!({})).await;
+    assert_eq!(count, json!(3));
+    let (_, _, count) = send("POST", "/assistants/count".into(), &luis, json!({})).await;
+    assert_eq!(count, json!(2), "luis sees the graphs' own only");
+
+    // A run on it: its config under the run's.
+    let thread = new_thread(&api, &ana).await;
+    let (status, _, run) = send(
+        "POST",
+        format!("/threads/{thread}/runs"),
+        &ana,
+        json!({"assistant_id": id, "config": {"configurable": {"lang": "en"}, "recursion_limit": 7}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["assistant_id"], json!(id));
+    let config: Value = sqlx::query_scalar("select config from mostrador.runs")
+        .fetch_one(&pool)
+        .await
+        .expect("the run");
+    assert_eq!(
+        config["configurable"],
+        json!({"tone": "terse", "lang": "en"})
+    );
+    assert_eq!(config["recursion_limit"], 7);
+
+    // Luis: none of it.
+    for (method, path, body) in [
+        ("GET", format!("/assistants/{id}"), json!(null)),
+        (
+            "PATCH",
+            format!("/assistants/{id}"),
+            json!({"name": "mine"}),
+        ),
+        ("DELETE", format!("/assistants/{id}"), json!(null)),
+        ("POST", format!("/assistants/{id}/versions"), json!({})),
+    ] {
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        let (status, _, _) = api.send(api.request(method, &path, &luis, &body)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    let luis_thread = new_thread(&api, &luis).await;
+    let (status, _, _) = send(
+        "POST",
+        format!("/threads/{luis_thread}/runs"),
+        &luis,
+        json!({"assistant_id": id}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "luis cannot run ana's assistant"
+    );
+    let (status, _, _) = send(
+        "POST",
+        "/assistants".into(),
+        &luis,
+        json!({"graph_id": "agent", "assistant_id": id, "if_exists": "do_nothing"}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "taken, whoever's, and nothing revealed"
+    );
+
+    // The graphs' own are the graphs'; bad input changes nothing.
+    let (status, _, _) = send(
+        "PATCH",
+        "/assistants/agent".into(),
+        &ana,
+        json!({"name": "x"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _, _) = send(
+        "POST",
+        "/assistants".into(),
+        &ana,
+        json!({"graph_id": "nope"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = send(
+        "POST",
+        "/assistants".into(),
+        &ana,
+        json!({"graph_id": "agent", "config": {"configurable": {"a": 1}}, "context": {"b": 2}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _, _) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"sort_by": "mood"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, again) = send(
+        "POST",
+        "/assistants".into(),
+        &ana,
+        json!({"graph_id": "agent", "assistant_id": id, "if_exists": "do_nothing"}),
+    )
+    .await;
+    assert_eq!(
+        (status, again["assistant_id"].clone()),
+        (StatusCode::OK, json!(id))
+    );
+
+    let (status, _, _) = send("DELETE", format!("/assistants/{id}"), &ana, json!({})).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/assistants/{id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
