@@ -353,7 +353,7 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
         sort_by,
         descending,
         // Enough of the caller's to fill the page after the graphs' own are merged in.
-        limit: (search.offset + search.limit).min(1000),
+        limit: search.offset.saturating_add(search.limit).min(1000),
         offset: 0,
     };
     Ok((own, query))
