@@ -213,6 +213,18 @@ async fn assistants_are_versioned_run_with_their_config_and_seen_by_their_creato
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, far) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"offset": i64::MAX - 1, "limit": 10}),
+    )
+    .await;
+    assert_eq!(
+        (status, far),
+        (StatusCode::OK, json!([])),
+        "a page past the end is empty"
+    );
     let (status, _, again) = send(
         "POST",
         "/assistants".into(),
