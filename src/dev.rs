@@ -130,6 +130,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         decided_by_managers: graphs.decided_by_managers(&args.deciders),
+        started_by_staff: graphs.started_by_staff(),
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -1,4 +1,4 @@
-//! The graphs a binary serves, and who answers their interrupts.
+//! The graphs a binary serves, who starts them and who answers their interrupts.
 
 use std::collections::BTreeSet;
 
@@ -15,6 +15,8 @@ pub struct GraphSet {
     /// Those whose interrupts the managers of a thread's store decide, not its owner
     /// (`ApiConfig::decided_by_managers`).
     pub decided_by_managers: &'static [&'static str],
+    /// Those only a store's staff start (`ApiConfig::started_by_staff`).
+    pub started_by_staff: &'static [&'static str],
 }
 
 impl GraphSet {
@@ -22,7 +24,16 @@ impl GraphSet {
     pub const RETAIL: Self = Self {
         build: mostrador_agents::graphs::all,
         decided_by_managers: mostrador_agents::graphs::DECIDED_BY_MANAGERS,
+        started_by_staff: mostrador_agents::graphs::STARTED_BY_STAFF,
     };
+
+    /// The binary's graphs only a store's staff start.
+    pub(crate) fn started_by_staff(&self) -> BTreeSet<String> {
+        self.started_by_staff
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
 
     /// The binary's graphs decided by managers, and those `args` name.
     pub(crate) fn decided_by_managers(&self, args: &DecidersArgs) -> BTreeSet<String> {

@@ -416,6 +416,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     }
     config.python_graphs = args.python.graph_ids()?;
     config.decided_by_managers = graphs.decided_by_managers(&args.deciders);
+    config.started_by_staff = graphs.started_by_staff();
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()

@@ -56,6 +56,9 @@ pub struct ApiConfig {
     /// app's `cliente`: a refund): only they resume such a thread or change its state while it
     /// waits. Any other graph's thread is resumed by its owner, as on the official server.
     pub decided_by_managers: BTreeSet<String>,
+    /// Graphs only a store's staff (clerks and managers) start, directly or by a cron (the retail
+    /// app's `compras` and `fichas`, which write for every store): a customer gets a 403.
+    pub started_by_staff: BTreeSet<String>,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
@@ -151,6 +154,7 @@ impl ApiConfig {
             python_graphs: Vec::new(),
             cors: Cors::Off,
             decided_by_managers: BTreeSet::new(),
+            started_by_staff: BTreeSet::new(),
         }
     }
 }
@@ -169,6 +173,7 @@ struct Inner {
     graphs: BTreeMap<String, Graph>,
     python_graphs: BTreeSet<String>,
     decided_by_managers: BTreeSet<String>,
+    started_by_staff: BTreeSet<String>,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
@@ -211,6 +216,7 @@ impl AppState {
             graphs,
             python_graphs,
             decided_by_managers: config.decided_by_managers.clone(),
+            started_by_staff: config.started_by_staff.clone(),
             assistants,
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
@@ -243,6 +249,11 @@ impl AppState {
     /// ([`ApiConfig::decided_by_managers`]) rather than by the thread's owner.
     pub fn decided_by_managers(&self, graph_id: &str) -> bool {
         self.0.decided_by_managers.contains(graph_id)
+    }
+
+    /// Whether only a store's staff start runs of `graph_id` ([`ApiConfig::started_by_staff`]).
+    pub fn started_by_staff(&self, graph_id: &str) -> bool {
+        self.0.started_by_staff.contains(graph_id)
     }
 
     /// Whether `graph_id` is a Python graph (executed by LangGraph in the workers).

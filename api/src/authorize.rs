@@ -55,6 +55,22 @@ pub fn may_decide(
     }
 }
 
+/// Whether `caller` may start runs of `graph_id` (directly or with a cron): anyone, but for the
+/// graphs only a store's staff start ([`AppState::started_by_staff`]).
+///
+/// # Errors
+///
+/// A 403 saying who starts them.
+pub fn may_start(state: &AppState, caller: &Caller, graph_id: &str) -> Result<(), ApiError> {
+    if caller.role == Role::Customer && state.started_by_staff(graph_id) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("only a store's staff (clerks and managers) start runs of {graph_id}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The threads `caller` may see, as the queue's searches filter them: the same rule as
 /// [`may_see`].
 pub fn visibility(caller: &Caller) -> Visibility {

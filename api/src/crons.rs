@@ -127,6 +127,7 @@ fn new_cron(
             format!("assistant {assistant_id:?} not found"),
         )
     })?;
+    crate::authorize::may_start(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
         .ok_or_else(|| unprocessable("schedule is required"))?;

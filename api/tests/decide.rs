@@ -112,3 +112,45 @@ async fn the_threads_owner_answers_interrupts_unless_the_graph_leaves_them_to_ma
     let (status, _, run) = api.send(api.request("POST", &path, &ana, resume)).await;
     assert_eq!(status, StatusCode::OK, "the owner answers: {run}");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_customer_starts_no_run_of_a_graph_only_staff_start(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            started_by_staff: ["approval".to_owned()].into(),
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let pepe = api.token_for(&caller("pepe", Role::Clerk, Some("madrid-1")));
+    let body = r#"{"assistant_id": "approval", "input": {}}"#;
+    for path in ["/runs", "/runs/wait", "/runs/stream"] {
+        let (status, _, answer) = api.send(api.request("POST", path, &ana, body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {answer}");
+    }
+    let thread = new_thread(&api, &ana).await;
+    let (status, _, _) = api
+        .send(api.request("POST", &format!("/threads/{thread}/runs"), &ana, body))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let batch = r#"[{"assistant_id": "agent"}, {"assistant_id": "approval"}]"#;
+    let (status, _, _) = api
+        .send(api.request("POST", "/runs/batch", &ana, batch))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "all or nothing");
+    let cron = r#"{"assistant_id": "approval", "schedule": "*/5 * * * *"}"#;
+    let (status, _, _) = api
+        .send(api.request("POST", "/runs/crons", &ana, cron))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "nor by a cron");
+    assert_eq!(runs(&api).await, 0, "nothing was queued");
+
+    let (status, _, answer) = api.send(api.request("POST", "/runs", &pepe, body)).await;
+    assert_eq!(status, StatusCode::OK, "a clerk starts it: {answer}");
+    let (status, _, _) = api
+        .send(api.request("POST", "/runs", &ana, r#"{"assistant_id": "agent"}"#))
+        .await;
+    assert_eq!(status, StatusCode::OK, "the other graphs are anyone's");
+}

@@ -27,6 +27,10 @@ use crate::llm::Model;
 /// the customer who runs them.
 pub const DECIDED_BY_MANAGERS: &[&str] = &["cliente"];
 
+/// The retail graphs only a store's staff (clerks, managers, the scheduler's crons) start: they
+/// write the purchase proposals and product sheets of every store.
+pub const STARTED_BY_STAFF: &[&str] = &["compras", "fichas"];
+
 /// Every retail graph by assistant id.
 pub fn all(pool: &PgPool, model: &Model) -> HashMap<String, Graph> {
     HashMap::from([

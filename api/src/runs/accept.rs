@@ -20,7 +20,7 @@ use super::{content_location, queue_error, rejoin_location, run_json, unprocessa
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_decide, visible_thread};
+use crate::authorize::{may_decide, may_start, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::stream;
@@ -270,7 +270,9 @@ async fn resolve_assistant(
         .assistant_id
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    crate::assistants::found(state, caller, assistant_id).await
+    let assistant = crate::assistants::found(state, caller, assistant_id).await?;
+    may_start(state, caller, &assistant.graph_id)?;
+    Ok(assistant)
 }
 
 /// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by default).

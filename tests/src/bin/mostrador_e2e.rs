@@ -12,5 +12,6 @@ fn main() -> ExitCode {
         },
         // `e2e_approval` stands for `cliente`: a decision for the managers of the store.
         decided_by_managers: &["cliente", "e2e_approval"],
+        started_by_staff: mostrador_agents::graphs::STARTED_BY_STAFF,
     })
 }
