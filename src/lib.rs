@@ -292,8 +292,9 @@ struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_MAX_RUNS", default_value_t = MAX_RUNS_DEFAULT)]
     max_runs: usize,
 
-    /// Tasks of a superstep at once, for runs whose config sets no max_concurrency (so model
-    /// calls in flight are at most max runs × this) [default: the engine's].
+    /// Tasks of a superstep at once, for runs whose config sets no max_concurrency, and the most
+    /// a run's may ask for (so model calls in flight are at most max runs × this) [default: the
+    /// engine's, 16, for the Rust graphs; Python runs are bounded only when this is set].
     #[arg(long, env = "MOSTRADOR_MAX_CONCURRENCY")]
     max_concurrency: Option<usize>,
 

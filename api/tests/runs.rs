@@ -123,6 +123,10 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
+            r#"{"assistant_id": "agent", "config": {"recursion_limit": 10001}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             r#"{"assistant_id": "agent", "config": []}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),

@@ -46,7 +46,8 @@ pub struct WorkerConfig {
     pub grace_period: Duration,
     /// Ends a run `timeout` when it runs longer.
     pub run_timeout: Option<Duration>,
-    /// Tasks of one superstep at once, for runs whose configuration sets none.
+    /// Tasks of one superstep at once, for runs whose configuration sets none, and the most a
+    /// run's configuration may ask for.
     pub max_concurrency: Option<usize>,
     /// How often the worker tries to be the scheduler of due crons.
     pub cron_interval: Duration,

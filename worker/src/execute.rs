@@ -85,8 +85,8 @@ pub struct Executor {
     pub(crate) pool: PgPool,
     pub(crate) publisher: Publisher,
     telemetry: Arc<Telemetry>,
-    /// For runs whose configuration sets none.
-    max_concurrency: Option<usize>,
+    /// For runs whose configuration sets none, and the most any may ask for.
+    pub(crate) max_concurrency: Option<usize>,
 }
 
 impl Executor {
@@ -100,8 +100,8 @@ impl Executor {
         }
     }
 
-    /// Runs whose configuration sets no `max_concurrency` get this one (the engine's default
-    /// otherwise).
+    /// A superstep's tasks at once (the engine's default otherwise): what runs whose
+    /// configuration sets no `max_concurrency` get, and the most any run may ask for.
     #[must_use]
     pub fn max_concurrency(mut self, max_concurrency: Option<usize>) -> Self {
         self.max_concurrency = max_concurrency;
@@ -245,7 +245,7 @@ impl Executor {
     }
 }
 
-/// The engine's options from the run's `config` (`max_concurrency`, else the worker's;
+/// The engine's options from the run's `config` (`max_concurrency`, at most the worker's;
 /// `recursion_limit`, `durability`, and `configurable` for the nodes).
 fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<RunOptions, String> {
     let config = &claimed.config;
@@ -253,8 +253,9 @@ fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<R
     if let Some(n) = max_concurrency {
         options.max_concurrency = n;
     }
+    // The operator's bound (or the engine's default) is a ceiling: a run may ask for fewer.
     if let Some(n) = config.get("max_concurrency") {
-        options.max_concurrency = positive(n, "max_concurrency")?;
+        options.max_concurrency = positive(n, "max_concurrency")?.min(options.max_concurrency);
     }
     if let Some(n) = config.get("recursion_limit") {
         options.recursion_limit = positive(n, "recursion_limit")?;

@@ -71,7 +71,16 @@ impl Executor {
         };
         let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
-        let ended = drive(&mut runner, claimed, handle, &events, &saver, deadline).await?;
+        let ended = drive(
+            &mut runner,
+            claimed,
+            handle,
+            &events,
+            &saver,
+            deadline,
+            self.max_concurrency,
+        )
+        .await?;
         match ended {
             Ended::Done(done) => {
                 // A runner that ran out of memory may hold on to it: a new one takes the next run.
@@ -243,10 +252,11 @@ async fn drive(
     events: &RunEvents,
     saver: &Saver,
     deadline: Option<Instant>,
+    max_concurrency: Option<usize>,
 ) -> Result<Ended, Error> {
     let control = &handle.control;
     if let Err(err) = runner
-        .send(&runner::run_message(saver, claimed).await)
+        .send(&runner::run_message(saver, claimed, max_concurrency).await)
         .await
     {
         return Ok(Ended::Gone(Gone::Died(err.to_string())));

@@ -248,8 +248,19 @@ impl Runner {
 
 /// The message that hands a run to a runner, with the thread's latest checkpoint (which LangGraph
 /// reads first) when it could be read, to spare the runner asking for it.
-pub async fn run_message(saver: &Saver, claimed: &ClaimedRun) -> Value {
+/// `max_concurrency`: the operator's bound on a superstep's tasks at once (a run may ask for
+/// fewer, never more).
+pub async fn run_message(
+    saver: &Saver,
+    claimed: &ClaimedRun,
+    max_concurrency: Option<usize>,
+) -> Value {
     let mut spec = run_spec(claimed);
+    if let Some(bound) = max_concurrency {
+        let asked = claimed.config["max_concurrency"].as_u64();
+        let allowed = asked.map_or(bound, |n| usize::try_from(n).unwrap_or(bound).min(bound));
+        spec["config"]["max_concurrency"] = json!(allowed);
+    }
     if let Ok(latest) = saver.get("", None).await {
         spec["latest"] = latest.map_or(Value::Null, saved_json);
     }

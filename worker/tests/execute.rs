@@ -407,7 +407,9 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn the_workers_max_concurrency_bounds_runs_that_set_none(pool: PgPool) -> anyhow::Result<()> {
+async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_more(
+    pool: PgPool,
+) -> anyhow::Result<()> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let graph = {
@@ -441,5 +443,20 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none(pool: PgPool) -> 
         .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     assert_eq!(peak.load(Ordering::SeqCst), 3);
+
+    // A caller's own max_concurrency is a request within the operator's bound, not above it.
+    peak.store(0, Ordering::SeqCst);
+    enqueue(&pool, None, |new| NewRun {
+        config: json!({"max_concurrency": 10}),
+        ..new
+    })
+    .await;
+    let claimed = claim_next(&pool).await;
+    let finish = executor(&pool)
+        .max_concurrency(Some(3))
+        .execute(&claimed, &graph, &RunHandle::new(), None)
+        .await?;
+    assert_eq!(finish, Finish::Ended(RunStatus::Success));
+    assert_eq!(peak.load(Ordering::SeqCst), 3, "10 asked, 3 allowed");
     Ok(())
 }

@@ -198,8 +198,8 @@ fn run_request() -> Value {
             "config": {
                 "type": ["object", "null"],
                 "properties": {
-                    "recursion_limit": {"type": "integer", "minimum": 1},
-                    "max_concurrency": {"type": "integer", "minimum": 1},
+                    "recursion_limit": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    "max_concurrency": {"type": "integer", "minimum": 1, "maximum": 4294967295_u64},
                     "configurable": object_schema(),
                 },
             },

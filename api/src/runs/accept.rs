@@ -482,6 +482,7 @@ fn new_run(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
+    limits(&config)?;
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
         config["stream_subgraphs"] = json!(true);
@@ -508,6 +509,27 @@ fn new_run(
         trace_id: crate::trace::current(),
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
+}
+
+/// The most supersteps a run may ask for: a graph looping without end stops there.
+pub const RECURSION_LIMIT_MAX: u64 = 10_000;
+
+/// `recursion_limit` (at most [`RECURSION_LIMIT_MAX`]) and `max_concurrency` (a request the
+/// worker bounds) are positive integers.
+fn limits(config: &Value) -> Result<(), ApiError> {
+    for (field, most) in [
+        ("recursion_limit", RECURSION_LIMIT_MAX),
+        ("max_concurrency", u64::from(u32::MAX)),
+    ] {
+        if let Some(value) = config.get(field)
+            && value.as_u64().is_none_or(|n| n == 0 || n > most)
+        {
+            return Err(unprocessable(format!(
+                "config.{field} must be a positive integer, at most {most}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.
@@ -594,15 +616,6 @@ fn run_config(
             ));
         }
         config.insert("configurable".into(), Value::Object(context));
-    }
-    for field in ["recursion_limit", "max_concurrency"] {
-        if let Some(value) = config.get(field)
-            && value.as_u64().is_none_or(|n| n == 0)
-        {
-            return Err(unprocessable(format!(
-                "config.{field} must be a positive integer"
-            )));
-        }
     }
     if config
         .get("configurable")
