@@ -31,6 +31,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
 }
 
+/// `--run-timeout`: a day when not given, as on the official server; `0` for no limit.
+pub(crate) fn run_timeout(given: Option<Duration>) -> Option<Duration> {
+    match given {
+        None => Some(mostrador_worker::config::RUN_TIMEOUT_DEFAULT),
+        Some(limit) if limit.is_zero() => None,
+        limit => limit,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +57,15 @@ mod tests {
         assert!(parse_duration("5 days").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn runs_time_out_after_a_day_unless_the_operator_says_otherwise() {
+        assert_eq!(run_timeout(None), Some(Duration::from_secs(86_400)));
+        assert_eq!(run_timeout(Some(Duration::ZERO)), None, "0: no limit");
+        assert_eq!(
+            run_timeout(Some(Duration::from_secs(60))),
+            Some(Duration::from_secs(60))
+        );
     }
 }

@@ -327,7 +327,8 @@ struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_CRON_INTERVAL", value_parser = parse_duration)]
     cron_interval: Option<Duration>,
 
-    /// End runs that take longer as `timeout` [default: no limit].
+    /// End runs that take longer as `timeout` [default: 24h, as the official server; `0`: no
+    /// limit].
     #[arg(long, env = "MOSTRADOR_RUN_TIMEOUT", value_parser = parse_duration)]
     run_timeout: Option<Duration>,
 
@@ -562,7 +563,7 @@ async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
         sweep_interval: args.sweep_interval.unwrap_or(defaults.sweep_interval),
         drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
         grace_period: args.grace_period.unwrap_or(defaults.grace_period),
-        run_timeout: args.run_timeout,
+        run_timeout: duration::run_timeout(args.run_timeout),
         max_concurrency: args.max_concurrency,
         cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
         python,

@@ -8,6 +8,8 @@ use mostrador_graph::Graph;
 
 use crate::runner::PythonConfig;
 
+/// How long a run may take before it ends `timeout`: a day, as on the official server.
+pub const RUN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(24 * 3600);
 /// Runs in flight per process when none is configured.
 pub const MAX_RUNS_DEFAULT: usize = 16;
 /// How long a worker's runs stay its own without a heartbeat.
@@ -44,7 +46,8 @@ pub struct WorkerConfig {
     /// How long the platform waits after SIGTERM before it kills the process (the pod's
     /// `terminationGracePeriodSeconds`).
     pub grace_period: Duration,
-    /// Ends a run `timeout` when it runs longer.
+    /// Ends a run `timeout` when it runs longer ([`RUN_TIMEOUT_DEFAULT`] unless set; `None`:
+    /// no limit).
     pub run_timeout: Option<Duration>,
     /// Tasks of one superstep at once, for runs whose configuration sets none, and the most a
     /// run's configuration may ask for.
@@ -67,7 +70,7 @@ impl WorkerConfig {
             sweep_interval: SWEEP_INTERVAL_DEFAULT,
             drain_timeout: DRAIN_TIMEOUT_DEFAULT,
             grace_period: GRACE_PERIOD_DEFAULT,
-            run_timeout: None,
+            run_timeout: Some(RUN_TIMEOUT_DEFAULT),
             max_concurrency: None,
             cron_interval: CRON_INTERVAL_DEFAULT,
             python: None,
