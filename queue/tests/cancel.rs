@@ -107,3 +107,52 @@ async fn cancel_running_run_notifies_the_holder(pool: PgPool) -> anyhow::Result<
         .await?;
     Ok(())
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_rollback_deletes_its_runs_checkpoints_in_its_own_thread_only(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use mostrador_graph::checkpoint::{Checkpoint, Checkpointer};
+    use mostrador_queue::PgCheckpointer;
+
+    let run = new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let checkpoint = Checkpoint {
+        checkpoint_id: Uuid::now_v7(),
+        parent_id: None,
+        step: -1,
+        versions: std::collections::BTreeMap::new(),
+        next: Vec::new(),
+        metadata: serde_json::json!({}),
+        created_at: chrono::Utc::now(),
+    };
+    PgCheckpointer::fenced(pool.clone(), claimed.lease())
+        .put(run.thread_id.0, &checkpoint, &Default::default(), &[])
+        .await
+        .map_err(|err| anyhow::anyhow!(err))?;
+    // A copy of the thread holds the same checkpoint, made by the same run.
+    let copy = crate::support::new_thread(&pool).await;
+    let reader = PgCheckpointer::new(pool.clone());
+    reader
+        .copy_thread(run.thread_id.0, copy.thread_id.0)
+        .await
+        .map_err(|err| anyhow::anyhow!(err))?;
+
+    claimed.roll_back(&pool).await?;
+    let latest = |thread: ThreadId| {
+        let reader = &reader;
+        async move {
+            reader
+                .get(thread.0, None)
+                .await
+                .map_err(|err| anyhow::anyhow!(err))
+        }
+    };
+    assert!(latest(run.thread_id).await?.is_none(), "gone with its run");
+    assert!(
+        latest(copy.thread_id).await?.is_some(),
+        "the copy's is its own: another thread's rollback leaves it"
+    );
+    Ok(())
+}
