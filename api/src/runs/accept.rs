@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::config::{limits, run_config, under};
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use super::wait::waiting;
 use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
@@ -511,53 +512,6 @@ fn new_run(
     })
 }
 
-/// The most supersteps a run may ask for: a graph looping without end stops there.
-pub const RECURSION_LIMIT_MAX: u64 = 10_000;
-
-/// `recursion_limit` (at most [`RECURSION_LIMIT_MAX`]) and `max_concurrency` (a request the
-/// worker bounds) are positive integers.
-fn limits(config: &Value) -> Result<(), ApiError> {
-    for (field, most) in [
-        ("recursion_limit", RECURSION_LIMIT_MAX),
-        ("max_concurrency", u64::from(u32::MAX)),
-    ] {
-        if let Some(value) = config.get(field)
-            && value.as_u64().is_none_or(|n| n == 0 || n > most)
-        {
-            return Err(unprocessable(format!(
-                "config.{field} must be a positive integer, at most {most}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.
-fn under(assistant: &Value, run: Value) -> Value {
-    let Some(defaults) = assistant
-        .as_object()
-        .filter(|defaults| !defaults.is_empty())
-    else {
-        return run;
-    };
-    let mut merged = defaults.clone();
-    let run = match run {
-        Value::Object(run) => run,
-        _ => Map::new(),
-    };
-    for (key, value) in run {
-        match (merged.get_mut(&key), value) {
-            (Some(Value::Object(base)), Value::Object(over)) if key == "configurable" => {
-                base.extend(over);
-            }
-            (_, value) => {
-                merged.insert(key, value);
-            }
-        }
-    }
-    Value::Object(merged)
-}
-
 /// The checkpoint a run starts from (regenerate, edit, time travel): `checkpoint_id`, or the
 /// `checkpoint_id` of `checkpoint`, as the SDKs send them; `None` (the latest) when neither names
 /// one, null included.
@@ -594,41 +548,4 @@ fn start_at(
             .map_err(|_| unprocessable("checkpoint_id must be a UUID")),
         _ => Err(unprocessable("checkpoint_id must be a UUID")),
     }
-}
-
-/// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
-/// `max_concurrency`, `durability`.
-fn run_config(
-    config: Option<Value>,
-    context: Option<Map<String, Value>>,
-    durability: Option<String>,
-) -> Result<Value, ApiError> {
-    let mut config = match config {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(config)) => config,
-        Some(_) => return Err(unprocessable("config must be an object")),
-    };
-    if let Some(context) = context.filter(|context| !context.is_empty()) {
-        if config.contains_key("configurable") {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "specify either config.configurable or context, not both",
-            ));
-        }
-        config.insert("configurable".into(), Value::Object(context));
-    }
-    if config
-        .get("configurable")
-        .is_some_and(|configurable| !configurable.is_object())
-    {
-        return Err(unprocessable("config.configurable must be an object"));
-    }
-    match durability.as_deref() {
-        None => {}
-        Some(mode @ ("sync" | "async" | "exit")) => {
-            config.insert("durability".into(), json!(mode));
-        }
-        Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
-    }
-    Ok(Value::Object(config))
 }
