@@ -83,12 +83,12 @@ pub async fn create(
     let Some(thread_id) = chosen else {
         let thread = thread::create(state.pool(), &new)
             .await
-            .map_err(ApiError::unavailable)?;
+            .map_err(crate::runs::queue_error)?;
         return Ok(Json(thread_json(&state, &thread).await?));
     };
     if let Some(thread) = thread::create_with_id(state.pool(), thread_id, &new)
         .await
-        .map_err(ApiError::unavailable)?
+        .map_err(crate::runs::queue_error)?
     {
         return Ok(Json(thread_json(&state, &thread).await?));
     }
@@ -341,10 +341,7 @@ pub async fn update(
     }
     thread::update_metadata(state.pool(), thread.thread_id, &Value::Object(metadata))
         .await
-        .map_err(|err| match err {
-            QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
-            other => ApiError::unavailable(other),
-        })?;
+        .map_err(crate::runs::queue_error)?;
     let minimal = headers
         .get("prefer")
         .and_then(|value| value.to_str().ok())

@@ -448,3 +448,50 @@ async fn a_run_with_if_not_exists_create_makes_the_callers_thread_or_nothing(poo
     assert_eq!(status, StatusCode::OK);
     assert_eq!(thread["metadata"]["graph_id"], "agent");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn metadata_is_bounded_when_created_and_when_merged(pool: PgPool) {
+    // A body limit above the metadata's, so that the bound answering is the metadata's.
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            body_limit: 1024 * 1024,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let big =
+        |key: &str, kib: usize| json!({"metadata": {key: "x".repeat(kib * 1024)}}).to_string();
+    let (status, _, _) = api
+        .send(api.request("POST", "/threads", &ana, &big("a", 70)))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "over 64 KiB");
+    let (status, _, thread) = api
+        .send(api.request("POST", "/threads", &ana, &big("a", 40)))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let path = format!("/threads/{}", thread["thread_id"].as_str().expect("an id"));
+    let (status, _, _) = api
+        .send(api.request("PATCH", &path, &ana, &big("b", 40)))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "two small updates do not make a big one"
+    );
+    let (_, _, kept) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert!(
+        kept["metadata"].get("b").is_none(),
+        "the refused update changed nothing"
+    );
+    let run = json!({"assistant_id": "agent", "metadata": {"a": "x".repeat(70 * 1024)}});
+    let (status, _, _) = api
+        .send(api.request("POST", "/runs", &ana, &run.to_string()))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a run's metadata too"
+    );
+}

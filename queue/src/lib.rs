@@ -80,3 +80,27 @@ pub(crate) fn check_page(limit: i64, offset: i64) -> Result {
     }
     Ok(())
 }
+
+/// The largest metadata of a thread or a run, as JSON text: 64 KiB.
+pub const METADATA_MAX_BYTES: usize = 64 * 1024;
+
+/// Metadata is a JSON object of at most [`METADATA_MAX_BYTES`].
+///
+/// # Errors
+///
+/// [`Error::Invalid`] otherwise.
+pub(crate) fn check_metadata(metadata: &serde_json::Value) -> Result {
+    if !metadata.is_object() {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    if metadata.to_string().len() > METADATA_MAX_BYTES {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: format!("must be at most {METADATA_MAX_BYTES} bytes of JSON"),
+        });
+    }
+    Ok(())
+}

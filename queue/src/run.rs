@@ -203,9 +203,7 @@ impl NewRun {
         if !self.config.is_object() {
             return invalid("config", "must be a JSON object");
         }
-        if !self.metadata.is_object() {
-            return invalid("metadata", "must be a JSON object");
-        }
+        crate::check_metadata(&self.metadata)?;
         if self.after > Duration::from_secs(366 * 24 * 3600) {
             return invalid("after_seconds", "must be at most a year");
         }
