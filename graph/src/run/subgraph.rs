@@ -109,7 +109,8 @@ impl<C: Checkpointer> Execution<'_, C> {
                 ..self.options.clone()
             };
             let parent = Arc::clone(&self.events);
-            let label = namespace.rsplit('|').next().unwrap_or_default().to_owned();
+            // Its checkpointer nests the namespace in its parent's; its events carry its own.
+            let label = namespace.clone();
             let events = Arc::new(move |mut event: StreamEvent| {
                 event.namespace.insert(0, label.clone());
                 parent(event);

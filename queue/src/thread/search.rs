@@ -1,0 +1,227 @@
+//! Finding threads: who sees which ([`Visibility`]), and searching and counting them with
+//! filters and a sort.
+
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use super::{Thread, ThreadId, ThreadStatus};
+use crate::{Error, Result};
+
+/// Who may see which threads, as [`search`] filters them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visibility {
+    /// Threads this subject owns.
+    pub owner: String,
+    /// And every thread of this store (a manager's).
+    pub store: Option<String>,
+}
+
+/// What [`search`] looks for, newest first.
+#[derive(Debug, Clone)]
+pub struct ThreadSearch {
+    pub visible_to: Visibility,
+    /// Threads whose metadata contains this object.
+    pub metadata: Option<Value>,
+    pub status: Option<ThreadStatus>,
+    pub ids: Option<Vec<ThreadId>>,
+    pub limit: i64,
+    pub offset: i64,
+    pub sort: ThreadSort,
+}
+
+/// The order of a thread search (newest first by default), as the official server's `sort_by`
+/// and `sort_order` name it; ties go by thread id the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadSort {
+    pub by: ThreadSortKey,
+    pub ascending: bool,
+}
+
+impl Default for ThreadSort {
+    fn default() -> Self {
+        Self {
+            by: ThreadSortKey::CreatedAt,
+            ascending: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadSortKey {
+    ThreadId,
+    Status,
+    CreatedAt,
+    UpdatedAt,
+    /// The last activity of its runs.
+    StateUpdatedAt,
+}
+
+impl ThreadSortKey {
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "thread_id" => Self::ThreadId,
+            "status" => Self::Status,
+            "created_at" => Self::CreatedAt,
+            "updated_at" => Self::UpdatedAt,
+            "state_updated_at" => Self::StateUpdatedAt,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::ThreadId => "thread_id",
+            Self::Status => "status",
+            Self::CreatedAt => "created_at",
+            Self::UpdatedAt => "updated_at",
+            Self::StateUpdatedAt => "state_updated_at",
+        }
+    }
+}
+
+/// The visible threads that match, in the search's order.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or metadata that is not an
+/// object.
+pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Result<Vec<Thread>> {
+    if !(1..=1000).contains(&search.limit) || search.offset < 0 {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: "limit must be between 1 and 1000 and offset at least 0".into(),
+        });
+    }
+    if search.metadata.as_ref().is_some_and(|m| !m.is_object()) {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    let ids: Option<Vec<Uuid>> = search
+        .ids
+        .as_ref()
+        .map(|ids| ids.iter().map(|id| id.0).collect());
+    let threads = sqlx::query_as!(
+        Thread,
+        r#"
+        select
+            s.thread_id as "thread_id!: ThreadId",
+            s.graph_id,
+            s.owner as "owner!",
+            s.store,
+            s.status as "status!: ThreadStatus",
+            s.metadata as "metadata!",
+            s.created_at as "created_at!",
+            s.updated_at as "updated_at!",
+            s.last_activity_at as "last_activity_at!"
+        from (
+            select
+                t.thread_id,
+                t.graph_id,
+                t.owner,
+                t.store,
+                case
+                    when exists (
+                        select 1
+                        from mostrador.runs r
+                        where r.thread_id = t.thread_id
+                          and r.status in ('pending', 'running')
+                    ) then 'busy'
+                    else t.status
+                end as status,
+                t.metadata,
+                t.created_at,
+                t.updated_at,
+                t.last_activity_at
+            from mostrador.threads t
+            where t.deleted_at is null
+              and (t.owner = $1 or ($2::text is not null and t.store = $2))
+              and ($3::jsonb is null or t.metadata @> $3)
+              and ($4::uuid[] is null or t.thread_id = any($4))
+        ) s
+        where ($5::mostrador.thread_status is null or s.status = $5)
+        order by
+            case when $9 and $8 <> 'thread_id' and $8 <> 'status' then
+                case $8
+                    when 'created_at' then s.created_at
+                    when 'updated_at' then s.updated_at
+                    else s.last_activity_at
+                end
+            end asc,
+            case when not $9 and $8 <> 'thread_id' and $8 <> 'status' then
+                case $8
+                    when 'created_at' then s.created_at
+                    when 'updated_at' then s.updated_at
+                    else s.last_activity_at
+                end
+            end desc,
+            case when $9 and $8 = 'status' then s.status::text end asc,
+            case when not $9 and $8 = 'status' then s.status::text end desc,
+            case when $9 then s.thread_id end asc,
+            s.thread_id desc
+        limit $6
+        offset $7
+        "#,
+        search.visible_to.owner,
+        search.visible_to.store,
+        search.metadata,
+        ids.as_deref(),
+        search.status as Option<ThreadStatus>,
+        search.limit,
+        search.offset,
+        search.sort.by.as_str(),
+        search.sort.ascending,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(threads)
+}
+
+/// How many visible threads match (the search's limit, offset and order aside).
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for metadata that is not an object.
+pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Result<i64> {
+    if search.metadata.as_ref().is_some_and(|m| !m.is_object()) {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    let ids: Option<Vec<Uuid>> = search
+        .ids
+        .as_ref()
+        .map(|ids| ids.iter().map(|id| id.0).collect());
+    Ok(sqlx::query_scalar!(
+        r#"
+        select count(*) as "count!"
+        from mostrador.threads t
+        where t.deleted_at is null
+          and (t.owner = $1 or ($2::text is not null and t.store = $2))
+          and ($3::jsonb is null or t.metadata @> $3)
+          and ($4::uuid[] is null or t.thread_id = any($4))
+          and (
+              $5::mostrador.thread_status is null
+              or $5 = case
+                  when exists (
+                      select 1
+                      from mostrador.runs r
+                      where r.thread_id = t.thread_id
+                        and r.status in ('pending', 'running')
+                  ) then 'busy'
+                  else t.status
+              end
+          )
+        "#,
+        search.visible_to.owner,
+        search.visible_to.store,
+        search.metadata,
+        ids.as_deref(),
+        search.status as Option<ThreadStatus>,
+    )
+    .fetch_one(executor)
+    .await?)
+}
