@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use mostrador_worker::PythonConfig;
+use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 use serde_json::Value;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
@@ -27,6 +27,41 @@ pub(crate) struct PythonArgs {
     /// the pod running out of memory. None by default.
     #[arg(long, env = "MOSTRADOR_PYTHON_MEMORY_LIMIT_MIB", value_parser = clap::value_parser!(u64).range(256..))]
     python_memory_limit_mib: Option<u64>,
+
+    /// The most a thread's files (deep agents' files, kept by the worker) may take together, in
+    /// MiB: a write past it is refused and the agent told why.
+    #[arg(long, env = "MOSTRADOR_THREAD_FILES_LIMIT_MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    thread_files_limit_mib: u64,
+
+    /// Runs deep agents' commands (`execute`) in a bubblewrap sandbox per command, with this
+    /// `bwrap` binary (for example `/usr/bin/bwrap`); without it, agents cannot run commands.
+    #[arg(long, env = "MOSTRADOR_SANDBOX_BWRAP")]
+    sandbox_bwrap: Option<PathBuf>,
+
+    /// The longest a sandboxed command may run (it asks for less with its own timeout).
+    #[arg(long, env = "MOSTRADOR_SANDBOX_TIMEOUT", default_value = "120s", value_parser = crate::duration::parse_duration)]
+    sandbox_timeout: std::time::Duration,
+
+    /// CPU seconds of a sandboxed command.
+    #[arg(long, env = "MOSTRADOR_SANDBOX_CPU_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    sandbox_cpu_seconds: u64,
+
+    /// The address space of each process of a sandboxed command, in MiB.
+    #[arg(long, env = "MOSTRADOR_SANDBOX_MEMORY_MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..))]
+    sandbox_memory_mib: u64,
+
+    /// Lets sandboxed commands reach the network (they have none by default).
+    #[arg(long, env = "MOSTRADOR_SANDBOX_NETWORK")]
+    sandbox_network: bool,
+
+    /// Subagent delegations at once in one run (deepagents' `task` tool, through
+    /// `mostrador.deepagents.SubagentLimit`); none by default.
+    #[arg(long, env = "MOSTRADOR_SUBAGENTS_PER_RUN", value_parser = clap::value_parser!(u64).range(1..))]
+    subagents_per_run: Option<u64>,
+
+    /// Subagent delegations at once in all the runs of a worker process; none by default.
+    #[arg(long, env = "MOSTRADOR_SUBAGENTS_PER_WORKER", value_parser = clap::value_parser!(u64).range(1..))]
+    subagents_per_worker: Option<u64>,
 }
 
 impl PythonArgs {
@@ -47,7 +82,25 @@ impl PythonArgs {
             config: path,
             graphs,
             memory_limit_mib: self.python_memory_limit_mib,
+            agents: self.agents(),
         }))
+    }
+
+    fn agents(&self) -> AgentConfig {
+        let sandbox = self.sandbox_bwrap.clone().map(|bwrap| SandboxConfig {
+            timeout: self.sandbox_timeout,
+            cpu_seconds: self.sandbox_cpu_seconds,
+            memory_mib: self.sandbox_memory_mib,
+            network: self.sandbox_network,
+            ..SandboxConfig::new(bwrap)
+        });
+        let slots = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        AgentConfig {
+            files_limit_bytes: i64::try_from(self.thread_files_limit_mib << 20).unwrap_or(i64::MAX),
+            sandbox,
+            subagents_per_run: slots(self.subagents_per_run),
+            subagents_per_worker: slots(self.subagents_per_worker),
+        }
     }
 
     /// The Python graphs' ids (none without a `langgraph.json`).

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
-use crate::{approvals, crons, dashboard, probes, runs, state, store, stream, threads};
+use crate::{approvals, crons, dashboard, files, probes, runs, state, store, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
 /// a run's messages (as data URLs), as chat clients send them.
@@ -377,6 +377,8 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/threads/count", post(threads::count))
         .route("/threads/prune", post(threads::prune))
         .route("/threads/{thread_id}/copy", post(threads::copy))
+        .route("/threads/{thread_id}/files", get(files::list))
+        .route("/threads/{thread_id}/files/content", get(files::read))
         .route(
             "/threads/{thread_id}",
             get(threads::get)

@@ -18,6 +18,7 @@ pub mod crons;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
+pub mod files;
 pub mod metrics;
 pub mod openapi;
 pub mod probes;

@@ -424,5 +424,8 @@ pub async fn copy(
         .copy_thread(original.thread_id.0, copy.thread_id.0)
         .await
         .map_err(ApiError::unavailable)?;
+    mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
+        .await
+        .map_err(ApiError::unavailable)?;
     Ok(Json(thread_json(&state, &copy).await?))
 }

@@ -17,7 +17,7 @@ use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ClaimedRun, RunStatus, WorkerLease, claim};
 use mostrador_worker::runner::Runners;
-use mostrador_worker::{Executor, Finish, PythonConfig, RunHandle, Telemetry};
+use mostrador_worker::{AgentConfig, Executor, Finish, PythonConfig, RunHandle, Telemetry};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -45,6 +45,7 @@ pub async fn linear_per_run(
         config,
         graphs: vec!["linear1".to_owned(), "linear6".to_owned()],
         memory_limit_mib: None,
+        agents: AgentConfig::default(),
     })?;
     // A warm runner, as a worker keeps them between runs: its start (importing LangGraph and
     // the graphs) is not part of a run.

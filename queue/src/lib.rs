@@ -19,6 +19,7 @@
 //!   fenced the same way.
 //! * [`graphs`]: what workers describe of Python graphs (schemas, drawings) for the api.
 //! * [`event`]: the durable event log of a run and its notifications.
+//! * [`files`]: a thread's files (deep agents' file tools and sandbox), beside its checkpoints.
 //! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
 //! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
 //! * [`assistants`]: assistants callers create, configured instances of a graph, versioned.
@@ -43,6 +44,7 @@ pub mod db;
 pub mod effects;
 pub mod enqueue;
 pub mod event;
+pub mod files;
 pub mod graphs;
 pub mod lease;
 pub mod listener;

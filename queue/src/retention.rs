@@ -214,6 +214,9 @@ pub async fn delete_thread(
         checkpoints as (
             delete from mostrador.checkpoints where thread_id = $1 returning 1
         ),
+        files as (
+            delete from mostrador.thread_files where thread_id = $1
+        ),
         marked as (
             update mostrador.threads
             set deleted_at = coalesce(deleted_at, now()), purged_at = now(), updated_at = now()

@@ -106,6 +106,11 @@ impl Saver {
         self.thread_id
     }
 
+    /// The lease that fences its writes, for the run's other fenced writes (its thread's files).
+    pub fn lease(&self) -> Lease {
+        self.lease
+    }
+
     pub fn fenced(pool: PgPool, thread_id: Uuid, lease: Lease) -> Self {
         Self {
             pool,

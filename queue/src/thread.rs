@@ -297,7 +297,7 @@ pub async fn touch(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result
 }
 
 /// Deletes a thread: its pending runs with it, its running run rolled back by its holder (told on
-/// the control channel), its checkpoints at once. The row stays, marked deleted (traces and
+/// the control channel), its checkpoints and files at once. The row stays, marked deleted (traces and
 /// business rows point at it); retention removes the rest.
 ///
 /// # Errors
@@ -340,6 +340,9 @@ pub async fn delete<'a>(db: impl Acquire<'a, Database = Postgres>, thread_id: Th
         ),
         blobs as (
             delete from mostrador.checkpoint_blobs where thread_id = $1
+        ),
+        files as (
+            delete from mostrador.thread_files where thread_id = $1
         )
         delete from mostrador.checkpoints where thread_id = $1
         "#,

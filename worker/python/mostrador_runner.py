@@ -34,6 +34,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -48,6 +49,7 @@ _devnull = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_devnull, 0)
 sys.stdout = sys.stderr
 
+from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.base import (  # noqa: E402
     WRITES_IDX_MAP,
@@ -73,6 +75,8 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 from langgraph.types import Command, Send, StateSnapshot  # noqa: E402
+
+import mostrador  # noqa: E402 - beside this script: what the graphs may use of mostrador
 
 try:
     import orjson
@@ -141,9 +145,13 @@ class Channel:
         self.next_id = 0
         self.waiting: dict[int, asyncio.Future] = {}
         self.messages: asyncio.Queue = asyncio.Queue()
+        # Callbacks of tools run in threads send too: one line at a time.
+        self.sending = threading.Lock()
 
     def send(self, message: dict) -> None:
-        _PROTOCOL_OUT.write(dumps(message) + b"\n")
+        line = dumps(message) + b"\n"
+        with self.sending:
+            _PROTOCOL_OUT.write(line)
 
     def cast(self, op: str, **args: Any) -> None:
         """An operation that needs no answer (see the module's documentation)."""
@@ -751,6 +759,86 @@ def thread_state(thread_id: str, state: StateSnapshot) -> dict:
         }
 
 
+class Link:
+    """A run's link with its worker, as `mostrador.current()` gives it to the graph's code."""
+
+    def __init__(self, channel: Channel, thread_id: str) -> None:
+        self.loop = channel.loop
+        self.thread_id = thread_id
+        self.call = channel.call
+        self.cast = channel.cast
+
+
+# Spans are sent only where the worker exports them.
+SPANS = any(os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+class Spans(BaseCallbackHandler):
+    """The run's model calls, tool calls and subagent delegations (deepagents' `task` tool), as
+    spans the worker exports under the run's own. Each hangs under the nearest of them that
+    encloses it: a subagent's calls under its delegation, whatever chains lie between."""
+
+    run_inline = True
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.parents: dict[Any, Any] = {}
+        self.open: set[Any] = set()
+
+    def _enclosing(self, parent: Any) -> str | None:
+        while parent is not None and parent not in self.open:
+            parent = self.parents.get(parent)
+        return None if parent is None else str(parent)
+
+    def _start(self, run_id: Any, parent: Any, name: str, kind: str, **attributes: str) -> None:
+        self.parents[run_id] = parent
+        self.open.add(run_id)
+        self.channel.cast("span", phase="start", id=str(run_id), parent=self._enclosing(parent), name=name, kind=kind, **attributes)
+
+    def _end(self, run_id: Any, error: BaseException | None = None) -> None:
+        self.parents.pop(run_id, None)
+        if run_id in self.open:
+            self.open.discard(run_id)
+            self.channel.cast("span", phase="end", id=str(run_id), error=None if error is None else f"{type(error).__name__}: {error}")
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.parents[run_id] = parent_run_id
+
+    def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self.parents.pop(run_id, None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self.parents.pop(run_id, None)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        params = kwargs.get("invocation_params") or {}
+        model = params.get("model") or params.get("model_name") or (kwargs.get("metadata") or {}).get("ls_model_name") or ""
+        self._start(run_id, parent_run_id, "model call", "model", model=str(model))
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        self._start(run_id, parent_run_id, "model call", "model")
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._end(run_id, error)
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        tool = (serialized or {}).get("name") or kwargs.get("name") or ""
+        if tool == "task":
+            inputs = kwargs.get("inputs") or {}
+            self._start(run_id, parent_run_id, "delegation", "delegation", tool=tool, subagent=str(inputs.get("subagent_type", "")))
+        else:
+            self._start(run_id, parent_run_id, "tool call", "tool", tool=tool)
+
+    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._end(run_id, error)
+
+
 class Run:
     """One run: LangGraph's stream, its events to the worker, its checkpoints described."""
 
@@ -763,6 +851,8 @@ class Run:
         self.saver = MostradorSaver(channel, self.thread_id)
         self.saver.saving = self.saving
         self.store = MostradorStore(channel)
+        mostrador._run = Link(channel, self.thread_id)
+        self.spans = Spans(channel) if SPANS else None
         if "latest" in spec:
             # Read by the worker with the run.
             self.saver.latest = self.saver._tuple(spec["latest"]) if spec["latest"] else None
@@ -802,6 +892,8 @@ class Run:
         }
         if run_config.get("max_concurrency"):
             config["max_concurrency"] = run_config["max_concurrency"]
+        if self.spans is not None:
+            config["callbacks"] = [self.spans]
         return config
 
     async def execute(self) -> dict:

@@ -7,6 +7,8 @@
 //! * [`execute`](crate::execute): one claimed run from start to finish.
 //! * [`python`](crate::python) and [`runner`]: runs of Python graphs, executed by LangGraph's own
 //!   engine in runner processes, with this side writing their checkpoints and events.
+//! * [`services`] and [`sandbox`]: what deep agents' tools ask of the worker (their thread's
+//!   files, a sandbox per command, subagent slots, spans).
 //! * [`publish`]: one task that writes all runs' events and completions in batched transactions.
 //! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
 //!
@@ -17,6 +19,8 @@ pub mod execute;
 pub mod publish;
 mod python;
 pub mod runner;
+pub mod sandbox;
+pub mod services;
 pub mod supervisor;
 pub mod telemetry;
 mod timed;
@@ -24,6 +28,8 @@ mod timed;
 pub use config::{Registry, WorkerConfig};
 pub use execute::{Executor, Finish, RunHandle};
 pub use runner::PythonConfig;
+pub use sandbox::SandboxConfig;
+pub use services::AgentConfig;
 pub use supervisor::run;
 pub use telemetry::Telemetry;
 

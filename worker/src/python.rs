@@ -16,6 +16,7 @@ use crate::Error;
 use crate::execute::{Executor, Finish, RunHandle, complete, fail, transition};
 use crate::publish::RunEvents;
 use crate::runner::{self, CANCEL_GRACE, Runner, Runners};
+use crate::services::Services;
 
 /// How a run left its runner.
 enum Ended {
@@ -70,17 +71,20 @@ impl Executor {
             }
         };
         let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+        let mut services = runners.services(saver.clone());
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let ended = drive(
             &mut runner,
             claimed,
             handle,
             &events,
-            &saver,
+            (&saver, &mut services),
             deadline,
             self.max_concurrency,
         )
         .await?;
+        // What its tools still had running (a command, a wait for a slot) ends with it.
+        drop(services);
         match ended {
             Ended::Done(done) => {
                 // A runner that ran out of memory may hold on to it: a new one takes the next run.
@@ -250,7 +254,7 @@ async fn drive(
     claimed: &ClaimedRun,
     handle: &RunHandle,
     events: &RunEvents,
-    saver: &Saver,
+    (saver, services): (&Saver, &mut Services),
     deadline: Option<Instant>,
     max_concurrency: Option<usize>,
 ) -> Result<Ended, Error> {
@@ -288,6 +292,16 @@ async fn drive(
                     return Ok(Ended::Gone(gone));
                 }
             }
+            Some(ready) = services.next(), if services.working() => {
+                let sent = match ready {
+                    Ok(reply) => runner.send(&reply).await.map_err(|err| Gone::Died(err.to_string())),
+                    Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
+                    Err(err) => return Err(err.into()),
+                };
+                if let Err(gone) = sent {
+                    return Ok(Ended::Gone(gone));
+                }
+            }
             message = runner.next() => {
                 let message = match message {
                     Ok(message) => message,
@@ -298,6 +312,18 @@ async fn drive(
                     }
                 };
                 let handled = match message["t"].as_str() {
+                    Some("call") if Services::serves(message["op"].as_str().unwrap_or_default()) => {
+                        match services.call(&message).await {
+                            Ok(Some(reply)) => runner
+                                .send(&reply)
+                                .await
+                                .map_err(|err| Gone::Died(err.to_string())),
+                            Ok(None) => Ok(()),
+                            Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
+                            Err(err) => return Err(err.into()),
+                        }
+                    }
+                    Some("cast") if services.cast(&message) => Ok(()),
                     Some("call") => {
                         let writes = std::mem::take(&mut held.writes);
                         match runner::call(saver, writes, &message).await {

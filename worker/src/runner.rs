@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -26,10 +26,16 @@ use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId, store, thread};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Semaphore;
 use uuid::Uuid;
+
+use crate::services::{AgentConfig, Services};
 
 /// The runner, written next to the binary's temporary files at first use.
 const RUNNER: &str = include_str!("../python/mostrador_runner.py");
+/// What the graphs may import of mostrador (`import mostrador`), written beside the runner.
+const PACKAGE: &str = include_str!("../python/mostrador/__init__.py");
+const DEEPAGENTS: &str = include_str!("../python/mostrador/deepagents.py");
 
 /// How long a runner has to stop a cancelled run before its process is killed.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(1);
@@ -49,6 +55,8 @@ pub struct PythonConfig {
     /// The address space of each runner process, in MiB (`RLIMIT_AS`, set by the runner before
     /// it loads any graph).
     pub memory_limit_mib: Option<u64>,
+    /// What deep agents may ask of the worker: their files, a sandbox, subagent slots.
+    pub agents: AgentConfig,
 }
 
 /// Idle runner processes, started on demand.
@@ -57,6 +65,9 @@ pub struct Runners {
     config: PythonConfig,
     script: PathBuf,
     idle: Mutex<Vec<Runner>>,
+    agents: Arc<AgentConfig>,
+    /// The worker's subagent slots, shared by all its runs.
+    subagent_slots: Option<Arc<Semaphore>>,
 }
 
 /// One runner process.
@@ -99,10 +110,20 @@ impl Runners {
             config.python = std::path::absolute(&config.python)?;
         }
         Ok(Self {
+            agents: Arc::new(config.agents.clone()),
+            subagent_slots: config
+                .agents
+                .subagents_per_worker
+                .map(|n| Arc::new(Semaphore::new(n))),
             config,
             script,
             idle: Mutex::default(),
         })
+    }
+
+    /// The services of a run of these graphs (`saver`: its checkpointer, fenced by its lease).
+    pub fn services(&self, saver: Saver) -> Services {
+        Services::new(saver, self.agents.clone(), self.subagent_slots.clone())
     }
 
     pub fn serves(&self, graph_id: &str) -> bool {
@@ -536,21 +557,27 @@ fn required_uuid(value: &Value, field: &'static str) -> Result<Uuid, QueueError>
     })
 }
 
-/// Writes the embedded runner to a new file of its own in the temporary folder (a name no one
-/// could have planted, opened only if new); [`Runners`] removes it when dropped.
+/// Writes the embedded runner, with the `mostrador` package its graphs may import, to a new
+/// folder of its own in the temporary folder (a name no one could have planted, created only if
+/// new); [`Runners`] removes it when dropped. Returns the runner's path.
 fn write_script() -> std::io::Result<PathBuf> {
-    use std::io::Write;
-    let path = std::env::temp_dir().join(format!("mostrador-runner-{}.py", Uuid::now_v7()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    file.write_all(RUNNER.as_bytes())?;
-    Ok(path)
+    let folder = std::env::temp_dir().join(format!("mostrador-runner-{}", Uuid::now_v7()));
+    std::fs::create_dir(&folder)?;
+    std::fs::create_dir(folder.join("mostrador"))?;
+    for (path, text) in [
+        ("mostrador_runner.py", RUNNER),
+        ("mostrador/__init__.py", PACKAGE),
+        ("mostrador/deepagents.py", DEEPAGENTS),
+    ] {
+        std::fs::write(folder.join(path), text)?;
+    }
+    Ok(folder.join("mostrador_runner.py"))
 }
 
 impl Drop for Runners {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.script);
+        if let Some(folder) = self.script.parent() {
+            let _ = std::fs::remove_dir_all(folder);
+        }
     }
 }

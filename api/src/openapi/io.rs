@@ -168,6 +168,42 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 "strategy": nullable_enum(&["delete", "keep_latest"]),
             },
         })),
+        ("get", "/threads/{thread_id}/files") => Io::json(array(json!({
+            "type": "object",
+            "required": ["path", "size", "encoding", "created_at", "modified_at"],
+            "properties": {
+                "path": {"type": "string"},
+                "size": {"type": "integer"},
+                "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
+                "created_at": {"type": "string", "format": "date-time"},
+                "modified_at": {"type": "string", "format": "date-time"},
+            },
+        })))
+        .parameters(vec![json!({
+            "name": "path",
+            "in": "query",
+            "required": false,
+            "schema": {"type": "string"},
+            "description": "A folder or file: what is at it or below it (`/`, every file, by default).",
+        })]),
+        ("get", "/threads/{thread_id}/files/content") => Io::json(json!({
+            "type": "object",
+            "required": ["path", "content", "encoding", "created_at", "modified_at"],
+            "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string", "description": "Text, or base64 when `encoding` is `base64`."},
+                "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
+                "created_at": {"type": "string", "format": "date-time"},
+                "modified_at": {"type": "string", "format": "date-time"},
+            },
+        }))
+        .parameters(vec![json!({
+            "name": "path",
+            "in": "query",
+            "required": true,
+            "schema": {"type": "string"},
+            "description": "The file's absolute path, as the agent named it.",
+        })]),
         ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
             Io::json(reference("Thread"))
         }

@@ -167,6 +167,20 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
     ),
     (
         "get",
+        "/threads/{thread_id}/files",
+        "threads",
+        "The thread's files (its deep agent's), for its owner",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "get",
+        "/threads/{thread_id}/files/content",
+        "threads",
+        "One of the thread's files, for its owner",
+        &[200, 401, 404, 422],
+    ),
+    (
+        "get",
         "/threads/{thread_id}/state",
         "state",
         "The thread's latest state",

@@ -1,0 +1,79 @@
+//! `/threads/{thread_id}/files`: a thread's files (what its deep agent kept through the worker),
+//! for the thread's owner only: to anyone else the thread answers as a missing one.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use mostrador_queue::files;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::authorize::visible_thread;
+use crate::error::ApiError;
+use crate::extract::Params;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// A folder (or file): what is at it or below it. Every file by default.
+    #[serde(default = "root")]
+    path: String,
+}
+
+fn root() -> String {
+    "/".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadQuery {
+    path: String,
+}
+
+/// `GET /threads/{thread_id}/files`: the thread's files at `path` or below it, without contents.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = owned_thread(&state, &caller, &thread_id).await?;
+    let found = files::list(state.pool(), thread.thread_id.0, &query.path)
+        .await
+        .map_err(ApiError::unavailable)?;
+    Ok(Json(found.iter().map(files::FileInfo::json).collect()))
+}
+
+/// `GET /threads/{thread_id}/files/content?path=`: one file, its content as text or base64.
+pub async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+    Params(query): Params<ReadQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = owned_thread(&state, &caller, &thread_id).await?;
+    match files::read(state.pool(), thread.thread_id.0, &query.path).await {
+        Ok(Some(file)) => Ok(Json(file.json())),
+        Ok(None) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("the thread has no file {:?}", query.path),
+        )),
+        Err(err) => Err(ApiError::unavailable(err)),
+    }
+}
+
+/// The thread, if the caller owns it. Files are the owner's alone, even where the policy lets
+/// others read the thread's state.
+async fn owned_thread(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+) -> Result<mostrador_queue::Thread, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    if thread.owner != caller.subject {
+        return Err(ApiError::thread_not_found());
+    }
+    Ok(thread)
+}
