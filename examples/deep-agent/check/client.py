@@ -162,6 +162,23 @@ async def the_trace_shows_the_chain_of_delegation(ana: Any, spans_file: str) -> 
     say("the trace: run → model calls, run → delegation → the subagent's model and tool calls → sandbox execution")
 
 
+async def delegations_wait_for_a_slot(ana: Any, spans_file: str) -> None:
+    """`--subagents-per-run 1`: two delegations asked at once run one after the other."""
+    thread_id = (await ana.threads.create())["thread_id"]
+    run = await ana.runs.create(thread_id, ASSISTANT, input={"messages": [{"role": "user", "content": "delega dos"}]})
+    await ana.runs.join(thread_id, run["run_id"])
+    values = (await ana.threads.get_state(thread_id))["values"]
+    assert [m["name"] for m in values["messages"] if m["type"] == "tool"] == ["task", "task"], values["messages"]
+    trace_id = sql(ARGS.database, f"select trace_id from mostrador.runs where run_id = '{run['run_id']}'")
+    deadline = time.monotonic() + 20
+    while len(sandbox := [s for s in spans_of(spans_file, trace_id) if s["name"] == "sandbox execution"]) < 2:
+        assert time.monotonic() < deadline, sandbox
+        await asyncio.sleep(0.2)
+    first, second = sorted(sandbox, key=lambda s: s["start"])
+    assert first["end"] <= second["start"], (first, second)
+    say("two delegations asked at once ran one after the other (one slot per run)")
+
+
 async def main() -> None:
     ana, luis = client(ARGS.url, ARGS.ana), client(ARGS.url, ARGS.luis)
     thread_id = await the_agent_plans_writes_files_delegates_and_runs_code(ana)
@@ -170,6 +187,7 @@ async def main() -> None:
     await the_sandbox_has_no_network_and_its_limits_hold(ana)
     await copies_and_deletes_carry_the_files(ana, thread_id, ARGS.database)
     await the_trace_shows_the_chain_of_delegation(ana, ARGS.spans)
+    await delegations_wait_for_a_slot(ana, ARGS.spans)
 
 
 if __name__ == "__main__":

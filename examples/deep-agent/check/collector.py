@@ -29,6 +29,8 @@ class Collector(BaseHTTPRequestHandler):
                             "span_id": span.span_id.hex(),
                             "parent": span.parent_span_id.hex(),
                             "attributes": attributes,
+                            "start": span.start_time_unix_nano,
+                            "end": span.end_time_unix_nano,
                         }) + "\n")
         self.send_response(200)
         self.send_header("Content-Length", "0")

@@ -15,6 +15,8 @@ What the user asks decides the script (the last user message):
 * `recuerda <text>`: keep a note in `/memories/notas.md` (the owner's memories, shared by their
   threads); `qué recuerdas`: read it;
 * `datos grandes`: make a 10 MB binary file in the sandbox;
+* `delega dos`: two delegations at once, each running `sleep 1` in the sandbox;
+* with `despacio` in it, the analysis takes four seconds more in the sandbox;
 * `ejecuta <command>`: run a command in the sandbox.
 """
 
@@ -63,8 +65,11 @@ class Guion(BaseChatModel):
         done = [m for m in messages if isinstance(m, ToolMessage)]
         if not done:
             encargo = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
-            # "... ejecuta: <command>" names the command; else it totals the sales.
-            command = encargo.split("ejecuta: ", 1)[1] if "ejecuta: " in encargo else SUMA
+            # "... ejecuta: <command>" names the command; else it totals the sales (slowly if asked).
+            if "ejecuta: " in encargo:
+                command = encargo.split("ejecuta: ", 1)[1]
+            else:
+                command = ("sleep 4 && " if "despacio" in encargo else "") + SUMA
             return AIMessage(content="", tool_calls=[_call("execute", {"command": command}, 1)])
         return AIMessage(content=f"Hecho. {_text(done[-1])}")
 
@@ -90,6 +95,12 @@ class Guion(BaseChatModel):
             return AIMessage(content="", tool_calls=[_call("execute", {"command": GRANDE}, 1)])
         if asked.startswith("ejecuta "):
             return AIMessage(content="", tool_calls=[_call("execute", {"command": asked[len("ejecuta ") :]}, 1)])
+        if asked.startswith("delega dos"):
+            calls = [
+                _call("task", {"description": f"ANALISTA ejecuta: sleep 1 && echo {n}", "subagent_type": "analista"}, n)
+                for n in (1, 2)
+            ]
+            return AIMessage(content="", tool_calls=calls)
         if step == 0:
             todos = [
                 {"content": "Guardar las ventas en /ventas.csv", "status": "in_progress"},
@@ -103,14 +114,16 @@ class Guion(BaseChatModel):
                 ],
             )
         encargo = "ANALISTA: suma la columna importe de /ventas.csv con Python y escribe /informe.md"
-        if "; ejecuta: " in asked:
-            encargo += "; ejecuta: " + asked.split("; ejecuta: ", 1)[1]
+        if "despacio" in asked:
+            encargo += ", despacio"
         return AIMessage(content="", tool_calls=[_call("task", {"description": encargo, "subagent_type": "analista"}, 1)])
 
 
 def _steps(asked: str) -> int:
     """How many tool calls the script makes for this request before it answers."""
     simple = ("lee ", "escribe ", "recuerda ", "qué recuerdas", "datos grandes", "ejecuta ")
+    if asked.startswith("delega dos"):
+        return 2
     return 1 if asked.startswith(simple) else 3
 
 
