@@ -39,6 +39,7 @@ pub async fn list(
     Path(thread_id): Path<String>,
     Params(query): Params<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    check_path(&query.path)?;
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     let found = files::list(state.pool(), thread.thread_id.0, &query.path)
         .await
@@ -53,6 +54,7 @@ pub async fn read(
     Path(thread_id): Path<String>,
     Params(query): Params<ReadQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    check_path(&query.path)?;
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     match files::read(state.pool(), thread.thread_id.0, &query.path).await {
         Ok(Some(file)) => Ok(Json(file.json())),
@@ -61,6 +63,18 @@ pub async fn read(
             format!("the thread has no file {:?}", query.path),
         )),
         Err(err) => Err(ApiError::unavailable(err)),
+    }
+}
+
+/// Files are named by absolute paths, which hold no NUL character.
+fn check_path(path: &str) -> Result<(), ApiError> {
+    if path.starts_with('/') && !path.contains('\0') {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("{path:?} is not an absolute path"),
+        ))
     }
 }
 

@@ -9,6 +9,7 @@ mod cron;
 mod effects;
 mod enqueue;
 mod events;
+mod files;
 mod lifecycle;
 mod retention;
 mod saver;

@@ -183,7 +183,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             "name": "path",
             "in": "query",
             "required": false,
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
             "description": "A folder or file: what is at it or below it (`/`, every file, by default).",
         })]),
         ("get", "/threads/{thread_id}/files/content") => Io::json(json!({
@@ -201,7 +201,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             "name": "path",
             "in": "query",
             "required": true,
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
             "description": "The file's absolute path, as the agent named it.",
         })]),
         ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
