@@ -189,8 +189,15 @@ pub async fn write(
         check_path(path)?;
     }
     let mut tx = pool.begin().await?;
-    // The run's row, as every fenced write takes it; then the thread's, so that the writes of
-    // one thread (parallel tool calls) are counted against the limit one after the other.
+    // The thread's row first, as every statement that changes a thread's rows and its runs' takes
+    // it (and so that the writes of one thread, parallel tool calls, are counted against the limit
+    // one after the other); then the run's, as every fenced write takes it.
+    sqlx::query!(
+        "select 1 as one from mostrador.threads where thread_id = $1 for no key update",
+        thread_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     let held = sqlx::query_scalar!(
         r#"
         select exists (
@@ -212,12 +219,6 @@ pub async fn write(
             attempt: lease.attempt,
         });
     }
-    sqlx::query!(
-        "select 1 as one from mostrador.threads where thread_id = $1 for no key update",
-        thread_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
     let patterns: Vec<String> = deleted.iter().map(|p| below(p)).collect();
     let removed = sqlx::query!(
         r#"

@@ -1,5 +1,5 @@
 //! Retention: whole threads idle longer than their graph's policy (`retention_policies`, data an
-//! operator edits) are deleted: runs, events, checkpoints, blobs and writes, one thread per
+//! operator edits) are deleted: runs, events, checkpoints, blobs, writes and files, one thread per
 //! transaction. The thread's row stays, marked `deleted_at` and `purged_at`, so traces and
 //! business rows that point at it still resolve. Threads the api deleted are purged the same way.
 //!

@@ -6,7 +6,9 @@ LangGraph's own engine (the `langgraph` package of this environment), so the gra
 LangGraph's. What surrounds the engine stays with the worker: the claim, the lease and its
 heartbeat, the events' log, drain and cancel, and every database write. The graph's checkpointer
 is `MostradorSaver`, whose reads and writes the worker executes in Postgres, fenced by the run's
-lease; its store is `MostradorStore`, the Store's items of the thread's owner.
+lease; its store is `MostradorStore`, the Store's items of the thread's owner. The graphs may
+import `mostrador` (written beside this script): its `deepagents` module reaches the worker through
+the run's `Link`.
 
 The protocol is one JSON object per line on the runner's original stdin and stdout, which it
 keeps for itself: user code that prints writes to stderr, and reads nothing from stdin.
@@ -14,14 +16,17 @@ keeps for itself: user code that prints writes to stderr, and reads nothing from
 worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
                   {"t": "drain", "reason": str}, {"t": "cancel"}, {"t": "describe"} between runs
 runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
-                  for the saver's reads and checkpoints and the store's operations (`store`), {"t": "cast", "op": ...} for what needs
-                  no answer (a task's writes, the snapshots of checkpoints), {"t": "event",
+                  for the saver's reads and checkpoints, the store's operations (`store`), and
+                  what deep agents ask (`files`, `execute`, `subagent`: `mostrador.deepagents`),
+                  {"t": "cast", "op": ...} for what needs no answer (a task's writes, the
+                  snapshots of checkpoints, `subagent_done`, `span`), {"t": "event",
                   "event": name, "data": ...} for the stream, {"t": "done", "outcome": ..., ...}
                   when the run ends, {"t": "described", "graphs": {id: {"schemas", "graph",
                   "subgraphs"} | {"error"}}}.
 
 The worker handles messages in the order they were sent, so a cast is written before anything
-sent after it; if it cannot be written, the worker ends the run (the run is retried from its last
+sent after it (a call that takes long, `execute` or a wait for a `subagent` slot, is answered when
+done, and others' answers may come before it); if it cannot be written, the worker ends the run (the run is retried from its last
 checkpoint) instead of answering.
 """
 
