@@ -79,7 +79,7 @@ pub async fn list(
         query.offset,
     )
     .await
-    .map_err(ApiError::unavailable)?;
+    .map_err(ApiError::failed)?;
     Ok(Json(approvals))
 }
 
@@ -94,7 +94,7 @@ pub async fn get(
     let id = Uuid::parse_str(&approval_id).map_err(|_| not_found())?;
     let approval = retail::approval(state.pool(), id)
         .await
-        .map_err(ApiError::unavailable)?
+        .map_err(ApiError::failed)?
         .ok_or_else(not_found)?;
     // The thread decides, as for every other route: a manager sees their store's threads.
     let thread =

@@ -126,7 +126,7 @@ pub async fn found(state: &AppState, caller: &Caller, id: &str) -> Result<Assist
     };
     mostrador_queue::assistants::get(state.pool(), &caller.subject, assistant_id)
         .await
-        .map_err(ApiError::unavailable)?
+        .map_err(ApiError::failed)?
         .map(Assistant::from)
         .ok_or_else(not_found)
 }
@@ -223,7 +223,7 @@ fn xray(raw: Option<&str>) -> Result<Xray, ApiError> {
 async fn described(state: &AppState, graph_id: &str) -> Result<Value, ApiError> {
     let described = mostrador_queue::graphs::description(state.pool(), graph_id)
         .await
-        .map_err(ApiError::unavailable)?
+        .map_err(ApiError::failed)?
         .ok_or_else(|| ApiError {
             // Until a worker with this graph has started: soon, in a deployment that has one.
             retry_after: Some(5),

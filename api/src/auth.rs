@@ -5,7 +5,8 @@
 //! Tokens are RS256, verified against the identity provider's JWKS (Keycloak's certs endpoint):
 //! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]. Or,
 //! for development and tests, HS256 with a shared secret (`mostrador token` mints them). Issuer,
-//! audience and expiry are always checked. Claim paths are configurable because identity
+//! audience, expiry and `nbf` are always checked; the JWKS is fetched over https (plain http only
+//! from loopback), and a fetch never holds up the tokens of keys already known. Claim paths are configurable because identity
 //! providers nest them (Keycloak puts realm roles under `realm_access.roles`); a role claim may be
 //! a string or a list, and the highest known role in it counts. Tokens never reach logs: errors
 //! say what was wrong with a token, never what it was.
@@ -200,10 +201,16 @@ enum Keys {
 }
 
 /// The identity provider's signing keys, by `kid`, fetched when a token names one not seen yet.
+///
+/// Known keys are read under a lock held for a lookup only: a fetch in flight (up to its timeout)
+/// never stalls the tokens of known keys. One fetch at a time; tokens of unknown keys wait for it,
+/// then find their key or are refused.
 struct Jwks {
     url: String,
     client: reqwest::Client,
-    cached: Mutex<Cached>,
+    cached: std::sync::Mutex<Cached>,
+    refreshing: Mutex<()>,
+    refresh: Duration,
 }
 
 #[derive(Default)]
@@ -215,6 +222,16 @@ struct Cached {
 
 impl Jwks {
     fn new(url: &str) -> Result<Self, AuthError> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|err| AuthError::Invalid(format!("the JWKS URL {url:?}: {err}")))?;
+        // Keys fetched in clear text could be anyone's: only a local identity provider (tests, a
+        // sidecar) is trusted over plain HTTP.
+        let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+            return Err(AuthError::Invalid(format!(
+                "the JWKS URL {url:?} must be https (plain http only on loopback)"
+            )));
+        }
         // reqwest is built without a crypto provider of its own; ring is ours (installing it
         // again is a no-op).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -225,29 +242,49 @@ impl Jwks {
         Ok(Self {
             url: url.to_owned(),
             client,
-            cached: Mutex::default(),
+            cached: std::sync::Mutex::default(),
+            refreshing: Mutex::default(),
+            refresh: JWKS_REFRESH,
         })
+    }
+
+    fn cached(&self) -> std::sync::MutexGuard<'_, Cached> {
+        self.cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn known(&self, kid: &str) -> Option<DecodingKey> {
+        self.cached().keys.get(kid).cloned()
     }
 
     /// The key `kid` names, refreshing the set if it is unknown and the last fetch is old enough.
     async fn key(&self, kid: &str) -> Result<DecodingKey, AuthError> {
-        let mut cached = self.cached.lock().await;
-        if let Some(key) = cached.keys.get(kid) {
-            return Ok(key.clone());
+        let unknown = || AuthError::Invalid("unknown signing key".into());
+        if let Some(key) = self.known(kid) {
+            return Ok(key);
         }
-        if cached
-            .fetched_at
-            .is_none_or(|at| at.elapsed() >= JWKS_REFRESH)
+        let _one_fetch = self.refreshing.lock().await;
+        // The fetch this one waited for may have brought it.
+        if let Some(key) = self.known(kid) {
+            return Ok(key);
+        }
         {
+            let mut cached = self.cached();
+            if cached
+                .fetched_at
+                .is_some_and(|at| at.elapsed() < self.refresh)
+            {
+                return Err(unknown());
+            }
             cached.fetched_at = Some(Instant::now());
             cached.fetches += 1;
-            cached.keys = self.fetch().await?;
         }
-        cached
-            .keys
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| AuthError::Invalid("unknown signing key".into()))
+        let keys = self.fetch().await?;
+        let key = keys.get(kid).cloned();
+        // The provider's set as it is now: a retired key is refused from then on.
+        self.cached().keys = keys;
+        key.ok_or_else(unknown)
     }
 
     async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, AuthError> {
@@ -301,6 +338,7 @@ impl Authenticator {
         validation.set_issuer(&[&config.issuer]);
         validation.set_audience(&[&config.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
         validation.leeway = LEEWAY.as_secs();
         Ok(Self {
             keys,
@@ -333,6 +371,7 @@ impl Authenticator {
             jsonwebtoken::decode::<Value>(token, &key, &self.validation).map_err(
                 |err| match err.kind() {
                     ErrorKind::ExpiredSignature => AuthError::Expired,
+                    ErrorKind::ImmatureSignature => AuthError::Invalid("not valid yet".into()),
                     ErrorKind::InvalidAudience => AuthError::Invalid("wrong audience".into()),
                     ErrorKind::InvalidIssuer => AuthError::Invalid("wrong issuer".into()),
                     ErrorKind::InvalidSignature => AuthError::Invalid("bad signature".into()),
@@ -384,10 +423,19 @@ impl Authenticator {
     }
 
     /// How many times the JWKS was fetched (0 with a shared secret).
+    /// The least time between two fetches of the JWKS ([`JWKS_REFRESH`] unless set).
+    #[must_use]
+    pub fn with_jwks_refresh(mut self, every: Duration) -> Self {
+        if let Keys::Jwks(jwks) = &mut self.keys {
+            jwks.refresh = every;
+        }
+        self
+    }
+
     pub async fn jwks_fetches(&self) -> u64 {
         match &self.keys {
             Keys::Secret(_) => 0,
-            Keys::Jwks(jwks) => jwks.cached.lock().await.fetches,
+            Keys::Jwks(jwks) => jwks.cached().fetches,
         }
     }
 }

@@ -101,6 +101,6 @@ pub async fn visible_thread(
     match thread::get(pool, ThreadId(id)).await {
         Ok(thread) if may_see(caller, &thread) => Ok(thread),
         Ok(_) | Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
-        Err(err) => Err(ApiError::unavailable(err)),
+        Err(err) => Err(ApiError::failed(err)),
     }
 }

@@ -1,6 +1,7 @@
 //! Errors as the `langgraph-sdk` client reads them: a status code and a JSON body
 //! `{"detail": "..."}`. Client errors are expected traffic: they are not logged as errors, and no
-//! input may produce a 500.
+//! input may produce a 500. A 500 is a bug, and carries a `correlation_id` (also in its log line);
+//! a 503 is transient and says when to come back (`Retry-After`).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -16,6 +17,8 @@ pub struct ApiError {
     pub detail: String,
     /// Seconds, for 503s.
     pub retry_after: Option<u64>,
+    /// For 500s: the id in the body and in the log line of the failure.
+    pub correlation_id: Option<uuid::Uuid>,
 }
 
 impl ApiError {
@@ -24,18 +27,33 @@ impl ApiError {
             status,
             detail: detail.into(),
             retry_after: None,
+            correlation_id: None,
         }
     }
 
-    /// The database (or the checkpointer on it) failed: the caller may try again. Logged, unlike
-    /// client errors.
-    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
-        tracing::warn!(error = %cause, "database unavailable");
+    /// Something failed that the request did not cause. A transient failure (the database away
+    /// or busy, `mostrador_queue::is_transient`) is a 503 the client may retry. Anything else is a
+    /// bug: a 500 whose body and log line carry the same correlation id, never disguised as
+    /// transient.
+    pub fn failed(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        let cause = cause.into();
+        if mostrador_queue::is_transient(&*cause) {
+            tracing::warn!(error = %cause, "database unavailable");
+            return Self {
+                retry_after: Some(1),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unavailable; try again",
+                )
+            };
+        }
+        let correlation_id = uuid::Uuid::now_v7();
+        tracing::error!(%correlation_id, error = %cause, error_debug = ?cause, "unexpected failure");
         Self {
-            retry_after: Some(1),
+            correlation_id: Some(correlation_id),
             ..Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the database is unavailable; try again",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error (correlation id {correlation_id})"),
             )
         }
     }
@@ -66,10 +84,14 @@ impl IntoResponse for ApiError {
             // when to come back, and a flood of these is the system working (the cause, when
             // there is one, was logged where it happened).
             tracing::debug!(status = %self.status, detail = %self.detail, "request refused for now");
-        } else if self.status.is_server_error() {
+        } else if self.status.is_server_error() && self.correlation_id.is_none() {
             tracing::error!(status = %self.status, detail = %self.detail, "request failed");
         }
-        let mut response = (self.status, Json(json!({"detail": self.detail}))).into_response();
+        let body = match self.correlation_id {
+            Some(id) => json!({"detail": self.detail, "correlation_id": id}),
+            None => json!({"detail": self.detail}),
+        };
+        let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

@@ -43,7 +43,7 @@ pub async fn list(
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     let found = files::list(state.pool(), thread.thread_id.0, &query.path)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(Json(found.iter().map(files::FileInfo::json).collect()))
 }
 
@@ -62,7 +62,7 @@ pub async fn read(
             StatusCode::NOT_FOUND,
             format!("the thread has no file {:?}", query.path),
         )),
-        Err(err) => Err(ApiError::unavailable(err)),
+        Err(err) => Err(ApiError::failed(err)),
     }
 }
 

@@ -37,7 +37,7 @@ fn graph_error(err: GraphError) -> ApiError {
         GraphError::InvalidUpdate { .. } | GraphError::InvalidInput(_) => {
             unprocessable(err.to_string())
         }
-        other => ApiError::unavailable(other),
+        other => ApiError::failed(other),
     }
 }
 
@@ -71,7 +71,7 @@ pub async fn latest(
     if graph_id.is_some_and(|graph_id| state.is_python(graph_id)) {
         let found = saver::snapshots(state.pool(), thread_id.0, None, None, 1)
             .await
-            .map_err(ApiError::unavailable)?;
+            .map_err(ApiError::failed)?;
         return Ok(found.into_iter().next().map(|saved| {
             let snapshot = saved.snapshot.unwrap_or_default();
             let interrupts = snapshot["tasks"]
@@ -96,7 +96,7 @@ pub async fn latest(
     let saved = PgCheckpointer::new(state.pool().clone())
         .get(thread_id.0, None)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(saved.map(|saved| Latest {
         interrupts: saved
             .pending_interrupts()

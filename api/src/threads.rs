@@ -129,7 +129,7 @@ pub async fn delete(
     match thread::delete(state.pool(), thread.thread_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
-        Err(err) => Err(ApiError::unavailable(err)),
+        Err(err) => Err(ApiError::failed(err)),
     }
 }
 
@@ -198,7 +198,7 @@ pub async fn search(
     let threads = match thread::search(state.pool(), &query).await {
         Ok(threads) => threads,
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
-        Err(err) => return Err(ApiError::unavailable(err)),
+        Err(err) => return Err(ApiError::failed(err)),
     };
     let mut found = Vec::with_capacity(threads.len());
     for thread in &threads {
@@ -221,7 +221,7 @@ pub async fn count(
     match thread::count(state.pool(), &query).await {
         Ok(count) => Ok(Json(count)),
         Err(QueueError::Invalid { reason, .. }) => Err(unprocessable(reason)),
-        Err(err) => Err(ApiError::unavailable(err)),
+        Err(err) => Err(ApiError::failed(err)),
     }
 }
 
@@ -351,7 +351,7 @@ pub async fn update(
     }
     let thread = thread::get(state.pool(), thread.thread_id)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(Json(thread_json(&state, &thread).await?).into_response())
 }
 
@@ -390,11 +390,11 @@ pub async fn prune(
             checkpointer
                 .prune(thread.thread_id.0, 1)
                 .await
-                .map_err(ApiError::unavailable)?;
+                .map_err(ApiError::failed)?;
         } else {
             match thread::delete(state.pool(), thread.thread_id).await {
                 Ok(()) | Err(QueueError::ThreadNotFound(_)) => {}
-                Err(err) => return Err(ApiError::unavailable(err)),
+                Err(err) => return Err(ApiError::failed(err)),
             }
         }
         pruned += 1;
@@ -419,13 +419,13 @@ pub async fn copy(
         },
     )
     .await
-    .map_err(ApiError::unavailable)?;
+    .map_err(ApiError::failed)?;
     PgCheckpointer::new(state.pool().clone())
         .copy_thread(original.thread_id.0, copy.thread_id.0)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(Json(thread_json(&state, &copy).await?))
 }

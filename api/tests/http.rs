@@ -317,3 +317,36 @@ async fn browsers_on_allowed_origins_may_call_and_others_may_not(pool: PgPool) {
     assert_eq!(Cors::parse(""), Cors::Off);
     assert_eq!(Cors::parse("*"), Cors::Any);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_bug_is_a_500_with_a_correlation_id_and_only_a_transient_failure_is_a_503(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let thread_id = crate::support::new_thread(&api, &api.token).await;
+    let files = format!("/threads/{thread_id}/files");
+    assert_eq!(api.send(api.get(&files)).await.0, StatusCode::OK);
+
+    // A statement the schema does not answer (a table gone) is no reason to try again.
+    sqlx::query("alter table mostrador.thread_files rename to thread_files_gone")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let (status, headers, body) = api.send(api.get(&files)).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert!(headers.get("retry-after").is_none());
+    let id = body["correlation_id"].as_str().expect("a correlation id");
+    assert!(
+        body["detail"].as_str().is_some_and(|d| d.contains(id)),
+        "{body}"
+    );
+    sqlx::query("alter table mostrador.thread_files_gone rename to thread_files")
+        .execute(&pool)
+        .await
+        .expect("rename back");
+
+    // The database gone is: a 503 with Retry-After, and no correlation id.
+    api.state.pool().close().await;
+    let (status, headers, body) = api.send(api.get(&files)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(headers.get("retry-after").is_some());
+    assert!(body.get("correlation_id").is_none(), "{body}");
+}

@@ -151,3 +151,133 @@ async fn unreachable_identity_provider_is_a_503_not_a_401() {
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(answer.retry_after.is_some());
 }
+
+/// An identity provider whose JWKS and answer delay the test changes as it goes.
+struct Provider {
+    url: String,
+    jwks: Arc<std::sync::Mutex<String>>,
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
+}
+
+async fn provider(jwks: &str) -> Provider {
+    let served = Arc::new(std::sync::Mutex::new(jwks.to_owned()));
+    let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (jwks_of, delay_of) = (Arc::clone(&served), Arc::clone(&delay_ms));
+    let app = Router::new().route(
+        "/certs",
+        get(move || {
+            let (jwks, delay) = (Arc::clone(&jwks_of), Arc::clone(&delay_of));
+            async move {
+                let wait = delay.load(Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                let body = jwks.lock().expect("lock").clone();
+                ([("content-type", "application/json")], body)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/certs", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Provider {
+        url,
+        jwks: served,
+        delay_ms,
+    }
+}
+
+/// jwks-2.json with only `kid`.
+fn only(kid: &str) -> String {
+    let mut set: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/jwks-2.json")).expect("json");
+    set["keys"]
+        .as_array_mut()
+        .expect("keys")
+        .retain(|key| key["kid"] == kid);
+    set.to_string()
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_taken_and_a_retired_one_refused() {
+    let idp = provider(&only("k1")).await;
+    let auth = Authenticator::new(&config(&idp.url))
+        .expect("config")
+        .with_jwks_refresh(std::time::Duration::ZERO);
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    // The provider rotates: k2 signs from now on, and k1 is withdrawn.
+    *idp.jwks.lock().expect("lock") = only("k2");
+    assert_eq!(auth.verify(&rs256(KEY_2, "k2")).await, Ok(marta()));
+    assert_eq!(
+        auth.verify(&rs256(KEY_1, "k1")).await,
+        Err(AuthError::Invalid("unknown signing key".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_slow_fetch_for_an_unknown_key_does_not_hold_up_known_ones() {
+    let idp = provider(&only("k1")).await;
+    let auth = Arc::new(
+        Authenticator::new(&config(&idp.url))
+            .expect("config")
+            .with_jwks_refresh(std::time::Duration::ZERO),
+    );
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    idp.delay_ms.store(3_000, Ordering::SeqCst);
+    let slow = tokio::spawn({
+        let auth = Arc::clone(&auth);
+        async move { auth.verify(&rs256(KEY_2, "random-kid")).await }
+    });
+    // The fetch for the random kid is in flight (the provider answers in 3 s) ...
+    while auth.jwks_fetches().await < 2 {
+        tokio::task::yield_now().await;
+    }
+    // ... and a token of a known key is verified meanwhile, well before it ends.
+    let known = tokio::time::timeout(
+        std::time::Duration::from_millis(1_000),
+        auth.verify(&rs256(KEY_1, "k1")),
+    )
+    .await;
+    assert_eq!(known, Ok(Ok(marta())));
+    assert!(slow.await.expect("task").is_err());
+}
+
+#[tokio::test]
+async fn a_token_not_valid_yet_is_refused_and_keys_come_over_https_only() {
+    let (url, _) = identity_provider(include_str!("fixtures/jwks-1.json")).await;
+    let auth = Authenticator::new(&config(&url)).expect("config");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("k1".into());
+    let early = jsonwebtoken::encode(
+        &header,
+        &json!({
+            "iss": "https://keycloak.example/realms/retail", "aud": "mostrador",
+            "exp": now + 3_600, "nbf": now + 600,
+            "sub": "marta", "role": "manager", "store": "madrid-1",
+        }),
+        &EncodingKey::from_rsa_der(KEY_1),
+    )
+    .expect("sign");
+    assert_eq!(
+        auth.verify(&early).await,
+        Err(AuthError::Invalid("not valid yet".into()))
+    );
+    for refused in [
+        "http://keycloak.example/certs",
+        "ftp://127.0.0.1/certs",
+        "not a url",
+    ] {
+        assert!(
+            matches!(
+                Authenticator::new(&config(refused)),
+                Err(AuthError::Invalid(_))
+            ),
+            "{refused}"
+        );
+    }
+    assert!(Authenticator::new(&config("https://keycloak.example/certs")).is_ok());
+}

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{Api, caller};
+use crate::support::{Api, caller, new_thread};
 
 async fn create(api: &Api, token: &str, body: &str) -> Value {
     let (status, _, thread) = api.send(api.request("POST", "/threads", token, body)).await;
@@ -494,4 +494,34 @@ async fn metadata_is_bounded_when_created_and_when_merged(pool: PgPool) {
         StatusCode::UNPROCESSABLE_ENTITY,
         "a run's metadata too"
     );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_threads_files_are_its_owners_alone(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let thread_id = new_thread(&api, &api.token).await;
+    let list = format!("/threads/{thread_id}/files");
+    let read = format!("/threads/{thread_id}/files/content?path=/a.txt");
+    let (status, _, body) = api.send(api.get(&list)).await;
+    assert_eq!((status, body), (StatusCode::OK, json!([])));
+    let (status, _, _) = api.send(api.get(&read)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = api
+        .send(api.get(&format!("/threads/{thread_id}/files?path=a")))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // A manager of the thread's store reads the thread, not its files; another customer neither.
+    let manager = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let (status, _, _) = api
+        .send(api.request("GET", &format!("/threads/{thread_id}"), &manager, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    for token in [&manager, &luis] {
+        for path in [&list, &read] {
+            let (status, _, body) = api.send(api.request("GET", path, token, "")).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+            assert_eq!(body["detail"], "Thread not found", "{path}");
+        }
+    }
 }

@@ -64,3 +64,78 @@ pub enum Error {
     #[error("invalid {field}: {reason}")]
     Invalid { field: &'static str, reason: String },
 }
+
+impl Error {
+    /// Whether trying again later may succeed: the database away, restarting, out of
+    /// connections or resources, a lock or serialization conflict, backpressure, a schema being
+    /// migrated. Anything else is bad input or a bug, which trying again does not fix.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Database(err) => database_is_transient(err),
+            Self::Schema(_) | Self::Backpressure { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// [`Error::is_transient`] for a database error.
+pub fn database_is_transient(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // Connection exceptions, insufficient resources, operator intervention (a restart),
+            // serialization failures, deadlocks and locks not available.
+            ["08", "53", "57P"]
+                .iter()
+                .any(|class| code.starts_with(class))
+                || matches!(code.as_ref(), "40001" | "40P01" | "55P03")
+        }),
+        _ => false,
+    }
+}
+
+/// Whether an error, or the first of its causes that is the queue's or the database's, is
+/// transient ([`Error::is_transient`]); an error of no such cause is not.
+pub fn is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if let Some(err) = err.downcast_ref::<Error>() {
+            return err.is_transient();
+        }
+        if let Some(err) = err.downcast_ref::<sqlx::Error>() {
+            return database_is_transient(err);
+        }
+        next = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_that_may_pass_are_transient() {
+        let gone = Error::Database(sqlx::Error::Io(std::io::Error::other("reset")));
+        assert!(gone.is_transient());
+        assert!(Error::Database(sqlx::Error::PoolTimedOut).is_transient());
+        assert!(!Error::Database(sqlx::Error::RowNotFound).is_transient());
+        assert!(
+            !Error::Invalid {
+                field: "x",
+                reason: "y".into()
+            }
+            .is_transient()
+        );
+        // Found among the causes of another error, boxed or not.
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(gone);
+        assert!(is_transient(&*boxed));
+        assert!(is_transient(&sqlx::Error::PoolClosed));
+        let plain: Box<dyn std::error::Error + Send + Sync> = "a bug".into();
+        assert!(!is_transient(&*plain));
+    }
+}

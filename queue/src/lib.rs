@@ -60,7 +60,7 @@ mod error;
 pub use cancel::{CancelOutcome, cancel};
 pub use checkpoint::PgCheckpointer;
 pub use claim::{ClaimedRun, Lease, claim};
-pub use error::{Error, Result};
+pub use error::{Error, Result, is_transient};
 pub use event::{NewEvent, RunEvent};
 pub use lease::{LiveWorker, WorkerId, WorkerLease};
 pub use listener::Listener;

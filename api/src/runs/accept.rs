@@ -244,15 +244,15 @@ async fn create_and_enqueue(
         store: caller.store.clone(),
         metadata: json!({}),
     };
-    let mut tx = state.pool().begin().await.map_err(ApiError::unavailable)?;
+    let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let thread = thread::create_with_id(&mut *tx, new.thread_id.0, &owned)
         .await
-        .map_err(ApiError::unavailable)?
+        .map_err(ApiError::failed)?
         .ok_or_else(crate::threads::thread_taken)?;
     let enqueued = run::enqueue(&mut *tx, new, Some(state.queue_limit()))
         .await
         .map_err(|err| refused(state, err))?;
-    tx.commit().await.map_err(ApiError::unavailable)?;
+    tx.commit().await.map_err(ApiError::failed)?;
     state.metrics().runs_created.inc();
     Ok(Accepted {
         thread,
@@ -292,7 +292,7 @@ async fn accept_stateless(
     caller: &Caller,
     bodies: Vec<CreateRun>,
 ) -> Result<Vec<Accepted>, ApiError> {
-    let mut tx = state.pool().begin().await.map_err(ApiError::unavailable)?;
+    let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let mut accepted = Vec::with_capacity(bodies.len());
     for body in bodies {
         let assistant = resolve_assistant(state, caller, &body).await?;
@@ -311,7 +311,7 @@ async fn accept_stateless(
         };
         let thread = thread::create(&mut *tx, &new_thread)
             .await
-            .map_err(ApiError::unavailable)?;
+            .map_err(ApiError::failed)?;
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
         let new = new_run(thread.thread_id, &assistant, body, graph, None)?;
@@ -330,7 +330,7 @@ async fn accept_stateless(
             run,
         });
     }
-    tx.commit().await.map_err(ApiError::unavailable)?;
+    tx.commit().await.map_err(ApiError::failed)?;
     state.metrics().runs_created.inc_by(accepted.len() as u64);
     Ok(accepted)
 }

@@ -66,7 +66,7 @@ pub fn queue_error(err: QueueError) -> ApiError {
             )
         },
         QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
-        other => ApiError::unavailable(other),
+        other => ApiError::failed(other),
     }
 }
 

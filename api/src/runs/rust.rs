@@ -27,7 +27,7 @@ pub(super) async fn rust_head(
     let latest = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, None)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(latest.map(|saved| saved.checkpoint.checkpoint_id))
 }
 
@@ -44,7 +44,7 @@ pub(super) async fn rust_checkpoint_exists(
     let found = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, checkpoint_id)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     match found {
         Some(_) if checkpoint_id.is_some() => Ok(()),
         _ => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
@@ -139,6 +139,6 @@ pub(super) async fn rust_thread_waits(state: &AppState, thread: &Thread) -> Resu
     let latest = PgCheckpointer::new(state.pool().clone())
         .get(thread.thread_id.0, None)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(ApiError::failed)?;
     Ok(latest.is_some_and(|saved| !saved.pending_interrupts().is_empty()))
 }

@@ -42,7 +42,7 @@ pub(super) async fn python_states(
         limit,
     )
     .await
-    .map_err(ApiError::unavailable)?;
+    .map_err(ApiError::failed)?;
     let checkpoint = |id: Option<Uuid>| {
         id.map(
             |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": ""}),
