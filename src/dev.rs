@@ -44,9 +44,15 @@ pub(crate) struct DevArgs {
     #[command(flatten)]
     model: ModelArgs,
 
-    /// The api's address.
+    /// The api's address: loopback unless --allow-remote.
     #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "127.0.0.1:8123")]
     listen: SocketAddr,
+
+    /// Let `dev` listen beyond loopback. Its dashboard hands a development token to anyone who
+    /// reaches it, and its tokens are signed with a development secret: only on a network that is
+    /// yours alone.
+    #[arg(long, env = "MOSTRADOR_DEV_ALLOW_REMOTE")]
+    allow_remote: bool,
 
     /// Load the demo data of the retail graphs first (as `mostrador seed`).
     #[arg(long)]
@@ -71,6 +77,13 @@ pub(crate) struct DevArgs {
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
 /// graph; prints the URL, a development token and an API key.
 pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.listen.ip().is_loopback() || args.allow_remote,
+        "`dev` listens on loopback only ({} is not): its dashboard hands a development token to \
+         anyone who reaches it. Add --allow-remote on a network that is yours alone, or run \
+         `mostrador api` and `mostrador worker` for others to reach",
+        args.listen
+    );
     let model = args.model.model()?;
     // The private cluster, if it is one, stops when `found` is dropped: at exit, or on an error.
     let (database_url, found) = match &args.database_url {

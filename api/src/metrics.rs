@@ -136,7 +136,12 @@ pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
 
 /// Counts every answered request.
 pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let method = request.method().as_str().to_owned();
+    // A method outside HTTP's own is one label, whatever a client names it.
+    let method = match request.method().as_str() {
+        known @ ("GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPTIONS") => known,
+        _ => "other",
+    }
+    .to_owned();
     let response = next.run(request).await;
     state
         .metrics()

@@ -350,3 +350,23 @@ async fn a_bug_is_a_500_with_a_correlation_id_and_only_a_transient_failure_is_a_
     assert!(headers.get("retry-after").is_some());
     assert!(body.get("correlation_id").is_none(), "{body}");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_made_up_method_does_not_become_a_metric_label(pool: PgPool) {
+    let api = Api::new(pool).await;
+    for method in ["BREW", "PROPFIND", "GET"] {
+        let request = Request::builder()
+            .method(method)
+            .uri("/ok")
+            .body(HttpBody::empty())
+            .expect("request");
+        api.send(request).await;
+    }
+    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
+    let metrics = metrics.as_str().expect("text");
+    assert!(
+        !metrics.contains("BREW") && !metrics.contains("PROPFIND"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"method="other""#), "{metrics}");
+}

@@ -166,3 +166,20 @@ async fn dev_refused_by_the_default_server_runs_on_a_private_cluster_it_stops_an
     assert!(!data_dir.join("postmaster.pid").exists());
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[tokio::test]
+async fn dev_refuses_to_listen_beyond_loopback_unless_told_to() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
+        .args(["dev", "--listen", "0.0.0.0:0"])
+        // Nothing may be reached before the refusal: not even a database.
+        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none"])
+        .output()
+        .await
+        .expect("mostrador-e2e dev runs");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("loopback only") && said.contains("--allow-remote"),
+        "{said}"
+    );
+}
