@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 
-use crate::app::AppState;
+use crate::app::{AppState, Subscriber};
 use crate::error::ApiError;
 
 /// Events a stream holds for a client that does not read them yet.
@@ -127,22 +127,35 @@ impl Messages {
     }
 }
 
-/// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`),
-/// with model tokens in the `messages` form asked for.
+/// One of the process's SSE streams, taken before anything else the request does (a run it
+/// creates, above all: a client told to come back later must not have created it).
 ///
 /// # Errors
 ///
 /// 503 with `Retry-After` when the process serves its limit of streams already.
+pub fn slot(state: &AppState) -> Result<Subscriber, ApiError> {
+    state.subscribe().ok_or_else(|| ApiError {
+        retry_after: Some(5),
+        ..ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "this server streams to as many clients as it may; try again",
+        )
+    })
+}
+
+/// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`),
+/// with model tokens in the `messages` form asked for, in the stream `slot`.
 pub fn events(
     state: &AppState,
+    slot: Subscriber,
     run: &Run,
     after_seq: i64,
     modes: Option<Vec<String>>,
     messages: Messages,
     on_disconnect: OnDisconnect,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
     let (state, run) = (state.clone(), run.clone());
-    respond(&state.clone(), move |sender| async move {
+    respond(slot, move |sender| async move {
         let gone = follow(&state, &run, after_seq, modes, messages, sender).await;
         if gone {
             on_disconnect.client_gone(&state, &run).await;
@@ -150,37 +163,26 @@ pub fn events(
     })
 }
 
-/// An SSE response fed by `feed`, spawned with a sender of its events; keep-alive comments while
-/// it is quiet.
-///
-/// # Errors
-///
-/// 503 with `Retry-After` when the process serves its limit of streams already.
+/// An SSE response in the stream `slot`, fed by `feed`, spawned with a sender of its events;
+/// keep-alive comments while it is quiet.
 pub(crate) fn respond<F, Fut>(
-    state: &AppState,
+    slot: Subscriber,
     feed: F,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<F, Fut>>, ApiError>
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<F, Fut>>
 where
     F: FnOnce(mpsc::Sender<Event>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let subscriber = state.subscribe().ok_or_else(|| ApiError {
-        retry_after: Some(5),
-        ..ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "this server streams to as many clients as it may; try again",
-        )
-    })?;
     let (sender, receiver) = mpsc::channel::<Event>(STREAM_BUFFER);
     let fed = feed(sender);
     tokio::spawn(async move {
         fed.await;
-        drop(subscriber);
+        drop(slot);
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|event| (Ok(event), receiver))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat")))
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("heartbeat"))
 }
 
 /// Sends one event. A client that stopped reading holds at most the channel's events; past the

@@ -340,6 +340,20 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
     let (status, headers, body) = api.send(api.request("GET", &path, &ana, "")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(headers.contains_key(header::RETRY_AFTER));
+    // A stream that would create its run is refused before creating it: a client that tries
+    // again does not create it twice.
+    let other = new_thread(&api, &ana).await;
+    for (path, body) in [
+        (
+            format!("/threads/{other}/runs/stream"),
+            r#"{"assistant_id": "agent"}"#,
+        ),
+        ("/runs/stream".to_owned(), r#"{"assistant_id": "agent"}"#),
+    ] {
+        let (status, headers, answer) = api.send(api.request("POST", &path, &ana, body)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {answer}");
+        assert!(headers.contains_key(header::RETRY_AFTER));
+    }
 
     let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
     let metrics = metrics.as_str().expect("text").to_owned();
@@ -349,7 +363,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
     );
     assert!(
         metrics.contains("mostrador_api_runs_created_total 1"),
-        "{metrics}"
+        "no run but the first: {metrics}"
     );
     assert!(
         metrics.contains(r#"mostrador_api_queue_depth{graph="agent",status="pending"} 1"#),

@@ -382,9 +382,10 @@ pub async fn stream_stateless(
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state)?;
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
-    let events = stream::events(&state, run, 0, None, messages, on_disconnect)?;
+    let events = stream::events(&state, slot, run, 0, None, messages, on_disconnect);
     Ok((rejoin_location(run, "stream"), events).into_response())
 }
 

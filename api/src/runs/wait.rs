@@ -28,9 +28,18 @@ pub async fn create_and_stream(
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state)?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     let headers = rejoin_location(&accepted.run, "stream");
-    let events = stream::events(&state, &accepted.run, 0, None, messages, on_disconnect)?;
+    let events = stream::events(
+        &state,
+        slot,
+        &accepted.run,
+        0,
+        None,
+        messages,
+        on_disconnect,
+    );
     Ok((headers, events).into_response())
 }
 
@@ -48,7 +57,8 @@ pub async fn join_stream(
     let (modes, messages) = stream_modes_query(query.as_deref())?;
     let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let events = stream::events(&state, &run, after, modes, messages, on_disconnect)?;
+    let slot = stream::slot(&state)?;
+    let events = stream::events(&state, slot, &run, after, modes, messages, on_disconnect);
     // Where the SDK reconnects by itself should this connection drop too.
     Ok((rejoin_location(&run, "stream"), events).into_response())
 }

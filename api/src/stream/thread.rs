@@ -135,9 +135,10 @@ pub async fn join(
     let modes = Modes::parse(&query)?;
     let start = Start::parse(&headers)?;
     let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
-    let events = respond(&state.clone(), move |sender| async move {
+    let slot = crate::stream::slot(&state)?;
+    let events = respond(slot, move |sender| async move {
         follow_thread(&state, &thread, modes, start, &sender).await;
-    })?;
+    });
     Ok(events.into_response())
 }
 
