@@ -607,3 +607,37 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
         "{metrics}"
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_stateless_wait_cut_by_a_drain_leaves_its_run_going(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    // Nobody runs it: the wait lasts until the pod drains.
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let response = tower::ServiceExt::oneshot(
+        router,
+        api.request("POST", "/runs/wait", &ana, r#"{"assistant_id": "agent"}"#),
+    )
+    .await
+    .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    api.state.start_draining();
+    let body = tokio::time::timeout(
+        Duration::from_secs(10),
+        axum::body::to_bytes(response.into_body(), usize::MAX),
+    )
+    .await
+    .expect("the wait ended with the drain")
+    .expect("body");
+    let answer: Value = serde_json::from_slice(body.trim_ascii()).expect("json");
+    assert_eq!(answer["__error__"]["error"], "WaitFailed", "{answer}");
+    // Its thread stays, and its run waits for a worker, neither rolled back nor cancelled.
+    let (deleted, status): (Option<chrono::DateTime<chrono::Utc>>, String) = sqlx::query_as(
+        "select t.deleted_at, r.status::text from mostrador.runs r \
+         join mostrador.threads t using (thread_id)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the run and its thread");
+    assert_eq!((deleted, status.as_str()), (None, "pending"));
+}

@@ -360,7 +360,8 @@ pub async fn batch(
 }
 
 /// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then
-/// deleted unless `on_completion` is `keep`.
+/// deleted unless `on_completion` is `keep`; a wait the api cuts short (it shuts down) leaves the
+/// run going and its thread, for the client to join again.
 pub async fn wait_stateless(
     State(state): State<AppState>,
     caller: Caller,

@@ -151,7 +151,7 @@ pub(super) fn waiting(
     let headers = rejoin_location(&run, "join");
     let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
     tokio::spawn(async move {
-        let result = final_state(&state, &run);
+        let result = until_ended(&state, &run);
         tokio::pin!(result);
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + WAIT_KEEP_ALIVE,
@@ -172,13 +172,23 @@ pub(super) fn waiting(
                 }
             }
         };
+        // Only a run that ended has its thread deleted: one the api stopped waiting for (it
+        // shuts down) goes on, and the client may join it again.
+        let answer = match answer {
+            Ok(result) => {
+                let answer = self::answer(&state, &run, result).await;
+                if delete_thread && let Err(err) = thread::delete(state.pool(), run.thread_id).await
+                {
+                    tracing::warn!(error = %err, "deleting a stateless run's thread failed");
+                }
+                answer
+            }
+            Err(err) => Err(err),
+        };
         let body = match answer {
             Ok(value) => value,
             Err(err) => json!({"__error__": {"error": "WaitFailed", "message": err.detail}}),
         };
-        if delete_thread && let Err(err) = thread::delete(state.pool(), run.thread_id).await {
-            tracing::warn!(error = %err, "deleting a stateless run's thread failed");
-        }
         let _ = sender.send(axum::body::Bytes::from(body.to_string())).await;
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
@@ -198,6 +208,12 @@ pub(super) fn waiting(
 /// Waits for the run's `end`, then answers as the official server does: the thread's values,
 /// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
 pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
+    let result = until_ended(state, run).await?;
+    answer(state, run, result).await
+}
+
+/// What the run streamed, once it ended. An error: it may not have (the api shuts down).
+async fn until_ended(state: &AppState, run: &Run) -> Result<RunResult, ApiError> {
     let mut follower = EventFollower::start(state.pool().clone(), state.listener(), run.run_id, 0)
         .await
         .map_err(queue_error)?;
@@ -224,6 +240,11 @@ pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, Ap
             }
         }
     }
+    Ok(result)
+}
+
+/// The answer of an ended run.
+async fn answer(state: &AppState, run: &Run, result: RunResult) -> Result<Value, ApiError> {
     let ended = run::get(state.pool(), run.thread_id, run.run_id)
         .await
         .map_err(queue_error)?;
