@@ -28,7 +28,7 @@ use mostrador_queue::{Error as QueueError, Lease, NewEvent, RunId};
 
 use crate::Error;
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{MissedTickBehavior, interval};
 
 /// How long a buffered event may wait to be appended.
@@ -38,10 +38,31 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 const TRIES: u32 = 3;
 
 /// The handle runs use to reach the publisher task. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Publisher {
     runs: Arc<Mutex<HashMap<RunId, Arc<Buffer>>>>,
     requests: mpsc::UnboundedSender<Request>,
+    /// True once the task is gone. It never ends while a handle lives, so that is a bug (a
+    /// panic): the worker stops claiming and exits, and its runs are told, not left hanging.
+    stopped: watch::Receiver<bool>,
+    task: Arc<tokio::task::AbortHandle>,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("stopped", &*self.stopped.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Says the publisher stopped when its task ends, whatever way (a panic unwinds through it).
+struct Gone(watch::Sender<bool>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
 }
 
 #[derive(Debug)]
@@ -109,12 +130,33 @@ impl Publisher {
     /// Starts the publisher task; it ends once every handle is dropped and its last flush is done.
     pub fn start(pool: PgPool) -> Self {
         let (requests, receiver) = mpsc::unbounded_channel();
-        let publisher = Self {
-            runs: Arc::default(),
+        let (gone, stopped) = watch::channel(false);
+        let runs = Arc::default();
+        let task = tokio::spawn({
+            let runs = Arc::clone(&runs);
+            async move {
+                let _gone = Gone(gone);
+                publish(pool, runs, receiver).await;
+            }
+        });
+        Self {
+            runs,
             requests,
-        };
-        tokio::spawn(publish(pool, Arc::clone(&publisher.runs), receiver));
-        publisher
+            stopped,
+            task: Arc::new(task.abort_handle()),
+        }
+    }
+
+    /// Resolves when the task is gone (see [`Publisher::stopped`]'s field).
+    pub async fn stopped(&self) {
+        let mut stopped = self.stopped.clone();
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    }
+
+    /// Ends the task, as a bug would: for the tests of what follows.
+    #[doc(hidden)]
+    pub fn abort(&self) {
+        self.task.abort();
     }
 
     /// Registers a held run; `control` is cancelled if its lease turns out lost.
@@ -183,12 +225,13 @@ impl RunEvents {
         &self,
         request: impl FnOnce(oneshot::Sender<Result<bool, Error>>) -> Request,
     ) -> Result<bool, Error> {
+        let gone = || Error::Publish("the publisher stopped".into());
         let (reply, replied) = oneshot::channel();
         self.publisher
             .requests
             .send(request(reply))
-            .expect("the publisher runs while runs hold handles");
-        replied.await.expect("the publisher answers every request")
+            .map_err(|_| gone())?;
+        replied.await.map_err(|_| gone())?
     }
 }
 
@@ -347,4 +390,26 @@ async fn write(
     }
     tx.commit().await?;
     Ok(lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn runs_are_told_when_the_publisher_is_gone_and_the_worker_can_tell() {
+        // Never connected: nothing here reaches the database.
+        let pool = PgPool::connect_lazy("postgres://nobody@127.0.0.1:1/none").expect("pool");
+        let publisher = Publisher::start(pool);
+        let lease = Lease {
+            run_id: RunId(uuid::Uuid::now_v7()),
+            attempt: 1,
+        };
+        let events = publisher.register(lease, RunControl::new());
+        publisher.abort();
+        tokio::time::timeout(Duration::from_secs(5), publisher.stopped())
+            .await
+            .expect("the supervisor learns it");
+        assert!(matches!(events.flush().await, Err(Error::Publish(_))));
+    }
 }

@@ -90,7 +90,7 @@ pub async fn run(
         supervisor.config.cron_interval,
         scheduler_stopped,
     ));
-    supervisor
+    let failed = supervisor
         .run(async {
             shutdown.await;
             let _ = stop_scheduler.send(true);
@@ -102,6 +102,10 @@ pub async fn run(
     let _ = stop_listener.send(());
     listener.join().await;
     supervisor.lease.deregister(&supervisor.pool).await?;
+    if let Some(failed) = failed {
+        tracing::error!(error = %failed, "worker stopped");
+        return Err(failed);
+    }
     tracing::info!("worker stopped");
     Ok(())
 }
@@ -200,20 +204,33 @@ struct InFlight {
 }
 
 impl Supervisor {
-    async fn run(&mut self, shutdown: impl Future<Output = ()>) {
+    /// Until `shutdown` and the drain; what failed if the worker stops for a failure of its own.
+    async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Option<crate::Error> {
         let mut shutdown = std::pin::pin!(shutdown);
+        let mut failed = None;
+        let publisher = self.executor.publisher.clone();
+        let mut publisher_stopped = std::pin::pin!(publisher.stopped());
         let mut poll = ticker(self.config.poll_interval);
         let mut heartbeat = ticker(self.config.heartbeat);
         let mut sweeping = ticker(self.config.sweep_interval);
         loop {
             let draining = self.drain_deadline.is_some();
             if draining && self.in_flight.is_empty() {
-                return;
+                return failed;
             }
             let deadline = self.drain_deadline.unwrap_or_else(Instant::now);
             tokio::select! {
                 biased;
                 () = &mut shutdown, if !draining => self.start_drain(),
+                // A bug: no run's events or end can be written any more. The worker stops
+                // claiming, is not ready, hands back what it can and exits with the error.
+                () = &mut publisher_stopped, if failed.is_none() => {
+                    tracing::error!("the publisher of events stopped: the worker stops");
+                    failed = Some(crate::Error::Publish("the publisher of events stopped".into()));
+                    if !draining {
+                        self.start_drain();
+                    }
+                }
                 () = sleep_until(deadline), if draining && !self.cancelled_all => self.cancel_all(),
                 Some(joined) = self.runs.join_next_with_id(), if !self.runs.is_empty() => {
                     self.reap(joined);
