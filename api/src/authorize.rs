@@ -4,8 +4,10 @@
 //! and a thread that does not exist get the same 404, so a response never confirms that someone
 //! else's thread exists.
 //!
-//! Answering a thread's interrupts (resuming it, or changing its state while it waits) is the
-//! graph's rule among those who see it: [`may_decide`].
+//! Changing a thread is its owner's alone ([`may_write`]): a manager reads a customer's thread,
+//! and does not change it, run on it or delete it. Answering a thread's interrupts (resuming it,
+//! or changing its state while it waits) is the graph's rule among those who see it:
+//! [`may_decide`].
 
 use mostrador_queue::thread::Visibility;
 use mostrador_queue::{Error as QueueError, Thread, ThreadId, thread};
@@ -21,6 +23,39 @@ use axum::http::StatusCode;
 pub fn may_see(caller: &Caller, thread: &Thread) -> bool {
     thread.owner == caller.subject
         || (caller.role == Role::Manager && thread.store.is_some() && thread.store == caller.store)
+}
+
+/// Whether `caller`, who sees `thread`, may change it (its metadata, its state, its runs, its
+/// crons, deleting it): its owner only. A manager who reads a customer's thread does not write it,
+/// except to answer its interrupts where the graph says managers decide ([`may_decide`]).
+///
+/// # Errors
+///
+/// A 403: the caller sees the thread, so a 404 would not hide it.
+pub fn may_write(caller: &Caller, thread: &Thread) -> Result<(), ApiError> {
+    if caller.subject == thread.owner {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only the thread's owner changes it",
+        ))
+    }
+}
+
+/// The thread `raw_id` names, if `caller` may see it and change it ([`may_write`]).
+///
+/// # Errors
+///
+/// As [`visible_thread`], and a 403 for one who sees it without owning it.
+pub async fn writable_thread(
+    pool: &PgPool,
+    caller: &Caller,
+    raw_id: &str,
+) -> Result<Thread, ApiError> {
+    let thread = visible_thread(pool, caller, raw_id).await?;
+    may_write(caller, &thread)?;
+    Ok(thread)
 }
 
 /// Whether `caller`, who sees `thread`, may answer its interrupts: a manager of its store for a

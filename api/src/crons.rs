@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::visible_thread;
+use crate::authorize::writable_thread;
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::runs::queue_error;
@@ -67,7 +67,7 @@ pub async fn create_for_thread(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateCron>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
     let new = new_cron(&state, &caller, body, Some(thread.thread_id))?;
     if thread
         .graph_id

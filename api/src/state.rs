@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Caller;
-use crate::authorize::{may_decide, visible_thread};
+use crate::authorize::{may_decide, may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 
@@ -454,6 +454,8 @@ pub async fn update(
     if is_python(&state, &thread) {
         if python_thread_waits(&state, &thread).await? {
             may_decide(&state, &caller, &thread, "")?;
+        } else {
+            may_write(&caller, &thread)?;
         }
         return python_update(
             &state,
@@ -471,12 +473,6 @@ pub async fn update(
             "the thread has no graph yet: run it once first",
         ));
     };
-    if thread.status == ThreadStatus::Busy {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "the thread has a run in flight: update its state when the run is over",
-        ));
-    }
     // Changing the state of a thread that waits for an answer is answering: the graph's rule.
     let waiting = snapshot(&state, &thread, None)
         .await?
@@ -485,6 +481,14 @@ pub async fn update(
         .is_some();
     if waiting {
         may_decide(&state, &caller, &thread, "")?;
+    } else {
+        may_write(&caller, &thread)?;
+    }
+    if thread.status == ThreadStatus::Busy {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the thread has a run in flight: update its state when the run is over",
+        ));
     }
     let values = update.values.unwrap_or(Value::Null);
     let values = if values.is_null() { json!({}) } else { values };

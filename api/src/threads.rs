@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{visibility, visible_thread};
+use crate::authorize::{visibility, visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -125,7 +125,7 @@ pub async fn delete(
     caller: Caller,
     Path(thread_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
     match thread::delete(state.pool(), thread.thread_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
@@ -325,7 +325,7 @@ pub async fn update(
     Body(patch): Body<Patch>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
     if patch.ttl.as_ref().is_some_and(|ttl| !ttl.is_null()) {
         return Err(unprocessable(
             "ttl is not per thread here: each graph's retention policy deletes idle threads",
@@ -364,7 +364,7 @@ pub struct Prune {
 }
 
 /// Deletes the threads (`delete`, the default) or keeps only their latest checkpoint
-/// (`keep_latest`). Ids of threads the caller may not see are passed over, as if unknown.
+/// (`keep_latest`). Ids of threads the caller does not own are passed over, as if unknown.
 pub async fn prune(
     State(state): State<AppState>,
     caller: Caller,
@@ -381,9 +381,11 @@ pub async fn prune(
     let checkpointer = PgCheckpointer::new(state.pool().clone());
     let mut pruned = 0;
     for id in &prune.thread_ids {
-        let thread = match visible_thread(state.pool(), &caller, id).await {
+        let thread = match writable_thread(state.pool(), &caller, id).await {
             Ok(thread) => thread,
-            Err(err) if err.status == StatusCode::NOT_FOUND => continue,
+            Err(err) if [StatusCode::NOT_FOUND, StatusCode::FORBIDDEN].contains(&err.status) => {
+                continue;
+            }
             Err(err) => return Err(err),
         };
         if keep_latest {

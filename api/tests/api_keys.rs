@@ -211,7 +211,6 @@ async fn a_keys_caller_sees_only_what_its_subject_may_see(pool: PgPool) {
         ("GET", "/threads/{t}/state", ""),
         ("POST", "/threads/{t}/history", "{}"),
         ("GET", "/threads/{t}/runs", ""),
-        ("PATCH", "/threads/{t}", r#"{"metadata": {"seen": true}}"#),
     ];
     let (_, _, not_found) = api
         .send(api.request(

@@ -1,5 +1,6 @@
-//! The authorization matrix: every route that takes a thread id, for every kind of caller. The
-//! owner and a manager of the thread's store get through; every other caller, a malformed id and a
+//! The authorization matrix: every route that takes a thread id, for every kind of caller, each
+//! answer's exact status. The owner reads and writes; a manager of the thread's store reads (but
+//! not the thread's files) and gets 403 for every write; every other caller, a malformed id and a
 //! thread that does not exist get the same 404; a missing, expired or foreign-audience token gets
 //! 401. No answer to a stranger names the thread.
 
@@ -37,11 +38,28 @@ fn forged(api: &Api, expired: bool) -> String {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Expect {
-    /// Through authorization: anything but 401, 403 and 404.
-    Allowed,
+    /// The owner: the route's own answer.
+    Owner,
+    /// A manager of the thread's store: reads as the owner does; writes 403.
+    Manager,
     NotFound,
     Unauthorized,
 }
+
+/// A route: method, path with `{t}`, `{r}` and `{c}`, body, and what the owner and a manager of
+/// the store get (`None`: the call would not answer at once, or would delete what the others
+/// read, so the test does not make it).
+type Route = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<StatusCode>,
+    Option<StatusCode>,
+);
+
+const OK: Option<StatusCode> = Some(StatusCode::OK);
+const FORBIDDEN: Option<StatusCode> = Some(StatusCode::FORBIDDEN);
+const NOT_FOUND: Option<StatusCode> = Some(StatusCode::NOT_FOUND);
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool) {
@@ -78,12 +96,12 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         .expect("complete");
 
     let callers: Vec<(&str, String, Option<&str>, Expect)> = vec![
-        ("owner", owner.clone(), None, Expect::Allowed),
+        ("owner", owner.clone(), None, Expect::Owner),
         (
             "manager of the store",
             api.token_for(&caller("marta", Role::Manager, Some("madrid-1"))),
             None,
-            Expect::Allowed,
+            Expect::Manager,
         ),
         (
             "customer of the store",
@@ -124,108 +142,133 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         ),
     ];
     let checkpoint = Uuid::now_v7();
-    // (method, path with {t} and {r}, body, whether an allowed call answers at once)
-    let routes = [
-        ("GET", "/threads/{t}", "", true),
-        ("GET", "/threads/{t}/state", "", true),
-        ("GET", "/threads/{t}/state/{c}", "", true),
+    let cron = r#"{"assistant_id": "agent", "schedule": "0 3 * * *"}"#;
+    let routes: [Route; 21] = [
+        ("GET", "/threads/{t}", "", OK, OK),
+        ("GET", "/threads/{t}/state", "", OK, OK),
+        // The thread has no such checkpoint: past authorization, a checkpoint's 404.
+        ("GET", "/threads/{t}/state/{c}", "", NOT_FOUND, NOT_FOUND),
+        ("POST", "/threads/{t}/history", "{}", OK, OK),
+        ("GET", "/threads/{t}/history", "", OK, OK),
+        ("GET", "/threads/{t}/runs", "", OK, OK),
+        ("GET", "/threads/{t}/runs/{r}", "", OK, OK),
+        ("GET", "/threads/{t}/runs/{r}/stream", "", OK, OK),
+        ("GET", "/threads/{t}/runs/{r}/join", "", OK, OK),
+        ("POST", "/threads/{t}/copy", "", OK, OK),
+        // The thread's stream never ends: only strangers' answers are checked.
+        ("GET", "/threads/{t}/stream", "", None, None),
+        // A thread's files are its owner's alone: to a manager, as a missing thread.
+        ("GET", "/threads/{t}/files", "", OK, NOT_FOUND),
+        // Writes: the owner's alone.
         (
             "POST",
             "/threads/{t}/state",
             r#"{"values": {"messages": []}}"#,
-            true,
+            OK,
+            FORBIDDEN,
         ),
-        ("POST", "/threads/{t}/history", "{}", true),
-        ("GET", "/threads/{t}/runs", "", true),
+        (
+            "PATCH",
+            "/threads/{t}",
+            r#"{"metadata": {"seen": true}}"#,
+            OK,
+            FORBIDDEN,
+        ),
+        ("POST", "/threads/{t}/runs/crons", cron, OK, FORBIDDEN),
         (
             "POST",
             "/threads/{t}/runs",
             r#"{"assistant_id": "agent"}"#,
-            true,
+            OK,
+            FORBIDDEN,
         ),
         (
             "POST",
             "/threads/{t}/runs/stream",
             r#"{"assistant_id": "agent"}"#,
-            false,
+            None,
+            FORBIDDEN,
         ),
         (
             "POST",
             "/threads/{t}/runs/wait",
             r#"{"assistant_id": "agent"}"#,
-            false,
+            None,
+            FORBIDDEN,
         ),
-        ("GET", "/threads/{t}/runs/{r}", "", true),
-        ("GET", "/threads/{t}/runs/{r}/stream", "", true),
-        ("GET", "/threads/{t}/runs/{r}/join", "", true),
-        ("POST", "/threads/{t}/runs/{r}/cancel", "", true),
         (
-            "PATCH",
-            "/threads/{t}",
-            r#"{"metadata": {"seen": true}}"#,
-            true,
+            "POST",
+            "/threads/{t}/runs/{r}/cancel",
+            "",
+            Some(StatusCode::ACCEPTED),
+            FORBIDDEN,
         ),
-        ("POST", "/threads/{t}/copy", "", true),
-        ("DELETE", "/threads/{t}/runs/{r}", "", false),
-        ("DELETE", "/threads/{t}", "", false),
+        ("DELETE", "/threads/{t}/runs/{r}", "", None, FORBIDDEN),
+        ("DELETE", "/threads/{t}", "", None, FORBIDDEN),
     ];
     let mut stranger_answer = None;
     for (who, token, thread_override, expect) in &callers {
         let thread = thread_override.unwrap_or(&thread_id);
-        for (method, template, body, answers_at_once) in routes {
-            if *expect == Expect::Allowed && !answers_at_once {
-                continue; // it would wait for a run nobody executes, or delete what others read
-            }
+        for (method, template, body, for_owner, for_manager) in routes {
+            let expected = match expect {
+                Expect::Owner => for_owner,
+                Expect::Manager => for_manager,
+                Expect::NotFound => NOT_FOUND,
+                Expect::Unauthorized => Some(StatusCode::UNAUTHORIZED),
+            };
+            let Some(expected) = expected else {
+                continue;
+            };
             let path = template
                 .replace("{t}", thread)
                 .replace("{r}", &run_id)
                 .replace("{c}", &checkpoint.to_string());
             let (status, _, answer) = api.send(api.request(method, &path, token, body)).await;
-            match expect {
-                Expect::Allowed => assert!(
-                    ![
-                        StatusCode::UNAUTHORIZED,
-                        StatusCode::FORBIDDEN,
-                        StatusCode::NOT_FOUND
-                    ]
-                    .contains(&status)
-                        || (template.contains("{c}") && status == StatusCode::NOT_FOUND),
-                    "{who}: {method} {template} -> {status} {answer}"
-                ),
-                Expect::NotFound => {
-                    assert_eq!(
-                        status,
-                        StatusCode::NOT_FOUND,
-                        "{who}: {method} {template} -> {answer}"
-                    );
-                    assert!(
-                        !answer.to_string().contains(&thread_id),
-                        "{who}: {answer} names the thread"
-                    );
-                    if template.ends_with("{t}") || template.contains("{t}/runs") {
-                        stranger_answer.get_or_insert(answer.clone());
-                    }
-                }
-                Expect::Unauthorized => {
-                    assert_eq!(
-                        status,
-                        StatusCode::UNAUTHORIZED,
-                        "{who}: {method} {template} -> {answer}"
-                    );
-                }
+            assert_eq!(status, expected, "{who}: {method} {template} -> {answer}");
+            if *expect == Expect::NotFound {
+                assert!(
+                    !answer.to_string().contains(&thread_id),
+                    "{who}: {answer} names the thread"
+                );
+                assert_eq!(
+                    answer["detail"], "Thread not found",
+                    "{who}: {method} {template}"
+                );
+                stranger_answer.get_or_insert(answer.clone());
             }
         }
     }
     assert!(stranger_answer.is_some());
-    // Nobody but the owner and the manager got through: the thread and its run are as they were.
+    // The prune of thread ids passes over those the caller does not own: the manager's prunes
+    // nothing, and the thread and its run are as they were.
+    let manager = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let (status, _, pruned) = api
+        .send(api.request(
+            "POST",
+            "/threads/prune",
+            &manager,
+            &json!({"thread_ids": [thread_id]}).to_string(),
+        ))
+        .await;
+    assert_eq!(
+        (status, pruned),
+        (StatusCode::OK, json!({"pruned_count": 0}))
+    );
     let (status, _, thread) = api
         .send(api.request("GET", &format!("/threads/{thread_id}"), &owner, ""))
         .await;
-    assert_eq!(status, StatusCode::OK, "no stranger deleted it");
+    assert_eq!(status, StatusCode::OK, "no one else deleted it");
     assert_eq!(thread["thread_id"], json!(thread_id));
     let run_path = format!("/threads/{thread_id}/runs/{run_id}");
     let (status, _, _) = api.send(api.request("GET", &run_path, &owner, "")).await;
-    assert_eq!(status, StatusCode::OK, "no stranger deleted its run");
+    assert_eq!(status, StatusCode::OK, "no one else deleted its run");
+    // `/runs/recent` lists the runs of the threads the caller sees: not a stranger's.
+    let stranger = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let (status, _, recent) = api
+        .send(api.request("GET", "/runs/recent", &stranger, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!recent.to_string().contains(&thread_id), "{recent}");
 }
 
 /// Through every thread route, someone else's thread and one that does not exist answer the same

@@ -188,10 +188,20 @@ async fn state_history_and_update_of_a_waiting_thread(pool: PgPool) {
             StatusCode::CONFLICT,
         ),
     ] {
-        let (status, _, answer) = api.send(api.request(method, &path, &marta, body)).await;
+        let (status, _, answer) = api.send(api.request(method, &path, &ana, body)).await;
         assert_eq!(status, expected, "{method} {path} {body}: {answer}");
         assert!(answer["detail"].is_string());
     }
+    // Once the thread no longer waits, a manager who reads it does not change it.
+    let (status, _, answer) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{id}/state"),
+            &marta,
+            r#"{"values": {}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
     let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
     let (status, _, _) = api
         .send(api.request("GET", &format!("/threads/{id}/state"), &luis, ""))

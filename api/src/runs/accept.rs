@@ -21,7 +21,7 @@ use super::{content_location, queue_error, rejoin_location, run_json, unprocessa
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_decide, may_start, visible_thread};
+use crate::authorize::{may_decide, may_start, may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::stream;
@@ -175,6 +175,9 @@ pub async fn accept(
     if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
         rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
     }
+    // Answering the thread's interrupts is the graph's rule (`may_decide`); any other run on it,
+    // its owner's.
+    let mut answers = false;
     if new.command.is_some() {
         if resumes(&new) {
             may_decide(state, caller, &thread, &assistant.graph_id)?;
@@ -190,6 +193,10 @@ pub async fn accept(
             (false, true) => may_decide(state, caller, &thread, &assistant.graph_id)?,
             _ => {}
         }
+        answers = resumes(&new) || waits;
+    }
+    if !answers {
+        may_write(caller, &thread)?;
     }
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
     let run = enqueued.map_err(|err| refused(state, err))?.run;

@@ -31,7 +31,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{visibility, visible_thread};
+use crate::authorize::{may_write, visibility, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -145,6 +145,27 @@ pub async fn visible_run(
     run_id: &str,
 ) -> Result<Run, ApiError> {
     let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    run_of(state, &thread, run_id).await
+}
+
+/// The run `run_id` of a thread the caller may change (cancel it, delete it).
+pub async fn writable_run(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    run_id: &str,
+) -> Result<Run, ApiError> {
+    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let run = run_of(state, &thread, run_id).await?;
+    may_write(caller, &thread)?;
+    Ok(run)
+}
+
+async fn run_of(
+    state: &AppState,
+    thread: &mostrador_queue::Thread,
+    run_id: &str,
+) -> Result<Run, ApiError> {
     let run_id = Uuid::parse_str(run_id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Run not found"))?;
     run::get(state.pool(), thread.thread_id, RunId(run_id))
@@ -281,7 +302,7 @@ pub async fn cancel(
         Some("1" | "true") => true,
         Some(_) => return Err(unprocessable("wait must be 0 or 1")),
     };
-    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    let run = writable_run(&state, &caller, &thread_id, &run_id).await?;
     mostrador_queue::cancel(state.pool(), run.thread_id, run.run_id, action)
         .await
         .map_err(queue_error)?;
@@ -304,7 +325,7 @@ pub async fn delete(
     caller: Caller,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    let run = writable_run(&state, &caller, &thread_id, &run_id).await?;
     match run::delete(state.pool(), run.thread_id, run.run_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::Invalid { reason, .. }) => Err(ApiError::new(StatusCode::CONFLICT, reason)),
