@@ -143,9 +143,15 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_PENDING", default_value_t = mostrador_api::app::MAX_PENDING_DEFAULT)]
     max_pending: i64,
 
-    /// Open SSE streams above which new ones get a 503 with Retry-After.
+    /// Open SSE streams and waits (wait, join, cancel with wait) above which new ones get a 503
+    /// with Retry-After.
     #[arg(long, env = "MOSTRADOR_MAX_SUBSCRIBERS", default_value_t = mostrador_api::app::MAX_SUBSCRIBERS_DEFAULT)]
     max_subscribers: usize,
+
+    /// Open SSE streams and waits of one caller (a token's or key's subject) above which their
+    /// new ones get a 429 with Retry-After.
+    #[arg(long, env = "MOSTRADOR_MAX_STREAMS_PER_CALLER", default_value_t = mostrador_api::app::MAX_SUBSCRIBERS_PER_CALLER_DEFAULT)]
+    max_streams_per_caller: usize,
 
     /// An SSE client that reads nothing this long while its buffer is full is disconnected
     /// [default: 30s].
@@ -335,6 +341,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.cors = mostrador_api::app::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
     config.max_subscribers = args.max_subscribers;
+    config.max_subscribers_per_caller = args.max_streams_per_caller;
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
     }

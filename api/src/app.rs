@@ -1,6 +1,6 @@
 //! The api's shared state, its router, and serving it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,6 +30,9 @@ pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 /// Open SSE streams per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 10_000;
 
+/// Open streams and waits of one caller per process when no limit is configured.
+pub const MAX_SUBSCRIBERS_PER_CALLER_DEFAULT: usize = 100;
+
 /// How the api behaves.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -40,8 +43,11 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Pending runs per graph above which new runs get a 503 with `Retry-After`.
     pub max_pending: i64,
-    /// Open SSE streams above which new ones get a 503 with `Retry-After`.
+    /// Open SSE streams and waits above which new ones get a 503 with `Retry-After`.
     pub max_subscribers: usize,
+    /// Open SSE streams and waits of one caller (a subject) above which their new ones get a 429
+    /// with `Retry-After`: no caller takes every slot.
+    pub max_subscribers_per_caller: usize,
     /// An SSE client that reads nothing for this long while its stream's buffer is full is
     /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
     pub slow_client_timeout: Duration,
@@ -149,6 +155,7 @@ impl ApiConfig {
             request_timeout: Duration::from_secs(30),
             max_pending: MAX_PENDING_DEFAULT,
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
+            max_subscribers_per_caller: MAX_SUBSCRIBERS_PER_CALLER_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             dashboard_token: None,
             python_graphs: Vec::new(),
@@ -182,6 +189,9 @@ struct Inner {
     listener: Listener,
     queue_limit: QueueLimit,
     max_subscribers: usize,
+    max_subscribers_per_caller: usize,
+    /// Open streams and waits by caller (those with none are not kept).
+    subscribers: std::sync::Mutex<HashMap<String, usize>>,
     slow_client_timeout: Duration,
     metrics: Metrics,
     /// The dashboard page, as served.
@@ -222,6 +232,8 @@ impl AppState {
             shutdown: watch::Sender::new(false),
             listener,
             max_subscribers: config.max_subscribers,
+            max_subscribers_per_caller: config.max_subscribers_per_caller,
+            subscribers: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
@@ -294,14 +306,31 @@ impl AppState {
         &self.0.dashboard
     }
 
-    /// Counts an SSE stream in until the returned guard drops; `None` at the limit.
-    pub fn subscribe(&self) -> Option<Subscriber> {
+    /// Counts a stream or a wait of `subject` in until the returned guard drops.
+    ///
+    /// # Errors
+    ///
+    /// Which limit it is at: the process's, or the caller's own.
+    pub fn subscribe(&self, subject: &str) -> Result<Subscriber, AtLimit> {
+        let mut by_caller = self.subscribers();
+        let mine = by_caller.get(subject).copied().unwrap_or(0);
+        if mine >= self.0.max_subscribers_per_caller {
+            return Err(AtLimit::Caller);
+        }
         let gauge = &self.0.metrics.sse_subscribers;
         if usize::try_from(gauge.inc()).unwrap_or(usize::MAX) >= self.0.max_subscribers {
             gauge.dec();
-            return None;
+            return Err(AtLimit::Process);
         }
-        Some(Subscriber(self.clone()))
+        by_caller.insert(subject.to_owned(), mine + 1);
+        Ok(Subscriber(self.clone(), subject.to_owned()))
+    }
+
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0
+            .subscribers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn slow_client_timeout(&self) -> Duration {
@@ -328,13 +357,27 @@ impl AppState {
     }
 }
 
-/// An open SSE stream, counted until dropped.
+/// An open SSE stream or wait, counted (for the process and its caller) until dropped.
 #[derive(Debug)]
-pub struct Subscriber(AppState);
+pub struct Subscriber(AppState, String);
+
+/// Why a stream or a wait is refused for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtLimit {
+    Process,
+    Caller,
+}
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
         self.0.0.metrics.sse_subscribers.dec();
+        let mut by_caller = self.0.subscribers();
+        if let Some(mine) = by_caller.get_mut(&self.1) {
+            *mine -= 1;
+            if *mine == 0 {
+                by_caller.remove(&self.1);
+            }
+        }
     }
 }
 

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 
-use crate::app::{AppState, Subscriber};
+use crate::app::{AppState, AtLimit, Subscriber};
+use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// Events a stream holds for a client that does not read them yet.
@@ -127,20 +128,33 @@ impl Messages {
     }
 }
 
-/// One of the process's SSE streams, taken before anything else the request does (a run it
-/// creates, above all: a client told to come back later must not have created it).
+/// One of the process's slots for SSE streams and waits, counted for the caller too, taken
+/// before anything else the request does (a run it creates, above all: a client told to come back
+/// later must not have created it).
 ///
 /// # Errors
 ///
-/// 503 with `Retry-After` when the process serves its limit of streams already.
-pub fn slot(state: &AppState) -> Result<Subscriber, ApiError> {
-    state.subscribe().ok_or_else(|| ApiError {
-        retry_after: Some(5),
-        ..ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "this server streams to as many clients as it may; try again",
-        )
-    })
+/// With `Retry-After`: 503 when the process serves its limit of streams already, 429 when the
+/// caller holds its own limit.
+pub fn slot(state: &AppState, caller: &Caller) -> Result<Subscriber, ApiError> {
+    state
+        .subscribe(&caller.subject)
+        .map_err(|limit| match limit {
+            AtLimit::Process => ApiError {
+                retry_after: Some(5),
+                ..ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "this server streams to as many clients as it may; try again",
+                )
+            },
+            AtLimit::Caller => ApiError {
+                retry_after: Some(5),
+                ..ApiError::new(
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    "you have as many streams and waits open as you may; close one, or try again",
+                )
+            },
+        })
 }
 
 /// Streams `run`'s events after `after_seq`, of the stream modes in `modes` (all when `None`),

@@ -641,3 +641,99 @@ async fn a_stateless_wait_cut_by_a_drain_leaves_its_run_going(pool: PgPool) {
     .expect("the run and its thread");
     assert_eq!((deleted, status.as_str()), (None, "pending"));
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn one_caller_cannot_take_every_stream_and_wait_slot(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_subscribers_per_caller: 1,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let thread = new_thread(&api, &ana).await;
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let run_id = run["run_id"].as_str().expect("id");
+    let stream = format!("/threads/{thread}/runs/{run_id}/stream");
+    let join = format!("/threads/{thread}/runs/{run_id}/join");
+
+    // Ana's one slot is taken by a stream nobody ends (no worker runs the run).
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let held = tower::ServiceExt::oneshot(router, api.request("GET", &stream, &ana, ""))
+        .await
+        .expect("infallible");
+    assert_eq!(held.status(), StatusCode::OK);
+    let (_, _, threads_before) = api
+        .send(api.request("POST", "/threads/count", &ana, "{}"))
+        .await;
+    for (method, path, body) in [
+        ("GET", stream.as_str(), ""),
+        ("GET", join.as_str(), ""),
+        ("POST", "/runs/wait", r#"{"assistant_id": "agent"}"#),
+        ("POST", "/runs/stream", r#"{"assistant_id": "agent"}"#),
+    ] {
+        let (status, headers, answer) = api.send(api.request(method, path, &ana, body)).await;
+        assert_eq!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{method} {path}: {answer}"
+        );
+        assert!(headers.contains_key(header::RETRY_AFTER));
+    }
+    // Refused before anything was created.
+    let (_, _, threads_after) = api
+        .send(api.request("POST", "/threads/count", &ana, "{}"))
+        .await;
+    assert_eq!(threads_before, threads_after);
+
+    // Another caller is not held back by Ana's streams.
+    let other = new_thread(&api, &luis).await;
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{other}/runs"),
+            &luis,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let his = format!(
+        "/threads/{other}/runs/{}/stream",
+        run["run_id"].as_str().expect("id")
+    );
+    let response = tower::ServiceExt::oneshot(router, api.request("GET", &his, &luis, ""))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+
+    // Ana's slot frees when her stream goes away.
+    drop(held);
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let router = mostrador_api::router(api.state.clone(), &api.config);
+            let response =
+                tower::ServiceExt::oneshot(router, api.request("GET", &stream, &ana, ""))
+                    .await
+                    .expect("infallible");
+            if response.status() == StatusCode::OK {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        again.is_ok(),
+        "a caller's slot frees when its stream goes away"
+    );
+}

@@ -376,9 +376,10 @@ pub async fn wait_stateless(
 ) -> Result<Response, ApiError> {
     let delete = delete_on_completion(&body)?;
     let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state, &caller)?;
     let mut accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = accepted.remove(0).run;
-    Ok(waiting(state, run, delete, on_disconnect))
+    Ok(waiting(state, slot, run, delete, on_disconnect))
 }
 
 /// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
@@ -390,7 +391,7 @@ pub async fn stream_stateless(
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
-    let slot = stream::slot(&state)?;
+    let slot = stream::slot(&state, &caller)?;
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
     let events = stream::events(&state, slot, run, 0, None, messages, on_disconnect);

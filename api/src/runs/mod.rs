@@ -303,12 +303,18 @@ pub async fn cancel(
         Some(_) => return Err(unprocessable("wait must be 0 or 1")),
     };
     let run = writable_run(&state, &caller, &thread_id, &run_id).await?;
+    // A wait holds a slot, as streams do: taken before the cancel, so a refused one changed nothing.
+    let slot = if wait {
+        Some(crate::stream::slot(&state, &caller)?)
+    } else {
+        None
+    };
     mostrador_queue::cancel(state.pool(), run.thread_id, run.run_id, action)
         .await
         .map_err(queue_error)?;
-    if !wait {
+    let Some(_slot) = slot else {
         return Ok(StatusCode::ACCEPTED.into_response());
-    }
+    };
     match final_state(&state, &run).await {
         Ok(result) => Ok(Json(result).into_response()),
         Err(err) if err.status == StatusCode::NOT_FOUND => {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::accept::{CreateRun, StreamModes, accept};
 use super::{queue_error, rejoin_location, visible_run};
-use crate::app::AppState;
+use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Body;
@@ -28,7 +28,7 @@ pub async fn create_and_stream(
 ) -> Result<Response, ApiError> {
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
-    let slot = stream::slot(&state)?;
+    let slot = stream::slot(&state, &caller)?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     let headers = rejoin_location(&accepted.run, "stream");
     let events = stream::events(
@@ -57,7 +57,7 @@ pub async fn join_stream(
     let (modes, messages) = stream_modes_query(query.as_deref())?;
     let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let slot = stream::slot(&state)?;
+    let slot = stream::slot(&state, &caller)?;
     let events = stream::events(&state, slot, &run, after, modes, messages, on_disconnect);
     // Where the SDK reconnects by itself should this connection drop too.
     Ok((rejoin_location(&run, "stream"), events).into_response())
@@ -118,8 +118,9 @@ pub async fn create_and_wait(
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state, &caller)?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
-    Ok(waiting(state, accepted.run, false, on_disconnect))
+    Ok(waiting(state, slot, accepted.run, false, on_disconnect))
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state;
@@ -132,7 +133,8 @@ pub async fn join(
 ) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
     let on_disconnect = cancel_on_disconnect(query.as_deref());
-    Ok(waiting(state, run, false, on_disconnect))
+    let slot = stream::slot(&state, &caller)?;
+    Ok(waiting(state, slot, run, false, on_disconnect))
 }
 
 /// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of
@@ -144,6 +146,7 @@ const WAIT_KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// once it ended. A client that goes away first cancels the run if it asked for that.
 pub(super) fn waiting(
     state: AppState,
+    slot: Subscriber,
     run: Run,
     delete_thread: bool,
     on_disconnect: stream::OnDisconnect,
@@ -190,6 +193,7 @@ pub(super) fn waiting(
             Err(err) => json!({"__error__": {"error": "WaitFailed", "message": err.detail}}),
         };
         let _ = sender.send(axum::body::Bytes::from(body.to_string())).await;
+        drop(slot);
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver
