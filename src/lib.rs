@@ -158,6 +158,14 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_SLOW_CLIENT_TIMEOUT", value_parser = parse_duration)]
     slow_client_timeout: Option<Duration>,
 
+    /// Connections served at once; past it, new ones wait in the listen backlog.
+    #[arg(long, env = "MOSTRADOR_MAX_CONNECTIONS", default_value_t = mostrador_api::app::MAX_CONNECTIONS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+
+    /// How long a client may take to send a request's headers before its connection is closed.
+    #[arg(long, env = "MOSTRADOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    header_read_timeout: Duration,
+
     /// Database connections.
     #[arg(long, env = "MOSTRADOR_POOL_SIZE", default_value_t = 16)]
     pool_size: u32,
@@ -342,6 +350,10 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_pending = args.max_pending;
     config.max_subscribers = args.max_subscribers;
     config.max_subscribers_per_caller = args.max_streams_per_caller;
+    config.edge = mostrador_api::app::Edge {
+        max_connections: args.max_connections,
+        header_read_timeout: args.header_read_timeout,
+    };
     if let Some(timeout) = args.request_timeout {
         config.request_timeout = timeout;
     }
@@ -381,10 +393,15 @@ async fn serve_api(
         .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
     let draining = state.clone();
-    mostrador_api::serve(listener, mostrador_api::router(state, config), async move {
-        shutdown.await;
-        draining.start_draining();
-    })
+    mostrador_api::serve(
+        listener,
+        mostrador_api::router(state, config),
+        config.edge,
+        async move {
+            shutdown.await;
+            draining.start_draining();
+        },
+    )
     .await
     .context("serving the api failed")?;
     let _ = stop_listener.send(());

@@ -51,6 +51,8 @@ pub struct ApiConfig {
     /// An SSE client that reads nothing for this long while its stream's buffer is full is
     /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
     pub slow_client_timeout: Duration,
+    /// Connections at once, and the time a client has to send a request's headers.
+    pub edge: Edge,
     /// A token the dashboard (`/`) fills in for whoever opens it: `mostrador dev` only.
     pub dashboard_token: Option<String>,
     /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
@@ -157,6 +159,7 @@ impl ApiConfig {
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
             max_subscribers_per_caller: MAX_SUBSCRIBERS_PER_CALLER_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
+            edge: Edge::default(),
             dashboard_token: None,
             python_graphs: Vec::new(),
             cors: Cors::Off,
@@ -566,7 +569,30 @@ async fn within(
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves.
+/// What the api's HTTP edge allows each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// Connections served at once; past it, new ones wait in the listen backlog.
+    pub max_connections: u32,
+    /// How long a client may take to send a request's headers (a slow one holds a connection
+    /// for nothing: closed past it).
+    pub header_read_timeout: Duration,
+}
+
+/// Connections at once per api process when no limit is configured.
+pub const MAX_CONNECTIONS_DEFAULT: u32 = 20_000;
+
+impl Default for Edge {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then until its connections close
+/// (streams end when the api drains), within `edge`'s limits.
 ///
 /// # Errors
 ///
@@ -574,9 +600,49 @@ async fn within(
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        usize::try_from(edge.max_connections).unwrap_or(usize::MAX),
+    ));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of file descriptors, or a connection reset before it was taken: wait a
+                    // little rather than spin, as axum does.
+                    tracing::warn!(error = %err, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::trace!(error = %err, "a connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -370,3 +370,96 @@ async fn a_made_up_method_does_not_become_a_metric_label(pool: PgPool) {
     );
     assert!(metrics.contains(r#"method="other""#), "{metrics}");
 }
+
+/// The api served on a port of its own with `edge`'s limits; its address.
+async fn served(pool: PgPool, edge: mostrador_api::app::Edge) -> std::net::SocketAddr {
+    let api = Api::new(pool).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    tokio::spawn(mostrador_api::serve(
+        listener,
+        router,
+        edge,
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// What the server sends on `stream` within `wait` (empty: nothing, or closed).
+async fn read_within(
+    stream: &mut tokio::net::TcpStream,
+    wait: std::time::Duration,
+) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = vec![0; 4096];
+    match tokio::time::timeout(wait, stream.read(&mut buffer)).await {
+        Ok(Ok(n)) => Some(String::from_utf8_lossy(&buffer[..n]).into_owned()),
+        Ok(Err(_)) => Some(String::new()),
+        Err(_) => None,
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_client_slow_to_send_its_headers_is_let_go(pool: PgPool) {
+    use tokio::io::AsyncWriteExt;
+    let addr = served(
+        pool,
+        mostrador_api::app::Edge {
+            max_connections: 10,
+            header_read_timeout: std::time::Duration::from_millis(300),
+        },
+    )
+    .await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slow.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    // Never finishes its headers: closed (an empty read, or a 408) well before 5 s.
+    let answer = read_within(&mut slow, std::time::Duration::from_secs(5)).await;
+    let answer = answer.expect("the server let the slow client go");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn connections_past_the_cap_wait_until_one_closes(pool: PgPool) {
+    use tokio::io::AsyncWriteExt;
+    let addr = served(
+        pool,
+        mostrador_api::app::Edge {
+            max_connections: 2,
+            header_read_timeout: std::time::Duration::from_secs(30),
+        },
+    )
+    .await;
+    let request = b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut first = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    first.write_all(request).await.expect("write");
+    let answer = read_within(&mut first, std::time::Duration::from_secs(5)).await;
+    assert!(answer.is_some_and(|a| a.starts_with("HTTP/1.1 200")));
+    let _second = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // Give the server the second connection: it holds the last slot, idle.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut third = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect (backlog)");
+    third.write_all(request).await.expect("write");
+    assert_eq!(
+        read_within(&mut third, std::time::Duration::from_millis(500)).await,
+        None,
+        "past the cap, a connection is not served"
+    );
+    drop(first);
+    let answer = read_within(&mut third, std::time::Duration::from_secs(5)).await;
+    assert!(
+        answer
+            .as_deref()
+            .is_some_and(|a| a.starts_with("HTTP/1.1 200")),
+        "{answer:?}"
+    );
+}
