@@ -144,6 +144,8 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         decided_by_managers: graphs.decided_by_managers(&args.deciders),
         started_by_staff: graphs.started_by_staff(),
+        // On loopback only: /metrics beside the api's routes.
+        public_metrics: true,
         ..ApiConfig::new(auth)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -187,7 +189,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         let (pool, config, registry) =
             (pool.clone(), config.clone(), registry.into_iter().collect());
         let shutdown = until_stopped();
-        async move { serve_api(pool, &config, registry, listener, shutdown).await }
+        async move { serve_api(pool, &config, registry, (listener, None), shutdown).await }
     });
 
     println!("mostrador dev is running");

@@ -158,6 +158,11 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_SLOW_CLIENT_TIMEOUT", value_parser = parse_duration)]
     slow_client_timeout: Option<Duration>,
 
+    /// Where `/metrics` is served, apart from the api's routes (Prometheus scrapes it; the api's
+    /// callers do not reach it) [default: not served; the chart serves it on 0.0.0.0:9092].
+    #[arg(long, env = "MOSTRADOR_API_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+
     /// Connections served at once; past it, new ones wait in the listen backlog.
     #[arg(long, env = "MOSTRADOR_MAX_CONNECTIONS", default_value_t = mostrador_api::app::MAX_CONNECTIONS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
@@ -370,7 +375,22 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;
-    serve_api(pool.clone(), &config, registry, listener, terminated()).await?;
+    let metrics = match args.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("failed to listen on {addr}"))?,
+        ),
+        None => None,
+    };
+    serve_api(
+        pool.clone(),
+        &config,
+        registry,
+        (listener, metrics),
+        terminated(),
+    )
+    .await?;
     pool.close().await;
     Ok(())
 }
@@ -380,7 +400,7 @@ async fn serve_api(
     pool: PgPool,
     config: &ApiConfig,
     registry: std::collections::BTreeMap<String, mostrador_graph::Graph>,
-    listener: tokio::net::TcpListener,
+    (listener, metrics): (tokio::net::TcpListener, Option<tokio::net::TcpListener>),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -392,6 +412,10 @@ async fn serve_api(
     let state = AppState::new(pool, config, registry, events)
         .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
+    if let Some(metrics) = metrics {
+        tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
+        tokio::spawn(mostrador_api::serve_metrics(metrics, state.clone()));
+    }
     let draining = state.clone();
     mostrador_api::serve(
         listener,

@@ -53,6 +53,10 @@ pub struct ApiConfig {
     pub slow_client_timeout: Duration,
     /// Connections at once, and the time a client has to send a request's headers.
     pub edge: Edge,
+    /// Whether `/metrics` is served with the api's routes (`mostrador dev`, on loopback). Else it
+    /// is served apart ([`metrics_router`], on the port the operator scrapes), never to the api's
+    /// callers.
+    pub public_metrics: bool,
     /// A token the dashboard (`/`) fills in for whoever opens it: `mostrador dev` only.
     pub dashboard_token: Option<String>,
     /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
@@ -160,6 +164,7 @@ impl ApiConfig {
             max_subscribers_per_caller: MAX_SUBSCRIBERS_PER_CALLER_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             edge: Edge::default(),
+            public_metrics: false,
             dashboard_token: None,
             python_graphs: Vec::new(),
             cors: Cors::Off,
@@ -512,7 +517,11 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/info", get(probes::info))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
-        .route("/metrics", get(metrics::serve))
+        .merge(if config.public_metrics {
+            metrics_routes()
+        } else {
+            Router::new()
+        })
         .merge(
             utoipa_swagger_ui::SwaggerUi::new("/docs")
                 .url("/openapi.json", crate::openapi::document()),
@@ -529,6 +538,25 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         Some(cors) => router.layer(cors).with_state(state),
         None => router.with_state(state),
     }
+}
+
+/// `/metrics` alone, for the port Prometheus scrapes (the api's callers do not reach it).
+pub fn metrics_router(state: AppState) -> Router {
+    metrics_routes().with_state(state)
+}
+
+/// Serves [`metrics_router`] on `listener`, for as long as the process lives (Prometheus scrapes a
+/// draining pod too).
+///
+/// # Errors
+///
+/// Serving failed.
+pub async fn serve_metrics(listener: TcpListener, state: AppState) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(state)).await
+}
+
+fn metrics_routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(metrics::serve))
 }
 
 /// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to

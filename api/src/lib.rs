@@ -29,6 +29,6 @@ pub mod stream;
 pub mod threads;
 pub mod trace;
 
-pub use app::{ApiConfig, AppState, router, serve};
+pub use app::{ApiConfig, AppState, metrics_router, router, serve, serve_metrics};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential, Role};
 pub use error::ApiError;

@@ -352,7 +352,9 @@ async fn a_bug_is_a_500_with_a_correlation_id_and_only_a_transient_failure_is_a_
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn a_made_up_method_does_not_become_a_metric_label(pool: PgPool) {
+async fn a_made_up_method_does_not_become_a_metric_label_and_callers_do_not_read_metrics(
+    pool: PgPool,
+) {
     let api = Api::new(pool).await;
     for method in ["BREW", "PROPFIND", "GET"] {
         let request = Request::builder()
@@ -362,13 +364,15 @@ async fn a_made_up_method_does_not_become_a_metric_label(pool: PgPool) {
             .expect("request");
         api.send(request).await;
     }
-    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
-    let metrics = metrics.as_str().expect("text");
+    let metrics = api.metrics().await;
     assert!(
         !metrics.contains("BREW") && !metrics.contains("PROPFIND"),
         "{metrics}"
     );
     assert!(metrics.contains(r#"method="other""#), "{metrics}");
+    // Served apart, on the port Prometheus scrapes: not among the api's routes.
+    let (status, _, _) = api.send(api.get("/metrics")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// The api served on a port of its own with `edge`'s limits; its address.

@@ -355,8 +355,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
         assert!(headers.contains_key(header::RETRY_AFTER));
     }
 
-    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
-    let metrics = metrics.as_str().expect("text").to_owned();
+    let metrics = api.metrics().await;
     assert!(
         metrics.contains("mostrador_api_sse_subscribers 1"),
         "{metrics}"
@@ -598,12 +597,9 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
         slow.iter().all(|e| e.0 != "end"),
         "disconnected before the end"
     );
-    let (_, _, metrics) = api.send(api.request("GET", "/metrics", "", "")).await;
+    let metrics = api.metrics().await;
     assert!(
-        metrics
-            .as_str()
-            .expect("text")
-            .contains("mostrador_api_sse_subscribers 0"),
+        metrics.contains("mostrador_api_sse_subscribers 0"),
         "{metrics}"
     );
 }

@@ -95,6 +95,22 @@ impl Api {
         (status, headers, body)
     }
 
+    /// The process's metrics, as Prometheus scrapes them on their own port.
+    pub async fn metrics(&self) -> String {
+        let response = mostrador_api::metrics_router(self.state.clone())
+            .oneshot(
+                Request::get("/metrics")
+                    .body(HttpBody::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// Sends a request; returns the status and headers without waiting for the body (a stream
     /// or a wait whose run no worker takes).
     pub async fn head_of(&self, request: Request<HttpBody>) -> (StatusCode, header::HeaderMap) {

@@ -494,7 +494,6 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             },
         })),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
-        ("get", "/metrics") => Io::text("application/openmetrics-text"),
         // Answers nothing at 200.
         _ => Io::json(any()),
     }

@@ -446,7 +446,6 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "Readiness: database, schema, not draining",
         &[200, 503],
     ),
-    ("get", "/metrics", "probes", "Prometheus metrics", &[200]),
 ];
 
 fn method(name: &str) -> HttpMethod {
