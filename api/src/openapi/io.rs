@@ -168,42 +168,16 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 "strategy": nullable_enum(&["delete", "keep_latest"]),
             },
         })),
-        ("get", "/threads/{thread_id}/files") => Io::json(array(json!({
-            "type": "object",
-            "required": ["path", "size", "encoding", "created_at", "modified_at"],
-            "properties": {
-                "path": {"type": "string"},
-                "size": {"type": "integer"},
-                "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
-                "created_at": {"type": "string", "format": "date-time"},
-                "modified_at": {"type": "string", "format": "date-time"},
-            },
-        })))
-        .parameters(vec![json!({
-            "name": "path",
-            "in": "query",
-            "required": false,
-            "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
-            "description": "A folder or file: what is at it or below it (`/`, every file, by default).",
-        })]),
-        ("get", "/threads/{thread_id}/files/content") => Io::json(json!({
-            "type": "object",
-            "required": ["path", "content", "encoding", "created_at", "modified_at"],
-            "properties": {
-                "path": {"type": "string"},
-                "content": {"type": "string", "description": "Text, or base64 when `encoding` is `base64`."},
-                "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
-                "created_at": {"type": "string", "format": "date-time"},
-                "modified_at": {"type": "string", "format": "date-time"},
-            },
-        }))
-        .parameters(vec![json!({
-            "name": "path",
-            "in": "query",
-            "required": true,
-            "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
-            "description": "The file's absolute path, as the agent named it.",
-        })]),
+        ("get", "/threads/{thread_id}/files") => Io::json(array(thread_file("size", json!({"type": "integer"}))))
+            .parameters(vec![file_path(
+                false,
+                "A folder or file: what is at it or below it (`/`, every file, by default).",
+            )]),
+        ("get", "/threads/{thread_id}/files/content") => Io::json(thread_file(
+            "content",
+            json!({"type": "string", "description": "Text, or base64 when `encoding` is `base64`."}),
+        ))
+        .parameters(vec![file_path(true, "The file's absolute path, as the agent named it.")]),
         ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
             Io::json(reference("Thread"))
         }
@@ -500,6 +474,33 @@ pub(super) fn io(method: &str, path: &str) -> Io {
 }
 
 /// A Store namespace: labels that are non-empty and have no period.
+/// A thread's file as the files routes answer it: its `path`, `encoding` and times, and `field`
+/// (its size, or its content).
+fn thread_file(field: &str, schema: Value) -> Value {
+    json!({
+        "type": "object",
+        "required": ["path", field, "encoding", "created_at", "modified_at"],
+        "properties": {
+            "path": {"type": "string"},
+            field: schema,
+            "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
+            "created_at": {"type": "string", "format": "date-time"},
+            "modified_at": {"type": "string", "format": "date-time"},
+        },
+    })
+}
+
+/// The `path` query parameter of the files routes: absolute, without NUL.
+fn file_path(required: bool, description: &str) -> Value {
+    json!({
+        "name": "path",
+        "in": "query",
+        "required": required,
+        "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
+        "description": description,
+    })
+}
+
 fn store_namespace(min_items: u64) -> Value {
     json!({"type": "array", "minItems": min_items, "items": {"type": "string", "pattern": "^[^.]+$"}})
 }
