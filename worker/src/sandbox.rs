@@ -94,7 +94,18 @@ pub async fn execute(
     }
     let timeout = timeout.map_or(config.timeout, |t| t.min(config.timeout));
     let (output, exit_code, truncated) = run(config, &root, files_limit, command, timeout).await?;
-    let after = read_back(&root)?;
+    // What it left is read only within the thread's limit: a command that made more (each file
+    // is bounded, not their number) does not make the worker hold it all.
+    let Some(after) = read_back(&root, files_limit)? else {
+        return Ok(Executed {
+            output,
+            exit_code,
+            truncated,
+            files_error: Some(format!(
+                "the command left more than the thread's limit of {files_limit} bytes of files"
+            )),
+        });
+    };
     let (changed, deleted) = changes(&before, after);
     let files_error = if changed.is_empty() && deleted.is_empty() {
         None
@@ -264,9 +275,12 @@ async fn run(
     }
 }
 
-/// The regular files under `root` after the command, by the thread's path.
-fn read_back(root: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
+/// The regular files under `root` after the command, by the thread's path; `None` when they take
+/// more than `limit` bytes together.
+fn read_back(root: &Path, limit: i64) -> std::io::Result<Option<HashMap<String, Vec<u8>>>> {
     let mut found = HashMap::new();
+    let mut total: u64 = 0;
+    let limit = u64::try_from(limit).unwrap_or(0);
     let mut folders = vec![root.to_path_buf()];
     while let Some(folder) = folders.pop() {
         for entry in std::fs::read_dir(&folder)? {
@@ -284,11 +298,15 @@ fn read_back(root: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
             if kind.is_dir() {
                 folders.push(path);
             } else if kind.is_file() {
+                total = total.saturating_add(entry.metadata()?.len());
+                if total > limit {
+                    return Ok(None);
+                }
                 found.insert(name, std::fs::read(&path)?);
             }
         }
     }
-    Ok(found)
+    Ok(Some(found))
 }
 
 /// The files to write (new or changed) and the paths to delete.
@@ -353,6 +371,25 @@ mod tests {
         assert_eq!(written, [("/changed.txt", false), ("/new/bin.dat", true)]);
         // A file under a name the sandbox mounts over was not seen, so it was not deleted.
         assert_eq!(deleted, ["/gone.txt"]);
+    }
+
+    #[test]
+    fn what_a_command_left_is_read_back_within_the_limit_only() {
+        let folder = Folder::new().expect("folder");
+        let root = folder.0.join("root");
+        std::fs::create_dir_all(root.join("a")).expect("dir");
+        std::fs::write(root.join("a/one"), [1u8; 600]).expect("write");
+        std::fs::write(root.join("two"), [2u8; 600]).expect("write");
+        // The sandbox's own names are not read.
+        std::fs::create_dir_all(root.join("tmp")).expect("dir");
+        std::fs::write(root.join("tmp/big"), [3u8; 5000]).expect("write");
+        let read = read_back(&root, 1200)
+            .expect("read")
+            .expect("within the limit");
+        let mut paths: Vec<&String> = read.keys().collect();
+        paths.sort();
+        assert_eq!(paths, ["/a/one", "/two"]);
+        assert!(read_back(&root, 1199).expect("read").is_none());
     }
 
     #[test]
