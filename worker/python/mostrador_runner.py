@@ -1170,6 +1170,8 @@ async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
         done = {"outcome": "error", "error": type(err).__name__, "message": str(err), "retryable": False}
     finally:
         steering.cancel()
+        # Between runs, no graph code reaches a worker: there is no run to answer it.
+        mostrador._run = None
     channel.send({"t": "done", **done})
 
 
