@@ -158,6 +158,10 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_SLOW_CLIENT_TIMEOUT", value_parser = parse_duration)]
     slow_client_timeout: Option<Duration>,
 
+    /// Enabled crons one caller may have; a creation past it gets a 422.
+    #[arg(long, env = "MOSTRADOR_MAX_CRONS_PER_CALLER", default_value_t = mostrador_api::app::MAX_CRONS_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
+    max_crons_per_caller: i64,
+
     /// Where `/metrics` is served, apart from the api's routes (Prometheus scrapes it; the api's
     /// callers do not reach it) [default: not served; the chart serves it on 0.0.0.0:9092].
     #[arg(long, env = "MOSTRADOR_API_METRICS_LISTEN")]
@@ -355,6 +359,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_pending = args.max_pending;
     config.max_subscribers = args.max_subscribers;
     config.max_subscribers_per_caller = args.max_streams_per_caller;
+    config.max_crons_per_caller = args.max_crons_per_caller;
     config.edge = mostrador_api::app::Edge {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,

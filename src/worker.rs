@@ -72,6 +72,11 @@ pub(crate) struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_CRON_INTERVAL", value_parser = parse_duration)]
     cron_interval: Option<Duration>,
 
+    /// Pending runs per graph above which the scheduler holds a cron's run to its next tick (the
+    /// api's limit for clients' runs: the same setting).
+    #[arg(long, env = "MOSTRADOR_MAX_PENDING", default_value_t = mostrador_worker::config::MAX_PENDING_DEFAULT)]
+    max_pending: i64,
+
     /// End runs that take longer as `timeout` [default: 24h, as the official server; `0`: no
     /// limit].
     #[arg(long, env = "MOSTRADOR_RUN_TIMEOUT", value_parser = parse_duration)]
@@ -129,6 +134,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         run_timeout: duration::run_timeout(args.run_timeout),
         max_concurrency: args.max_concurrency,
         cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
+        max_pending: args.max_pending,
         python,
         ..defaults
     };

@@ -30,6 +30,9 @@ pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 /// Open SSE streams per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 10_000;
 
+/// Enabled crons per caller when no limit is configured.
+pub const MAX_CRONS_PER_CALLER_DEFAULT: i64 = 100;
+
 /// Open streams and waits of one caller per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_PER_CALLER_DEFAULT: usize = 100;
 
@@ -51,6 +54,8 @@ pub struct ApiConfig {
     /// An SSE client that reads nothing for this long while its stream's buffer is full is
     /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
     pub slow_client_timeout: Duration,
+    /// Enabled crons one caller may have (a 422 past it).
+    pub max_crons_per_caller: i64,
     /// Connections at once, and the time a client has to send a request's headers.
     pub edge: Edge,
     /// Whether `/metrics` is served with the api's routes (`mostrador dev`, on loopback). Else it
@@ -164,6 +169,7 @@ impl ApiConfig {
             max_subscribers_per_caller: MAX_SUBSCRIBERS_PER_CALLER_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             edge: Edge::default(),
+            max_crons_per_caller: MAX_CRONS_PER_CALLER_DEFAULT,
             public_metrics: false,
             dashboard_token: None,
             python_graphs: Vec::new(),
@@ -198,6 +204,7 @@ struct Inner {
     queue_limit: QueueLimit,
     max_subscribers: usize,
     max_subscribers_per_caller: usize,
+    max_crons_per_caller: i64,
     /// Open streams and waits by caller (those with none are not kept).
     subscribers: std::sync::Mutex<HashMap<String, usize>>,
     slow_client_timeout: Duration,
@@ -241,6 +248,7 @@ impl AppState {
             listener,
             max_subscribers: config.max_subscribers,
             max_subscribers_per_caller: config.max_subscribers_per_caller,
+            max_crons_per_caller: config.max_crons_per_caller,
             subscribers: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
@@ -339,6 +347,10 @@ impl AppState {
             .subscribers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn max_crons_per_caller(&self) -> i64 {
+        self.0.max_crons_per_caller
     }
 
     pub fn slow_client_timeout(&self) -> Duration {

@@ -56,7 +56,9 @@ pub async fn create(
     Body(body): Body<CreateCron>,
 ) -> Result<Json<Value>, ApiError> {
     let new = new_cron(&state, &caller, body, None)?;
-    let cron = cron::create(state.pool(), &new).await.map_err(cron_error)?;
+    let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
+        .await
+        .map_err(cron_error)?;
     Ok(Json(cron_json(&cron)))
 }
 
@@ -82,7 +84,9 @@ pub async fn create_for_thread(
             ),
         ));
     }
-    let cron = cron::create(state.pool(), &new).await.map_err(cron_error)?;
+    let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
+        .await
+        .map_err(cron_error)?;
     Ok(Json(cron_json(&cron)))
 }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::enqueue::enqueue;
+use crate::enqueue::{QueueLimit, enqueue};
 use crate::run::{MultitaskStrategy, NewRun};
 use crate::thread::{self, NewThread, ThreadId};
 use crate::{Error, Result};
@@ -202,9 +202,13 @@ pub struct NewCron {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a schedule that does not parse or never fires, or a payload or metadata
-/// that is not an object.
-pub async fn create(executor: impl PgExecutor<'_>, new: &NewCron) -> Result<Cron> {
+/// [`Error::Invalid`] for a schedule that does not parse or never fires, a payload or metadata
+/// that is not an object, or an owner who has `max_per_owner` enabled crons already.
+pub async fn create(
+    executor: impl PgExecutor<'_>,
+    new: &NewCron,
+    max_per_owner: i64,
+) -> Result<Cron> {
     let schedule = Schedule::parse(&new.schedule).map_err(|reason| Error::Invalid {
         field: "schedule",
         reason,
@@ -220,13 +224,18 @@ pub async fn create(executor: impl PgExecutor<'_>, new: &NewCron) -> Result<Cron
     let next_run_at = schedule
         .next_after(Utc::now())
         .expect("a parsed schedule fires");
-    Ok(sqlx::query_as!(
+    // The owner's enabled crons are counted without a lock: concurrent creations can pass the
+    // bound by about as many as run at once, as the queue's limit can.
+    let created = sqlx::query_as!(
         Cron,
         r#"
         insert into mostrador.crons
             (cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata, enabled,
              end_time, next_run_at)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+        where (
+            select count(*) from mostrador.crons where owner = $4 and enabled
+        ) < $12
         returning cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
             on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         "#,
@@ -243,10 +252,15 @@ pub async fn create(executor: impl PgExecutor<'_>, new: &NewCron) -> Result<Cron
         new.metadata,
         new.enabled,
         new.end_time,
-        next_run_at
+        next_run_at,
+        max_per_owner,
     )
-    .fetch_one(executor)
-    .await?)
+    .fetch_optional(executor)
+    .await?;
+    created.ok_or_else(|| Error::Invalid {
+        field: "crons",
+        reason: format!("a caller has at most {max_per_owner} enabled crons: delete one first"),
+    })
 }
 
 /// A caller's crons (optionally of one graph, one thread, enabled or not), oldest first.
@@ -312,13 +326,13 @@ pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -
 /// One scheduler tick: if this caller wins the scheduler's lock, enqueues one run per due cron
 /// and moves the crons on; returns the runs enqueued (0 when another worker holds the lock).
 /// A cron whose thread is gone, or whose end time passed, is disabled; one whose graph is over
-/// its queue limit waits for the next tick; one with the `reject` strategy whose thread is busy
+/// `limit` (the pending runs clients' runs are held to) waits for the next tick; one with the `reject` strategy whose thread is busy
 /// skips this run. No cron holds back the others.
 ///
 /// # Errors
 ///
 /// The database failed.
-pub async fn tick(pool: &PgPool) -> Result<usize> {
+pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
     let mut tx = pool.begin().await?;
     let leader = sqlx::query_scalar!(
         r#"select pg_try_advisory_xact_lock($1) as "leader!""#,
@@ -352,7 +366,7 @@ pub async fn tick(pool: &PgPool) -> Result<usize> {
             continue;
         }
         let mut attempt = sqlx::Connection::begin(&mut *tx).await?;
-        match enqueue_for(&mut attempt, &cron).await {
+        match enqueue_for(&mut attempt, &cron, limit).await {
             Ok(()) => {
                 attempt.commit().await?;
                 enqueued += 1;
@@ -411,7 +425,11 @@ async fn disable(executor: impl PgExecutor<'_>, cron_id: Uuid) -> Result<()> {
 }
 
 /// Enqueues the cron's run: on its thread, or on a new thread of its owner.
-async fn enqueue_for(tx: &mut sqlx::PgConnection, cron: &Cron) -> Result<()> {
+async fn enqueue_for(
+    tx: &mut sqlx::PgConnection,
+    cron: &Cron,
+    limit: Option<QueueLimit>,
+) -> Result<()> {
     let thread_id = match cron.thread_id {
         Some(id) => ThreadId(id),
         None => {
@@ -449,6 +467,6 @@ async fn enqueue_for(tx: &mut sqlx::PgConnection, cron: &Cron) -> Result<()> {
             new.stream_mode = modes;
         }
     }
-    enqueue(&mut *tx, &new, None).await?;
+    enqueue(&mut *tx, &new, limit).await?;
     Ok(())
 }

@@ -92,6 +92,7 @@ async fn due_cron(pool: &PgPool, thread_id: Option<mostrador_queue::ThreadId>) -
             enabled: true,
             end_time: None,
         },
+        100,
     )
     .await
     .expect("cron");
@@ -119,14 +120,18 @@ async fn concurrent_ticks_enqueue_one_run_per_due_cron(pool: PgPool) {
         .expect("thread");
     let threaded = due_cron(&pool, Some(thread.thread_id)).await;
     for tick in 1..=3 {
-        let (a, b, c) = tokio::join!(cron::tick(&pool), cron::tick(&pool), cron::tick(&pool));
+        let (a, b, c) = tokio::join!(
+            cron::tick(&pool, None),
+            cron::tick(&pool, None),
+            cron::tick(&pool, None)
+        );
         let enqueued = a.expect("tick") + b.expect("tick") + c.expect("tick");
         assert_eq!(
             enqueued, 2,
             "tick {tick}: one run per cron, whoever won the lock"
         );
         assert_eq!(count_runs(&pool).await, 2 * tick as i64);
-        let quiet = cron::tick(&pool).await.expect("tick");
+        let quiet = cron::tick(&pool, None).await.expect("tick");
         assert_eq!(quiet, 0, "nothing is due until the next minute");
         make_due(&pool, stateless).await;
         make_due(&pool, threaded).await;
@@ -168,7 +173,7 @@ async fn a_cron_past_its_end_time_or_without_its_thread_stops(pool: PgPool) {
     thread::delete(&pool, thread.thread_id)
         .await
         .expect("delete");
-    assert_eq!(cron::tick(&pool).await.expect("tick"), 0);
+    assert_eq!(cron::tick(&pool, None).await.expect("tick"), 0);
     let enabled: Vec<bool> = sqlx::query_scalar(
         "select enabled from mostrador.crons where cron_id = any($1) order by cron_id",
     )
@@ -203,7 +208,7 @@ async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(po
     due_cron(&pool, None).await;
 
     assert_eq!(
-        cron::tick(&pool).await.expect("the tick goes on"),
+        cron::tick(&pool, None).await.expect("the tick goes on"),
         1,
         "the other cron's run"
     );
@@ -223,4 +228,68 @@ async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(po
         2,
         "the run in flight and the other cron's"
     );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_crons_run_waits_while_its_graph_is_over_the_queue_limit(pool: PgPool) {
+    let limit = mostrador_queue::QueueLimit {
+        max_pending: 1,
+        retry_after: std::time::Duration::from_secs(1),
+    };
+    // The graph holds its one pending run already.
+    crate::support::new_run(&pool).await;
+    let cron_id = due_cron(&pool, None).await;
+    assert_eq!(cron::tick(&pool, Some(limit)).await.expect("tick"), 0);
+    assert_eq!(count_runs(&pool).await, 1, "the cron enqueued nothing");
+    // Still due: the next tick, once the queue has room, enqueues it.
+    sqlx::query("update mostrador.runs set status = 'interrupted'")
+        .execute(&pool)
+        .await
+        .expect("drain the queue");
+    assert_eq!(cron::tick(&pool, Some(limit)).await.expect("tick"), 1);
+    let runs: i64 = sqlx::query_scalar(
+        "select count(*) from mostrador.runs where status = 'pending' and metadata ->> 'cron_id' = $1",
+    )
+    .bind(cron_id.to_string())
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(runs, 1);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_caller_has_at_most_its_share_of_crons(pool: PgPool) {
+    let new = |owner: &str| NewCron {
+        graph_id: GRAPH.into(),
+        thread_id: None,
+        owner: owner.into(),
+        store: None,
+        schedule: "0 3 * * *".into(),
+        payload: json!({}),
+        metadata: json!({}),
+        enabled: true,
+        end_time: None,
+    };
+    for _ in 0..2 {
+        cron::create(&pool, &new("ana"), 2)
+            .await
+            .expect("within the share");
+    }
+    let refused = cron::create(&pool, &new("ana"), 2).await;
+    assert!(
+        matches!(
+            refused,
+            Err(mostrador_queue::Error::Invalid { field: "crons", .. })
+        ),
+        "{refused:?}"
+    );
+    // Another caller's share is their own.
+    cron::create(&pool, &new("luis"), 2)
+        .await
+        .expect("luis's first");
+    let count: i64 = sqlx::query_scalar("select count(*) from mostrador.crons")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 3);
 }

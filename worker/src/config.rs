@@ -22,6 +22,8 @@ pub const SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
 pub const DRAIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(25);
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const GRACE_PERIOD_DEFAULT: Duration = Duration::from_secs(30);
+/// Pending runs per graph when no limit is configured (the api's default too).
+pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 /// How often a worker tries to be the scheduler of due crons (schedules have minute resolution).
 pub const CRON_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
@@ -54,6 +56,9 @@ pub struct WorkerConfig {
     pub max_concurrency: Option<usize>,
     /// How often the worker tries to be the scheduler of due crons.
     pub cron_interval: Duration,
+    /// Pending runs per graph above which the scheduler holds a cron's run to its next tick, as
+    /// the api refuses clients' runs past it.
+    pub max_pending: i64,
     /// Python graphs from a `langgraph.json`, executed by LangGraph in runner processes.
     pub python: Option<PythonConfig>,
 }
@@ -73,6 +78,7 @@ impl WorkerConfig {
             run_timeout: Some(RUN_TIMEOUT_DEFAULT),
             max_concurrency: None,
             cron_interval: CRON_INTERVAL_DEFAULT,
+            max_pending: MAX_PENDING_DEFAULT,
             python: None,
         }
     }

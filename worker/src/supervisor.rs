@@ -13,7 +13,7 @@ use std::time::Duration;
 use mostrador_graph::Graph;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
-use mostrador_queue::{ClaimedRun, Lease, Listener, RunId, WorkerLease, claim, cron};
+use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -88,6 +88,10 @@ pub async fn run(
     let scheduler = tokio::spawn(schedule_crons(
         supervisor.pool.clone(),
         supervisor.config.cron_interval,
+        QueueLimit {
+            max_pending: supervisor.config.max_pending,
+            retry_after: supervisor.config.cron_interval,
+        },
         scheduler_stopped,
     ));
     let failed = supervisor
@@ -139,6 +143,7 @@ fn continue_trace(span: &tracing::Span, trace_id: &str, run_id: RunId) {
 async fn schedule_crons(
     pool: PgPool,
     interval: Duration,
+    limit: QueueLimit,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut ticks = ticker(interval);
@@ -147,7 +152,7 @@ async fn schedule_crons(
             _ = stopped.wait_for(|stop| *stop) => return,
             _ = ticks.tick() => {}
         }
-        match cron::tick(&pool).await {
+        match cron::tick(&pool, Some(limit)).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(runs = n, "enqueued the runs of due crons"),
             Err(err) => {
