@@ -14,7 +14,8 @@ use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus}
 use crate::thread::ThreadId;
 use crate::{Error, Result};
 
-/// A per-graph bound on pending runs. Over it, enqueue fails with [`Error::Backpressure`].
+/// A per-graph bound on pending runs, for those due now and, apart, for those delayed to later.
+/// Over it, enqueue fails with [`Error::Backpressure`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueLimit {
     pub max_pending: i64,
@@ -105,7 +106,7 @@ pub async fn enqueue<'a>(
         }
     }
     if let Some(limit) = limit {
-        check_limit(&mut tx, &new.graph_id, 1, limit).await?;
+        check_limit(&mut tx, &new.graph_id, !new.after.is_zero(), 1, limit).await?;
     }
 
     let in_flight = sqlx::query_scalar!(
@@ -241,15 +242,20 @@ pub async fn enqueue_batch<'a>(
 
     let mut tx = db.begin().await?;
     if let Some(limit) = limit {
-        let mut per_graph: Vec<(&str, i64)> = Vec::new();
-        for graph_id in &graph_ids {
-            match per_graph.iter_mut().find(|(g, _)| g == graph_id) {
-                Some((_, count)) => *count += 1,
-                None => per_graph.push((graph_id, 1)),
+        // Due and delayed runs count against budgets of their own, per graph.
+        let mut per_graph: Vec<(&str, bool, i64)> = Vec::new();
+        for new in news {
+            let delayed = !new.after.is_zero();
+            match per_graph
+                .iter_mut()
+                .find(|(g, d, _)| *g == new.graph_id && *d == delayed)
+            {
+                Some((_, _, count)) => *count += 1,
+                None => per_graph.push((&new.graph_id, delayed, 1)),
             }
         }
-        for (graph_id, count) in per_graph {
-            check_limit(&mut tx, graph_id, count, limit).await?;
+        for (graph_id, delayed, count) in per_graph {
+            check_limit(&mut tx, graph_id, delayed, count, limit).await?;
         }
     }
 
@@ -384,10 +390,13 @@ async fn notify_queued(conn: &mut PgConnection, graph_ids: &[&str]) -> Result {
 }
 
 /// Fails with [`Error::Backpressure`] when `adding` more pending runs would take `graph_id` over
-/// its limit. Counts at most `max_pending` rows, so the check costs the limit, not the backlog.
+/// its limit. Runs due now and runs delayed to later (`delayed`) have a budget each, so a flood
+/// of delayed runs never holds up the runs due now. Counts at most `max_pending` rows, so the
+/// check costs the limit, not the backlog.
 async fn check_limit(
     conn: &mut PgConnection,
     graph_id: &str,
+    delayed: bool,
     adding: i64,
     limit: QueueLimit,
 ) -> Result {
@@ -399,11 +408,13 @@ async fn check_limit(
             from mostrador.runs
             where status = 'pending'
               and graph_id = $1
+              and (available_at > now()) = $3
             limit $2
         ) p
         "#,
         graph_id,
         limit.max_pending,
+        delayed,
     )
     .fetch_one(&mut *conn)
     .await?;

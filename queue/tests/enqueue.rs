@@ -6,7 +6,7 @@ use std::time::Duration;
 use mostrador_queue::CancelOutcome;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{CancelAction, Error, RunStatus, ThreadStatus};
+use mostrador_queue::{CancelAction, Error, RunStatus, Thread, ThreadStatus};
 use sqlx::PgPool;
 
 use crate::support::{GRAPH, claim_one, count_runs, enqueue, event_names, new_thread, new_worker};
@@ -283,5 +283,54 @@ async fn unbound_thread_is_bound_by_its_first_run(pool: PgPool) -> anyhow::Resul
         matches!(&res, Err(Error::GraphMismatch { thread_graph_id, .. }) if thread_graph_id == GRAPH),
         "{res:?}"
     );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn delayed_runs_do_not_take_the_budget_of_runs_due_now(pool: PgPool) -> anyhow::Result<()> {
+    let limit = QueueLimit {
+        max_pending: 2,
+        retry_after: Duration::from_secs(5),
+    };
+    let later = |thread: &Thread| NewRun {
+        after: Duration::from_secs(3600),
+        ..NewRun::new(thread.thread_id, GRAPH)
+    };
+    let mut threads = Vec::new();
+    for _ in 0..5 {
+        threads.push(new_thread(&pool).await);
+    }
+    // A flood of delayed runs fills the delayed budget ...
+    run::enqueue(&pool, &later(&threads[0]), Some(limit)).await?;
+    run::enqueue_batch(&pool, &[later(&threads[1])], Some(limit)).await?;
+    let refused = run::enqueue(&pool, &later(&threads[2]), Some(limit)).await;
+    assert!(
+        matches!(refused, Err(Error::Backpressure { pending: 2, .. })),
+        "{refused:?}"
+    );
+    // ... and runs due now are still taken, up to their own.
+    run::enqueue(
+        &pool,
+        &NewRun::new(threads[3].thread_id, GRAPH),
+        Some(limit),
+    )
+    .await?;
+    run::enqueue_batch(
+        &pool,
+        &[NewRun::new(threads[4].thread_id, GRAPH)],
+        Some(limit),
+    )
+    .await?;
+    let refused = run::enqueue(
+        &pool,
+        &NewRun::new(threads[2].thread_id, GRAPH),
+        Some(limit),
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(Error::Backpressure { pending: 2, .. })),
+        "{refused:?}"
+    );
+    assert_eq!(count_runs(&pool).await, 4);
     Ok(())
 }
