@@ -11,7 +11,7 @@ use sqlx::PgPool;
 
 use crate::support::{GRAPH, claim_one, count_runs, enqueue, event_names, new_thread, new_worker};
 
-fn with(strategy: MultitaskStrategy, thread: &mostrador_queue::Thread) -> NewRun {
+fn with(strategy: MultitaskStrategy, thread: &Thread) -> NewRun {
     NewRun {
         multitask_strategy: strategy,
         ..NewRun::new(thread.thread_id, GRAPH)
