@@ -168,7 +168,7 @@ struct ApiArgs {
     metrics_listen: Option<SocketAddr>,
 
     /// Connections served at once; past it, new ones wait in the listen backlog.
-    #[arg(long, env = "MOSTRADOR_MAX_CONNECTIONS", default_value_t = mostrador_api::app::MAX_CONNECTIONS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "MOSTRADOR_MAX_CONNECTIONS", default_value_t = mostrador_api::serve::MAX_CONNECTIONS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
 
     /// How long a client may take to send a request's headers before its connection is closed.
@@ -360,7 +360,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_subscribers = args.max_subscribers;
     config.max_subscribers_per_caller = args.max_streams_per_caller;
     config.max_crons_per_caller = args.max_crons_per_caller;
-    config.edge = mostrador_api::app::Edge {
+    config.edge = mostrador_api::serve::Edge {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
     };

@@ -12,12 +12,12 @@ use axum::routing::{get, post};
 use mostrador_graph::Graph;
 use mostrador_queue::{Listener, QueueLimit};
 use sqlx::PgPool;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};
 use crate::auth::{AuthConfig, AuthError, Authenticator};
 use crate::metrics::{self, Metrics};
+use crate::serve::Edge;
 use crate::{approvals, crons, dashboard, files, probes, runs, state, store, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
@@ -530,7 +530,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
         .merge(if config.public_metrics {
-            metrics_routes()
+            crate::serve::metrics_routes()
         } else {
             Router::new()
         })
@@ -550,25 +550,6 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         Some(cors) => router.layer(cors).with_state(state),
         None => router.with_state(state),
     }
-}
-
-/// `/metrics` alone, for the port Prometheus scrapes (the api's callers do not reach it).
-pub fn metrics_router(state: AppState) -> Router {
-    metrics_routes().with_state(state)
-}
-
-/// Serves [`metrics_router`] on `listener`, for as long as the process lives (Prometheus scrapes a
-/// draining pod too).
-///
-/// # Errors
-///
-/// Serving failed.
-pub async fn serve_metrics(listener: TcpListener, state: AppState) -> std::io::Result<()> {
-    axum::serve(listener, metrics_router(state)).await
-}
-
-fn metrics_routes() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics::serve))
 }
 
 /// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to
@@ -607,82 +588,4 @@ async fn within(
         }
         .into_response(),
     }
-}
-
-/// What the api's HTTP edge allows each connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Edge {
-    /// Connections served at once; past it, new ones wait in the listen backlog.
-    pub max_connections: u32,
-    /// How long a client may take to send a request's headers (a slow one holds a connection
-    /// for nothing: closed past it).
-    pub header_read_timeout: Duration,
-}
-
-/// Connections at once per api process when no limit is configured.
-pub const MAX_CONNECTIONS_DEFAULT: u32 = 20_000;
-
-impl Default for Edge {
-    fn default() -> Self {
-        Self {
-            max_connections: MAX_CONNECTIONS_DEFAULT,
-            header_read_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves, then until its connections close
-/// (streams end when the api drains), within `edge`'s limits.
-///
-/// # Errors
-///
-/// Serving failed.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    edge: Edge,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        usize::try_from(edge.max_connections).unwrap_or(usize::MAX),
-    ));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(edge.header_read_timeout);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
-            () = &mut shutdown => break,
-        };
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(err) => {
-                    // Out of file descriptors, or a connection reset before it was taken: wait a
-                    // little rather than spin, as axum does.
-                    tracing::warn!(error = %err, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::trace!(error = %err, "a connection ended with an error");
-            }
-            drop(slot);
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
 }

@@ -23,12 +23,14 @@ pub mod metrics;
 pub mod openapi;
 pub mod probes;
 pub mod runs;
+pub mod serve;
 pub mod state;
 pub mod store;
 pub mod stream;
 pub mod threads;
 pub mod trace;
 
-pub use app::{ApiConfig, AppState, metrics_router, router, serve, serve_metrics};
+pub use app::{ApiConfig, AppState, router};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential, Role};
 pub use error::ApiError;
+pub use serve::{metrics_router, serve, serve_metrics};

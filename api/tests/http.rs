@@ -376,7 +376,7 @@ async fn a_made_up_method_does_not_become_a_metric_label_and_callers_do_not_read
 }
 
 /// The api served on a port of its own with `edge`'s limits; its address.
-async fn served(pool: PgPool, edge: mostrador_api::app::Edge) -> std::net::SocketAddr {
+async fn served(pool: PgPool, edge: mostrador_api::serve::Edge) -> std::net::SocketAddr {
     let api = Api::new(pool).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -411,7 +411,7 @@ async fn a_client_slow_to_send_its_headers_is_let_go(pool: PgPool) {
     use tokio::io::AsyncWriteExt;
     let addr = served(
         pool,
-        mostrador_api::app::Edge {
+        mostrador_api::serve::Edge {
             max_connections: 10,
             header_read_timeout: std::time::Duration::from_millis(300),
         },
@@ -435,7 +435,7 @@ async fn connections_past_the_cap_wait_until_one_closes(pool: PgPool) {
     use tokio::io::AsyncWriteExt;
     let addr = served(
         pool,
-        mostrador_api::app::Edge {
+        mostrador_api::serve::Edge {
             max_connections: 2,
             header_read_timeout: std::time::Duration::from_secs(30),
         },

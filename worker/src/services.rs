@@ -175,7 +175,12 @@ impl Services {
     pub async fn next(&mut self) -> Option<Result<Value, QueueError>> {
         let ready = match self.working.join_next().await? {
             Ok(ready) => ready,
-            Err(err) => return Some(Err(QueueError::Schema(format!("a service failed: {err}")))),
+            Err(err) => {
+                return Some(Err(QueueError::Invalid {
+                    field: "service",
+                    reason: format!("a service's task failed: {err}"),
+                }));
+            }
         };
         if let Some((id, slot)) = ready.slot {
             self.slots.insert(id, slot);

@@ -1,0 +1,109 @@
+//! The api's HTTP edge: its connection loop (a header-read timeout, a connection cap, graceful
+//! shutdown) and `/metrics`, served on a port of its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use crate::app::AppState;
+use crate::metrics;
+
+/// What the api's HTTP edge allows each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// Connections served at once; past it, new ones wait in the listen backlog.
+    pub max_connections: u32,
+    /// How long a client may take to send a request's headers (a slow one holds a connection
+    /// for nothing: closed past it).
+    pub header_read_timeout: Duration,
+}
+
+/// Connections at once per api process when no limit is configured.
+pub const MAX_CONNECTIONS_DEFAULT: u32 = 20_000;
+
+impl Default for Edge {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then until its connections close
+/// (streams end when the api drains), within `edge`'s limits.
+///
+/// # Errors
+///
+/// Serving failed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        usize::try_from(edge.max_connections).unwrap_or(usize::MAX),
+    ));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of file descriptors, or a connection reset before it was taken: wait a
+                    // little rather than spin, as axum does.
+                    tracing::warn!(error = %err, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::trace!(error = %err, "a connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// `/metrics` alone, for the port Prometheus scrapes (the api's callers do not reach it).
+pub fn metrics_router(state: AppState) -> Router {
+    metrics_routes().with_state(state)
+}
+
+/// Serves [`metrics_router`] on `listener`, for as long as the process lives (Prometheus scrapes a
+/// draining pod too).
+///
+/// # Errors
+///
+/// Serving failed.
+pub async fn serve_metrics(listener: TcpListener, state: AppState) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(state)).await
+}
+
+pub(crate) fn metrics_routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(metrics::serve))
+}
