@@ -1,7 +1,7 @@
 //! The worker's publisher: one task that appends the events of all the worker's runs, and their
 //! completions, in as few transactions as it can.
 //!
-//! A commit that NOTIFYs takes a global lock (`QUEUE-LESSONS.md` §6), and every event append
+//! A commit that NOTIFYs takes a global lock (Postgres serializes them), and every event append
 //! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
 //! So runs never write their events themselves. They buffer them; the publisher takes every
 //! buffer and every completion waiting at that moment and writes them with one `append_many` and
