@@ -266,6 +266,13 @@ fn cliente(messages: &[Value]) -> Answer {
                  Lo verás en tu cuenta en 3 a 5 días laborables.",
                 money(&outcome["amount"])
             ),
+            Some("not_refunded") => format!(
+                "El encargado aprobó la devolución del pedido {order_id}, pero no puedo \
+                 reembolsarla: {}.",
+                outcome["note"]
+                    .as_str()
+                    .unwrap_or("el pedido ya no lo permite")
+            ),
             Some("refused") => format!(
                 "No puedo proponer un reembolso del pedido {order_id}: {}.",
                 outcome["note"]

@@ -60,9 +60,9 @@ pub async fn list(
     let unprocessable = |detail: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail);
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let store = managed_store(&caller)?;
-    if !["pending", "approved", "rejected"].contains(&query.status.as_str()) {
+    if !["pending", "approved", "rejected", "withdrawn"].contains(&query.status.as_str()) {
         return Err(unprocessable(format!(
-            "status must be pending, approved or rejected, not {:?}",
+            "status must be pending, approved, rejected or withdrawn, not {:?}",
             query.status
         )));
     }

@@ -140,9 +140,12 @@ fn new_cron(
     {
         return Err(unprocessable("input must be an object"));
     }
+    // A cron's runs act for the caller who made it.
+    let mut config = body.config.map(Value::Object).unwrap_or_else(|| json!({}));
+    crate::runs::config::acting_for(&mut config, caller);
     let mut payload = json!({
         "input": body.input,
-        "config": body.config.map(Value::Object),
+        "config": config,
         "metadata": body.metadata.clone().map(Value::Object),
         "multitask_strategy": body.multitask_strategy,
     });

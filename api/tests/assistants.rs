@@ -130,8 +130,11 @@ async fn assistants_are_versioned_run_with_their_config_and_seen_by_their_creato
         .await
         .expect("the run");
     assert_eq!(
-        config["configurable"],
-        json!({"tone": "terse", "lang": "en"})
+        (
+            &config["configurable"]["tone"],
+            &config["configurable"]["lang"]
+        ),
+        (&json!("terse"), &json!("en"))
     );
     assert_eq!(config["recursion_limit"], 7);
 

@@ -154,3 +154,52 @@ async fn a_customer_starts_no_run_of_a_graph_only_staff_start(pool: PgPool) {
         .await;
     assert_eq!(status, StatusCode::OK, "the other graphs are anyone's");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_names_the_caller_it_acts_for_whatever_the_request_says(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    run_to_its_interrupt(&api, pool.clone(), &thread).await;
+    // Marta resumes, claiming to be ana; ana's cron claims to be a manager.
+    let forged = json!({"langgraph_auth_user": {"identity": "ana", "role": "manager"},
+                        "langgraph_auth_user_id": "ana", "langgraph_auth_permissions": ["all"],
+                        "tone": "terse"});
+    let resume = json!({"assistant_id": "approval", "command": {"resume": "approved"},
+                        "config": {"configurable": forged}});
+    let path = format!("/threads/{thread}/runs");
+    let (status, _, run) = api
+        .send(api.request("POST", &path, &marta, &resume.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let cron = json!({"assistant_id": "agent", "schedule": "*/5 * * * *",
+                      "config": {"configurable": forged}});
+    let (status, _, answer) = api
+        .send(api.request("POST", "/runs/crons", &ana, &cron.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+
+    let configurable: Value = sqlx::query_scalar(
+        "select config->'configurable' from mostrador.runs where run_id = $1::uuid",
+    )
+    .bind(run["run_id"].as_str())
+    .fetch_one(&pool)
+    .await
+    .expect("the run");
+    assert_eq!(configurable["langgraph_auth_user_id"], "marta");
+    assert_eq!(
+        configurable["langgraph_auth_user"],
+        json!({"identity": "marta", "display_name": "marta", "is_authenticated": true,
+               "permissions": [], "role": "manager", "store": "madrid-1"})
+    );
+    assert_eq!(configurable["langgraph_auth_permissions"], json!([]));
+    assert_eq!(configurable["tone"], "terse", "the rest is the request's");
+    let cron: Value =
+        sqlx::query_scalar("select payload->'config'->'configurable' from mostrador.crons")
+            .fetch_one(&pool)
+            .await
+            .expect("the cron");
+    assert_eq!(cron["langgraph_auth_user"]["identity"], "ana");
+    assert_eq!(cron["langgraph_auth_user"]["role"], "customer");
+}

@@ -213,6 +213,14 @@ impl NodeContext {
         }
     }
 
+    /// Whether the answer the last [`interrupt`](Self::interrupt) returned is this task's latest:
+    /// the one given by the run now resuming it, whose caller the run's configuration names.
+    /// Earlier answers were given by earlier runs; a node that went on past its interrupt does not
+    /// wait again, so each of them was one the node refused.
+    pub fn answer_is_latest(&self) -> bool {
+        self.interrupts_reached.load(Ordering::SeqCst) == self.resume.len()
+    }
+
     /// Streams a chunk of a model's answer (`messages` mode) while the node runs.
     pub fn emit_message(&self, chunk: Value) {
         self.emit(StreamMode::Messages, chunk);

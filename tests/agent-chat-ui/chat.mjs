@@ -216,14 +216,18 @@ async function cliente(browser, failures) {
 
   // agent-chat-ui resumes only Agent Inbox interrupts from its page, so the manager's page resumes
   // with the key it holds, from the page (a browser request, CORS and all), as a run with a command.
-  const resumed = await manager.evaluate(async ({ api, threadId }) => {
+  // The decision names the approval it pays, as the interrupt shows it.
+  const resumed = await manager.evaluate(async ({ api, threadId, approvalId }) => {
     const res = await fetch(`${api}/threads/${threadId}/runs/wait`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-api-key": localStorage.getItem("lg:chat:apiKey") },
-      body: JSON.stringify({ assistant_id: "cliente", command: { resume: "approve" } }),
+      body: JSON.stringify({
+        assistant_id: "cliente",
+        command: { resume: { decision: "approve", approval_id: approvalId } },
+      }),
     });
     return { status: res.status, body: await res.json() };
-  }, { api: API, threadId });
+  }, { api: API, threadId, approvalId: waiting.interrupts[0].value.approval_id });
   check(resumed.status === 200, "the manager's resume", resumed);
   const runs = await runsOf(process.env.MANAGER_KEY, threadId);
   check(runs.length === 2 && runs.every((r) => r.status === "success"), "the refund thread's runs", runs);

@@ -3,6 +3,7 @@ mod api_key;
 mod dev;
 mod faults;
 mod model;
+mod refunds;
 mod restart;
 mod retail;
 mod roles;

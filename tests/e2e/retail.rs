@@ -16,7 +16,7 @@ use sqlx::postgres::PgListener;
 use crate::support::{Db, Worker, assert_status};
 
 /// The secret `mostrador dev` signs with when none is set.
-const DEV_SECRET: &str = "mostrador-dev-secret";
+pub const DEV_SECRET: &str = "mostrador-dev-secret";
 
 pub fn token(secret: &str, subject: &str, role: Role, store: &str) -> String {
     let config = AuthConfig {
@@ -81,6 +81,15 @@ pub async fn ask_for_refund(api: &Worker, customer: &str, message: &str) -> (Str
         "{values}"
     );
     (thread_id, values)
+}
+
+/// A manager's resume approving the refund `values` (the run's stop) waits on: a decision names
+/// the approval it pays.
+pub fn approve(values: &Value) -> Value {
+    let approval_id = &values["__interrupt__"][0]["value"]["approval_id"];
+    assert!(approval_id.is_string(), "{values}");
+    json!({"assistant_id": "cliente",
+           "command": {"resume": {"decision": "approve", "approval_id": approval_id}}})
 }
 
 async fn dev(db: &Db) -> Worker {
@@ -418,7 +427,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs"),
         &jordi,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+        Some(approve(&values)),
     )
     .await;
     assert_eq!(status, 404, "nor does the thread");
@@ -431,7 +440,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs"),
         &ana,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+        Some(approve(&values)),
     )
     .await;
     assert_eq!(status, 403, "{body}");
@@ -440,13 +449,30 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
         0
     );
 
-    // A decision that is not one is asked again, and changes nothing.
+    // A decision that is not one is asked again, and changes nothing: an approval that names no
+    // approval (it could be paying another than the one the manager read), or an edit above the
+    // proposal.
     let (status, values) = call(
         &dev,
         "POST",
         &format!("/threads/{thread_id}/runs/wait"),
         &marta,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": {"decision": "edit", "amount": 500}}})),
+        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{values}");
+    assert!(
+        values["__interrupt__"][0]["value"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&approval_id)),
+        "{values}"
+    );
+    let (status, values) = call(
+        &dev,
+        "POST",
+        &format!("/threads/{thread_id}/runs/wait"),
+        &marta,
+        Some(json!({"assistant_id": "cliente", "command": {"resume": {"decision": "edit", "amount": 500, "approval_id": approval_id}}})),
     )
     .await;
     assert_eq!(status, 200, "{values}");
@@ -466,7 +492,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs/wait"),
         &marta,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": {"decision": "edit", "amount": 89.9, "note": "solo las zapatillas"}}})),
+        Some(json!({"assistant_id": "cliente", "command": {"resume": {"decision": "edit", "amount": 89.9, "note": "solo las zapatillas", "approval_id": approval_id}}})),
     )
     .await;
     assert_eq!(status, 200, "{values}");
@@ -499,7 +525,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs"),
         &marta,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+        Some(json!({"assistant_id": "cliente", "command": {"resume": {"decision": "approve", "approval_id": approval_id}}})),
     )
     .await;
     assert_eq!(status, 409);
@@ -536,7 +562,8 @@ async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
 
     let ana = token(secret, "ana", Role::Customer, "madrid-centro");
     let marta = token(secret, "marta", Role::Manager, "madrid-centro");
-    let (thread_id, _) = ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
+    let (thread_id, waiting) =
+        ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
 
     let mut refunds = PgListener::connect_with(&db.pool).await.expect("listener");
     refunds.listen("retail_refunds").await.expect("listen");
@@ -545,7 +572,7 @@ async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs"),
         &marta,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+        Some(approve(&waiting)),
     )
     .await;
     assert_eq!(status, 200, "{run}");

@@ -3,11 +3,10 @@
 //! create, alter nor drop anything.
 
 use mostrador_api::Role;
-use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 
-use crate::retail::{ask_for_refund, call, token};
+use crate::retail::{approve, ask_for_refund, call, token};
 use crate::support::{Db, Worker};
 
 /// A login role of this test (roles are global to the cluster: dropped at the end).
@@ -88,7 +87,8 @@ async fn runtime_role_cannot_ddl(pool: PgPool) {
     // A whole approval flow: threads, runs, events, checkpoints, business rows, tool effects.
     let ana = token(secret, "ana", Role::Customer, "madrid-centro");
     let marta = token(secret, "marta", Role::Manager, "madrid-centro");
-    let (thread_id, _) = ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
+    let (thread_id, waiting) =
+        ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
     let (status, queue) = call(&api, "GET", "/approvals", &marta, None).await;
     assert_eq!((status, queue.as_array().map(Vec::len)), (200, Some(1)));
     let (status, values) = call(
@@ -96,7 +96,7 @@ async fn runtime_role_cannot_ddl(pool: PgPool) {
         "POST",
         &format!("/threads/{thread_id}/runs/wait"),
         &marta,
-        Some(json!({"assistant_id": "cliente", "command": {"resume": "approve"}})),
+        Some(approve(&waiting)),
     )
     .await;
     assert_eq!(status, 200, "{values}");

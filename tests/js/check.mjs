@@ -576,10 +576,13 @@ async function main() {
   manager.threadId = customer.threadId;
   await manager.fetchHistory();
   check(manager.interrupts[0]?.value?.type === "refund_approval", "the manager's page does not show the decision", manager.interrupts);
-  await manager.submit(undefined, { command: { resume: "approve" } });
+  // A decision names the approval it pays, as the interrupt shows it.
+  const decision = { decision: "approve", approval_id: manager.interrupts[0].value.approval_id };
+  await manager.submit(undefined, { command: { resume: decision } });
   check(manager.errors.length === 0, "the resume saw an error", String(manager.errors[0]));
   const resumeBody = JSON.parse(lastRequest("POST", `/threads/${customer.threadId}/runs/stream`).body);
-  check(resumeBody.command?.resume === "approve" && !("input" in resumeBody), "the resume's body", resumeBody);
+  check(JSON.stringify(resumeBody.command?.resume) === JSON.stringify(decision) && !("input" in resumeBody),
+    "the resume's body", resumeBody);
   check(manager.interrupts.length === 0, "an interrupt is still shown after the decision", manager.interrupts);
   check(String(manager.messages.at(-1)?.content).includes("115,70 €"), "the refund's answer", manager.messages.at(-1));
   ok("interrupt shown by useStream (stream and thread head), resumed with a command by a manager");

@@ -278,12 +278,14 @@ async def retail():
     waiting = await customer.runs.wait(thread["thread_id"], "cliente", input=ask)
     request = waiting["__interrupt__"][0]["value"]
     assert request["type"] == "refund_approval" and request["order_id"] == "PED-1001", request
+    # A decision names the approval it pays, as the interrupt shows it.
+    decision = {"decision": "approve", "approval_id": request["approval_id"]}
     try:
-        await customer.runs.create(thread["thread_id"], "cliente", command={"resume": "approve"})
+        await customer.runs.create(thread["thread_id"], "cliente", command={"resume": decision})
         raise AssertionError("a customer approved their own refund")
     except PermissionDeniedError:
         pass
-    decided = await manager.runs.wait(thread["thread_id"], "cliente", command={"resume": "approve"})
+    decided = await manager.runs.wait(thread["thread_id"], "cliente", command={"resume": decision})
     assert "115,70 €" in decided["messages"][-1]["content"], decided["messages"][-1]
     print("cliente: refund approved by a manager: ok")
 

@@ -1,9 +1,17 @@
 //! `cliente`, customer service for returns. The model looks the order up and checks the return
 //! policy (tools), then proposes a refund; the run **interrupts** for a manager of the store. The
 //! approval is recorded in the managers' queue (`retail.approvals`) before the interrupt, so the
-//! api lists it as soon as the run stops. The manager resumes the thread with a decision
-//! (`"approve"`, `"reject"`, or `{"decision": "edit", "amount": …}`); the refund is then executed
-//! once, keyed by the refunding task, and the model tells the customer.
+//! api lists it as soon as the run stops. A manager of the order's store resumes the thread with a
+//! decision (`"reject"`, `{"decision": "approve", "approval_id": …}`, or
+//! `{"decision": "edit", "approval_id": …, "amount": …}`); the refund is then executed once, keyed
+//! by the refunding task, and the model tells the customer.
+//!
+//! The rules a refund keeps, whatever the customer sends and in whatever order: a decision pays
+//! only the approval it names (a request replaced after the manager read it is withdrawn); the
+//! decider is the caller the api names in the resuming run, a manager of the order's store who is
+//! not its customer; and the refund, when it executes, pays no more than the order may still
+//! refund (`retail::refund`). An approval is pending only while its thread waits on it: when the
+//! conversation goes on without a decision, `agent` withdraws it.
 //!
 //! ```text
 //! START → agent ⇄ tools
@@ -15,13 +23,14 @@
 //! may still return, computed from the database.
 
 use mostrador_graph::{Command, END, Graph, NodeContext, NodeError, Reducer, START, StateGraph};
+use mostrador_queue::Thread;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{db, messages, run_and_thread};
 use crate::llm::{Model, Request, pending_tool_calls, tool, tool_message};
-use crate::retail::{self, ApprovalRequest, Decision};
+use crate::retail::{self, Approval, ApprovalRequest, Decider, Decision};
 
 const SYSTEM: &str = "Eres el servicio de atención al cliente de una cadena de tiendas y \
     gestionas devoluciones. Pide el número de pedido si falta; consulta el pedido y la política \
@@ -56,13 +65,20 @@ fn tools() -> Vec<Value> {
 
 pub fn graph(pool: &PgPool, model: &Model) -> Graph {
     let (agent_model, refund_model) = (model.clone(), model.clone());
-    let (tools_pool, approval_pool, refund_pool) = (pool.clone(), pool.clone(), pool.clone());
+    let (agent_pool, tools_pool, approval_pool, refund_pool) =
+        (pool.clone(), pool.clone(), pool.clone(), pool.clone());
     StateGraph::new()
         .channel("messages", Reducer::Messages)
         .channel("decision", Reducer::LastValue)
         .node("agent", move |ctx| {
-            let model = agent_model.clone();
+            let (model, pool) = (agent_model.clone(), agent_pool.clone());
             async move {
+                // The conversation goes on, so it waits on no approval: one still pending was
+                // replaced (the customer wrote again before a decision) and leaves the queue.
+                let (_, thread_id) = run_and_thread(&ctx)?;
+                retail::withdraw_pending(&pool, thread_id)
+                    .await
+                    .map_err(db)?;
                 let answer = ask(&model, &ctx, &messages(&ctx)).await?;
                 Ok(Command::new().set("messages", json!([answer])))
             }
@@ -175,81 +191,120 @@ fn policy(order: &Value) -> Value {
 }
 
 /// Records the approval, then waits for a manager's decision (re-asking while the decision is
-/// not one); on a decision, marks the approval decided and goes on to `refund`.
+/// not one); on a decision, marks the approval decided and goes on to `refund`. When the task runs
+/// again (its resume, a crash), it finds the approval it recorded, as the managers read it.
 async fn approval(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeError> {
     let (run_id, thread_id) = run_and_thread(ctx)?;
-    let customer = customer(pool, thread_id).await?;
-    let history = messages(ctx);
-    let call = pending_tool_calls(&history)
+    let thread = super::thread(pool, thread_id).await?;
+    let customer = thread.owner.clone();
+    let call = pending_tool_calls(&messages(ctx))
         .into_iter()
         .find(|c| c["name"] == "propose_refund")
         .ok_or_else(|| NodeError::fatal("approval reached without a proposed refund"))?;
-    let order_id = call["args"]["order_id"].as_str().unwrap_or("");
-    let Some(order) = retail::customer_order(pool, &customer, order_id)
+    let approval = match retail::task_approval(pool, ctx.task_id())
         .await
         .map_err(db)?
-    else {
-        let refused = json!({"status": "refused", "note": format!("no encuentro el pedido {order_id} entre los del cliente")});
-        return Ok(Command::new()
-            .set("messages", json!([tool_message(&call, &refused)]))
-            .goto("agent"));
-    };
-    let refundable = order["refundable"].as_f64().unwrap_or(0.0);
-    let asked = call["args"]["amount"].as_f64().unwrap_or(refundable);
-    let amount = retail::round2(asked.min(refundable));
-    if amount <= 0.0 {
-        let refused =
-            json!({"status": "refused", "note": "no queda nada reembolsable en este pedido"});
-        return Ok(Command::new()
-            .set("messages", json!([tool_message(&call, &refused)]))
-            .goto("agent"));
-    }
-    let store_id = order["store_id"].as_str().unwrap_or("");
-    let reason = call["args"]["reason"].as_str().unwrap_or("");
-    let approval = retail::record_approval(
-        pool,
-        &ApprovalRequest {
-            task_id: ctx.task_id(),
-            thread_id,
-            run_id,
-            store_id,
-            order_id,
-            amount,
-            reason,
+    {
+        Some(approval) => approval,
+        None => match propose(pool, ctx, &thread, run_id, &call).await? {
+            Ok(approval) => approval,
+            Err(refused) => {
+                return Ok(Command::new()
+                    .set("messages", json!([tool_message(&call, &refused)]))
+                    .goto("agent"));
+            }
         },
-    )
-    .await
-    .map_err(db)?;
+    };
+    let (amount, order_id, store_id) = (approval.amount, &approval.order_id, &approval.store_id);
     let mut question = json!({
         "type": "refund_approval",
         "approval_id": approval.approval_id,
         "order_id": order_id,
         "store_id": store_id,
         "amount": amount,
-        "reason": reason,
+        "reason": approval.reason,
         "question": format!("¿Apruebas un reembolso de {amount:.2} € del pedido {order_id}?"),
         "decisions": ["approve", "reject", "edit"],
     });
-    let decision = loop {
+    // Each answer is judged with its decider, the caller of the run that gave it: only the latest
+    // answer's run is this one (the earlier answers were refused when they were given).
+    let (decision, decider) = loop {
         let answer = ctx.interrupt(question.clone())?;
-        match Decision::parse(&answer, amount) {
-            Ok(decision) => break decision,
+        if !ctx.answer_is_latest() {
+            continue;
+        }
+        let decider = Decider::of_run(ctx.config())
+            .ok_or_else(|| NodeError::fatal("the resuming run names no caller"))?;
+        let judged = decider
+            .may_decide(store_id, &customer)
+            .and_then(|()| Decision::parse(&answer, amount, approval.approval_id));
+        match judged {
+            Ok(decision) => break (decision, decider),
             Err(why) => question["error"] = json!(why),
         }
     };
-    retail::decide(pool, ctx.task_id(), &decision)
+    retail::decide(pool, ctx.task_id(), &decision, &decider)
         .await
         .map_err(db)?;
     let decided = match &decision {
         Decision::Approve { amount, note } => json!({
             "approved": true, "amount": amount, "note": note,
-            "return_id": approval.return_id, "call": call,
+            "approval_id": approval.approval_id, "call": call,
         }),
         Decision::Reject { note } => json!({
-            "approved": false, "note": note, "return_id": approval.return_id, "call": call,
+            "approved": false, "note": note, "approval_id": approval.approval_id, "call": call,
         }),
     };
     Ok(Command::new().set("decision", decided).goto("refund"))
+}
+
+/// The approval of the refund `call` proposes, recorded for the managers; or why there is none
+/// (the tool's answer): the order is not the customer's, nothing is left to refund, or the order is
+/// another store's than the conversation's (only the order's store decides, and only its managers
+/// see a conversation held with it).
+async fn propose(
+    pool: &PgPool,
+    ctx: &NodeContext,
+    thread: &Thread,
+    run_id: Uuid,
+    call: &Value,
+) -> Result<Result<Approval, Value>, NodeError> {
+    let order_id = call["args"]["order_id"].as_str().unwrap_or("");
+    let Some(order) = retail::customer_order(pool, &thread.owner, order_id)
+        .await
+        .map_err(db)?
+    else {
+        return Ok(Err(json!({"status": "refused", "note": format!(
+            "no encuentro el pedido {order_id} entre los del cliente"
+        )})));
+    };
+    let refundable = order["refundable"].as_f64().unwrap_or(0.0);
+    let asked = call["args"]["amount"].as_f64().unwrap_or(refundable);
+    let amount = retail::round2(asked.min(refundable));
+    if amount <= 0.0 {
+        return Ok(Err(
+            json!({"status": "refused", "note": "no queda nada reembolsable en este pedido"}),
+        ));
+    }
+    let store_id = order["store_id"].as_str().unwrap_or("");
+    if thread.store.as_deref() != Some(store_id) {
+        return Ok(Err(json!({"status": "refused", "note": format!(
+            "el pedido {order_id} es de la tienda {store_id}: su devolución la decide un \
+             encargado de esa tienda, en una conversación con ella"
+        )})));
+    }
+    let request = ApprovalRequest {
+        task_id: ctx.task_id(),
+        thread_id: thread.thread_id.0,
+        run_id,
+        store_id,
+        order_id,
+        amount,
+        reason: call["args"]["reason"].as_str().unwrap_or(""),
+    };
+    Ok(Ok(retail::record_approval(pool, &request)
+        .await
+        .map_err(db)?))
 }
 
 /// Executes the approved refund (once, keyed by this task), then the model tells the customer.
@@ -261,12 +316,11 @@ async fn refund(pool: &PgPool, model: &Model, ctx: &NodeContext) -> Result<Comma
         .ok_or_else(|| NodeError::fatal("refund reached without a decision"))?;
     let call = &decision["call"];
     let outcome = if decision["approved"] == json!(true) {
-        let return_id = decision["return_id"]
+        let approval_id = decision["approval_id"]
             .as_str()
             .and_then(|id| Uuid::parse_str(id).ok())
-            .ok_or_else(|| NodeError::fatal("the decision names no return"))?;
-        let amount = decision["amount"].as_f64().unwrap_or(0.0);
-        retail::refund(pool, ctx.task_id(), return_id, amount, thread_id, run_id)
+            .ok_or_else(|| NodeError::fatal("the decision names no approval"))?;
+        retail::refund(pool, ctx.task_id(), approval_id, thread_id, run_id)
             .await
             .map_err(db)?
     } else {

@@ -156,6 +156,42 @@ pub async fn record_approval(
         .ok_or_else(|| sqlx::Error::RowNotFound)
 }
 
+/// The approval task `task_id` recorded, if it did: a task that runs again (its resume, a crash)
+/// finds the approval as the managers read it.
+pub async fn task_approval(pool: &PgPool, task_id: &str) -> sqlx::Result<Option<Approval>> {
+    let approval_id = sqlx::query_scalar!(
+        "select approval_id from retail.approvals where task_id = $1",
+        task_id
+    )
+    .fetch_optional(pool)
+    .await?;
+    match approval_id {
+        Some(approval_id) => approval(pool, approval_id).await,
+        None => Ok(None),
+    }
+}
+
+/// Withdraws the approvals of `thread_id` still pending: called when the conversation goes on
+/// (the thread waits on no approval then), so an approval is pending only while its thread waits
+/// on it, and a request the customer replaced leaves the managers' queue.
+pub async fn withdraw_pending(pool: &PgPool, thread_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        with withdrawn as (
+            update retail.approvals set status = 'withdrawn', decided_at = now()
+            where thread_id = $1 and status = 'pending'
+            returning return_id
+        )
+        update retail.returns set status = 'withdrawn', updated_at = now()
+        where return_id in (select return_id from withdrawn)
+        "#,
+        thread_id
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// An approval in the managers' queue.
 #[derive(Debug, Clone, Serialize)]
 pub struct Approval {
@@ -168,7 +204,8 @@ pub struct Approval {
     /// The refund proposed.
     pub amount: f64,
     pub reason: String,
-    /// `pending`, `approved` or `rejected`.
+    /// `pending`, `approved`, `rejected` or `withdrawn` (the conversation went on without a
+    /// decision).
     pub status: String,
     pub approved_amount: Option<f64>,
     pub note: Option<String>,
@@ -224,6 +261,46 @@ pub async fn store_approvals(
     .await
 }
 
+/// Who answers an approval: the caller the api names in the resuming run's configuration
+/// (`langgraph_auth_user`), never the resume value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decider {
+    pub subject: String,
+    pub role: String,
+    pub store: Option<String>,
+}
+
+impl Decider {
+    /// The caller a run's `configurable` names (`None` when it names none: a run the api did not
+    /// create).
+    pub fn of_run(configurable: &Value) -> Option<Self> {
+        let user = configurable.get("langgraph_auth_user")?;
+        Some(Self {
+            subject: user.get("identity")?.as_str()?.to_owned(),
+            role: user.get("role")?.as_str()?.to_owned(),
+            store: user.get("store").and_then(Value::as_str).map(str::to_owned),
+        })
+    }
+
+    /// Whether this caller decides refunds of an order of `customer` at `store`: a manager of
+    /// that store (the order's, not the conversation's) who is not the customer.
+    ///
+    /// # Errors
+    ///
+    /// Why not, for the manager to read.
+    pub fn may_decide(&self, store: &str, customer: &str) -> Result<(), String> {
+        if self.role != "manager" || self.store.as_deref() != Some(store) {
+            return Err(format!(
+                "only a manager of the order's store ({store}) decides its refund"
+            ));
+        }
+        if self.subject == customer {
+            return Err("a manager does not decide a refund of their own order".into());
+        }
+        Ok(())
+    }
+}
+
 /// What a manager decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -238,22 +315,34 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// The decision in a resume value: `"approve"`, `"reject"`, or an object with `decision`
-    /// (`approve`, `reject` or `edit`), `amount` (for `edit`, at most `proposed`) and `note`.
+    /// The decision on approval `approval_id` (of `proposed`) in a resume value: `"reject"`, or an
+    /// object with `decision` (`approve`, `reject` or `edit`), `approval_id`, `amount` (for
+    /// `edit`, at most `proposed`) and `note`. Paying names the approval it pays, so an approval
+    /// is never paid on a decision made on another (a request the customer replaced after the
+    /// manager read it).
     ///
     /// # Errors
     ///
-    /// Why the value is not a decision, for the manager to read.
-    pub fn parse(value: &Value, proposed: f64) -> Result<Self, String> {
-        let (name, amount, note) = match value {
-            Value::String(name) => (name.as_str(), None, None),
+    /// Why the value is not a decision on this approval, for the manager to read.
+    pub fn parse(value: &Value, proposed: f64, approval_id: Uuid) -> Result<Self, String> {
+        let (name, amount, note, named) = match value {
+            Value::String(name) => (name.as_str(), None, None, None),
             Value::Object(map) => (
                 map.get("decision").and_then(Value::as_str).unwrap_or(""),
                 map.get("amount"),
                 map.get("note").and_then(Value::as_str).map(str::to_owned),
+                map.get("approval_id").and_then(Value::as_str),
             ),
-            _ => ("", None, None),
+            _ => ("", None, None, None),
         };
+        let pays = matches!(name, "approve" | "approved" | "edit");
+        if pays && named.and_then(|id| Uuid::parse_str(id).ok()) != Some(approval_id) {
+            return Err(format!(
+                "a refund is approved on the approval it pays: \
+                 {{\"decision\": \"{name}\", \"approval_id\": \"{approval_id}\"}}; \
+                 the thread now waits on this one, of {proposed:.2}"
+            ));
+        }
         match name {
             "approve" | "approved" => Ok(Decision::Approve {
                 amount: proposed,
@@ -273,15 +362,20 @@ impl Decision {
                 })
             }
             _ => Err(
-                "the decision must be \"approve\", \"reject\" or {\"decision\": \"edit\", \"amount\": …}"
+                "the decision must be \"reject\", or {\"decision\": \"approve\" | \"edit\", \"approval_id\": …, \"amount\": …}"
                     .into(),
             ),
         }
     }
 }
 
-/// Marks an approval decided (once: a re-run finds it decided and changes nothing).
-pub async fn decide(pool: &PgPool, task_id: &str, decision: &Decision) -> sqlx::Result<()> {
+/// Marks an approval decided by `decider` (once: a re-run finds it decided and changes nothing).
+pub async fn decide(
+    pool: &PgPool,
+    task_id: &str,
+    decision: &Decision,
+    decider: &Decider,
+) -> sqlx::Result<()> {
     let (status, amount, note) = match decision {
         Decision::Approve { amount, note } => ("approved", Some(*amount), note.as_deref()),
         Decision::Reject { note } => ("rejected", None, note.as_deref()),
@@ -290,14 +384,17 @@ pub async fn decide(pool: &PgPool, task_id: &str, decision: &Decision) -> sqlx::
     let return_id = sqlx::query_scalar!(
         r#"
         update retail.approvals
-        set status = $2, approved_amount = $3::float8, note = $4, decided_at = now()
+        set status = $2, approved_amount = $3::float8, note = $4, decided_at = now(),
+            decided_by = $5, decided_store = $6
         where task_id = $1 and status = 'pending'
         returning return_id
         "#,
         task_id,
         status,
         amount,
-        note
+        note,
+        decider.subject,
+        decider.store
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -312,13 +409,16 @@ pub async fn decide(pool: &PgPool, task_id: &str, decision: &Decision) -> sqlx::
     tx.commit().await
 }
 
-/// Sends money back for a return, at most once per `idempotency_key` (and per return): a second
-/// call returns what the first recorded. Announces each refund on the channel `retail_refunds`.
+/// Sends money back on an approved approval, at most once per `idempotency_key` (and per return):
+/// a second call returns what the first recorded. Pays only what the rules allow when it runs, in
+/// the transaction that pays: the approval was approved by a manager of the order's store who is
+/// not its customer, and its amount fits in what the order may still refund (the order is locked,
+/// so concurrent refunds of one order are counted one after the other). Otherwise nothing is
+/// paid and the answer says why. Announces each refund on the channel `retail_refunds`.
 pub async fn refund(
     pool: &PgPool,
     idempotency_key: &str,
-    return_id: Uuid,
-    amount: f64,
+    approval_id: Uuid,
     thread_id: Uuid,
     run_id: Uuid,
 ) -> sqlx::Result<Value> {
@@ -329,40 +429,122 @@ pub async fn refund(
     {
         return Ok(recorded);
     }
+    let result = pay(&mut tx, idempotency_key, approval_id).await?;
+    mostrador_queue::effects::record(&mut tx, idempotency_key, &result).await?;
+    tx.commit().await?;
+    Ok(result)
+}
+
+async fn pay(
+    tx: &mut sqlx::PgConnection,
+    idempotency_key: &str,
+    approval_id: Uuid,
+) -> sqlx::Result<Value> {
+    // The lock first, in a statement of its own: what the order has refunded is read after it,
+    // in a snapshot that holds every refund committed before the lock was granted.
+    let Some(approval) = sqlx::query!(
+        r#"
+        select a.return_id, a.order_id, a.status, a.approved_amount::float8 as "approved_amount?",
+            a.decided_by, a.decided_store, o.customer, o.store_id
+        from retail.approvals a
+        join retail.orders o using (order_id)
+        where a.approval_id = $1
+        for update of o
+        "#,
+        approval_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(json!({"status": "not_refunded", "note": "there is no such approval"}));
+    };
+    let decider = Decider {
+        subject: approval.decided_by.unwrap_or_default(),
+        role: "manager".into(),
+        store: approval.decided_store,
+    };
+    let amount = match (approval.status.as_str(), approval.approved_amount) {
+        ("approved", Some(amount)) => amount,
+        _ => {
+            return Ok(json!({"status": "not_refunded", "note": "the approval is not approved"}));
+        }
+    };
+    if let Err(why) = decider.may_decide(&approval.store_id, &approval.customer) {
+        return refused(tx, approval.return_id, &why).await;
+    }
+    let refundable = sqlx::query_scalar!(
+        r#"
+        select (
+            coalesce((
+                select sum(l.quantity * l.unit_price)
+                from retail.order_lines l
+                join retail.products p using (product_id)
+                join retail.return_policies rp on rp.category = p.category
+                join retail.orders o using (order_id)
+                join retail.returns r on r.return_id = $2
+                where l.order_id = $1 and o.delivered_at is not null
+                    and r.created_at < o.delivered_at + make_interval(days => rp.days + 1)
+            ), 0)
+            - coalesce((
+                select sum(f.amount)
+                from retail.refunds f join retail.returns r using (return_id)
+                where r.order_id = $1
+            ), 0)
+        )::float8 as "refundable!"
+        "#,
+        approval.order_id,
+        approval.return_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if amount > refundable + 0.001 {
+        let why = format!(
+            "the order may refund {:.2} now, less than the {amount:.2} approved",
+            refundable.max(0.0)
+        );
+        return refused(tx, approval.return_id, &why).await;
+    }
     let refund_id = Uuid::now_v7();
     let refunded = sqlx::query_scalar!(
         r#"
-        insert into retail.refunds (refund_id, return_id, amount, idempotency_key)
-        values ($1, $2, $3::float8, $4)
+        insert into retail.refunds (refund_id, return_id, amount, idempotency_key, approval_id)
+        values ($1, $2, $3::float8, $4, $5)
         on conflict (return_id) do nothing
         returning amount::float8 as "amount!"
         "#,
         refund_id,
-        return_id,
+        approval.return_id,
         amount,
-        idempotency_key
+        idempotency_key,
+        approval_id
     )
     .fetch_optional(&mut *tx)
     .await?;
-    let result = match refunded {
-        Some(amount) => {
-            sqlx::query!(
-                "update retail.returns set status = 'refunded', updated_at = now() where return_id = $1",
-                return_id
-            )
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query!(
-                "select pg_notify('retail_refunds', $1)",
-                return_id.to_string()
-            )
-            .execute(&mut *tx)
-            .await?;
-            json!({"status": "refunded", "refund_id": refund_id, "amount": amount})
-        }
-        None => json!({"status": "already_refunded", "return_id": return_id}),
+    let Some(amount) = refunded else {
+        return Ok(json!({"status": "already_refunded", "return_id": approval.return_id}));
     };
-    mostrador_queue::effects::record(&mut tx, idempotency_key, &result).await?;
-    tx.commit().await?;
-    Ok(result)
+    sqlx::query!(
+        "update retail.returns set status = 'refunded', updated_at = now() where return_id = $1",
+        approval.return_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "select pg_notify('retail_refunds', $1)",
+        approval.return_id.to_string()
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(json!({"status": "refunded", "refund_id": refund_id, "amount": amount}))
+}
+
+/// A refund the rules refuse (`not_refunded`): the return says so, and nothing is paid.
+async fn refused(tx: &mut sqlx::PgConnection, return_id: Uuid, why: &str) -> sqlx::Result<Value> {
+    sqlx::query!(
+        "update retail.returns set status = 'refused', updated_at = now() where return_id = $1",
+        return_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(json!({"status": "not_refunded", "note": why}))
 }

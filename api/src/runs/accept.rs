@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::config::{limits, run_config, under};
+use super::config::{acting_for, limits, run_config, under};
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use super::wait::waiting;
 use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
@@ -150,6 +150,7 @@ pub async fn accept(
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
         let new = new_run(
+            caller,
             ThreadId(thread_id),
             &assistant,
             body,
@@ -166,6 +167,7 @@ pub async fn accept(
         .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
     let head = rust_head(state, &thread, python, names_one).await?;
     let new = new_run(
+        caller,
         thread.thread_id,
         &assistant,
         body,
@@ -321,7 +323,7 @@ async fn accept_stateless(
             .map_err(ApiError::failed)?;
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
-        let new = new_run(thread.thread_id, &assistant, body, graph, None)?;
+        let new = new_run(caller, thread.thread_id, &assistant, body, graph, None)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
             Err(err) => {
@@ -403,6 +405,7 @@ pub async fn stream_stateless(
 /// starts a new branch there; naming a Rust graph's latest checkpoint, `head`, is the same as
 /// naming none.
 fn new_run(
+    caller: &Caller,
     thread_id: ThreadId,
     assistant: &Assistant,
     body: CreateRun,
@@ -494,6 +497,7 @@ fn new_run(
         run_config(body.config, body.context, body.durability)?,
     );
     limits(&config)?;
+    acting_for(&mut config, caller);
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
         config["stream_subgraphs"] = json!(true);

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::unprocessable;
+use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// The most supersteps a run may ask for: a graph looping without end stops there.
@@ -89,4 +90,46 @@ pub(super) fn run_config(
         Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
     }
     Ok(Value::Object(config))
+}
+
+/// The keys of `configurable` that name the caller a run acts for, as the official server sets
+/// them; what a client sends under these names is dropped, never believed.
+const CALLER_KEYS: [&str; 3] = [
+    "langgraph_auth_user",
+    "langgraph_auth_user_id",
+    "langgraph_auth_permissions",
+];
+
+/// Names `caller` in the run's `configurable` (`langgraph_auth_user` and its id), replacing
+/// whatever the client put there: a graph learns who started or resumed the run (who decided an
+/// approval, say) from the api, not from the request.
+pub(crate) fn acting_for(config: &mut Value, caller: &Caller) {
+    if !config.is_object() {
+        *config = json!({});
+    }
+    let configurable = config
+        .as_object_mut()
+        .expect("an object")
+        .entry("configurable")
+        .or_insert_with(|| json!({}));
+    if !configurable.is_object() {
+        *configurable = json!({});
+    }
+    let map = configurable.as_object_mut().expect("an object");
+    for key in CALLER_KEYS {
+        map.remove(key);
+    }
+    map.insert(
+        "langgraph_auth_user".into(),
+        json!({
+            "identity": caller.subject,
+            "display_name": caller.subject,
+            "is_authenticated": true,
+            "permissions": [],
+            "role": caller.role.as_str(),
+            "store": caller.store,
+        }),
+    );
+    map.insert("langgraph_auth_user_id".into(), json!(caller.subject));
+    map.insert("langgraph_auth_permissions".into(), json!([]));
 }
