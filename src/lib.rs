@@ -143,6 +143,15 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_PENDING", default_value_t = mostrador_api::app::MAX_PENDING_DEFAULT)]
     max_pending: i64,
 
+    /// Pending runs of one caller (a token's or key's subject; every graph) above which their new
+    /// runs get a 429 with Retry-After.
+    #[arg(long, env = "MOSTRADOR_MAX_PENDING_PER_CALLER", default_value_t = mostrador_queue::run::MAX_PENDING_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
+    max_pending_per_caller: i64,
+
+    /// The furthest ahead a run may be delayed (`after_seconds`); further gets a 422.
+    #[arg(long, env = "MOSTRADOR_MAX_DELAY", default_value = "366d", value_parser = parse_duration)]
+    max_delay: Duration,
+
     /// Open SSE streams and waits (wait, join, cancel with wait) above which new ones get a 503
     /// with Retry-After.
     #[arg(long, env = "MOSTRADOR_MAX_SUBSCRIBERS", default_value_t = mostrador_api::app::MAX_SUBSCRIBERS_DEFAULT)]
@@ -357,6 +366,8 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.body_limit = args.body_limit;
     config.cors = mostrador_api::app::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
+    config.max_pending_per_caller = args.max_pending_per_caller;
+    config.max_delay = args.max_delay;
     config.max_subscribers = args.max_subscribers;
     config.max_subscribers_per_caller = args.max_streams_per_caller;
     config.max_crons_per_caller = args.max_crons_per_caller;

@@ -77,6 +77,11 @@ pub(crate) struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_MAX_PENDING", default_value_t = mostrador_worker::config::MAX_PENDING_DEFAULT)]
     max_pending: i64,
 
+    /// Pending runs of one owner above which the scheduler holds their cron's run to its next
+    /// tick (the api's share for a caller's runs: the same setting).
+    #[arg(long, env = "MOSTRADOR_MAX_PENDING_PER_CALLER", default_value_t = mostrador_queue::run::MAX_PENDING_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
+    max_pending_per_caller: i64,
+
     /// End runs that take longer as `timeout` [default: 24h, as the official server; `0`: no
     /// limit].
     #[arg(long, env = "MOSTRADOR_RUN_TIMEOUT", value_parser = parse_duration)]
@@ -135,6 +140,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         max_concurrency: args.max_concurrency,
         cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
         max_pending: args.max_pending,
+        max_pending_per_caller: args.max_pending_per_caller,
         python,
         ..defaults
     };

@@ -46,6 +46,11 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Pending runs per graph above which new runs get a 503 with `Retry-After`.
     pub max_pending: i64,
+    /// Pending runs of one caller (every graph) above which their new runs get a 429 with
+    /// `Retry-After`: no caller fills a graph's queue for everyone.
+    pub max_pending_per_caller: i64,
+    /// The furthest ahead a run may be delayed (`after_seconds`; a 422 past it).
+    pub max_delay: Duration,
     /// Open SSE streams and waits above which new ones get a 503 with `Retry-After`.
     pub max_subscribers: usize,
     /// Open SSE streams and waits of one caller (a subject) above which their new ones get a 429
@@ -165,6 +170,8 @@ impl ApiConfig {
             body_limit: BODY_LIMIT_DEFAULT,
             request_timeout: Duration::from_secs(30),
             max_pending: MAX_PENDING_DEFAULT,
+            max_pending_per_caller: mostrador_queue::run::MAX_PENDING_PER_CALLER_DEFAULT,
+            max_delay: mostrador_queue::run::HORIZON_DEFAULT,
             max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
             max_subscribers_per_caller: MAX_SUBSCRIBERS_PER_CALLER_DEFAULT,
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
@@ -255,6 +262,8 @@ impl AppState {
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
+                max_pending_per_caller: config.max_pending_per_caller,
+                horizon: config.max_delay,
                 retry_after: Duration::from_secs(5),
             },
         })))

@@ -39,6 +39,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        // A NUL reaches a query only percent-encoded; Postgres's text cannot hold it.
+        if parts.uri.query().is_some_and(|query| {
+            query
+                .as_bytes()
+                .windows(3)
+                .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
+        }) {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "query parameters may not contain the NUL character (%00)",
+            ));
+        }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(params)| Params(params))

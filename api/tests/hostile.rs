@@ -295,6 +295,32 @@ async fn a_nul_character_anywhere_in_a_body_is_a_422_that_writes_nothing(pool: P
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_nul_character_in_a_query_parameter_is_a_422(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    // Found by schemathesis: a store item's key with a NUL was a 500.
+    for path in [
+        "/store/items?namespace=a.b&key=x%00y",
+        "/store/items?namespace=a%00.b&key=x",
+        "/assistants/agent/graph?xray=%00",
+    ] {
+        let (status, _, answer) = api.send(api.request("GET", path, &ana, "")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {answer}");
+        assert!(
+            answer["detail"].as_str().is_some_and(|d| d.contains("NUL")),
+            "{answer}"
+        );
+    }
+    let path = "/store/items?namespace=a.b&key=x%2500y";
+    let (status, _, answer) = api.send(api.request("GET", path, &ana, "")).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "an encoded percent is just text: {answer}"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn the_largest_floats_are_stored_and_read_back_exactly(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));

@@ -220,6 +220,47 @@ async fn backpressure_returns_503_with_retry_after_and_inserts_nothing(pool: PgP
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_caller_past_their_share_of_the_queue_gets_429_and_others_are_served(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            max_pending_per_caller: 2,
+            max_delay: std::time::Duration::from_secs(60),
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let body = r#"{"assistant_id": "agent"}"#;
+    let thread = new_thread(&api, &ana).await;
+    let path = format!("/threads/{thread}/runs");
+    let later = r#"{"assistant_id": "agent", "after_seconds": 61}"#;
+    let (status, _, answer) = api.send(api.request("POST", &path, &ana, later)).await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "past the horizon: {answer}"
+    );
+    for _ in 0..2 {
+        let (status, _, answer) = api.send(api.request("POST", &path, &ana, body)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    for (method, path) in [
+        ("POST", path.as_str()),
+        ("POST", "/runs"),
+        ("POST", "/runs/wait"),
+    ] {
+        let (status, headers, answer) = api.send(api.request(method, path, &ana, body)).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{path}: {answer}");
+        assert!(headers.contains_key(header::RETRY_AFTER), "{path}");
+    }
+    assert_eq!(runs(&api).await, 2, "nothing more was queued");
+    let (status, _, answer) = api.send(api.request("POST", "/runs", &luis, body)).await;
+    assert_eq!(status, StatusCode::OK, "another caller is served: {answer}");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", Role::Customer, None));

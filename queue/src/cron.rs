@@ -371,8 +371,9 @@ pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
                 attempt.commit().await?;
                 enqueued += 1;
             }
-            Err(Error::Backpressure { .. }) => {
-                // The graph's queue is full: this tick's run waits for the next tick.
+            Err(Error::Backpressure { .. } | Error::CallerShare { .. }) => {
+                // The graph's queue is full, or the cron's owner has their share of it: this
+                // tick's run waits for the next tick.
                 attempt.rollback().await?;
                 continue;
             }

@@ -14,13 +14,36 @@ use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus}
 use crate::thread::ThreadId;
 use crate::{Error, Result};
 
-/// A per-graph bound on pending runs, for those due now and, apart, for those delayed to later.
-/// Over it, enqueue fails with [`Error::Backpressure`].
+/// The bounds a caller's runs are enqueued under: a per-graph bound on pending runs, for those due
+/// now and, apart, for those delayed to later (over it, [`Error::Backpressure`]); each caller's
+/// share of pending runs, all graphs together (over it, [`Error::CallerShare`]); and how far
+/// ahead a run may be delayed (past it, [`Error::Invalid`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueLimit {
     pub max_pending: i64,
+    /// Pending runs of one owner (a thread's owner: the caller), due now or delayed.
+    pub max_pending_per_caller: i64,
+    /// The furthest a run may be delayed (`after_seconds`).
+    pub horizon: Duration,
     /// What the caller is told to wait before trying again.
     pub retry_after: Duration,
+}
+
+/// [`QueueLimit::max_pending_per_caller`] unless configured.
+pub const MAX_PENDING_PER_CALLER_DEFAULT: i64 = 1_000;
+/// [`QueueLimit::horizon`] unless configured: a year.
+pub const HORIZON_DEFAULT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+impl QueueLimit {
+    /// `max_pending` per graph; the other bounds at their defaults, a second's retry.
+    pub fn new(max_pending: i64) -> Self {
+        Self {
+            max_pending,
+            max_pending_per_caller: MAX_PENDING_PER_CALLER_DEFAULT,
+            horizon: HORIZON_DEFAULT,
+            retry_after: Duration::from_secs(1),
+        }
+    }
 }
 
 /// The result of [`enqueue`].
@@ -54,10 +77,19 @@ pub async fn enqueue<'a>(
     // N.B. The claimers' wake-up is sent here to save a round trip: notifications are delivered at
     // commit, and discarded if the enqueue fails. A delayed run wakes nobody now: the claimers'
     // poll finds it when it is due.
-    let thread_graph_id = sqlx::query!(
+    if let Some(limit) = limit
+        && new.after > limit.horizon
+    {
+        return Err(Error::Invalid {
+            field: "after_seconds",
+            reason: format!("must be at most {} seconds", limit.horizon.as_secs()),
+        });
+    }
+    let thread = sqlx::query!(
         r#"
         select
             graph_id,
+            owner,
             case when $2 then pg_notify($3, $4)::text end as "woken"
         from mostrador.threads
         where thread_id = $1
@@ -71,9 +103,8 @@ pub async fn enqueue<'a>(
     )
     .fetch_optional(&mut *tx)
     .await?
-    .ok_or(Error::ThreadNotFound(new.thread_id))?
-    .graph_id;
-    match thread_graph_id {
+    .ok_or(Error::ThreadNotFound(new.thread_id))?;
+    match thread.graph_id {
         Some(thread_graph_id) if thread_graph_id != new.graph_id => {
             return Err(Error::GraphMismatch {
                 thread_id: new.thread_id,
@@ -107,6 +138,7 @@ pub async fn enqueue<'a>(
     }
     if let Some(limit) = limit {
         check_limit(&mut tx, &new.graph_id, !new.after.is_zero(), 1, limit).await?;
+        check_share(&mut tx, &thread.owner, limit).await?;
     }
 
     let in_flight = sqlx::query_scalar!(
@@ -142,12 +174,12 @@ pub async fn enqueue<'a>(
         r#"
         insert into mostrador.runs (
             run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-            priority, available_at, max_attempts, trace_id, stream_mode
+            priority, available_at, max_attempts, trace_id, stream_mode, owner
         )
         values (
             $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11,
             -- Every run has a trace: its creator's, or one of its own.
-            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13
+            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, $14
         )
         returning
             run_id as "run_id: RunId",
@@ -187,6 +219,7 @@ pub async fn enqueue<'a>(
         new.max_attempts,
         new.trace_id,
         &new.stream_mode_names(),
+        thread.owner,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -196,7 +229,8 @@ pub async fn enqueue<'a>(
 
 /// Enqueues many runs with one insert statement and one NOTIFY per graph, for batch schedulers.
 /// Runs queue behind whatever their threads have in flight (the `enqueue` strategy), whatever
-/// their `multitask_strategy` says.
+/// their `multitask_strategy` says. `limit` bounds the graphs' queues and the delays; the callers'
+/// shares are [`enqueue`]'s, for runs callers ask for one by one.
 ///
 /// # Errors
 ///
@@ -242,6 +276,12 @@ pub async fn enqueue_batch<'a>(
 
     let mut tx = db.begin().await?;
     if let Some(limit) = limit {
+        if news.iter().any(|new| new.after > limit.horizon) {
+            return Err(Error::Invalid {
+                field: "after_seconds",
+                reason: format!("must be at most {} seconds", limit.horizon.as_secs()),
+            });
+        }
         // Due and delayed runs count against budgets of their own, per graph.
         let mut per_graph: Vec<(&str, bool, i64)> = Vec::new();
         for new in news {
@@ -277,19 +317,19 @@ pub async fn enqueue_batch<'a>(
         inserted as (
             insert into mostrador.runs (
                 run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-                priority, available_at, max_attempts, trace_id, stream_mode
+                priority, available_at, max_attempts, trace_id, stream_mode, owner
             )
             select
                 i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
                 i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
                 i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
-                string_to_array(i.stream_mode, ',')
+                string_to_array(i.stream_mode, ','), t.owner
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
             -- generic plan of this prepared statement may probe threads by graph_id instead
             -- (measured: 30 times slower with 20,000 threads of one graph).
             cross join lateral (
-                select t.graph_id
+                select t.graph_id, t.owner
                 from mostrador.threads t
                 where t.thread_id = i.thread_id
                   and t.deleted_at is null
@@ -423,6 +463,37 @@ async fn check_limit(
             graph_id: graph_id.to_owned(),
             pending,
             limit: limit.max_pending,
+            retry_after: limit.retry_after,
+        });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::CallerShare`] when `owner` has their share of pending runs already (due
+/// or delayed, every graph). Counts at most the share's rows, through the index of pending runs
+/// by owner.
+async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) -> Result {
+    let pending = sqlx::query_scalar!(
+        r#"
+        select count(*) as "n!"
+        from (
+            select 1
+            from mostrador.runs
+            where status = 'pending'
+              and owner = $1
+            limit $2
+        ) p
+        "#,
+        owner,
+        limit.max_pending_per_caller,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if pending >= limit.max_pending_per_caller {
+        return Err(Error::CallerShare {
+            owner: owner.to_owned(),
+            pending,
+            limit: limit.max_pending_per_caller,
             retry_after: limit.retry_after,
         });
     }

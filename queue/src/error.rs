@@ -55,6 +55,16 @@ pub enum Error {
         retry_after: Duration,
     },
 
+    /// The caller (the thread's owner) has their share of pending runs already; nothing was
+    /// inserted. Others' runs are still taken.
+    #[error("{owner:?} has {pending} pending runs, at their share of {limit}")]
+    CallerShare {
+        owner: String,
+        pending: i64,
+        limit: i64,
+        retry_after: Duration,
+    },
+
     /// The run is no longer running under this attempt: it was swept, released or finished, and
     /// maybe claimed again. The caller must stop the run and write nothing more.
     #[error("lease lost on run {run_id} (attempt {attempt})")]
@@ -72,7 +82,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Database(err) => database_is_transient(err),
-            Self::Schema(_) | Self::Backpressure { .. } => true,
+            Self::Schema(_) | Self::Backpressure { .. } | Self::CallerShare { .. } => true,
             _ => false,
         }
     }

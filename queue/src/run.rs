@@ -17,7 +17,9 @@ use crate::lease::WorkerId;
 use crate::thread::{ThreadId, Visibility};
 use crate::{Error, Result};
 
-pub use crate::enqueue::{Enqueued, QueueLimit, enqueue, enqueue_batch};
+pub use crate::enqueue::{
+    Enqueued, HORIZON_DEFAULT, MAX_PENDING_PER_CALLER_DEFAULT, QueueLimit, enqueue, enqueue_batch,
+};
 
 /// How many times a run may be claimed before an expired lease or a retryable failure ends it in
 /// `error`. Drain releases do not count.
@@ -204,8 +206,9 @@ impl NewRun {
             return invalid("config", "must be a JSON object");
         }
         crate::check_metadata(&self.metadata)?;
-        if self.after > Duration::from_secs(366 * 24 * 3600) {
-            return invalid("after_seconds", "must be at most a year");
+        // Beyond what Postgres's timestamps hold; an enqueue's limit sets the horizon callers get.
+        if self.after > Duration::from_secs(100 * 366 * 24 * 3600) {
+            return invalid("after_seconds", "must be at most a century");
         }
         Ok(())
     }

@@ -59,7 +59,8 @@ pub struct Namespaces {
     pub offset: i64,
 }
 
-/// A namespace as the official server takes it: labels that are non-empty and have no period.
+/// A namespace as the official server takes it: labels that are non-empty and have no period
+/// (nor a NUL character, which Postgres's text cannot hold).
 ///
 /// # Errors
 ///
@@ -67,14 +68,31 @@ pub struct Namespaces {
 pub fn check_namespace(namespace: &[String]) -> Result {
     match namespace
         .iter()
-        .find(|label| label.is_empty() || label.contains('.'))
+        .find(|label| label.is_empty() || label.contains(['.', '\0']))
     {
         Some(label) => Err(Error::Invalid {
             field: "namespace",
-            reason: format!("namespace label {label:?} must be a non-empty string without periods"),
+            reason: format!(
+                "namespace label {label:?} must be a non-empty string without periods or NUL"
+            ),
         }),
         None => Ok(()),
     }
+}
+
+/// An item's key: any text but a NUL character, which Postgres's text cannot hold.
+///
+/// # Errors
+///
+/// [`Error::Invalid`].
+pub fn check_key(key: &str) -> Result {
+    if key.contains('\0') {
+        return Err(Error::Invalid {
+            field: "key",
+            reason: "an item's key holds no NUL character".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Writes `owner`'s item (replacing the one with its namespace and key), living `ttl_minutes`
@@ -92,6 +110,7 @@ pub async fn put(
     ttl_minutes: Option<f64>,
 ) -> Result {
     check_namespace(namespace)?;
+    check_key(key)?;
     if namespace.is_empty() {
         return Err(Error::Invalid {
             field: "namespace",
@@ -132,7 +151,7 @@ pub async fn put(
 ///
 /// # Errors
 ///
-/// The database failed.
+/// [`Error::Invalid`] for a malformed namespace or key; the database failed.
 pub async fn get(
     executor: impl PgExecutor<'_>,
     owner: &str,
@@ -140,6 +159,8 @@ pub async fn get(
     key: &str,
     refresh_ttl: bool,
 ) -> Result<Option<Item>> {
+    check_namespace(namespace)?;
+    check_key(key)?;
     let found = sqlx::query_as!(
         Item,
         r#"
@@ -175,13 +196,15 @@ pub async fn get(
 ///
 /// # Errors
 ///
-/// The database failed.
+/// [`Error::Invalid`] for a malformed namespace or key; the database failed.
 pub async fn delete(
     executor: impl PgExecutor<'_>,
     owner: &str,
     namespace: &[String],
     key: &str,
 ) -> Result {
+    check_namespace(namespace)?;
+    check_key(key)?;
     sqlx::query!(
         "delete from mostrador.store_items where owner = $1 and namespace = $2 and key = $3",
         owner,

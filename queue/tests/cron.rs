@@ -233,8 +233,8 @@ async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(po
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_crons_run_waits_while_its_graph_is_over_the_queue_limit(pool: PgPool) {
     let limit = mostrador_queue::QueueLimit {
-        max_pending: 1,
         retry_after: std::time::Duration::from_secs(1),
+        ..mostrador_queue::QueueLimit::new(1)
     };
     // The graph holds its one pending run already.
     crate::support::new_run(&pool).await;

@@ -156,8 +156,8 @@ async fn rollback_strategy_cancels_the_run_in_flight(pool: PgPool) -> anyhow::Re
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn backpressure_rejects_over_limit_and_inserts_nothing(pool: PgPool) -> anyhow::Result<()> {
     let limit = QueueLimit {
-        max_pending: 3,
         retry_after: Duration::from_secs(5),
+        ..QueueLimit::new(3)
     };
     let mut threads = Vec::new();
     for _ in 0..5 {
@@ -289,8 +289,8 @@ async fn unbound_thread_is_bound_by_its_first_run(pool: PgPool) -> anyhow::Resul
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn delayed_runs_do_not_take_the_budget_of_runs_due_now(pool: PgPool) -> anyhow::Result<()> {
     let limit = QueueLimit {
-        max_pending: 2,
         retry_after: Duration::from_secs(5),
+        ..QueueLimit::new(2)
     };
     let later = |thread: &Thread| NewRun {
         after: Duration::from_secs(3600),
@@ -332,5 +332,86 @@ async fn delayed_runs_do_not_take_the_budget_of_runs_due_now(pool: PgPool) -> an
         "{refused:?}"
     );
     assert_eq!(count_runs(&pool).await, 4);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn one_caller_holds_no_more_than_their_share_of_pending_runs(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let limit = QueueLimit {
+        max_pending_per_caller: 2,
+        ..QueueLimit::new(100)
+    };
+    let of = |owner: &str| NewThread::new(GRAPH, owner);
+    let mut ana = Vec::new();
+    for _ in 0..3 {
+        ana.push(thread::create(&pool, &of("ana")).await?);
+    }
+    let luis = thread::create(&pool, &of("luis")).await?;
+    // Ana's share holds her runs due now and delayed, on any of her threads ...
+    run::enqueue(&pool, &NewRun::new(ana[0].thread_id, GRAPH), Some(limit)).await?;
+    let later = NewRun {
+        after: Duration::from_secs(3600),
+        ..NewRun::new(ana[1].thread_id, GRAPH)
+    };
+    run::enqueue(&pool, &later, Some(limit)).await?;
+    let refused = run::enqueue(&pool, &NewRun::new(ana[2].thread_id, GRAPH), Some(limit)).await;
+    match refused {
+        Err(Error::CallerShare {
+            owner,
+            pending: 2,
+            limit: 2,
+            ..
+        }) => assert_eq!(owner, "ana"),
+        other => panic!("{other:?}"),
+    }
+    assert!(refused_is_transient(&pool, &ana[2], limit).await);
+    // ... and others' runs are still taken.
+    run::enqueue(&pool, &NewRun::new(luis.thread_id, GRAPH), Some(limit)).await?;
+    assert_eq!(count_runs(&pool).await, 3);
+    // Once one of hers started, she may queue another.
+    claim_one(&pool, &new_worker(&pool).await).await;
+    run::enqueue(&pool, &NewRun::new(ana[2].thread_id, GRAPH), Some(limit)).await?;
+    Ok(())
+}
+
+async fn refused_is_transient(pool: &PgPool, thread: &Thread, limit: QueueLimit) -> bool {
+    run::enqueue(pool, &NewRun::new(thread.thread_id, GRAPH), Some(limit))
+        .await
+        .is_err_and(|err| err.is_transient())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_delayed_past_the_horizon_is_refused(pool: PgPool) -> anyhow::Result<()> {
+    let limit = QueueLimit {
+        horizon: Duration::from_secs(3600),
+        ..QueueLimit::new(100)
+    };
+    let thread = new_thread(&pool).await;
+    let delayed = |seconds| NewRun {
+        after: Duration::from_secs(seconds),
+        ..NewRun::new(thread.thread_id, GRAPH)
+    };
+    for refused in [
+        run::enqueue(&pool, &delayed(3601), Some(limit)).await.err(),
+        run::enqueue_batch(&pool, &[delayed(3601)], Some(limit))
+            .await
+            .err(),
+    ] {
+        assert!(
+            matches!(
+                refused,
+                Some(Error::Invalid {
+                    field: "after_seconds",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(count_runs(&pool).await, 0);
+    run::enqueue(&pool, &delayed(3600), Some(limit)).await?;
+    run::enqueue_batch(&pool, &[delayed(3600)], Some(limit)).await?;
     Ok(())
 }

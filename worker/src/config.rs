@@ -59,6 +59,9 @@ pub struct WorkerConfig {
     /// Pending runs per graph above which the scheduler holds a cron's run to its next tick, as
     /// the api refuses clients' runs past it.
     pub max_pending: i64,
+    /// Pending runs of one owner above which the scheduler holds their cron's run to its next
+    /// tick, as the api refuses a caller's runs past their share.
+    pub max_pending_per_caller: i64,
     /// Python graphs from a `langgraph.json`, executed by LangGraph in runner processes.
     pub python: Option<PythonConfig>,
 }
@@ -79,6 +82,7 @@ impl WorkerConfig {
             max_concurrency: None,
             cron_interval: CRON_INTERVAL_DEFAULT,
             max_pending: MAX_PENDING_DEFAULT,
+            max_pending_per_caller: mostrador_queue::run::MAX_PENDING_PER_CALLER_DEFAULT,
             python: None,
         }
     }

@@ -90,7 +90,9 @@ pub async fn run(
         supervisor.config.cron_interval,
         QueueLimit {
             max_pending: supervisor.config.max_pending,
+            max_pending_per_caller: supervisor.config.max_pending_per_caller,
             retry_after: supervisor.config.cron_interval,
+            ..QueueLimit::new(supervisor.config.max_pending)
         },
         scheduler_stopped,
     ));

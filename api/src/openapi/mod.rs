@@ -233,7 +233,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/{thread_id}/runs",
         "runs",
         "Enqueue a background run",
-        &[200, 400, 401, 403, 404, 409, 422, 503],
+        &[200, 400, 401, 403, 404, 409, 422, 429, 503],
     ),
     (
         "post",
@@ -380,14 +380,14 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/runs",
         "stateless runs",
         "A background run on a new thread",
-        &[200, 400, 401, 403, 404, 422, 503],
+        &[200, 400, 401, 403, 404, 422, 429, 503],
     ),
     (
         "post",
         "/runs/batch",
         "stateless runs",
         "Background runs on new threads, all or nothing",
-        &[200, 400, 401, 403, 404, 422, 503],
+        &[200, 400, 401, 403, 404, 422, 429, 503],
     ),
     (
         "post",

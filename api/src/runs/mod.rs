@@ -65,6 +65,13 @@ pub fn queue_error(err: QueueError) -> ApiError {
                 format!("graph {graph_id:?} has too many runs waiting; try again later"),
             )
         },
+        QueueError::CallerShare { retry_after, .. } => ApiError {
+            retry_after: Some(retry_after.as_secs().max(1)),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "you have too many runs waiting; try again when some have started",
+            )
+        },
         QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
         other => ApiError::failed(other),
     }
