@@ -171,6 +171,11 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_CRONS_PER_CALLER", default_value_t = mostrador_api::app::MAX_CRONS_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
     max_crons_per_caller: i64,
 
+    /// The bytes a page of threads (`POST /threads/search`) may hold; past it a 413 asks for a
+    /// smaller page.
+    #[arg(long, env = "MOSTRADOR_MAX_PAGE_BYTES", default_value_t = mostrador_api::app::MAX_PAGE_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    max_page_bytes: usize,
+
     /// Where `/metrics` is served, apart from the api's routes (Prometheus scrapes it; the api's
     /// callers do not reach it) [default: not served; the chart serves it on 0.0.0.0:9092].
     #[arg(long, env = "MOSTRADOR_API_METRICS_LISTEN")]
@@ -371,6 +376,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_subscribers = args.max_subscribers;
     config.max_subscribers_per_caller = args.max_streams_per_caller;
     config.max_crons_per_caller = args.max_crons_per_caller;
+    config.max_page_bytes = args.max_page_bytes;
     config.edge = mostrador_api::serve::Edge {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,

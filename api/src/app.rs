@@ -36,6 +36,9 @@ pub const MAX_CRONS_PER_CALLER_DEFAULT: i64 = 100;
 /// Open streams and waits of one caller per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_PER_CALLER_DEFAULT: usize = 100;
 
+/// The bytes of a page of threads (`POST /threads/search`) when no limit is configured.
+pub const MAX_PAGE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
+
 /// How the api behaves.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -61,6 +64,9 @@ pub struct ApiConfig {
     pub slow_client_timeout: Duration,
     /// Enabled crons one caller may have (a 422 past it).
     pub max_crons_per_caller: i64,
+    /// The bytes a page of threads may hold (a 413 past it, naming smaller pages): the api holds
+    /// a page in memory while it answers.
+    pub max_page_bytes: usize,
     /// Connections at once, and the time a client has to send a request's headers.
     pub edge: Edge,
     /// Whether `/metrics` is served with the api's routes (`mostrador dev`, on loopback). Else it
@@ -177,6 +183,7 @@ impl ApiConfig {
             slow_client_timeout: SLOW_CLIENT_TIMEOUT_DEFAULT,
             edge: Edge::default(),
             max_crons_per_caller: MAX_CRONS_PER_CALLER_DEFAULT,
+            max_page_bytes: MAX_PAGE_BYTES_DEFAULT,
             public_metrics: false,
             dashboard_token: None,
             python_graphs: Vec::new(),
@@ -212,6 +219,7 @@ struct Inner {
     max_subscribers: usize,
     max_subscribers_per_caller: usize,
     max_crons_per_caller: i64,
+    max_page_bytes: usize,
     /// Open streams and waits by caller (those with none are not kept).
     subscribers: std::sync::Mutex<HashMap<String, usize>>,
     slow_client_timeout: Duration,
@@ -256,6 +264,7 @@ impl AppState {
             max_subscribers: config.max_subscribers,
             max_subscribers_per_caller: config.max_subscribers_per_caller,
             max_crons_per_caller: config.max_crons_per_caller,
+            max_page_bytes: config.max_page_bytes,
             subscribers: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
@@ -360,6 +369,10 @@ impl AppState {
 
     pub fn max_crons_per_caller(&self) -> i64 {
         self.0.max_crons_per_caller
+    }
+
+    pub fn max_page_bytes(&self) -> usize {
+        self.0.max_page_bytes
     }
 
     pub fn slow_client_timeout(&self) -> Duration {

@@ -179,11 +179,17 @@ const THREAD_FIELDS: [&str; 10] = [
     "error",
 ];
 
+///
+/// The page is written as it is read, thread by thread, and holds at most
+/// [`AppState::max_page_bytes`]: past it the answer is a 413 saying so (a smaller `limit`, or a
+/// `select` without `values`, fits), never a page cut short. Threads' states are read only when
+/// `values` or `interrupts` are selected.
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(search): Body<Search>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     let select = search.select.clone();
     if let Some(unknown) = select
         .iter()
@@ -200,15 +206,42 @@ pub async fn search(
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
         Err(err) => return Err(ApiError::failed(err)),
     };
-    let mut found = Vec::with_capacity(threads.len());
-    for thread in &threads {
-        let mut json = thread_json(&state, thread).await?;
+    let with_state = select.as_ref().is_none_or(|select| {
+        select
+            .iter()
+            .any(|field| field == "values" || field == "interrupts")
+    });
+    let mut page = b"[".to_vec();
+    for (i, thread) in threads.iter().enumerate() {
+        let mut json = if with_state {
+            thread_json(&state, thread).await?
+        } else {
+            thread_json_without_state(thread)
+        };
         if let (Some(select), Value::Object(fields)) = (&select, &mut json) {
             fields.retain(|field, _| select.contains(field));
         }
-        found.push(json);
+        if i > 0 {
+            page.push(b',');
+        }
+        serde_json::to_writer(&mut page, &json).map_err(ApiError::failed)?;
+        if page.len() >= state.max_page_bytes() {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the page's threads hold more than {} bytes: ask for fewer (limit) or select \
+                     fields without values",
+                    state.max_page_bytes()
+                ),
+            ));
+        }
     }
-    Ok(Json(found))
+    page.push(b']');
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        page,
+    )
+        .into_response())
 }
 
 /// `POST /threads/count`: how many threads a search with the same filters finds.
@@ -276,6 +309,7 @@ fn thread_search(caller: &Caller, search: Search) -> Result<ThreadSearch, ApiErr
 /// latest checkpoint.
 async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiError> {
     let latest = crate::state::latest(state, thread.thread_id, thread.graph_id.as_deref()).await?;
+    let mut json = thread_json_without_state(thread);
     // By task id, as the client reads them.
     let mut interrupts = Map::new();
     for (task_id, interrupt) in latest.iter().flat_map(|latest| latest.interrupts.clone()) {
@@ -283,6 +317,13 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
             list.push(interrupt);
         }
     }
+    json["values"] = json!(latest.map(|latest| Value::Object(latest.values)));
+    json["interrupts"] = Value::Object(interrupts);
+    Ok(json)
+}
+
+/// A thread as the client reads it, but its state: `values` null, `interrupts` empty.
+fn thread_json_without_state(thread: &Thread) -> Value {
     let mut metadata = thread.metadata.clone();
     if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata)
         && !map.contains_key("graph_id")
@@ -294,7 +335,7 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
         map.entry("assistant_id")
             .or_insert_with(|| json!(Assistant::for_graph(graph_id).assistant_id));
     }
-    Ok(json!({
+    json!({
         "thread_id": thread.thread_id.0,
         "created_at": thread.created_at,
         "updated_at": thread.updated_at,
@@ -302,10 +343,10 @@ async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiErro
         "metadata": metadata,
         "status": thread.status.as_str(),
         "config": {},
-        "values": latest.map(|latest| Value::Object(latest.values)),
-        "interrupts": interrupts,
+        "values": null,
+        "interrupts": {},
         "error": null,
-    }))
+    })
 }
 
 /// `PATCH /threads/{thread_id}`.

@@ -525,3 +525,38 @@ async fn a_threads_files_are_its_owners_alone(pool: PgPool) {
         }
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_page_of_threads_past_its_byte_cap_is_a_413_never_a_short_page(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_page_bytes: 4096,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let big = json!({"metadata": {"notes": "x".repeat(1500)}}).to_string();
+    for _ in 0..3 {
+        create(&api, &ana, &big).await;
+    }
+    let search = |body: &'static str| {
+        let request = api.request("POST", "/threads/search", &ana, body);
+        async { api.send(request).await }
+    };
+    let (status, _, answer) = search("{}").await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    assert!(
+        answer["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("4096")),
+        "{answer}"
+    );
+    let (status, _, page) = search(r#"{"limit": 2}"#).await;
+    assert_eq!(status, StatusCode::OK, "a smaller page fits");
+    assert_eq!(page.as_array().map(Vec::len), Some(2));
+    let (status, _, page) = search(r#"{"select": ["thread_id", "status"]}"#).await;
+    assert_eq!(status, StatusCode::OK, "so do fewer fields");
+    assert_eq!(page.as_array().map(Vec::len), Some(3));
+}

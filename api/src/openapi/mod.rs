@@ -121,7 +121,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "/threads/search",
         "threads",
         "The caller's visible threads (newest first unless sorted otherwise)",
-        &[200, 401, 422],
+        &[200, 401, 413, 422, 503],
     ),
     (
         "post",
@@ -468,7 +468,7 @@ fn describe(status: u16) -> &'static str {
         403 => "Only a manager may do this",
         404 => "Not found, or not visible to the caller",
         409 => "Conflict with the thread's runs or state",
-        413 => "The body is larger than the server accepts",
+        413 => "Too large: the request's body, or the page of results it asks for",
         415 => "The body is not declared as JSON (Content-Type: application/json)",
         422 => "Invalid request: {\"detail\": ...}",
         503 => "Over a limit or draining: retry after Retry-After",
