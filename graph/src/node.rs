@@ -190,9 +190,9 @@ impl NodeContext {
         &self.node
     }
 
-    /// This task's id: unique across threads and supersteps (it names the checkpoint the task
-    /// runs from) and the same every time the task runs again (after a crash, a drain or an
-    /// interrupt's resume), so it is a sound idempotency key for effects.
+    /// This task's id: unique across threads (copies included) and supersteps (it names the thread
+    /// and the checkpoint the task runs from) and the same every time the task runs again (after
+    /// a crash, a drain or an interrupt's resume), so it is a sound idempotency key for effects.
     pub fn task_id(&self) -> &str {
         &self.task_id
     }

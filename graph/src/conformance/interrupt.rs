@@ -51,7 +51,7 @@ pub async fn interrupt_reruns_the_node_from_its_start<C: Checkpointer>(
 }
 
 /// `task_id` is an idempotency key: the same when a task runs again (its resume), different on
-/// another thread and in another superstep.
+/// another thread, on a copy of the thread, and in another superstep.
 pub async fn task_id_is_stable_across_reruns_and_unique_elsewhere<C: Checkpointer>(
     checkpointer: &C,
 ) -> TestResult {
@@ -79,24 +79,30 @@ pub async fn task_id_is_stable_across_reruns_and_unique_elsewhere<C: Checkpointe
             .edge("ask", "after")
             .compile()?
     };
-    let (a, b) = (thread(), thread());
+    let (a, b, copy) = (thread(), thread(), thread());
+    let yes = || RunInput::Resume(Resume::Value(json!("yes")));
     run(&graph, checkpointer, a, input()).await;
-    run(
-        &graph,
-        checkpointer,
-        a,
-        RunInput::Resume(Resume::Value(json!("yes"))),
-    )
-    .await;
+    checkpointer.copy_thread(a, copy).await?;
+    run(&graph, checkpointer, a, yes()).await;
     run(&graph, checkpointer, b, input()).await;
+    run(&graph, checkpointer, copy, yes()).await;
     let seen = seen.lock().expect("lock").clone();
-    assert_eq!(seen.len(), 4, "ask, ask again, after, ask on b: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        6,
+        "ask, ask again, after, ask on b, ask and after on the copy: {seen:?}"
+    );
     assert_eq!(seen[0], seen[1], "the resumed task keeps its id");
     assert_ne!(seen[1], seen[2], "the next superstep's task has another id");
     assert_ne!(
         seen[0], seen[3],
         "the same task on another thread has another id"
     );
+    assert_ne!(
+        seen[4], seen[1],
+        "the same task on a copy of the thread has another id: its effects are its own"
+    );
+    assert_ne!(seen[5], seen[2]);
     Ok(())
 }
 

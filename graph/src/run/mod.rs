@@ -343,7 +343,11 @@ impl<C: Checkpointer> Execution<'_, C> {
             };
             let ctx = NodeContext {
                 node: Arc::from(spec.node.as_str()),
-                task_id: Arc::from(format!("{checkpoint_id}:{task_id}").as_str()),
+                // The thread's id too: a copy of a thread holds the original's checkpoint ids (as
+                // on the official server), and its tasks' effects are its own.
+                task_id: Arc::from(
+                    format!("{}:{checkpoint_id}:{task_id}", self.thread_id).as_str(),
+                ),
                 state: Arc::clone(&state),
                 arg: spec.arg.clone(),
                 config: Arc::clone(&config),
