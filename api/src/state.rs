@@ -7,7 +7,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
-use mostrador_queue::{PgCheckpointer, Thread, ThreadId, ThreadStatus, saver};
+use mostrador_queue::{
+    Error as QueueError, IdleThreadCheckpointer, PgCheckpointer, Thread, ThreadId, ThreadStatus,
+    saver,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -484,24 +487,39 @@ pub async fn update(
     } else {
         may_write(&caller, &thread)?;
     }
-    if thread.status == ThreadStatus::Busy {
-        return Err(ApiError::new(
+    let in_flight = || {
+        ApiError::new(
             StatusCode::CONFLICT,
             "the thread has a run in flight: update its state when the run is over",
-        ));
+        )
+    };
+    if thread.status == ThreadStatus::Busy {
+        return Err(in_flight());
     }
     let values = update.values.unwrap_or(Value::Null);
     let values = if values.is_null() { json!({}) } else { values };
+    // Written only while the thread has no run in flight and has not changed since the update
+    // read it, checked in the write's transaction (a run enqueued meanwhile waits, or is seen).
     let checkpoint_id = graph
         .update_state(
-            &PgCheckpointer::new(state.pool().clone()),
+            &IdleThreadCheckpointer::new(state.pool().clone()),
             thread.thread_id.0,
             values,
             update.as_node.as_deref(),
             checkpoint_id,
         )
         .await
-        .map_err(graph_error)?;
+        .map_err(|err| match &err {
+            GraphError::Checkpointer(source)
+                if matches!(
+                    source.downcast_ref::<QueueError>(),
+                    Some(QueueError::ThreadBusy(_))
+                ) =>
+            {
+                in_flight()
+            }
+            _ => graph_error(err),
+        })?;
     let checkpoint = json!({"thread_id": thread.thread_id.0, "checkpoint_ns": "", "checkpoint_id": checkpoint_id});
     Ok(Json(json!({
         "checkpoint": checkpoint,

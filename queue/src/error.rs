@@ -46,6 +46,11 @@ pub enum Error {
     #[error("thread {thread_id} already has run {run_id} in flight")]
     Conflict { thread_id: ThreadId, run_id: RunId },
 
+    /// A change outside any run (a state update) found a run of the thread in flight, or the
+    /// thread changed since the change read it; nothing was written.
+    #[error("thread {0} has a run in flight or changed meanwhile")]
+    ThreadBusy(ThreadId),
+
     /// The graph's pending queue is at its limit; nothing was inserted.
     #[error("graph {graph_id:?} has {pending} pending runs, at its limit of {limit}")]
     Backpressure {

@@ -58,7 +58,7 @@ pub mod thread;
 mod error;
 
 pub use cancel::{CancelOutcome, cancel};
-pub use checkpoint::PgCheckpointer;
+pub use checkpoint::{IdleThreadCheckpointer, PgCheckpointer};
 pub use claim::{ClaimedRun, Lease, claim};
 pub use error::{Error, Result, is_transient};
 pub use event::{NewEvent, RunEvent};

@@ -313,3 +313,97 @@ async fn sweeping_a_run_whose_thread_is_being_deleted_does_not_deadlock(
     assert_eq!(swept.errored, vec![run.run_id], "the next sweep takes it");
     Ok(())
 }
+
+/// Whether a graph's call failed because the thread was busy or changed under the update.
+fn refused_as_busy<T: std::fmt::Debug>(result: Result<T, GraphError>) -> bool {
+    matches!(
+        &result,
+        Err(GraphError::Checkpointer(source))
+            if matches!(source.downcast_ref::<Error>(), Some(Error::ThreadBusy(_)))
+    )
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_state_update_is_written_only_while_its_thread_is_idle_and_unchanged(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use mostrador_graph::checkpoint::Checkpointer;
+    use mostrador_queue::IdleThreadCheckpointer;
+    let graph = StateGraph::new()
+        .channel("v", Reducer::LastValue)
+        .node("set", |_| async { Ok(Command::new()) })
+        .edge(START, "set")
+        .compile()?;
+    let thread = new_thread(&pool).await;
+    let id = thread.thread_id.0;
+    let idle = || IdleThreadCheckpointer::new(pool.clone());
+    let value = |pool: PgPool| {
+        let graph = graph.clone();
+        async move {
+            graph
+                .get_state(&PgCheckpointer::new(pool), id, None)
+                .await
+                .expect("state")
+                .values["v"]
+                .clone()
+        }
+    };
+    graph
+        .update_state(&idle(), id, json!({"v": 1}), None, None)
+        .await?;
+    assert_eq!(
+        value(pool.clone()).await,
+        json!(1),
+        "an idle thread is updated"
+    );
+
+    // A run in flight: nothing is written.
+    let run = enqueue(&pool, NewRun::new(thread.thread_id, GRAPH)).await;
+    let refused = graph
+        .update_state(&idle(), id, json!({"v": 2}), None, None)
+        .await;
+    assert!(refused_as_busy(refused));
+    assert_eq!(value(pool.clone()).await, json!(1));
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("the run");
+    assert_eq!(claimed.run_id, run.run_id);
+    let refused = graph
+        .update_state(&idle(), id, json!({"v": 2}), None, None)
+        .await;
+    assert!(refused_as_busy(refused), "nor while it runs");
+    claimed
+        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
+        .await?;
+
+    // The thread changed between the update's read and its write: nothing is written.
+    let update = idle();
+    let read = update
+        .get(id, None)
+        .await
+        .expect("read")
+        .expect("a checkpoint");
+    graph
+        .update_state(
+            &PgCheckpointer::new(pool.clone()),
+            id,
+            json!({"v": 3}),
+            None,
+            None,
+        )
+        .await?;
+    let mut stale = read.checkpoint.clone();
+    stale.parent_id = Some(stale.checkpoint_id);
+    stale.checkpoint_id = uuid::Uuid::now_v7();
+    stale.step += 1;
+    let refused = update.put(id, &stale, &read.values, &[]).await;
+    assert!(
+        refused.is_err_and(|err| matches!(err.downcast_ref::<Error>(), Some(Error::ThreadBusy(_)))),
+        "a write over a change it did not read is refused"
+    );
+    assert_eq!(value(pool.clone()).await, json!(3));
+    graph
+        .update_state(&idle(), id, json!({"v": 4}), None, None)
+        .await?;
+    assert_eq!(value(pool).await, json!(4), "idle and unchanged again");
+    Ok(())
+}
