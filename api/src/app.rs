@@ -36,6 +36,9 @@ pub const MAX_CRONS_PER_CALLER_DEFAULT: i64 = 100;
 /// Open streams and waits of one caller per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_PER_CALLER_DEFAULT: usize = 100;
 
+/// How long a caller found over their share of the queue is refused without asking the database.
+const OVER_SHARE_COOLDOWN: Duration = Duration::from_secs(1);
+
 /// The bytes of a page of threads (`POST /threads/search`) when no limit is configured.
 pub const MAX_PAGE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 
@@ -222,6 +225,9 @@ struct Inner {
     max_page_bytes: usize,
     /// Open streams and waits by caller (those with none are not kept).
     subscribers: std::sync::Mutex<HashMap<String, usize>>,
+    /// Callers found over their share of the queue, until when their new runs are refused
+    /// without asking the database.
+    over_share: std::sync::Mutex<HashMap<String, std::time::Instant>>,
     slow_client_timeout: Duration,
     metrics: Metrics,
     /// The dashboard page, as served.
@@ -266,6 +272,7 @@ impl AppState {
             max_crons_per_caller: config.max_crons_per_caller,
             max_page_bytes: config.max_page_bytes,
             subscribers: std::sync::Mutex::default(),
+            over_share: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
             metrics: Metrics::default(),
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
@@ -369,6 +376,38 @@ impl AppState {
 
     pub fn max_crons_per_caller(&self) -> i64 {
         self.0.max_crons_per_caller
+    }
+
+    /// Remembers that `caller` is over their share of the queue: for the next second their new
+    /// runs get the same 429 at once, so a flood past the share costs no database work.
+    pub fn over_share(&self, caller: &crate::auth::Caller) {
+        let until = std::time::Instant::now() + OVER_SHARE_COOLDOWN;
+        let mut over = self
+            .0
+            .over_share
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        over.retain(|_, until| *until > std::time::Instant::now());
+        over.insert(caller.subject.clone(), until);
+    }
+
+    /// A 429 for a caller found over their share within the last second.
+    ///
+    /// # Errors
+    ///
+    /// The 429, with `Retry-After`.
+    pub fn within_share(&self, caller: &crate::auth::Caller) -> Result<(), crate::error::ApiError> {
+        let over = self
+            .0
+            .over_share
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match over.get(&caller.subject) {
+            Some(until) if *until > std::time::Instant::now() => {
+                Err(runs::over_share(self.0.queue_limit.retry_after))
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn max_page_bytes(&self) -> usize {

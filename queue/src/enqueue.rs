@@ -136,9 +136,14 @@ pub async fn enqueue<'a>(
             .await?;
         }
     }
+    // A caller's run queues behind the runs of callers with fewer runs waiting: it comes after
+    // as many priority levels as the caller has runs pending, so one caller's backlog never
+    // stands before another caller's next run.
+    let mut priority = new.priority;
     if let Some(limit) = limit {
         check_limit(&mut tx, &new.graph_id, !new.after.is_zero(), 1, limit).await?;
-        check_share(&mut tx, &thread.owner, limit).await?;
+        let waiting = check_share(&mut tx, &thread.owner, limit).await?;
+        priority = priority.saturating_add(i32::try_from(waiting).unwrap_or(i32::MAX));
     }
 
     let in_flight = sqlx::query_scalar!(
@@ -214,7 +219,7 @@ pub async fn enqueue<'a>(
         new.config,
         new.metadata,
         new.multitask_strategy as MultitaskStrategy,
-        new.priority,
+        priority,
         new.after.as_secs_f64(),
         new.max_attempts,
         new.trace_id,
@@ -470,9 +475,9 @@ async fn check_limit(
 }
 
 /// Fails with [`Error::CallerShare`] when `owner` has their share of pending runs already (due
-/// or delayed, every graph). Counts at most the share's rows, through the index of pending runs
-/// by owner.
-async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) -> Result {
+/// or delayed, every graph); else how many they have. Counts at most the share's rows, through
+/// the index of pending runs by owner.
+async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) -> Result<i64> {
     let pending = sqlx::query_scalar!(
         r#"
         select count(*) as "n!"
@@ -497,5 +502,5 @@ async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) ->
             retry_after: limit.retry_after,
         });
     }
-    Ok(())
+    Ok(pending)
 }

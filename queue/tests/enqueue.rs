@@ -415,3 +415,29 @@ async fn a_run_delayed_past_the_horizon_is_refused(pool: PgPool) -> anyhow::Resu
     run::enqueue_batch(&pool, &[delayed(3600)], Some(limit)).await?;
     Ok(())
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_backlog_never_stands_before_another_callers_next_run(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let limit = QueueLimit::new(100);
+    let mut ana = Vec::new();
+    for _ in 0..5 {
+        let thread = thread::create(&pool, &NewThread::new(GRAPH, "ana")).await?;
+        ana.push(run::enqueue(&pool, &NewRun::new(thread.thread_id, GRAPH), Some(limit)).await?);
+    }
+    let luis = thread::create(&pool, &NewThread::new(GRAPH, "luis")).await?;
+    let luis = run::enqueue(&pool, &NewRun::new(luis.thread_id, GRAPH), Some(limit)).await?;
+    let worker = new_worker(&pool).await;
+    let mut order = Vec::new();
+    while let Some(claimed) = claim_one(&pool, &worker).await {
+        order.push(claimed.run_id);
+    }
+    let ana: Vec<_> = ana.iter().map(|e| e.run.run_id).collect();
+    assert_eq!(
+        order,
+        [ana[0], luis.run.run_id, ana[1], ana[2], ana[3], ana[4]],
+        "luis's run comes after ana's first, not after her five"
+    );
+    Ok(())
+}

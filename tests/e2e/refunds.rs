@@ -92,7 +92,7 @@ async fn refunds_never_exceed_what_an_order_may_refund(pool: PgPool) {
             (order_id(seed, 3), own.clone()),
         ];
         for (order, of) in &orders {
-            place_order(&db.pool, order, of).await;
+            place_order_at(&db.pool, STORE, order, of).await;
         }
         let customer_token = token(DEV_SECRET, &customer, Role::Customer, STORE);
         let own_token = token(DEV_SECRET, &own, Role::Manager, STORE);
@@ -151,14 +151,16 @@ fn order_id(seed: u64, n: u64) -> String {
     format!("PED-7{seed:03}{n}")
 }
 
-async fn place_order(pool: &PgPool, order_id: &str, customer: &str) {
+/// An order of `customer` at `store`, delivered two days ago: a pair of trail shoes and two
+/// T-shirts, all of it refundable.
+pub async fn place_order_at(pool: &PgPool, store: &str, order_id: &str, customer: &str) {
     sqlx::query(
         "insert into retail.orders (order_id, customer, store_id, placed_at, delivered_at, total)
          values ($1, $2, $3, now() - interval '5 days', now() - interval '2 days', 129.80)",
     )
     .bind(order_id)
     .bind(customer)
-    .bind(STORE)
+    .bind(store)
     .execute(pool)
     .await
     .expect("order");

@@ -145,6 +145,8 @@ pub async fn accept(
         Err(err) if create && err.status == StatusCode::NOT_FOUND => None,
         Err(err) => return Err(err),
     };
+    // After the thread: another's thread is missing, whatever the caller's share.
+    state.within_share(caller)?;
     let assistant = resolve_assistant(state, caller, &body).await?;
     let python = state.is_python(&assistant.graph_id);
     let Some(thread) = thread else {
@@ -201,7 +203,7 @@ pub async fn accept(
         may_write(caller, &thread)?;
     }
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
-    let run = enqueued.map_err(|err| refused(state, err))?.run;
+    let run = enqueued.map_err(|err| refused(state, caller, err))?.run;
     state.metrics().runs_created.inc();
     Ok(Accepted {
         thread,
@@ -231,9 +233,13 @@ fn nothing_to_resume() -> ApiError {
     )
 }
 
-fn refused(state: &AppState, err: QueueError) -> ApiError {
-    if matches!(err, QueueError::Backpressure { .. }) {
-        state.metrics().backpressure_rejections.inc();
+fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
+    match &err {
+        QueueError::Backpressure { .. } => {
+            state.metrics().backpressure_rejections.inc();
+        }
+        QueueError::CallerShare { .. } => state.over_share(caller),
+        _ => {}
     }
     queue_error(err)
 }
@@ -260,7 +266,7 @@ async fn create_and_enqueue(
         .ok_or_else(crate::threads::thread_taken)?;
     let enqueued = run::enqueue(&mut *tx, new, Some(state.queue_limit()))
         .await
-        .map_err(|err| refused(state, err))?;
+        .map_err(|err| refused(state, caller, err))?;
     tx.commit().await.map_err(ApiError::failed)?;
     state.metrics().runs_created.inc();
     Ok(Accepted {
@@ -301,6 +307,7 @@ async fn accept_stateless(
     caller: &Caller,
     bodies: Vec<CreateRun>,
 ) -> Result<Vec<Accepted>, ApiError> {
+    state.within_share(caller)?;
     let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let mut accepted = Vec::with_capacity(bodies.len());
     for body in bodies {
@@ -326,12 +333,7 @@ async fn accept_stateless(
         let new = new_run(caller, thread.thread_id, &assistant, body, graph, None)?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
-            Err(err) => {
-                if matches!(err, QueueError::Backpressure { .. }) {
-                    state.metrics().backpressure_rejections.inc();
-                }
-                return Err(queue_error(err));
-            }
+            Err(err) => return Err(refused(state, caller, err)),
         };
         accepted.push(Accepted {
             thread,

@@ -39,6 +39,17 @@ pub(crate) fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
 }
 
+/// The 429 of a caller over their share of the queue.
+pub fn over_share(retry_after: std::time::Duration) -> ApiError {
+    ApiError {
+        retry_after: Some(retry_after.as_secs().max(1)),
+        ..ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "you have too many runs waiting; try again when some have started",
+        )
+    }
+}
+
 /// The api's answer to a queue error.
 pub fn queue_error(err: QueueError) -> ApiError {
     match err {
@@ -65,13 +76,7 @@ pub fn queue_error(err: QueueError) -> ApiError {
                 format!("graph {graph_id:?} has too many runs waiting; try again later"),
             )
         },
-        QueueError::CallerShare { retry_after, .. } => ApiError {
-            retry_after: Some(retry_after.as_secs().max(1)),
-            ..ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "you have too many runs waiting; try again when some have started",
-            )
-        },
+        QueueError::CallerShare { retry_after, .. } => over_share(retry_after),
         QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
         other => ApiError::failed(other),
     }
