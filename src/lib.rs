@@ -176,6 +176,14 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_PAGE_BYTES", default_value_t = mostrador_api::app::MAX_PAGE_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
     max_page_bytes: usize,
 
+    /// The most supersteps a run may ask for (`config.recursion_limit`); more gets a 422.
+    #[arg(long, env = "MOSTRADOR_MAX_RECURSION_LIMIT", default_value_t = mostrador_api::runs::config::RECURSION_LIMIT_MAX, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_recursion_limit: u64,
+
+    /// The largest metadata of a thread or a run, in bytes of JSON; larger gets a 422.
+    #[arg(long, env = "MOSTRADOR_MAX_METADATA_BYTES", default_value_t = mostrador_queue::METADATA_MAX_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=16 * 1024 * 1024))]
+    max_metadata_bytes: usize,
+
     /// Where `/metrics` is served, apart from the api's routes (Prometheus scrapes it; the api's
     /// callers do not reach it) [default: not served; the chart serves it on 0.0.0.0:9092].
     #[arg(long, env = "MOSTRADOR_API_METRICS_LISTEN")]
@@ -377,6 +385,8 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.max_subscribers_per_caller = args.max_streams_per_caller;
     config.max_crons_per_caller = args.max_crons_per_caller;
     config.max_page_bytes = args.max_page_bytes;
+    config.max_recursion_limit = args.max_recursion_limit;
+    mostrador_queue::set_metadata_max_bytes(args.max_metadata_bytes);
     config.edge = mostrador_api::serve::Edge {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,

@@ -67,6 +67,8 @@ pub struct ApiConfig {
     pub slow_client_timeout: Duration,
     /// Enabled crons one caller may have (a 422 past it).
     pub max_crons_per_caller: i64,
+    /// The most supersteps a run may ask for (`config.recursion_limit`; a 422 past it).
+    pub max_recursion_limit: u64,
     /// The bytes a page of threads may hold (a 413 past it, naming smaller pages): the api holds
     /// a page in memory while it answers.
     pub max_page_bytes: usize,
@@ -187,6 +189,7 @@ impl ApiConfig {
             edge: Edge::default(),
             max_crons_per_caller: MAX_CRONS_PER_CALLER_DEFAULT,
             max_page_bytes: MAX_PAGE_BYTES_DEFAULT,
+            max_recursion_limit: runs::config::RECURSION_LIMIT_MAX,
             public_metrics: false,
             dashboard_token: None,
             python_graphs: Vec::new(),
@@ -223,6 +226,7 @@ struct Inner {
     max_subscribers_per_caller: usize,
     max_crons_per_caller: i64,
     max_page_bytes: usize,
+    max_recursion_limit: u64,
     /// Open streams and waits by caller (those with none are not kept).
     subscribers: std::sync::Mutex<HashMap<String, usize>>,
     /// Callers found over their share of the queue, until when their new runs are refused
@@ -271,6 +275,7 @@ impl AppState {
             max_subscribers_per_caller: config.max_subscribers_per_caller,
             max_crons_per_caller: config.max_crons_per_caller,
             max_page_bytes: config.max_page_bytes,
+            max_recursion_limit: config.max_recursion_limit,
             subscribers: std::sync::Mutex::default(),
             over_share: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
@@ -412,6 +417,10 @@ impl AppState {
 
     pub fn max_page_bytes(&self) -> usize {
         self.0.max_page_bytes
+    }
+
+    pub fn max_recursion_limit(&self) -> u64 {
+        self.0.max_recursion_limit
     }
 
     pub fn slow_client_timeout(&self) -> Duration {

@@ -352,3 +352,46 @@ async fn the_largest_floats_are_stored_and_read_back_exactly(pool: PgPool) {
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn the_recursion_limit_and_metadata_caps_are_the_operators(pool: PgPool) {
+    // Each test is a process of its own: the process-wide metadata cap is this test's.
+    mostrador_queue::set_metadata_max_bytes(1024);
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_recursion_limit: 50,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let run = |config: Value| json!({"assistant_id": "agent", "config": config}).to_string();
+    let (status, _, answer) = api
+        .send(api.request("POST", "/runs", &ana, &run(json!({"recursion_limit": 51}))))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(
+        answer["detail"].as_str().is_some_and(|d| d.contains("50")),
+        "{answer}"
+    );
+    let (status, _, answer) = api
+        .send(api.request("POST", "/runs", &ana, &run(json!({"recursion_limit": 50}))))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+
+    let big = json!({"metadata": {"notes": "x".repeat(1100)}}).to_string();
+    let (status, _, answer) = api.send(api.request("POST", "/threads", &ana, &big)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(
+        answer["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("1024")),
+        "{answer}"
+    );
+    let small = json!({"metadata": {"notes": "x".repeat(900)}}).to_string();
+    let (status, _, answer) = api
+        .send(api.request("POST", "/threads", &ana, &small))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}

@@ -83,10 +83,24 @@ pub(crate) fn check_page(limit: i64, offset: i64) -> Result {
     Ok(())
 }
 
-/// The largest metadata of a thread or a run, as JSON text: 64 KiB.
-pub const METADATA_MAX_BYTES: usize = 64 * 1024;
+/// The largest metadata of a thread or a run, as JSON text, unless configured: 64 KiB.
+pub const METADATA_MAX_BYTES_DEFAULT: usize = 64 * 1024;
 
-/// Metadata is a JSON object of at most [`METADATA_MAX_BYTES`].
+static METADATA_MAX_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(METADATA_MAX_BYTES_DEFAULT);
+
+/// Sets the largest metadata of a thread or a run this process writes (the operator's setting,
+/// read once at start).
+pub fn set_metadata_max_bytes(bytes: usize) {
+    METADATA_MAX_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The largest metadata of a thread or a run, as JSON text.
+pub fn metadata_max_bytes() -> usize {
+    METADATA_MAX_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Metadata is a JSON object of at most [`metadata_max_bytes`].
 ///
 /// # Errors
 ///
@@ -98,10 +112,11 @@ pub(crate) fn check_metadata(metadata: &serde_json::Value) -> Result {
             reason: "must be a JSON object".into(),
         });
     }
-    if metadata.to_string().len() > METADATA_MAX_BYTES {
+    let most = metadata_max_bytes();
+    if metadata.to_string().len() > most {
         return Err(Error::Invalid {
             field: "metadata",
-            reason: format!("must be at most {METADATA_MAX_BYTES} bytes of JSON"),
+            reason: format!("must be at most {most} bytes of JSON"),
         });
     }
     Ok(())

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::cancel::cancel_in_tx;
 use crate::run::{CancelAction, RunId};
-use crate::{Error, METADATA_MAX_BYTES, Result, check_metadata};
+use crate::{Error, Result, check_metadata, metadata_max_bytes};
 
 mod search;
 
@@ -389,7 +389,7 @@ pub async fn update_metadata(
         "#,
         thread_id.0,
         metadata,
-        i32::try_from(METADATA_MAX_BYTES).unwrap_or(i32::MAX),
+        i32::try_from(metadata_max_bytes()).unwrap_or(i32::MAX),
     )
     .fetch_one(executor)
     .await?;
@@ -398,7 +398,8 @@ pub async fn update_metadata(
         (true, false) => Err(Error::Invalid {
             field: "metadata",
             reason: format!(
-                "the thread's metadata would be over {METADATA_MAX_BYTES} bytes of JSON"
+                "the thread's metadata would be over {} bytes of JSON",
+                metadata_max_bytes()
             ),
         }),
         (true, true) => Ok(()),

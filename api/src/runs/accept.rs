@@ -152,6 +152,7 @@ pub async fn accept(
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
         let new = new_run(
+            state.max_recursion_limit(),
             caller,
             ThreadId(thread_id),
             &assistant,
@@ -169,6 +170,7 @@ pub async fn accept(
         .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
     let head = rust_head(state, &thread, python, names_one).await?;
     let new = new_run(
+        state.max_recursion_limit(),
         caller,
         thread.thread_id,
         &assistant,
@@ -330,7 +332,15 @@ async fn accept_stateless(
             .map_err(ApiError::failed)?;
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
-        let new = new_run(caller, thread.thread_id, &assistant, body, graph, None)?;
+        let new = new_run(
+            state.max_recursion_limit(),
+            caller,
+            thread.thread_id,
+            &assistant,
+            body,
+            graph,
+            None,
+        )?;
         let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
             Ok(enqueued) => enqueued.run,
             Err(err) => return Err(refused(state, caller, err)),
@@ -407,6 +417,7 @@ pub async fn stream_stateless(
 /// starts a new branch there; naming a Rust graph's latest checkpoint, `head`, is the same as
 /// naming none.
 fn new_run(
+    max_recursion_limit: u64,
     caller: &Caller,
     thread_id: ThreadId,
     assistant: &Assistant,
@@ -498,7 +509,7 @@ fn new_run(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
-    limits(&config)?;
+    limits(&config, max_recursion_limit)?;
     acting_for(&mut config, caller);
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {

@@ -8,14 +8,15 @@ use super::unprocessable;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-/// The most supersteps a run may ask for: a graph looping without end stops there.
+/// The most supersteps a run may ask for unless configured: a graph looping without end stops
+/// there.
 pub const RECURSION_LIMIT_MAX: u64 = 10_000;
 
-/// `recursion_limit` (at most [`RECURSION_LIMIT_MAX`]) and `max_concurrency` (a request the
-/// worker bounds) are positive integers.
-pub(super) fn limits(config: &Value) -> Result<(), ApiError> {
+/// `recursion_limit` (at most `max_recursion_limit`) and `max_concurrency` (a request the worker
+/// bounds) are positive integers.
+pub(super) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), ApiError> {
     for (field, most) in [
-        ("recursion_limit", RECURSION_LIMIT_MAX),
+        ("recursion_limit", max_recursion_limit),
         ("max_concurrency", u64::from(u32::MAX)),
     ] {
         if let Some(value) = config.get(field)

@@ -6,7 +6,7 @@
 //! * [`wait`]: streaming a run's events, and waiting for its end.
 
 pub mod accept;
-pub(crate) mod config;
+pub mod config;
 mod rust;
 mod wait;
 
