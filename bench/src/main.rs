@@ -227,7 +227,8 @@ impl std::fmt::Display for Measure {
 async fn reset(pool: &PgPool) -> anyhow::Result<()> {
     baseline::reset(pool).await?;
     sqlx::raw_sql(
-        "truncate mostrador.runs, mostrador.run_events, mostrador.threads, mostrador.workers",
+        "truncate mostrador.runs, mostrador.run_events, mostrador.thread_files, mostrador.threads,
+                  mostrador.workers",
     )
     .execute(pool)
     .await?;
