@@ -412,18 +412,23 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
 ) -> anyhow::Result<()> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // The tasks leave three by three: the bound is reached whatever the machine's load (a task
+    // waits for two others rather than sleeping and hoping they overlap), and a fourth task
+    // running beside them would show in the peak.
+    let together = Arc::new(tokio::sync::Barrier::new(3));
     let graph = {
         let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
         StateGraph::new()
             .channel("done", Reducer::Append)
             .node("work", move |_| {
                 let (in_flight, peak) = (Arc::clone(&in_flight), Arc::clone(&peak));
+                let together = Arc::clone(&together);
                 async move {
                     peak.fetch_max(
                         in_flight.fetch_add(1, Ordering::SeqCst) + 1,
                         Ordering::SeqCst,
                     );
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    together.wait().await;
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     Ok(Command::new().set("done", json!(1)))
                 }
@@ -435,12 +440,13 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
             })
             .compile()?
     };
+    // Bounded below three, the tasks would wait for each other for ever: a timeout says so.
+    let within = Duration::from_secs(30);
+    let (bounded, handle) = (executor(&pool).max_concurrency(Some(3)), RunHandle::new());
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
-    let finish = executor(&pool)
-        .max_concurrency(Some(3))
-        .execute(&claimed, &graph, &RunHandle::new(), None)
-        .await?;
+    let run = bounded.execute(&claimed, &graph, &handle, None);
+    let finish = tokio::time::timeout(within, run).await??;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     assert_eq!(peak.load(Ordering::SeqCst), 3);
 
@@ -452,10 +458,8 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
     })
     .await;
     let claimed = claim_next(&pool).await;
-    let finish = executor(&pool)
-        .max_concurrency(Some(3))
-        .execute(&claimed, &graph, &RunHandle::new(), None)
-        .await?;
+    let run = bounded.execute(&claimed, &graph, &handle, None);
+    let finish = tokio::time::timeout(within, run).await??;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     assert_eq!(peak.load(Ordering::SeqCst), 3, "10 asked, 3 allowed");
     Ok(())
