@@ -4,7 +4,8 @@
 //! When that matches nothing, the run was swept, released or finished behind the caller's back,
 //! maybe claimed again under a newer attempt: the caller gets [`Error::LeaseLost`] and nothing was
 //! written. Each takes any executor, so a caller can commit a transition together with other
-//! writes (the worker commits a run's final checkpoint with `complete`).
+//! writes. [`complete_many`] ends many runs in one statement (the worker's publisher batches its
+//! runs' completions through it).
 //!
 //! Lock order: a statement that changes a thread's row and its runs' rows locks the thread
 //! first. Deleting a thread, and enqueueing with `interrupt` or `rollback`, lock the thread and

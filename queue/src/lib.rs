@@ -9,12 +9,18 @@
 //! * [`db`]: connection options and the pool.
 //! * [`schema`]: the migrator, the schema-version check and the runtime role's grants.
 //! * [`thread`]: threads, the unit of ownership and authorization.
-//! * [`run`]: run records, `enqueue` with its multitask strategies and backpressure.
-//! * [`cancel`]: cancelling a pending or running run.
-//! * [`claim`]: `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
-//!   run (`complete`, `fail`, `release`, event append).
+//! * [`run`]: run records and their reads (re-exporting [`enqueue`]'s).
+//! * [`enqueue`]: enqueueing runs one at a time (under the thread's lock: its multitask strategy,
+//!   the graph's queue limit, the caller's share and fair order) or in batches.
+//! * [`cancel`](mod@cancel): cancelling a pending or running run.
+//! * [`claim`](mod@claim): `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
+//!   run (`complete`, `fail`, `release`, `roll_back`), and `complete_many` for a batch.
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
-//! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease.
+//! * [`cron`]: crons, and the scheduler's tick that enqueues their due runs.
+//! * [`effects`]: effects outside the state (a refund), recorded once per idempotency key.
+//! * [`retention`]: deleting what each graph's retention policy no longer keeps.
+//! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease, and
+//!   the one for changes outside any run (`IdleThreadCheckpointer`).
 //! * [`saver`]: LangGraph's own checkpoints of Python graphs, stored as it serialized them and
 //!   fenced the same way.
 //! * [`graphs`]: what workers describe of Python graphs (schemas, drawings) for the api.

@@ -1,8 +1,8 @@
 //! Run records: their types, reading and deleting them. Enqueueing (with multitask strategies and
-//! backpressure) is in [`crate::enqueue`], re-exported here; cancelling is in [`crate::cancel`].
+//! backpressure) is in [`crate::enqueue`], re-exported here; cancelling is in [`crate::cancel`](mod@crate::cancel).
 //!
 //! A run's life is in `docs/run-states.md`. The transitions of a *claimed* run are in
-//! [`crate::claim`], because only the lease holder may make them.
+//! [`crate::claim`](mod@crate::claim), because only the lease holder may make them.
 
 use std::fmt;
 use std::time::Duration;

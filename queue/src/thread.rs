@@ -238,41 +238,6 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result<T
     .ok_or(Error::ThreadNotFound(thread_id))
 }
 
-/// Sets a thread's resting status (used when state is changed outside a run, e.g. an update of
-/// state that clears an interrupt).
-///
-/// # Errors
-///
-/// [`Error::ThreadNotFound`]; [`Error::Invalid`] for `Busy`, which is derived, never stored.
-pub async fn set_status(
-    executor: impl PgExecutor<'_>,
-    thread_id: ThreadId,
-    status: ThreadStatus,
-) -> Result {
-    if status == ThreadStatus::Busy {
-        return Err(Error::Invalid {
-            field: "thread status",
-            reason: "busy is derived from the thread's runs and cannot be set".into(),
-        });
-    }
-    let res = sqlx::query!(
-        r#"
-        update mostrador.threads
-        set status = $2, updated_at = now()
-        where thread_id = $1
-          and deleted_at is null
-        "#,
-        thread_id.0,
-        status as ThreadStatus,
-    )
-    .execute(executor)
-    .await?;
-    if res.rows_affected() == 0 {
-        return Err(Error::ThreadNotFound(thread_id));
-    }
-    Ok(())
-}
-
 /// Records activity on a thread now, which restarts its retention clock.
 ///
 /// # Errors

@@ -333,10 +333,6 @@ async fn bad_input_is_a_typed_error_and_writes_nothing(pool: PgPool) -> anyhow::
         thread::touch(&pool, nobody).await,
         Err(Error::ThreadNotFound(_))
     ));
-    assert!(matches!(
-        thread::set_status(&pool, thread.thread_id, ThreadStatus::Busy).await,
-        Err(Error::Invalid { .. })
-    ));
     let res = thread::create(
         &pool,
         &NewThread {
