@@ -399,7 +399,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         ("get", "/approvals") => Io::json(array(reference("Approval"))).parameters(vec![
             query(
                 "status",
-                json!({"type": "string", "enum": ["pending", "approved", "rejected"]}),
+                json!({"type": "string", "enum": ["pending", "approved", "rejected", "withdrawn"]}),
             ),
             query("limit", limit(50)),
             query("offset", offset()),

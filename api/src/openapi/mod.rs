@@ -330,7 +330,7 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "get",
         "/approvals",
         "approvals",
-        "A manager's store's approvals (status pending, approved or rejected), oldest first",
+        "A manager's store's approvals (status pending, approved, rejected or withdrawn), oldest first",
         &[200, 401, 403, 422, 503],
     ),
     (
