@@ -44,6 +44,17 @@ impl QueueLimit {
             retry_after: Duration::from_secs(1),
         }
     }
+
+    /// [`Error::Invalid`] for a run delayed past the horizon.
+    fn check_delay(&self, new: &NewRun) -> Result {
+        if new.after > self.horizon {
+            return Err(Error::Invalid {
+                field: "after_seconds",
+                reason: format!("must be at most {} seconds", self.horizon.as_secs()),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The result of [`enqueue`].
@@ -69,6 +80,9 @@ pub async fn enqueue<'a>(
     limit: Option<QueueLimit>,
 ) -> Result<Enqueued> {
     new.validate()?;
+    if let Some(limit) = limit {
+        limit.check_delay(new)?;
+    }
     let mut tx = db.begin().await?;
 
     // The thread's row lock serializes enqueues on one thread, so two `reject` runs cannot both
@@ -77,14 +91,6 @@ pub async fn enqueue<'a>(
     // N.B. The claimers' wake-up is sent here to save a round trip: notifications are delivered at
     // commit, and discarded if the enqueue fails. A delayed run wakes nobody now: the claimers'
     // poll finds it when it is due.
-    if let Some(limit) = limit
-        && new.after > limit.horizon
-    {
-        return Err(Error::Invalid {
-            field: "after_seconds",
-            reason: format!("must be at most {} seconds", limit.horizon.as_secs()),
-        });
-    }
     let thread = sqlx::query!(
         r#"
         select
@@ -281,11 +287,8 @@ pub async fn enqueue_batch<'a>(
 
     let mut tx = db.begin().await?;
     if let Some(limit) = limit {
-        if news.iter().any(|new| new.after > limit.horizon) {
-            return Err(Error::Invalid {
-                field: "after_seconds",
-                reason: format!("must be at most {} seconds", limit.horizon.as_secs()),
-            });
+        for new in news {
+            limit.check_delay(new)?;
         }
         // Due and delayed runs count against budgets of their own, per graph.
         let mut per_graph: Vec<(&str, bool, i64)> = Vec::new();
