@@ -123,6 +123,25 @@ def check_python(docs, values):
     print(f"python values: the api and the workers {sorted(python_workers)} run {image}, the rest {plain}")
 
 
+def check_policy(docs, policy):
+    """The api reads the policy the values give, from a ConfigMap, and rolls when it changes."""
+    api = next(d for _, d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "mostrador-api")
+    pod = api["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    maps = {d["metadata"]["name"]: d for _, d in docs if d["kind"] == "ConfigMap"}
+    if policy is None:
+        assert "MOSTRADOR_POLICY" not in env_of(container) and "mostrador-api-policy" not in maps
+        return
+    assert env_of(container)["MOSTRADOR_POLICY"] == "/etc/mostrador/policy.toml"
+    assert maps["mostrador-api-policy"]["data"]["policy.toml"] == policy
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "policy")
+    assert mount["mountPath"] == "/etc/mostrador" and mount["readOnly"] is True, mount
+    volume = next(v for v in pod["volumes"] if v["name"] == "policy")
+    assert volume["configMap"]["name"] == "mostrador-api-policy", volume
+    assert "checksum/policy" in api["spec"]["template"]["metadata"]["annotations"]
+    print("policy: mounted from its ConfigMap")
+
+
 def must_fail(values, why):
     try:
         render(values)
@@ -153,6 +172,8 @@ def main():
     worker = next(d for _, d in production if d["metadata"]["name"] == "mostrador-worker-compras")
     env = env_of(worker["spec"]["template"]["spec"]["containers"][0])
     assert env["MODEL_BASE_URL"] == "http://litellm.models.svc:4000/v1" and env["MODEL_CONTEXT_WINDOW"] == "32768", env
+    check_policy(defaults, None)
+    check_policy(production, production_values["auth"]["policy"])
 
     with open(PYTHON) as f:
         python_values = yaml.safe_load(f)

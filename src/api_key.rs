@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use mostrador_api::Role;
 use mostrador_queue::api_keys::{self, ApiKey, ApiKeyId, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
@@ -15,7 +14,6 @@ use sqlx::PgPool;
 
 use crate::DatabaseArgs;
 use crate::duration::parse_duration;
-use crate::parse_role;
 
 #[derive(Debug, Args)]
 pub(crate) struct ApiKeyArgs {
@@ -42,13 +40,13 @@ struct CreateArgs {
     #[arg(long)]
     sub: String,
 
-    /// customer, clerk or manager.
-    #[arg(long, value_parser = parse_role)]
-    role: Role,
+    /// A role of the caller's (as the authorization policy names them; repeat it for several).
+    #[arg(long = "role")]
+    roles: Vec<String>,
 
-    /// The caller's store.
-    #[arg(long)]
-    store: Option<String>,
+    /// The caller's tenant (the retail app's store).
+    #[arg(long, visible_alias = "store")]
+    tenant: Option<String>,
 
     /// How long the key is valid (e.g. 90d, 12h) [default: until revoked].
     #[arg(long, value_parser = parse_duration)]
@@ -97,8 +95,8 @@ pub(crate) async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
 async fn create_key(pool: &PgPool, args: CreateArgs) -> anyhow::Result<()> {
     let new = NewApiKey {
         subject: args.sub,
-        role: args.role.as_str().to_owned(),
-        store: args.store,
+        roles: args.roles,
+        tenant: args.tenant,
         expires_in: args.expires,
     };
     let (key, secret) = api_keys::create(pool, &new)
@@ -107,7 +105,7 @@ async fn create_key(pool: &PgPool, args: CreateArgs) -> anyhow::Result<()> {
     tracing::info!(
         key_id = %key.key_id,
         subject = key.subject,
-        role = key.role,
+        roles = ?key.roles,
         "created an API key; it is printed only this once"
     );
     println!("{}", secret.expose());
@@ -121,7 +119,7 @@ async fn list(pool: &PgPool) -> anyhow::Result<()> {
     let now = Utc::now();
     let rows: Vec<[String; 8]> = keys.iter().map(|key| row(key, now)).collect();
     let header = [
-        "KEY ID", "PREFIX", "SUBJECT", "ROLE", "STORE", "CREATED", "EXPIRES", "STATUS",
+        "KEY ID", "PREFIX", "SUBJECT", "ROLES", "TENANT", "CREATED", "EXPIRES", "STATUS",
     ]
     .map(str::to_owned);
     // In characters, as `format!` pads (the prefix ends with a three-byte `…`).
@@ -156,8 +154,12 @@ fn row(key: &ApiKey, now: DateTime<Utc>) -> [String; 8] {
         key.key_id.to_string(),
         format!("{}…", key.key_prefix),
         key.subject.clone(),
-        key.role.clone(),
-        key.store.clone().unwrap_or_else(|| "-".into()),
+        if key.roles.is_empty() {
+            "-".into()
+        } else {
+            key.roles.join(",")
+        },
+        key.tenant.clone().unwrap_or_else(|| "-".into()),
         time(key.created_at),
         key.expires_at.map_or_else(|| "never".into(), time),
         status.into(),

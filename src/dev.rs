@@ -10,17 +10,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use mostrador_api::{ApiConfig, AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_api::{ApiConfig, AuthConfig, Caller};
 use mostrador_queue::api_keys::{self, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 
 use crate::cluster::DevDatabase;
+use crate::graph_set::PolicyArgs;
 use crate::langgraph::PythonArgs;
 use crate::model::ModelArgs;
-use crate::{
-    DatabaseArgs, DecidersArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated,
-};
+use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
 
 /// The development secret `mostrador dev` signs and verifies tokens with when none is set.
 const DEV_SECRET: &str = "mostrador-dev-secret";
@@ -71,7 +70,7 @@ pub(crate) struct DevArgs {
     python: PythonArgs,
 
     #[command(flatten)]
-    deciders: DecidersArgs,
+    policy: PolicyArgs,
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
@@ -109,26 +108,26 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         seed(&database_url).await?;
     }
     let registry = (graphs.build)(&pool, &model);
+    let policy = args.policy.load(&graphs)?;
     let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
     let auth = AuthConfig {
         secret,
         jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
+        claims: policy.claims.unwrap_or_default(),
     };
-    let manager = Caller {
-        subject: "dev".into(),
-        role: Role::Manager,
-        store: Some("dev".into()),
-    };
-    let token = mostrador_api::auth::mint(&auth, &manager, DEV_CREDENTIAL_TTL)?;
+    // The deployment's operator: the policy's operator roles, in a tenant of its own.
+    let operator = Caller::new("dev")
+        .with_roles(policy.policy.operators.names().cloned())
+        .in_tenant(Some("dev"));
+    let token = mostrador_api::auth::mint(&auth, &operator, DEV_CREDENTIAL_TTL)?;
     let (_, api_key) = api_keys::create(
         &pool,
         &NewApiKey {
-            subject: manager.subject.clone(),
-            role: manager.role.as_str().to_owned(),
-            store: manager.store.clone(),
+            subject: operator.subject.clone(),
+            roles: operator.roles.iter().cloned().collect(),
+            tenant: operator.tenant.clone(),
             expires_in: Some(DEV_CREDENTIAL_TTL),
         },
     )
@@ -142,8 +141,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
-        decided_by_managers: graphs.decided_by_managers(&args.deciders),
-        started_by_staff: graphs.started_by_staff(),
+        policy: policy.policy,
         // On loopback only: /metrics beside the api's routes.
         public_metrics: true,
         ..ApiConfig::new(auth)
@@ -153,7 +151,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         .with_context(|| format!("failed to listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "the dashboard hands a manager's development token to anyone who reaches this address");
+        tracing::warn!(%addr, "the dashboard hands an operator's development token to anyone who reaches this address");
     }
     let url = format!("http://{addr}");
 
@@ -201,7 +199,8 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
     println!("  token: {token}");
     println!(
-        "         (sub dev, role manager, store dev; valid 30 days; `mostrador token` mints others)"
+        "         (sub dev, tenant dev, roles {:?}: the policy's operators; valid 30 days; `mostrador token` mints others)",
+        operator.roles
     );
     println!("  api key: {}", api_key.expose());
     println!(

@@ -1,9 +1,12 @@
-//! The graphs a binary serves, who starts them and who answers their interrupts.
+//! The graphs a binary serves, and the authorization policy they come with.
 
-use std::collections::BTreeSet;
+use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Args;
 use mostrador_agents::Model;
+use mostrador_api::Policy;
+use mostrador_api::policy::PolicyFile;
 use mostrador_worker::Registry;
 use sqlx::PgPool;
 
@@ -12,45 +15,41 @@ use sqlx::PgPool;
 pub struct GraphSet {
     /// Builds them; their nodes may use the database and the model.
     pub build: fn(&PgPool, &Model) -> Registry,
-    /// Those whose interrupts the managers of a thread's store decide, not its owner
-    /// (`ApiConfig::decided_by_managers`).
-    pub decided_by_managers: &'static [&'static str],
-    /// Those only a store's staff start (`ApiConfig::started_by_staff`).
-    pub started_by_staff: &'static [&'static str],
+    /// Their authorization policy (a policy file's text, see `mostrador_api::policy`), unless the
+    /// operator names another (`--policy`); `None`: owner-only.
+    pub policy: Option<&'static str>,
 }
 
 impl GraphSet {
-    /// The retail app's four graphs.
+    /// The retail app's four graphs, and its policy.
     pub const RETAIL: Self = Self {
         build: mostrador_agents::graphs::all,
-        decided_by_managers: mostrador_agents::graphs::DECIDED_BY_MANAGERS,
-        started_by_staff: mostrador_agents::graphs::STARTED_BY_STAFF,
+        policy: Some(mostrador_agents::graphs::POLICY),
     };
-
-    /// The binary's graphs only a store's staff start.
-    pub(crate) fn started_by_staff(&self) -> BTreeSet<String> {
-        self.started_by_staff
-            .iter()
-            .map(ToString::to_string)
-            .collect()
-    }
-
-    /// The binary's graphs decided by managers, and those `args` name.
-    pub(crate) fn decided_by_managers(&self, args: &DecidersArgs) -> BTreeSet<String> {
-        self.decided_by_managers
-            .iter()
-            .map(ToString::to_string)
-            .chain(args.decided_by_managers.iter().cloned())
-            .filter(|graph_id| !graph_id.is_empty())
-            .collect()
-    }
 }
 
-/// Who answers a thread's interrupts, beyond the binary's own rule.
+/// Which authorization policy the api follows.
 #[derive(Debug, Clone, Args)]
-pub(crate) struct DecidersArgs {
-    /// Graphs (the binary's or the langgraph.json's) whose interrupts the managers of the
-    /// thread's store decide instead of its owner; comma-separated.
-    #[arg(long, env = "MOSTRADOR_DECIDED_BY_MANAGERS", value_delimiter = ',')]
-    decided_by_managers: Vec<String>,
+pub(crate) struct PolicyArgs {
+    /// The authorization policy file (TOML): where a token's subject, tenant and roles are, and
+    /// per graph who starts runs, reads threads, answers interrupts and schedules crons; an empty
+    /// file is owner-only [default: the policy of the binary's graphs].
+    #[arg(long, env = "MOSTRADOR_POLICY", value_name = "FILE")]
+    policy: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    /// The policy file named, or the graphs' own, or owner-only.
+    pub(crate) fn load(&self, graphs: &GraphSet) -> anyhow::Result<PolicyFile> {
+        let (text, source) = match (&self.policy, graphs.policy) {
+            (Some(path), _) => (
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("failed to read the policy {}", path.display()))?,
+                path.display().to_string(),
+            ),
+            (None, Some(text)) => (text.to_owned(), "of the binary's graphs".to_owned()),
+            (None, None) => (String::new(), String::new()),
+        };
+        Policy::parse(&text).map_err(|err| anyhow::anyhow!("the policy {source}: {err}"))
+    }
 }

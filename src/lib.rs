@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mostrador_agents::{Model, Offline};
-use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use sqlx::PgPool;
@@ -33,8 +33,8 @@ use sqlx::migrate::MigrateDatabase;
 
 use crate::dev::DevArgs;
 use crate::duration::parse_duration;
-use crate::graph_set::DecidersArgs;
 pub use crate::graph_set::GraphSet;
+use crate::graph_set::PolicyArgs;
 use crate::langgraph::PythonArgs;
 use crate::logs::install_tracing;
 use crate::retention::RetentionArgs;
@@ -205,7 +205,7 @@ struct ApiArgs {
     python: PythonArgs,
 
     #[command(flatten)]
-    deciders: DecidersArgs,
+    policy: PolicyArgs,
 }
 
 /// How the api verifies tokens (and `token` mints them).
@@ -239,32 +239,17 @@ struct JwtArgs {
         default_value = "mostrador"
     )]
     audience: String,
-
-    /// Where the subject is in the token (dot-separated path).
-    #[arg(long, env = "MOSTRADOR_SUBJECT_CLAIM", default_value = "sub")]
-    subject_claim: String,
-
-    /// Where the role is: a role name or a list of them (e.g. realm_access.roles).
-    #[arg(long, env = "MOSTRADOR_ROLE_CLAIM", default_value = "role")]
-    role_claim: String,
-
-    /// Where the store is.
-    #[arg(long, env = "MOSTRADOR_STORE_CLAIM", default_value = "store")]
-    store_claim: String,
 }
 
 impl JwtArgs {
-    fn config(&self) -> AuthConfig {
+    /// With the claims where `claims` says (a policy file's `[caller]`).
+    fn config(&self, claims: Option<ClaimPaths>) -> AuthConfig {
         AuthConfig {
             secret: self.secret.clone().unwrap_or_default(),
             jwks_url: self.jwks_url.clone(),
             issuer: self.issuer.clone(),
             audience: self.audience.clone(),
-            claims: ClaimPaths {
-                subject: self.subject_claim.clone(),
-                role: self.role_claim.clone(),
-                store: self.store_claim.clone(),
-            },
+            claims: claims.unwrap_or_default(),
         }
     }
 }
@@ -278,22 +263,20 @@ struct TokenArgs {
     #[arg(long)]
     sub: String,
 
-    /// customer, clerk or manager.
-    #[arg(long, value_parser = parse_role)]
-    role: Role,
+    /// A role of the caller's (as the policy names them; repeat it for several).
+    #[arg(long = "role")]
+    roles: Vec<String>,
 
-    /// The caller's store.
-    #[arg(long)]
-    store: Option<String>,
+    /// The caller's tenant (the retail app's store).
+    #[arg(long, visible_alias = "store")]
+    tenant: Option<String>,
+
+    #[command(flatten)]
+    policy: PolicyArgs,
 
     /// How long the token is valid.
     #[arg(long, value_parser = parse_duration, default_value = "12h")]
     ttl: Duration,
-}
-
-fn parse_role(name: &str) -> Result<Role, String> {
-    Role::from_name(name)
-        .ok_or_else(|| format!("{name:?} is not a role: customer, clerk or manager"))
 }
 
 #[derive(Debug, Args)]
@@ -356,7 +339,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
         Command::Worker(args) => worker::worker(args, graphs).await,
         Command::Api(args) => api(args, graphs).await,
         Command::Dev(args) => dev::dev(args, graphs).await,
-        Command::Token(args) => token(&args),
+        Command::Token(args) => token(&args, &graphs),
         Command::ApiKey(args) => api_key::run(args).await,
         Command::Seed(args) => seed(&args.database.database_url).await,
         Command::Retention(args) => retention::run(args).await,
@@ -375,7 +358,8 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     schema::check_schema(&pool)
         .await
         .context("failed to check the database schema")?;
-    let mut config = ApiConfig::new(args.jwt.config());
+    let policy = args.policy.load(&graphs)?;
+    let mut config = ApiConfig::new(args.jwt.config(policy.claims));
     config.body_limit = args.body_limit;
     config.cors = mostrador_api::app::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
@@ -398,8 +382,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
-    config.decided_by_managers = graphs.decided_by_managers(&args.deciders);
-    config.started_by_staff = graphs.started_by_staff();
+    config.policy = policy.policy;
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()
@@ -482,17 +465,16 @@ async fn seed(database_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn token(args: &TokenArgs) -> anyhow::Result<()> {
-    let caller = Caller {
-        subject: args.sub.clone(),
-        role: args.role,
-        store: args.store.clone(),
-    };
+fn token(args: &TokenArgs, graphs: &GraphSet) -> anyhow::Result<()> {
+    let caller = Caller::new(&args.sub)
+        .with_roles(args.roles.iter().cloned())
+        .in_tenant(args.tenant.clone());
+    let claims = args.policy.load(graphs)?.claims;
     anyhow::ensure!(
         args.jwt.secret.is_some(),
         "minting needs the HS256 secret: --jwt-secret or MOSTRADOR_JWT_SECRET"
     );
-    let token = mostrador_api::auth::mint(&args.jwt.config(), &caller, args.ttl)?;
+    let token = mostrador_api::auth::mint(&args.jwt.config(claims), &caller, args.ttl)?;
     println!("{token}");
     Ok(())
 }

@@ -92,7 +92,7 @@ fn a_decision_pays_only_the_approval_it_names_within_its_proposal() {
 fn only_a_manager_of_the_orders_store_who_is_not_its_customer_decides() {
     let caller = |subject: &str, role: &str, store: Option<&str>| {
         Decider::of_run(&json!({"langgraph_auth_user": {
-            "identity": subject, "role": role, "store": store
+            "identity": subject, "roles": [role], "tenant": store
         }}))
         .expect("a caller")
     };

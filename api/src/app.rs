@@ -10,13 +10,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
 use mostrador_graph::Graph;
+use mostrador_queue::thread::Visibility;
 use mostrador_queue::{Listener, QueueLimit};
 use sqlx::PgPool;
 use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};
-use crate::auth::{AuthConfig, AuthError, Authenticator};
+use crate::auth::{AuthConfig, AuthError, Authenticator, Caller};
 use crate::metrics::{self, Metrics};
+use crate::policy::Policy;
 use crate::serve::Edge;
 use crate::{approvals, crons, dashboard, files, probes, runs, state, store, stream, threads};
 
@@ -85,13 +87,8 @@ pub struct ApiConfig {
     pub python_graphs: Vec<String>,
     /// Which browser origins may call the api (none by default).
     pub cors: Cors,
-    /// Graphs whose interrupts are decisions for the managers of the thread's store (the retail
-    /// app's `cliente`: a refund): only they resume such a thread or change its state while it
-    /// waits. Any other graph's thread is resumed by its owner, as on the official server.
-    pub decided_by_managers: BTreeSet<String>,
-    /// Graphs only a store's staff (clerks and managers) start, directly or by a cron (the retail
-    /// app's `compras` and `fichas`, which write for every store): a customer gets a 403.
-    pub started_by_staff: BTreeSet<String>,
+    /// Who may do what, graph by graph ([`crate::policy`]); owner-only by default.
+    pub policy: Policy,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
@@ -194,8 +191,7 @@ impl ApiConfig {
             dashboard_token: None,
             python_graphs: Vec::new(),
             cors: Cors::Off,
-            decided_by_managers: BTreeSet::new(),
-            started_by_staff: BTreeSet::new(),
+            policy: Policy::default(),
         }
     }
 }
@@ -213,8 +209,7 @@ struct Inner {
     auth: Authenticator,
     graphs: BTreeMap<String, Graph>,
     python_graphs: BTreeSet<String>,
-    decided_by_managers: BTreeSet<String>,
-    started_by_staff: BTreeSet<String>,
+    policy: Policy,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
@@ -265,8 +260,7 @@ impl AppState {
             auth: Authenticator::new(&config.auth)?,
             graphs,
             python_graphs,
-            decided_by_managers: config.decided_by_managers.clone(),
-            started_by_staff: config.started_by_staff.clone(),
+            policy: config.policy.clone(),
             assistants,
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
@@ -303,15 +297,20 @@ impl AppState {
         self.0.graphs.get(graph_id)
     }
 
-    /// Whether the interrupts of `graph_id` are decided by the managers of a thread's store
-    /// ([`ApiConfig::decided_by_managers`]) rather than by the thread's owner.
-    pub fn decided_by_managers(&self, graph_id: &str) -> bool {
-        self.0.decided_by_managers.contains(graph_id)
+    /// Who may do what ([`ApiConfig::policy`]).
+    pub fn policy(&self) -> &Policy {
+        &self.0.policy
     }
 
-    /// Whether only a store's staff start runs of `graph_id` ([`ApiConfig::started_by_staff`]).
-    pub fn started_by_staff(&self, graph_id: &str) -> bool {
-        self.0.started_by_staff.contains(graph_id)
+    /// The threads `caller` sees, as the queue's searches filter them.
+    pub fn visibility(&self, caller: &Caller) -> Visibility {
+        let served = self
+            .0
+            .graphs
+            .keys()
+            .chain(&self.0.python_graphs)
+            .map(String::as_str);
+        self.0.policy.visibility(caller, served)
     }
 
     /// Whether `graph_id` is a Python graph (executed by LangGraph in the workers).
@@ -385,7 +384,7 @@ impl AppState {
 
     /// Remembers that `caller` is over their share of the queue: for the next second their new
     /// runs get the same 429 at once, so a flood past the share costs no database work.
-    pub fn over_share(&self, caller: &crate::auth::Caller) {
+    pub fn over_share(&self, caller: &Caller) {
         let until = std::time::Instant::now() + OVER_SHARE_COOLDOWN;
         let mut over = self
             .0
@@ -401,7 +400,7 @@ impl AppState {
     /// # Errors
     ///
     /// The 429, with `Retry-After`.
-    pub fn within_share(&self, caller: &crate::auth::Caller) -> Result<(), crate::error::ApiError> {
+    pub fn within_share(&self, caller: &Caller) -> Result<(), crate::error::ApiError> {
         let over = self
             .0
             .over_share

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::Caller;
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
@@ -35,11 +35,12 @@ impl Default for ListQuery {
     }
 }
 
-/// The store of a manager; anyone else may not see the queue.
+/// The store of a manager (the retail app's tenants are its stores); anyone else may not see the
+/// queue.
 fn managed_store(caller: &Caller) -> Result<&str, ApiError> {
-    match (caller.role, caller.store.as_deref()) {
-        (Role::Manager, Some(store)) => Ok(store),
-        (Role::Manager, None) => Err(ApiError::new(
+    match (caller.has_role("manager"), caller.tenant.as_deref()) {
+        (true, Some(store)) => Ok(store),
+        (true, None) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "the approval queue is per store, and this manager's token names none",
         )),
@@ -97,14 +98,13 @@ pub async fn get(
         .map_err(ApiError::failed)?
         .ok_or_else(not_found)?;
     // The thread decides, as for every other route: a manager sees their store's threads.
-    let thread =
-        crate::authorize::visible_thread(state.pool(), &caller, &approval.thread_id.to_string())
-            .await
-            .map_err(|err| match err.status {
-                StatusCode::NOT_FOUND => not_found(),
-                _ => err,
-            })?;
-    if approval.store_id != store || thread.store.as_deref() != Some(store) {
+    let thread = crate::authorize::visible_thread(&state, &caller, &approval.thread_id.to_string())
+        .await
+        .map_err(|err| match err.status {
+            StatusCode::NOT_FOUND => not_found(),
+            _ => err,
+        })?;
+    if approval.store_id != store || thread.tenant.as_deref() != Some(store) {
         return Err(not_found());
     }
     Ok(Json(approval))

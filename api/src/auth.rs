@@ -1,21 +1,22 @@
 //! Who is calling: a JWT from `Authorization: Bearer …`, verified, and the three claims mostrador
-//! uses: the subject, the role and the store; or an API key (`x-api-key`, or a bearer value that
-//! starts with `mostrador_`), which stands for a subject, a role and a store stored with it.
+//! uses: the subject, the tenant and the roles; or an API key (`x-api-key`, or a bearer value that
+//! starts with `mostrador_`), which stands for a subject, a tenant and roles stored with it.
 //!
 //! Tokens are RS256, verified against the identity provider's JWKS (Keycloak's certs endpoint):
 //! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]. Or,
 //! for development and tests, HS256 with a shared secret (`mostrador token` mints them). Issuer,
 //! audience, expiry and `nbf` are always checked; the JWKS is fetched over https (plain http only
-//! from loopback), and a fetch never holds up the tokens of keys already known. Claim paths are configurable because identity
-//! providers nest them (Keycloak puts realm roles under `realm_access.roles`); a role claim may be
-//! a string or a list, and the highest known role in it counts. Tokens never reach logs: errors
-//! say what was wrong with a token, never what it was.
+//! from loopback), and a fetch never holds up the tokens of keys already known. Claim paths are
+//! the policy file's (`[caller]`) because identity providers nest them (Keycloak puts realm roles
+//! under `realm_access.roles`); a roles claim may be a string or a list, and a token without one
+//! has no roles. Tokens never reach logs: errors say what was wrong with a token, never what it
+//! was.
 //!
 //! A key is looked up by its hash (`mostrador_queue::api_keys`); an unknown, revoked or expired
 //! key is the same 401, and a database that cannot be asked is a 503, as an unreachable JWKS is:
 //! nobody can be authenticated now, which says nothing about the key.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
@@ -33,66 +34,58 @@ pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
 /// The header the `langgraph-sdk` (from `LANGGRAPH_API_KEY`) and agent-chat-ui send a key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
 
-/// What a caller may do beyond its own threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Customer,
-    Clerk,
-    /// Sees the threads of its store and decides approvals.
-    Manager,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Customer => "customer",
-            Role::Clerk => "clerk",
-            Role::Manager => "manager",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Role::Customer, Role::Clerk, Role::Manager]
-            .into_iter()
-            .find(|role| role.as_str() == name)
-    }
-
-    /// The highest known role in a claim that is a role name or a list of them.
-    fn from_claim(claim: &Value) -> Option<Self> {
-        match claim {
-            Value::String(name) => Self::from_name(name),
-            Value::Array(names) => names
-                .iter()
-                .filter_map(Value::as_str)
-                .filter_map(Self::from_name)
-                .max(),
-            _ => None,
-        }
-    }
-}
-
-/// An authenticated caller.
+/// An authenticated caller: who (a subject), of which tenant, with which roles. What the roles
+/// allow is the authorization policy's ([`crate::policy`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub subject: String,
-    pub role: Role,
-    pub store: Option<String>,
+    pub tenant: Option<String>,
+    pub roles: BTreeSet<String>,
 }
 
-/// Where the claims are, as dot-separated paths into the token's payload.
+impl Caller {
+    /// A caller without roles or tenant.
+    pub fn new(subject: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            tenant: None,
+            roles: BTreeSet::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn with_roles<I: IntoIterator<Item = S>, S: Into<String>>(mut self, roles: I) -> Self {
+        self.roles.extend(roles.into_iter().map(Into::into));
+        self
+    }
+
+    #[must_use]
+    pub fn in_tenant<S: Into<String>>(mut self, tenant: Option<S>) -> Self {
+        self.tenant = tenant.map(Into::into);
+        self
+    }
+
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.contains(role)
+    }
+}
+
+/// Where the claims are, as dot-separated paths into the token's payload (a policy file's
+/// `[caller]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimPaths {
     pub subject: String,
-    pub role: String,
-    pub store: String,
+    pub tenant: String,
+    /// A role's name or a list of them.
+    pub roles: String,
 }
 
 impl Default for ClaimPaths {
     fn default() -> Self {
         Self {
             subject: "sub".into(),
-            role: "role".into(),
-            store: "store".into(),
+            tenant: "tenant".into(),
+            roles: "roles".into(),
         }
     }
 }
@@ -390,18 +383,25 @@ impl Authenticator {
             .filter(|subject| !subject.is_empty())
             .ok_or(AuthError::Claim("subject"))?
             .to_owned();
-        let role = claim(&payload, &self.claims.role)
-            .and_then(Role::from_claim)
-            .ok_or(AuthError::Claim("role"))?;
-        let store = match claim(&payload, &self.claims.store) {
+        let roles = match claim(&payload, &self.claims.roles) {
+            None | Some(Value::Null) => BTreeSet::new(),
+            Some(Value::String(role)) => BTreeSet::from([role.clone()]),
+            Some(Value::Array(roles)) => roles
+                .iter()
+                .map(|role| role.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or(AuthError::Claim("roles"))?,
+            Some(_) => return Err(AuthError::Claim("roles")),
+        };
+        let tenant = match claim(&payload, &self.claims.tenant) {
             None | Some(Value::Null) => None,
-            Some(Value::String(store)) if !store.is_empty() => Some(store.clone()),
-            Some(_) => return Err(AuthError::Claim("store")),
+            Some(Value::String(tenant)) if !tenant.is_empty() => Some(tenant.clone()),
+            Some(_) => return Err(AuthError::Claim("tenant")),
         };
         Ok(Caller {
             subject,
-            role,
-            store,
+            tenant,
+            roles,
         })
     }
 
@@ -451,9 +451,8 @@ async fn verify_api_key(pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
     };
     Ok(Caller {
         subject: key.subject,
-        // The table refuses other role names.
-        role: Role::from_name(&key.role).ok_or(AuthError::ApiKey)?,
-        store: key.store,
+        tenant: key.tenant,
+        roles: key.roles.into_iter().collect(),
     })
 }
 
@@ -490,13 +489,14 @@ pub fn mint(config: &AuthConfig, caller: &Caller, ttl: Duration) -> Result<Strin
         "exp": (now + ttl).as_secs(),
     });
     set_claim(&mut payload, &config.claims.subject, json!(caller.subject));
-    set_claim(
-        &mut payload,
-        &config.claims.role,
-        json!(caller.role.as_str()),
-    );
-    if let Some(store) = &caller.store {
-        set_claim(&mut payload, &config.claims.store, json!(store));
+    let roles: Vec<&String> = caller.roles.iter().collect();
+    let roles = match roles.as_slice() {
+        [role] => json!(role),
+        roles => json!(roles),
+    };
+    set_claim(&mut payload, &config.claims.roles, roles);
+    if let Some(tenant) = &caller.tenant {
+        set_claim(&mut payload, &config.claims.tenant, json!(tenant));
     }
     let key = hs256_key(config, EncodingKey::from_secret)?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &payload, &key)

@@ -69,7 +69,7 @@ pub async fn create_for_thread(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateCron>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(&state, &caller, &thread_id).await?;
     let new = new_cron(&state, &caller, body, Some(thread.thread_id))?;
     if thread
         .graph_id
@@ -131,7 +131,7 @@ fn new_cron(
             format!("assistant {assistant_id:?} not found"),
         )
     })?;
-    crate::authorize::may_start(state, caller, &assistant.graph_id)?;
+    crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
         .ok_or_else(|| unprocessable("schedule is required"))?;
@@ -164,7 +164,7 @@ fn new_cron(
         graph_id: assistant.graph_id.clone(),
         thread_id,
         owner: caller.subject.clone(),
-        store: caller.store.clone(),
+        tenant: caller.tenant.clone(),
         schedule,
         payload,
         metadata: Value::Object(body.metadata.unwrap_or_default()),

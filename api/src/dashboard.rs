@@ -15,7 +15,7 @@ use mostrador_queue::{lease, run};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::runs::queue_error;
 
@@ -55,12 +55,12 @@ pub async fn serve(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /queue`: pending and running runs per graph, and the live workers with their runs in
-/// flight. Managers only: these are counts over every store.
+/// flight. The policy's operators only: these are counts over every tenant.
 pub async fn queue(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
-    if caller.role != Role::Manager {
+    if !state.policy().is_operator(&caller) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "only managers see the queue",
+            "only the authorization policy's operators see the queue",
         ));
     }
     let depth = run::depth(state.pool()).await.map_err(queue_error)?;

@@ -85,7 +85,7 @@ async fn owned_thread(
     caller: &Caller,
     thread_id: &str,
 ) -> Result<mostrador_queue::Thread, ApiError> {
-    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let thread = visible_thread(state, caller, thread_id).await?;
     if thread.owner != caller.subject {
         return Err(ApiError::thread_not_found());
     }

@@ -2,7 +2,7 @@
 //! SSE, backpressure, probes, metrics and OpenAPI.
 //!
 //! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens, looking up API
-//! keys), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
+//! keys), [`policy`] (who may do what, graph by graph), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
 //! (the caller and JSON bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`]
 //! (SSE), [`store`] (the Store), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
 //! [`openapi`] and [`trace`].
@@ -21,6 +21,7 @@ pub mod extract;
 pub mod files;
 pub mod metrics;
 pub mod openapi;
+pub mod policy;
 pub mod probes;
 pub mod runs;
 pub mod serve;
@@ -31,6 +32,7 @@ pub mod threads;
 pub mod trace;
 
 pub use app::{ApiConfig, AppState, router};
-pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential, Role};
+pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential};
 pub use error::ApiError;
+pub use policy::Policy;
 pub use serve::{metrics_router, serve, serve_metrics};

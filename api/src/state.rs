@@ -196,7 +196,7 @@ pub async fn get(
     Path(thread_id): Path<String>,
     Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     state_json(&state, &thread, None, query.subgraphs())
         .await
         .map(Json)
@@ -231,7 +231,7 @@ pub async fn get_at(
     Path((thread_id, checkpoint_id)): Path<(String, String)>,
     Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     let checkpoint_id = Uuid::parse_str(&checkpoint_id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
     state_json(&state, &thread, Some(checkpoint_id), query.subgraphs())
@@ -319,7 +319,7 @@ async fn history_of(
     thread_id: &str,
     query: History,
 ) -> Result<Vec<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let thread = visible_thread(state, caller, thread_id).await?;
     if !(1..=1000).contains(&query.limit) {
         return Err(unprocessable("limit must be between 1 and 1000"));
     }
@@ -387,7 +387,7 @@ pub async fn post_at(
     Path(thread_id): Path<String>,
     Body(body): Body<AtCheckpoint>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     let checkpoint = body.checkpoint.unwrap_or(Value::Null);
     if !checkpoint.is_null() && !checkpoint.is_object() {
         return Err(unprocessable("checkpoint must be an object"));
@@ -434,7 +434,7 @@ pub async fn update(
     Path(thread_id): Path<String>,
     Body(update): Body<Update>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     // The checkpoint to update from: `checkpoint_id`, or `checkpoint` (RemoteGraph sends the
     // thread's config, without one for the latest).
     let checkpoint = update.checkpoint.clone().unwrap_or(Value::Null);

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{visibility, visible_thread, writable_thread};
+use crate::authorize::{visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -77,7 +77,7 @@ pub async fn create(
     let new = NewThread {
         graph_id,
         owner: caller.subject.clone(),
-        store: caller.store.clone(),
+        tenant: caller.tenant.clone(),
         metadata: Value::Object(metadata),
     };
     let Some(thread_id) = chosen else {
@@ -95,7 +95,7 @@ pub async fn create(
     // Taken. `do_nothing` answers the caller's own thread as it is; whoever else's it is, the
     // answer is the same conflict, which says nothing but "taken".
     if create.if_exists.as_deref() == Some("do_nothing") {
-        match visible_thread(state.pool(), &caller, &thread_id.to_string()).await {
+        match visible_thread(&state, &caller, &thread_id.to_string()).await {
             Ok(thread) => return Ok(Json(thread_json(&state, &thread).await?)),
             Err(err) if err.status == StatusCode::SERVICE_UNAVAILABLE => return Err(err),
             Err(_) => {}
@@ -115,7 +115,7 @@ pub async fn get(
     caller: Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     Ok(Json(thread_json(&state, &thread).await?))
 }
 
@@ -125,7 +125,7 @@ pub async fn delete(
     caller: Caller,
     Path(thread_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(&state, &caller, &thread_id).await?;
     match thread::delete(state.pool(), thread.thread_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
@@ -200,7 +200,7 @@ pub async fn search(
             "select: {unknown:?} is not a field of a thread"
         )));
     }
-    let query = thread_search(&caller, search)?;
+    let query = thread_search(&state, &caller, search)?;
     let threads = match thread::search(state.pool(), &query).await {
         Ok(threads) => threads,
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
@@ -250,7 +250,7 @@ pub async fn count(
     caller: Caller,
     Body(search): Body<Search>,
 ) -> Result<Json<i64>, ApiError> {
-    let query = thread_search(&caller, search)?;
+    let query = thread_search(&state, &caller, search)?;
     match thread::count(state.pool(), &query).await {
         Ok(count) => Ok(Json(count)),
         Err(QueueError::Invalid { reason, .. }) => Err(unprocessable(reason)),
@@ -259,7 +259,11 @@ pub async fn count(
 }
 
 /// A search's filters and order, validated, among the caller's visible threads.
-fn thread_search(caller: &Caller, search: Search) -> Result<ThreadSearch, ApiError> {
+fn thread_search(
+    state: &AppState,
+    caller: &Caller,
+    search: Search,
+) -> Result<ThreadSearch, ApiError> {
     if search.values.as_ref().is_some_and(|v| !v.is_null()) {
         return Err(unprocessable(
             "searching threads by values is not supported",
@@ -295,7 +299,7 @@ fn thread_search(caller: &Caller, search: Search) -> Result<ThreadSearch, ApiErr
         ),
     };
     Ok(ThreadSearch {
-        visible_to: visibility(caller),
+        visible_to: state.visibility(caller),
         metadata: search.metadata.map(Value::Object),
         status,
         ids,
@@ -366,7 +370,7 @@ pub async fn update(
     Body(patch): Body<Patch>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    let thread = writable_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = writable_thread(&state, &caller, &thread_id).await?;
     if patch.ttl.as_ref().is_some_and(|ttl| !ttl.is_null()) {
         return Err(unprocessable(
             "ttl is not per thread here: each graph's retention policy deletes idle threads",
@@ -422,7 +426,7 @@ pub async fn prune(
     let checkpointer = PgCheckpointer::new(state.pool().clone());
     let mut pruned = 0;
     for id in &prune.thread_ids {
-        let thread = match writable_thread(state.pool(), &caller, id).await {
+        let thread = match writable_thread(&state, &caller, id).await {
             Ok(thread) => thread,
             Err(err) if [StatusCode::NOT_FOUND, StatusCode::FORBIDDEN].contains(&err.status) => {
                 continue;
@@ -451,13 +455,13 @@ pub async fn copy(
     caller: Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let original = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let original = visible_thread(&state, &caller, &thread_id).await?;
     let copy = thread::create(
         state.pool(),
         &NewThread {
             graph_id: original.graph_id.clone(),
             owner: caller.subject.clone(),
-            store: caller.store.clone(),
+            tenant: caller.tenant.clone(),
             metadata: original.metadata.clone(),
         },
     )

@@ -8,7 +8,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mostrador_api::auth::mint;
 use mostrador_api::authorize::visible_thread;
 use mostrador_api::{
-    ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential, Role,
+    ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential,
 };
 use mostrador_queue::thread::{self, NewThread};
 use serde_json::{Value, json};
@@ -24,13 +24,7 @@ fn config() -> AuthConfig {
     }
 }
 
-fn caller(subject: &str, role: Role, store: Option<&str>) -> Caller {
-    Caller {
-        subject: subject.into(),
-        role,
-        store: store.map(Into::into),
-    }
-}
+use crate::support::{Api, caller};
 
 fn now() -> u64 {
     SystemTime::now()
@@ -55,8 +49,8 @@ fn valid_payload() -> Value {
         "aud": config().audience,
         "exp": now() + 300,
         "sub": "ana",
-        "role": "customer",
-        "store": "madrid-1",
+        "roles": "customer",
+        "tenant": "madrid-1",
     })
 }
 
@@ -69,21 +63,21 @@ async fn verify(token: &str) -> Result<Caller, AuthError> {
 
 #[tokio::test]
 async fn minted_token_verifies_as_its_caller() {
-    let ana = caller("ana", Role::Manager, Some("madrid-1"));
+    let ana = caller("ana", "manager", Some("madrid-1"));
     let token = mint(&config(), &ana, Duration::from_secs(60)).expect("mint");
     assert_eq!(verify(&token).await, Ok(ana));
-    let no_store = caller("luis", Role::Customer, None);
+    let no_store = caller("luis", "customer", None);
     let token = mint(&config(), &no_store, Duration::from_secs(60)).expect("mint");
     assert_eq!(verify(&token).await, Ok(no_store));
 }
 
 #[tokio::test]
-async fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
+async fn claims_are_read_at_configured_paths_and_every_role_counts() {
     let keycloak = AuthConfig {
         claims: ClaimPaths {
             subject: "preferred_username".into(),
-            role: "realm_access.roles".into(),
-            store: "attributes.store".into(),
+            roles: "realm_access.roles".into(),
+            tenant: "attributes.store".into(),
         },
         ..config()
     };
@@ -99,12 +93,14 @@ async fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
             .expect("config")
             .verify(&token)
             .await,
-        Ok(caller("marta", Role::Manager, Some("sevilla-2")))
+        Ok(Caller::new("marta")
+            .with_roles(["offline_access", "clerk", "manager", "uma_authorization"])
+            .in_tenant(Some("sevilla-2")))
     );
     // Minting writes the same paths.
     let minted = mint(
         &keycloak,
-        &caller("marta", Role::Clerk, Some("s")),
+        &caller("marta", "clerk", Some("s")),
         Duration::from_secs(60),
     )
     .expect("mint");
@@ -113,7 +109,7 @@ async fn claims_are_read_at_configured_paths_and_the_highest_role_counts() {
             .expect("config")
             .verify(&minted)
             .await,
-        Ok(caller("marta", Role::Clerk, Some("s")))
+        Ok(caller("marta", "clerk", Some("s")))
     );
 }
 
@@ -157,7 +153,7 @@ async fn wrong_audience_issuer_signature_or_algorithm_is_rejected() {
 }
 
 #[tokio::test]
-async fn token_without_expiry_subject_or_known_role_is_rejected() {
+async fn token_without_expiry_or_subject_or_with_malformed_claims_is_rejected() {
     let secret = config().secret;
     for (claim, replacement, expected) in [
         (
@@ -167,9 +163,10 @@ async fn token_without_expiry_subject_or_known_role_is_rejected() {
         ),
         ("sub", Value::Null, AuthError::Claim("subject")),
         ("sub", json!(""), AuthError::Claim("subject")),
-        ("role", json!("admin"), AuthError::Claim("role")),
-        ("role", Value::Null, AuthError::Claim("role")),
-        ("store", json!(7), AuthError::Claim("store")),
+        ("roles", json!(7), AuthError::Claim("roles")),
+        ("roles", json!(["manager", 7]), AuthError::Claim("roles")),
+        ("tenant", json!(7), AuthError::Claim("tenant")),
+        ("tenant", json!(""), AuthError::Claim("tenant")),
     ] {
         let mut payload = valid_payload();
         match replacement {
@@ -184,6 +181,15 @@ async fn token_without_expiry_subject_or_known_role_is_rejected() {
             "{claim}"
         );
     }
+    // Roles and tenant are optional: a plain owner's token names neither.
+    let mut payload = valid_payload();
+    let claims = payload.as_object_mut().expect("object");
+    claims.remove("roles");
+    claims.remove("tenant");
+    assert_eq!(
+        verify(&token(&payload, Algorithm::HS256, &secret)).await,
+        Ok(Caller::new("ana"))
+    );
 }
 
 #[test]
@@ -233,32 +239,33 @@ async fn an_empty_secret_is_a_configuration_error() {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(pool: PgPool) {
-    let thread = thread::create(&pool, &NewThread::new("tienda", "ana").store("madrid-1"))
+    let api = Api::new(pool.clone()).await;
+    let thread = thread::create(&pool, &NewThread::new("tienda", "ana").tenant("madrid-1"))
         .await
         .expect("thread");
     let id = thread.thread_id.0.to_string();
     let visible = |who: &Caller| {
-        let (pool, id, who) = (pool.clone(), id.clone(), who.clone());
-        async move { visible_thread(&pool, &who, &id).await }
+        let (state, id, who) = (api.state.clone(), id.clone(), who.clone());
+        async move { visible_thread(&state, &who, &id).await }
     };
 
     assert!(
-        visible(&caller("ana", Role::Customer, Some("madrid-1")))
+        visible(&caller("ana", "customer", Some("madrid-1")))
             .await
             .is_ok(),
         "owner"
     );
     assert!(
-        visible(&caller("marta", Role::Manager, Some("madrid-1")))
+        visible(&caller("marta", "manager", Some("madrid-1")))
             .await
             .is_ok(),
         "manager of the store"
     );
     for stranger in [
-        caller("luis", Role::Customer, Some("madrid-1")),
-        caller("pepe", Role::Clerk, Some("madrid-1")),
-        caller("eva", Role::Manager, Some("sevilla-2")),
-        caller("sin", Role::Manager, None),
+        caller("luis", "customer", Some("madrid-1")),
+        caller("pepe", "clerk", Some("madrid-1")),
+        caller("eva", "manager", Some("sevilla-2")),
+        caller("sin", "manager", None),
     ] {
         assert_eq!(
             visible(&stranger).await.map(|t| t.thread_id),
@@ -267,7 +274,7 @@ async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(poo
         );
     }
 
-    let ana = caller("ana", Role::Customer, Some("madrid-1"));
+    let ana = caller("ana", "customer", Some("madrid-1"));
     for raw in [
         "not-a-uuid",
         "",
@@ -275,7 +282,9 @@ async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(poo
         "00000000-0000-0000-0000-000000000000",
     ] {
         assert_eq!(
-            visible_thread(&pool, &ana, raw).await.map(|t| t.thread_id),
+            visible_thread(&api.state, &ana, raw)
+                .await
+                .map(|t| t.thread_id),
             Err(ApiError::thread_not_found()),
             "{raw:?}: the same 404 as a foreign thread"
         );
@@ -288,8 +297,8 @@ async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(poo
         .expect("thread");
     assert!(
         visible_thread(
-            &pool,
-            &caller("sin", Role::Manager, None),
+            &api.state,
+            &caller("sin", "manager", None),
             &own.thread_id.0.to_string()
         )
         .await

@@ -2,7 +2,7 @@
 //! managers, a manager; only while the thread waits (resume, or a state update).
 
 use axum::http::StatusCode;
-use mostrador_api::{ApiConfig, Role};
+use mostrador_api::ApiConfig;
 use mostrador_graph::stream::discard;
 use mostrador_graph::{RunControl, RunInput, RunOptions};
 use mostrador_queue::PgCheckpointer;
@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{Api, caller, config, new_thread, runs};
+use crate::support::{Api, caller, config, new_thread, policy, runs};
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn only_a_manager_resumes_and_only_a_waiting_thread(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
     let resume = r#"{"assistant_id": "approval", "command": {"resume": "approved"}}"#;
@@ -82,12 +82,12 @@ async fn the_threads_owner_answers_interrupts_unless_the_graph_leaves_them_to_ma
     pool: PgPool,
 ) {
     let config = ApiConfig {
-        decided_by_managers: Default::default(),
+        policy: policy("[graphs.\"*\"]\nread = [\"manager\"]"),
         ..config()
     };
     let api = Api::with(pool.clone(), config).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
     run_to_its_interrupt(&api, pool, &thread).await;
     let path = format!("/threads/{thread}/runs");
@@ -118,13 +118,19 @@ async fn a_customer_starts_no_run_of_a_graph_only_staff_start(pool: PgPool) {
     let api = Api::with(
         pool,
         ApiConfig {
-            started_by_staff: ["approval".to_owned()].into(),
+            policy: policy(
+                r#"
+                [graphs.approval]
+                start = ["clerk", "manager"]
+                crons = ["clerk", "manager"]
+                "#,
+            ),
             ..config()
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let pepe = api.token_for(&caller("pepe", Role::Clerk, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let pepe = api.token_for(&caller("pepe", "clerk", Some("madrid-1")));
     let body = r#"{"assistant_id": "approval", "input": {}}"#;
     for path in ["/runs", "/runs/wait", "/runs/stream"] {
         let (status, _, answer) = api.send(api.request("POST", path, &ana, body)).await;
@@ -158,8 +164,8 @@ async fn a_customer_starts_no_run_of_a_graph_only_staff_start(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_run_names_the_caller_it_acts_for_whatever_the_request_says(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
     run_to_its_interrupt(&api, pool.clone(), &thread).await;
     // Marta resumes, claiming to be ana; ana's cron claims to be a manager.
@@ -191,7 +197,7 @@ async fn a_run_names_the_caller_it_acts_for_whatever_the_request_says(pool: PgPo
     assert_eq!(
         configurable["langgraph_auth_user"],
         json!({"identity": "marta", "display_name": "marta", "is_authenticated": true,
-               "permissions": [], "role": "manager", "store": "madrid-1"})
+               "permissions": [], "roles": ["manager"], "tenant": "madrid-1"})
     );
     assert_eq!(configurable["langgraph_auth_permissions"], json!([]));
     assert_eq!(configurable["tone"], "terse", "the rest is the request's");
@@ -201,5 +207,5 @@ async fn a_run_names_the_caller_it_acts_for_whatever_the_request_says(pool: PgPo
             .await
             .expect("the cron");
     assert_eq!(cron["langgraph_auth_user"]["identity"], "ana");
-    assert_eq!(cron["langgraph_auth_user"]["role"], "customer");
+    assert_eq!(cron["langgraph_auth_user"]["roles"], json!(["customer"]));
 }

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
-use mostrador_api::Role;
 use sqlx::PgPool;
 
 use crate::support::{Api, caller, new_thread};
@@ -13,7 +12,7 @@ use crate::support::{Api, caller, new_thread};
 async fn a_client_that_asked_to_cancel_on_disconnect_cancels_its_run_by_going_away(pool: PgPool) {
     use futures_util::StreamExt;
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     // Opens a stream of a new run, reads its first event, and goes away; the run's path.
     let stream_then_leave = |on_disconnect: &'static str| {
         let api = &api;
@@ -75,7 +74,7 @@ async fn a_client_that_asked_to_cancel_on_disconnect_cancels_its_run_by_going_aw
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn joining_takes_cancel_on_disconnect_as_both_sdks_send_it(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(

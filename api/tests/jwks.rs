@@ -10,7 +10,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use mostrador_api::{ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Role};
+use mostrador_api::{ApiError, AuthConfig, AuthError, Authenticator, Caller, ClaimPaths};
 use serde_json::json;
 
 const KEY_1: &[u8] = include_bytes!("fixtures/jwks-key.der");
@@ -54,17 +54,13 @@ fn rs256(key: &[u8], kid: &str) -> String {
     header.kid = Some(kid.to_owned());
     let payload = json!({
         "iss": "https://keycloak.example/realms/retail", "aud": "mostrador", "exp": now + 300,
-        "sub": "marta", "role": "manager", "store": "madrid-1",
+        "sub": "marta", "roles": "manager", "tenant": "madrid-1",
     });
     jsonwebtoken::encode(&header, &payload, &EncodingKey::from_rsa_der(key)).expect("sign")
 }
 
 fn marta() -> Caller {
-    Caller {
-        subject: "marta".into(),
-        role: Role::Manager,
-        store: Some("madrid-1".into()),
-    }
+    crate::support::caller("marta", "manager", Some("madrid-1"))
 }
 
 #[tokio::test]
@@ -257,7 +253,7 @@ async fn a_token_not_valid_yet_is_refused_and_keys_come_over_https_only() {
         &json!({
             "iss": "https://keycloak.example/realms/retail", "aud": "mostrador",
             "exp": now + 3_600, "nbf": now + 600,
-            "sub": "marta", "role": "manager", "store": "madrid-1",
+            "sub": "marta", "roles": "manager", "tenant": "madrid-1",
         }),
         &EncodingKey::from_rsa_der(KEY_1),
     )

@@ -1,6 +1,6 @@
 //! The authorization matrix: every route that takes a thread id, for every kind of caller, each
-//! answer's exact status. The owner reads and writes; a manager of the thread's store reads (but
-//! not the thread's files) and gets 403 for every write; every other caller, a malformed id and a
+//! answer's exact status. The owner reads and writes; under a policy that lets them read, a
+//! manager of the thread's store reads (but not the thread's files) and gets 403 for every write; every other caller, a malformed id and a
 //! thread that does not exist get the same 404; a missing, expired or foreign-audience token gets
 //! 401. No answer to a stranger names the thread.
 
@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use mostrador_api::Role;
 use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
 use serde_json::json;
 use sqlx::PgPool;
@@ -63,8 +62,22 @@ const NOT_FOUND: Option<StatusCode> = Some(StatusCode::NOT_FOUND);
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool) {
-    let api = Api::new(pool).await;
-    let owner = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    the_matrix_holds(Api::new(pool).await, true).await;
+}
+
+/// Under the default policy (owner-only) a manager of the same store is a stranger like any other.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn under_the_default_policy_a_thread_is_its_owners_alone(pool: PgPool) {
+    let config = mostrador_api::ApiConfig {
+        policy: mostrador_api::Policy::default(),
+        ..crate::support::config()
+    };
+    the_matrix_holds(Api::with(pool, config).await, false).await;
+}
+
+/// The matrix; `managers_read`: whether the policy lets a store's managers read its threads.
+async fn the_matrix_holds(api: Api, managers_read: bool) {
+    let owner = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     let (_, _, thread) = api
         .send(api.request(
             "POST",
@@ -99,19 +112,23 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
         ("owner", owner.clone(), None, Expect::Owner),
         (
             "manager of the store",
-            api.token_for(&caller("marta", Role::Manager, Some("madrid-1"))),
+            api.token_for(&caller("marta", "manager", Some("madrid-1"))),
             None,
-            Expect::Manager,
+            if managers_read {
+                Expect::Manager
+            } else {
+                Expect::NotFound
+            },
         ),
         (
             "customer of the store",
-            api.token_for(&caller("luis", Role::Customer, Some("madrid-1"))),
+            api.token_for(&caller("luis", "customer", Some("madrid-1"))),
             None,
             Expect::NotFound,
         ),
         (
             "manager of another store",
-            api.token_for(&caller("eva", Role::Manager, Some("sevilla-2"))),
+            api.token_for(&caller("eva", "manager", Some("sevilla-2"))),
             None,
             Expect::NotFound,
         ),
@@ -241,7 +258,7 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
     assert!(stranger_answer.is_some());
     // The prune of thread ids passes over those the caller does not own: the manager's prunes
     // nothing, and the thread and its run are as they were.
-    let manager = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let manager = api.token_for(&caller("marta", "manager", Some("madrid-1")));
     let (status, _, pruned) = api
         .send(api.request(
             "POST",
@@ -263,12 +280,33 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
     let (status, _, _) = api.send(api.request("GET", &run_path, &owner, "")).await;
     assert_eq!(status, StatusCode::OK, "no one else deleted its run");
     // `/runs/recent` lists the runs of the threads the caller sees: not a stranger's.
-    let stranger = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let stranger = api.token_for(&caller("luis", "customer", Some("madrid-1")));
     let (status, _, recent) = api
         .send(api.request("GET", "/runs/recent", &stranger, ""))
         .await;
     assert_eq!(status, StatusCode::OK);
     assert!(!recent.to_string().contains(&thread_id), "{recent}");
+    // Searches list what the caller reads, and nothing else.
+    for (token, lists) in [
+        (&stranger, false),
+        (&manager, managers_read),
+        (&owner, true),
+    ] {
+        for path in ["/threads/search", "/runs/recent"] {
+            let (method, body) = if path == "/runs/recent" {
+                ("GET", "")
+            } else {
+                ("POST", "{}")
+            };
+            let (status, _, found) = api.send(api.request(method, path, token, body)).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(
+                found.to_string().contains(&thread_id),
+                lists,
+                "{path}: {found}"
+            );
+        }
+    }
 }
 
 /// Through every thread route, someone else's thread and one that does not exist answer the same
@@ -276,8 +314,8 @@ async fn every_thread_route_answers_every_caller_as_the_matrix_says(pool: PgPool
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_foreign_thread_looks_like_a_missing_one_in_status_body_and_time(pool: PgPool) {
     let api = Api::new(pool).await;
-    let owner = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
-    let stranger = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let owner = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let stranger = api.token_for(&caller("luis", "customer", Some("madrid-1")));
     let (_, _, thread) = api
         .send(api.request(
             "POST",

@@ -2,7 +2,7 @@
 //! and that a refusal writes nothing; backpressure; who may resume.
 
 use axum::http::{StatusCode, header};
-use mostrador_api::{ApiConfig, Role};
+use mostrador_api::ApiConfig;
 use mostrador_graph::stream::discard;
 use mostrador_graph::{RunControl, RunInput, RunOptions};
 use mostrador_queue::PgCheckpointer;
@@ -15,7 +15,7 @@ use crate::support::{Api, caller, config, new_thread, runs};
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     let thread = new_thread(&api, &ana).await;
     let body = r#"{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hola"}]},
                    "stream_mode": ["values", "messages-tuple"], "stream_subgraphs": false,
@@ -59,7 +59,7 @@ async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
     );
 
     // Someone else's thread: 404, and nothing enqueued.
-    let luis = api.token_for(&caller("luis", Role::Customer, Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", "customer", Some("madrid-1")));
     let (status, _, _) = api
         .send(api.request(
             "POST",
@@ -84,7 +84,7 @@ async fn background_run_is_enqueued_and_can_be_read_back(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
     for (body, expected) in [
@@ -197,7 +197,7 @@ async fn backpressure_returns_503_with_retry_after_and_inserts_nothing(pool: PgP
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let first = new_thread(&api, &ana).await;
     let second = new_thread(&api, &ana).await;
     let body = r#"{"assistant_id": "agent"}"#;
@@ -230,8 +230,8 @@ async fn a_caller_past_their_share_of_the_queue_gets_429_and_others_are_served(p
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
     let body = r#"{"assistant_id": "agent"}"#;
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
@@ -263,7 +263,7 @@ async fn a_caller_past_their_share_of_the_queue_gets_429_and_others_are_served(p
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
     let body = r#"{"assistant_id": "agent", "multitask_strategy": "reject"}"#;
@@ -281,7 +281,7 @@ async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
     let body = r#"{"assistant_id": "agent", "after_seconds": 3600}"#;
@@ -348,7 +348,7 @@ async fn pending_run_is_cancelled_by_interrupt_or_rollback(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn stateless_and_batch_runs_get_threads_of_their_own(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     let (status, headers, run) = api
         .send(api.request(
             "POST",
@@ -407,7 +407,7 @@ async fn stateless_and_batch_runs_get_threads_of_their_own(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn only_a_finished_run_is_deleted(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let path = format!("/threads/{thread}/runs");
     let (_, _, run) = api
@@ -436,7 +436,7 @@ async fn only_a_finished_run_is_deleted(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     for (path, answer) in [("/runs/stream", "stream"), ("/runs/wait", "join")] {
         let (status, headers) = api
             .head_of(api.request(
@@ -468,7 +468,7 @@ async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_checkpoint_that_names_none_is_the_latest(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     // What chat UIs send on a follow-up: the thread's config, or null.
     for body in [
         r#"{"assistant_id": "agent", "input": {}, "checkpoint": null, "checkpoint_id": null}"#,
@@ -484,7 +484,7 @@ async fn a_rust_graph_run_from_a_past_checkpoint_branches_and_from_the_latest_go
     pool: PgPool,
 ) {
     let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, Some("madrid-1")));
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
     let (_, _, thread) = api
         .send(api.request(
             "POST",
@@ -508,7 +508,7 @@ async fn a_rust_graph_run_from_a_past_checkpoint_branches_and_from_the_latest_go
         .await
         .expect("run");
     // A manager's decision written as an update: a second checkpoint.
-    let marta = api.token_for(&caller("marta", Role::Manager, Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
     let update = r#"{"values": {"decision": "approved"}, "as_node": "ask"}"#;
     let (status, _, _) = api
         .send(api.request("POST", &format!("/threads/{id}/state"), &marta, update))

@@ -1,7 +1,6 @@
 //! `/store`: the Store as the official server serves it, each item its writer's own.
 
 use axum::http::StatusCode;
-use mostrador_api::Role;
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -10,8 +9,8 @@ use crate::support::{Api, caller};
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn store_items_are_put_read_searched_and_deleted_by_their_owner_only(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
     let send = |method: &'static str, path: &'static str, token: &str, body: serde_json::Value| {
         let request = api.request(method, path, token, &body.to_string());
         async { api.send(request).await }

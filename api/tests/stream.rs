@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
-use mostrador_api::Role;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease, claim};
 use serde_json::{Value, json};
@@ -47,7 +46,7 @@ async fn claimed(api: &Api) -> ClaimedRun {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -126,7 +125,7 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
     let (status, _, _) = stream(None, "?stream_mode=everything").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 
-    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", "customer", None));
     let request = api.request("GET", &format!("{run_path}/stream"), &luis, "");
     assert_eq!(api.send(request).await.0, StatusCode::NOT_FOUND);
 }
@@ -134,7 +133,7 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -221,7 +220,7 @@ async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool)
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -258,7 +257,7 @@ async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -315,7 +314,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -395,7 +394,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
 async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
     use futures_util::StreamExt;
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -437,7 +436,7 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -523,7 +522,7 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(
@@ -607,7 +606,7 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_stateless_wait_cut_by_a_drain_leaves_its_run_going(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     // Nobody runs it: the wait lasts until the pod drains.
     let router = mostrador_api::router(api.state.clone(), &api.config);
     let response = tower::ServiceExt::oneshot(
@@ -648,8 +647,8 @@ async fn one_caller_cannot_take_every_stream_and_wait_slot(pool: PgPool) {
         },
     )
     .await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
-    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let (_, _, run) = api
         .send(api.request(

@@ -6,17 +6,32 @@ use std::time::Duration;
 use axum::body::Body as HttpBody;
 use axum::http::{Request, StatusCode, header};
 use mostrador_api::auth::mint;
-use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Role, router};
+use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths, Policy, router};
 use mostrador_graph::{Command, START, StateGraph};
 use serde_json::Value;
 use sqlx::PgPool;
 use tower::ServiceExt;
 
+/// The policy the api's tests run under: the retail app's rules on the test graphs.
+pub const POLICY: &str = r#"
+    operators = ["manager"]
+    # A store's managers read its threads.
+    [graphs."*"]
+    read = ["manager"]
+    # As the retail app's `cliente`: a refund is the store managers' decision.
+    [graphs.approval]
+    decide = ["manager"]
+"#;
+
+/// A policy file's policy.
+pub fn policy(text: &str) -> Policy {
+    Policy::parse(text).expect("a policy").policy
+}
+
 pub fn config() -> ApiConfig {
     ApiConfig {
         body_limit: 64 * 1024,
-        // As the retail app's `cliente`: a refund is the store managers' decision.
-        decided_by_managers: ["approval".to_owned()].into(),
+        policy: policy(POLICY),
         ..ApiConfig::new(AuthConfig {
             secret: "api test secret".into(),
             jwks_url: None,
@@ -67,11 +82,7 @@ impl Api {
         let listener = mostrador_queue::Listener::start(pool.clone(), std::future::pending())
             .await
             .expect("listener");
-        let caller = Caller {
-            subject: "ana".into(),
-            role: Role::Customer,
-            store: Some("madrid-1".into()),
-        };
+        let caller = caller("ana", "customer", Some("madrid-1"));
         Self {
             state: AppState::new(pool, &config, graphs(), listener).expect("state"),
             token: mint(&config.auth, &caller, Duration::from_secs(300)).expect("token"),
@@ -137,12 +148,9 @@ impl Api {
     }
 }
 
-pub fn caller(subject: &str, role: Role, store: Option<&str>) -> Caller {
-    Caller {
-        subject: subject.into(),
-        role,
-        store: store.map(Into::into),
-    }
+/// A caller with one role, of a tenant (a store).
+pub fn caller(subject: &str, role: &str, store: Option<&str>) -> Caller {
+    Caller::new(subject).with_roles([role]).in_tenant(store)
 }
 
 impl Api {

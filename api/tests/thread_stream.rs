@@ -7,7 +7,6 @@ use std::time::Duration;
 use axum::body::BodyDataStream;
 use axum::http::StatusCode;
 use futures_util::StreamExt;
-use mostrador_api::Role;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
 use serde_json::{Value, json};
@@ -131,7 +130,7 @@ fn shape(events: &[(String, String, Value)]) -> Vec<(&str, Value)> {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_thread_stream_carries_its_runs_in_queue_order_and_resumes_across_them(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let first = start_run(&api, &ana, &thread).await;
     let second = start_run(&api, &ana, &thread).await;
@@ -178,7 +177,7 @@ async fn a_thread_stream_carries_its_runs_in_queue_order_and_resumes_across_them
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden(pool: PgPool) {
     let api = Api::new(pool).await;
-    let ana = api.token_for(&caller("ana", Role::Customer, None));
+    let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
     let run = start_run(&api, &ana, &thread).await;
 
@@ -201,7 +200,7 @@ async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden
         "lifecycle: the runs' metadata, none of their values"
     );
 
-    let luis = api.token_for(&caller("luis", Role::Customer, None));
+    let luis = api.token_for(&caller("luis", "customer", None));
     let foreign = api.request("GET", &format!("/threads/{thread}/stream"), &luis, "");
     assert_eq!(api.send(foreign).await.0, StatusCode::NOT_FOUND);
     let bad_mode = api.request(

@@ -1,4 +1,4 @@
-//! API keys: long-lived credentials that stand for a caller (a subject, a role, a store) exactly
+//! API keys: long-lived credentials that stand for a caller (a subject, roles, a tenant) exactly
 //! as a token does, for the clients that send `x-api-key` (the `langgraph-sdk` with
 //! `LANGGRAPH_API_KEY`, agent-chat-ui) or a bearer value that is a key.
 //!
@@ -57,9 +57,9 @@ pub struct ApiKey {
     /// [`KEY_PREFIX`] and the key's first hex digits, to recognise it by.
     pub key_prefix: String,
     pub subject: String,
-    /// `customer`, `clerk` or `manager` (the api's role names; the table refuses others).
-    pub role: String,
-    pub store: Option<String>,
+    /// What the authorization policy gives the caller, as a token's roles claim would.
+    pub roles: Vec<String>,
+    pub tenant: Option<String>,
     pub created_at: DateTime<Utc>,
     /// `None`: it never expires.
     pub expires_at: Option<DateTime<Utc>>,
@@ -77,8 +77,8 @@ impl ApiKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewApiKey {
     pub subject: String,
-    pub role: String,
-    pub store: Option<String>,
+    pub roles: Vec<String>,
+    pub tenant: Option<String>,
     /// From its creation; `None`: it never expires.
     pub expires_in: Option<Duration>,
 }
@@ -111,17 +111,17 @@ pub fn is_api_key(value: &str) -> bool {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for an empty subject or store, an unknown role or an expiry beyond 100
+/// [`Error::Invalid`] for an empty subject, tenant or role name, or an expiry beyond 100
 /// years; [`Error::Random`] if the operating system gives no random bytes; the database failed.
 pub async fn create(pool: &PgPool, new: &NewApiKey) -> Result<(ApiKey, ApiKeySecret)> {
     if new.subject.is_empty() {
         return Err(invalid("subject", "may not be empty"));
     }
-    if new.store.as_deref() == Some("") {
-        return Err(invalid("store", "may not be empty (leave it out instead)"));
+    if new.tenant.as_deref() == Some("") {
+        return Err(invalid("tenant", "may not be empty (leave it out instead)"));
     }
-    if !["customer", "clerk", "manager"].contains(&new.role.as_str()) {
-        return Err(invalid("role", "must be customer, clerk or manager"));
+    if new.roles.iter().any(String::is_empty) {
+        return Err(invalid("roles", "a role's name may not be empty"));
     }
     if new
         .expires_in
@@ -134,14 +134,14 @@ pub async fn create(pool: &PgPool, new: &NewApiKey) -> Result<(ApiKey, ApiKeySec
     let key = sqlx::query_as!(
         ApiKey,
         r#"
-        insert into mostrador.api_keys (key_id, key_prefix, key_hash, subject, role, store, expires_at)
+        insert into mostrador.api_keys (key_id, key_prefix, key_hash, subject, roles, tenant, expires_at)
         values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7::float8))
         returning
             key_id as "key_id: ApiKeyId",
             key_prefix,
             subject,
-            role,
-            store,
+            roles,
+            tenant,
             created_at,
             expires_at,
             revoked_at
@@ -150,8 +150,8 @@ pub async fn create(pool: &PgPool, new: &NewApiKey) -> Result<(ApiKey, ApiKeySec
         key_prefix,
         &hash(&secret.0)[..],
         new.subject,
-        new.role,
-        new.store,
+        &new.roles,
+        new.tenant,
         new.expires_in.map(|expires_in| expires_in.as_secs_f64()),
     )
     .fetch_one(pool)
@@ -177,8 +177,8 @@ pub async fn authenticate(pool: &PgPool, key: &str) -> Result<Option<ApiKey>> {
             key_id as "key_id: ApiKeyId",
             key_prefix,
             subject,
-            role,
-            store,
+            roles,
+            tenant,
             created_at,
             expires_at,
             revoked_at
@@ -206,8 +206,8 @@ pub async fn list(pool: &PgPool) -> Result<Vec<ApiKey>> {
             key_id as "key_id: ApiKeyId",
             key_prefix,
             subject,
-            role,
-            store,
+            roles,
+            tenant,
             created_at,
             expires_at,
             revoked_at
@@ -236,8 +236,8 @@ pub async fn revoke(pool: &PgPool, key_id: ApiKeyId) -> Result<ApiKey> {
             key_id as "key_id: ApiKeyId",
             key_prefix,
             subject,
-            role,
-            store,
+            roles,
+            tenant,
             created_at,
             expires_at,
             revoked_at

@@ -171,7 +171,7 @@ pub struct Cron {
     pub graph_id: String,
     pub thread_id: Option<Uuid>,
     pub owner: String,
-    pub store: Option<String>,
+    pub tenant: Option<String>,
     pub schedule: String,
     /// `input`, `config`, `metadata`, `stream_mode`, `multitask_strategy` of its runs.
     pub payload: Value,
@@ -190,7 +190,7 @@ pub struct NewCron {
     pub graph_id: String,
     pub thread_id: Option<ThreadId>,
     pub owner: String,
-    pub store: Option<String>,
+    pub tenant: Option<String>,
     pub schedule: String,
     pub payload: Value,
     pub metadata: Value,
@@ -230,20 +230,20 @@ pub async fn create(
         Cron,
         r#"
         insert into mostrador.crons
-            (cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata, enabled,
+            (cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata, enabled,
              end_time, next_run_at)
         select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
         where (
             select count(*) from mostrador.crons where owner = $4 and enabled
         ) < $12
-        returning cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+        returning cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
             on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         "#,
         Uuid::now_v7(),
         new.graph_id,
         new.thread_id.map(|id| id.0),
         new.owner,
-        new.store,
+        new.tenant,
         new.schedule
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -286,7 +286,7 @@ pub async fn search(
     Ok(sqlx::query_as!(
         Cron,
         r#"
-        select cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
             on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
         where owner = $1
@@ -346,7 +346,7 @@ pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
     let due = sqlx::query_as!(
         Cron,
         r#"
-        select cron_id, graph_id, thread_id, owner, store, schedule, payload, metadata,
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
             on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
         where enabled and next_run_at <= now()
@@ -435,7 +435,7 @@ async fn enqueue_for(
         Some(id) => ThreadId(id),
         None => {
             let mut new = NewThread::new(&cron.graph_id, &cron.owner);
-            new.store.clone_from(&cron.store);
+            new.tenant.clone_from(&cron.tenant);
             new.metadata = serde_json::json!({"cron_id": cron.cron_id});
             thread::create(&mut *tx, &new).await?.thread_id
         }

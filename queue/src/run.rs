@@ -418,15 +418,17 @@ pub async fn recent(
         from mostrador.runs r
         join mostrador.threads t on t.thread_id = r.thread_id
         where t.deleted_at is null
-          and (t.owner = $1 or ($2::text is not null and t.store = $2))
+          and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+              and ($5::text[] is null or t.graph_id = any($5))))
           and ($3::mostrador.run_status is null or r.status = $3)
         order by r.created_at desc, r.run_id desc
         limit $4
         "#,
         visible_to.owner,
-        visible_to.store,
+        visible_to.tenant,
         status as Option<RunStatus>,
         limit,
+        visible_to.tenant_graphs.as_deref(),
     )
     .fetch_all(executor)
     .await?;

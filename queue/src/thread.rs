@@ -67,7 +67,7 @@ pub struct Thread {
     /// `None` until a run binds the thread to its graph.
     pub graph_id: Option<String>,
     pub owner: String,
-    pub store: Option<String>,
+    pub tenant: Option<String>,
     pub status: ThreadStatus,
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
@@ -81,7 +81,7 @@ pub struct NewThread {
     /// `None` leaves the thread for its first run to bind.
     pub graph_id: Option<String>,
     pub owner: String,
-    pub store: Option<String>,
+    pub tenant: Option<String>,
     pub metadata: Value,
 }
 
@@ -98,13 +98,13 @@ impl NewThread {
         Self {
             graph_id: None,
             owner: owner.into(),
-            store: None,
+            tenant: None,
             metadata: Value::Object(Default::default()),
         }
     }
 
-    pub fn store(mut self, store: impl Into<String>) -> Self {
-        self.store = Some(store.into());
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
         self
     }
 }
@@ -124,14 +124,14 @@ pub async fn create_with_id(
     Ok(sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, store, metadata)
+        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata)
         values ($1, $2, $3, $4, $5)
         on conflict (thread_id) do nothing
         returning
             thread_id as "thread_id: ThreadId",
             graph_id,
             owner,
-            store,
+            tenant,
             status as "status: ThreadStatus",
             metadata,
             created_at,
@@ -141,7 +141,7 @@ pub async fn create_with_id(
         thread_id,
         new.graph_id,
         new.owner,
-        new.store,
+        new.tenant,
         new.metadata,
     )
     .fetch_optional(executor)
@@ -162,27 +162,27 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
     let mut thread_ids = Vec::with_capacity(news.len());
     let mut graph_ids = Vec::with_capacity(news.len());
     let mut owners = Vec::with_capacity(news.len());
-    let mut stores = Vec::with_capacity(news.len());
+    let mut tenants = Vec::with_capacity(news.len());
     let mut metadatas = Vec::with_capacity(news.len());
     for new in news {
         check_metadata(&new.metadata)?;
         thread_ids.push(Uuid::now_v7());
         graph_ids.push(new.graph_id.clone());
         owners.push(new.owner.clone());
-        stores.push(new.store.clone());
+        tenants.push(new.tenant.clone());
         metadatas.push(new.metadata.clone());
     }
     let threads = sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, store, metadata)
+        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata)
         select *
         from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[])
         returning
             thread_id as "thread_id: ThreadId",
             graph_id,
             owner,
-            store,
+            tenant,
             status as "status: ThreadStatus",
             metadata,
             created_at,
@@ -192,7 +192,7 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         &thread_ids,
         &graph_ids as &[Option<String>],
         &owners,
-        &stores as &[Option<String>],
+        &tenants as &[Option<String>],
         &metadatas,
     )
     .fetch_all(executor)
@@ -213,7 +213,7 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result<T
             t.thread_id as "thread_id: ThreadId",
             t.graph_id,
             t.owner,
-            t.store,
+            t.tenant,
             case
                 when exists (
                     select 1

@@ -9,8 +9,8 @@ use sqlx::PgPool;
 fn marta() -> NewApiKey {
     NewApiKey {
         subject: "marta".into(),
-        role: "manager".into(),
-        store: Some("madrid-1".into()),
+        roles: vec!["manager".into()],
+        tenant: Some("madrid-1".into()),
         expires_in: None,
     }
 }
@@ -139,17 +139,17 @@ async fn malformed_keys_and_invalid_callers_are_refused(pool: PgPool) -> anyhow:
         ),
         (
             NewApiKey {
-                role: "admin".into(),
+                roles: vec!["manager".into(), String::new()],
                 ..marta()
             },
-            "role",
+            "roles",
         ),
         (
             NewApiKey {
-                store: Some(String::new()),
+                tenant: Some(String::new()),
                 ..marta()
             },
-            "store",
+            "tenant",
         ),
         (
             NewApiKey {

@@ -19,7 +19,7 @@ pub fn graphs() -> Vec<String> {
 }
 
 pub async fn new_thread(pool: &PgPool) -> Thread {
-    thread::create(pool, &NewThread::new(GRAPH, "ana").store("madrid-centro"))
+    thread::create(pool, &NewThread::new(GRAPH, "ana").tenant("madrid-centro"))
         .await
         .expect("create thread")
 }

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use mostrador_api::Caller;
 use mostrador_api::auth::mint;
-use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+
+use crate::retail::retail_auth;
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -15,18 +17,8 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
     let mut api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
     api.until_ready_is(200).await;
 
-    let config = AuthConfig {
-        secret: "e2e secret".into(),
-        jwks_url: None,
-        issuer: "mostrador".into(),
-        audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
-    };
-    let caller = Caller {
-        subject: "ana".into(),
-        role: Role::Customer,
-        store: None,
-    };
+    let config = retail_auth("e2e secret");
+    let caller = Caller::new("ana").with_roles(["customer"]);
     let token = mint(&config, &caller, Duration::from_secs(60)).expect("token");
     let bearer = format!("Bearer {token}");
     let json = ("Content-Type", "application/json");
@@ -86,18 +78,10 @@ async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
     let api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
     let _worker = Worker::start(&db, "w", &[]);
     api.until_ready_is(200).await;
-    let config = AuthConfig {
-        secret: "e2e secret".into(),
-        jwks_url: None,
-        issuer: "mostrador".into(),
-        audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
-    };
-    let ana = Caller {
-        subject: "ana".into(),
-        role: Role::Customer,
-        store: Some("madrid-1".into()),
-    };
+    let config = retail_auth("e2e secret");
+    let ana = Caller::new("ana")
+        .with_roles(["customer"])
+        .in_tenant(Some("madrid-1"));
     let bearer = format!(
         "Bearer {}",
         mint(&config, &ana, Duration::from_secs(60)).expect("token")
@@ -184,18 +168,10 @@ async fn dev_mode_runs_api_and_worker_in_one_process(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut dev = Worker::spawn(&db, "dev", "dev", &[]);
     dev.until_ready_is(200).await;
-    let config = AuthConfig {
-        secret: "mostrador-dev-secret".into(),
-        jwks_url: None,
-        issuer: "mostrador".into(),
-        audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
-    };
-    let caller = Caller {
-        subject: "dev".into(),
-        role: Role::Manager,
-        store: Some("dev".into()),
-    };
+    let config = retail_auth("mostrador-dev-secret");
+    let caller = Caller::new("dev")
+        .with_roles(["manager"])
+        .in_tenant(Some("dev"));
     let bearer = format!(
         "Bearer {}",
         mint(&config, &caller, Duration::from_secs(60)).expect("token")

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use mostrador_api::Role;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,7 +59,7 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
     worker.until_ready_is(200).await;
     let bearer = format!(
         "Bearer {}",
-        token("e2e secret", "ana", Role::Customer, "madrid-centro")
+        token("e2e secret", "ana", "customer", "madrid-centro")
     );
     let run = json!({"assistant_id": "e2e_linear_6", "input": {"delay_ms": 150},
                      "stream_mode": ["values", "updates"]});

@@ -14,7 +14,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mostrador_api::Role;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::io::AsyncWriteExt;
@@ -157,7 +156,7 @@ async fn hostile_tenants_cannot_starve_or_reach_others(pool: PgPool) {
             let store = STORES[i % STORES.len()];
             let name = format!("cliente-{i:02}");
             Caller {
-                token: token(SECRET, &name, Role::Customer, store),
+                token: token(SECRET, &name, "customer", store),
                 name,
                 store,
             }
@@ -168,7 +167,7 @@ async fn hostile_tenants_cannot_starve_or_reach_others(pool: PgPool) {
         .map(|store| {
             let name = format!("encargado-{store}");
             Caller {
-                token: token(SECRET, &name, Role::Manager, store),
+                token: token(SECRET, &name, "manager", store),
                 name,
                 store,
             }
@@ -184,7 +183,7 @@ async fn hostile_tenants_cannot_starve_or_reach_others(pool: PgPool) {
     let steady = Caller {
         name: "constante".into(),
         store: STORES[0],
-        token: token(SECRET, "constante", Role::Customer, STORES[0]),
+        token: token(SECRET, "constante", "customer", STORES[0]),
     };
 
     // The idle system: the steady load alone.

@@ -13,7 +13,6 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use mostrador_api::Role;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -153,7 +152,7 @@ async fn model_tokens_reach_sse_clients_as_they_arrive(pool: PgPool) {
     };
     let base_url = serve(fake.clone()).await;
     let (api, _worker) = start(&db, &base_url).await;
-    let clerk = token(SECRET, "pepe", Role::Clerk, "madrid-centro");
+    let clerk = token(SECRET, "pepe", "clerk", "madrid-centro");
 
     let mut body = question();
     body["stream_mode"] = json!(["messages-tuple", "values"]);
@@ -221,7 +220,7 @@ async fn model_503_before_the_first_byte_is_retried(pool: PgPool) {
     };
     let base_url = serve(fake.clone()).await;
     let (api, _worker) = start(&db, &base_url).await;
-    let clerk = token(SECRET, "pepe", Role::Clerk, "madrid-centro");
+    let clerk = token(SECRET, "pepe", "clerk", "madrid-centro");
     let (status, values) = call(&api, "POST", "/runs/wait", &clerk, Some(question())).await;
     assert_eq!(status, 200, "{values}");
     let answer = values["messages"]
@@ -247,7 +246,7 @@ async fn model_answer_cut_mid_stream_fails_the_run_without_a_retry_storm(pool: P
     };
     let base_url = serve(fake.clone()).await;
     let (api, _worker) = start(&db, &base_url).await;
-    let clerk = token(SECRET, "pepe", Role::Clerk, "madrid-centro");
+    let clerk = token(SECRET, "pepe", "clerk", "madrid-centro");
     let (status, body) = call(&api, "POST", "/runs", &clerk, Some(question())).await;
     assert_eq!(status, 200, "{body}");
     let join = format!(

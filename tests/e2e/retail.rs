@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mostrador_api::auth::mint;
-use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_api::{AuthConfig, Caller, ClaimPaths};
 use mostrador_graph::StreamMode;
 use mostrador_queue::RunStatus;
 use mostrador_queue::run::NewRun;
@@ -18,20 +18,28 @@ use crate::support::{Db, Worker, assert_status};
 /// The secret `mostrador dev` signs with when none is set.
 pub const DEV_SECRET: &str = "mostrador-dev-secret";
 
-pub fn token(secret: &str, subject: &str, role: Role, store: &str) -> String {
-    let config = AuthConfig {
+/// How the retail app's tokens are read (its policy's `[caller]`: the store in `store`, the role
+/// in `role`), signed with `secret`.
+pub fn retail_auth(secret: &str) -> AuthConfig {
+    AuthConfig {
         secret: secret.into(),
         jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
-    };
-    let caller = Caller {
-        subject: subject.into(),
-        role,
-        store: Some(store.into()),
-    };
-    mint(&config, &caller, Duration::from_secs(600)).expect("token")
+        claims: ClaimPaths {
+            subject: "sub".into(),
+            tenant: "store".into(),
+            roles: "role".into(),
+        },
+    }
+}
+
+/// A token for a caller with one role, of a store.
+pub fn token(secret: &str, subject: &str, role: &str, store: &str) -> String {
+    let caller = Caller::new(subject)
+        .with_roles([role])
+        .in_tenant(Some(store));
+    mint(&retail_auth(secret), &caller, Duration::from_secs(600)).expect("token")
 }
 
 /// A JSON request to the api process: status and body (`null` when empty or not JSON).
@@ -145,7 +153,7 @@ async fn count(pool: &PgPool, sql: &'static str) -> i64 {
 async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
-    let clerk = token(DEV_SECRET, "pepe", Role::Clerk, "madrid-centro");
+    let clerk = token(DEV_SECRET, "pepe", "clerk", "madrid-centro");
     let values = ask_tienda(&dev, &clerk, "¿Quedan zapatillas de trail Cumbre 42?").await;
     let tools: Vec<&str> = values["messages"]
         .as_array()
@@ -173,7 +181,7 @@ async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
 
     // A caller whose store is none of the chain's (the token `mostrador dev` prints and its
     // dashboard uses): the stock of every store is "nearby", none is "here".
-    let stranger = token(DEV_SECRET, "dev", Role::Manager, "dev");
+    let stranger = token(DEV_SECRET, "dev", "manager", "dev");
     let values = ask_tienda(&dev, &stranger, "¿Quedan zapatillas de trail Cumbre 42?").await;
     let stock: Value = serde_json::from_str(tool_answers(&values, "stock")[0]).expect("json");
     assert_eq!(stock["quantity"], 0, "{stock}");
@@ -193,7 +201,7 @@ async fn compras_proposes_every_reference_below_its_reorder_point(pool: PgPool) 
     )
     .await;
     assert!(below > 5, "the demo data has references to reorder");
-    let manager = token(DEV_SECRET, "marta", Role::Manager, "madrid-centro");
+    let manager = token(DEV_SECRET, "marta", "manager", "madrid-centro");
     let (status, values) = call(
         &dev,
         "POST",
@@ -332,7 +340,7 @@ async fn fichas_fed_in_bulk_write_one_reviewed_sheet_per_product(pool: PgPool) {
             .fetch_all(&db.pool)
             .await
             .expect("products");
-    let clerk = token(DEV_SECRET, "pepe", Role::Clerk, "madrid-centro");
+    let clerk = token(DEV_SECRET, "pepe", "clerk", "madrid-centro");
     let batch: Vec<Value> = products
         .iter()
         .map(|id| json!({"assistant_id": "fichas", "input": {"product_id": id}}))
@@ -387,9 +395,9 @@ async fn fichas_fed_in_bulk_write_one_reviewed_sheet_per_product(pool: PgPool) {
 async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
-    let ana = token(DEV_SECRET, "ana", Role::Customer, "madrid-centro");
-    let marta = token(DEV_SECRET, "marta", Role::Manager, "madrid-centro");
-    let jordi = token(DEV_SECRET, "jordi", Role::Manager, "barcelona-gracia");
+    let ana = token(DEV_SECRET, "ana", "customer", "madrid-centro");
+    let marta = token(DEV_SECRET, "marta", "manager", "madrid-centro");
+    let jordi = token(DEV_SECRET, "jordi", "manager", "barcelona-gracia");
 
     let (thread_id, values) = ask_for_refund(
         &dev,
@@ -560,8 +568,8 @@ async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
     api.until_ready_is(200).await;
     first.until_ready_is(200).await;
 
-    let ana = token(secret, "ana", Role::Customer, "madrid-centro");
-    let marta = token(secret, "marta", Role::Manager, "madrid-centro");
+    let ana = token(secret, "ana", "customer", "madrid-centro");
+    let marta = token(secret, "marta", "manager", "madrid-centro");
     let (thread_id, waiting) =
         ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
 

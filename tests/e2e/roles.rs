@@ -2,7 +2,6 @@
 //! api, the workers, retention and the scheduler's commands work under it, and it can neither
 //! create, alter nor drop anything.
 
-use mostrador_api::Role;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 
@@ -85,8 +84,8 @@ async fn runtime_role_cannot_ddl(pool: PgPool) {
     worker.until_ready_is(200).await;
 
     // A whole approval flow: threads, runs, events, checkpoints, business rows, tool effects.
-    let ana = token(secret, "ana", Role::Customer, "madrid-centro");
-    let marta = token(secret, "marta", Role::Manager, "madrid-centro");
+    let ana = token(secret, "ana", "customer", "madrid-centro");
+    let marta = token(secret, "marta", "manager", "madrid-centro");
     let (thread_id, waiting) =
         ask_for_refund(&api, &ana, "Quiero devolver el pedido PED-1001").await;
     let (status, queue) = call(&api, "GET", "/approvals", &marta, None).await;

@@ -98,7 +98,6 @@ async fn batch_waits_for_its_runs_and_fails_when_one_failed(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn cron_enqueues_exactly_once_per_tick_with_three_workers(pool: PgPool) {
-    use mostrador_api::Role;
     use serde_json::json;
 
     use crate::retail::{call, token};
@@ -119,7 +118,7 @@ async fn cron_enqueues_exactly_once_per_tick_with_three_workers(pool: PgPool) {
     for worker in &workers {
         worker.until_ready_is(200).await;
     }
-    let ana = token("e2e secret", "ana", Role::Customer, "madrid-centro");
+    let ana = token("e2e secret", "ana", "customer", "madrid-centro");
     let (status, cron) = call(
         &api,
         "POST",
@@ -180,7 +179,7 @@ async fn cron_enqueues_exactly_once_per_tick_with_three_workers(pool: PgPool) {
     let (status, found) = call(&api, "POST", "/runs/crons/search", &ana, Some(json!({}))).await;
     assert_eq!(status, 200);
     assert_eq!(found.as_array().map(Vec::len), Some(1), "{found}");
-    let luis = token("e2e secret", "luis", Role::Customer, "madrid-centro");
+    let luis = token("e2e secret", "luis", "customer", "madrid-centro");
     let (status, _) = call(
         &api,
         "DELETE",

@@ -287,7 +287,7 @@ async fn propose(
         ));
     }
     let store_id = order["store_id"].as_str().unwrap_or("");
-    if thread.store.as_deref() != Some(store_id) {
+    if thread.tenant.as_deref() != Some(store_id) {
         return Ok(Err(json!({"status": "refused", "note": format!(
             "el pedido {order_id} es de la tienda {store_id}: su devolución la decide un \
              encargado de esa tienda, en una conversación con ella"

@@ -23,13 +23,9 @@ use uuid::Uuid;
 
 use crate::llm::Model;
 
-/// The retail graphs whose interrupts the managers of the thread's store decide (a refund), not
-/// the customer who runs them.
-pub const DECIDED_BY_MANAGERS: &[&str] = &["cliente"];
-
-/// The retail graphs only a store's staff (clerks, managers, the scheduler's crons) start: they
-/// write the purchase proposals and product sheets of every store.
-pub const STARTED_BY_STAFF: &[&str] = &["compras", "fichas"];
+/// The retail app's authorization policy (`agents/policy.toml`): managers read their store's
+/// threads and decide its refunds; only a store's staff start `compras` and `fichas`.
+pub const POLICY: &str = include_str!("../../policy.toml");
 
 /// Every retail graph by assistant id.
 pub fn all(pool: &PgPool, model: &Model) -> HashMap<String, Graph> {

@@ -88,7 +88,7 @@ async fn run_tools(pool: &PgPool, ctx: &NodeContext) -> Result<Command, NodeErro
         Some(store) => Some(store.to_owned()),
         None => {
             let (_, thread_id) = run_and_thread(ctx)?;
-            super::thread(pool, thread_id).await?.store
+            super::thread(pool, thread_id).await?.tenant
         }
     };
     let mut results = Vec::new();

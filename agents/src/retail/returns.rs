@@ -248,7 +248,7 @@ pub async fn store_approvals(
         from retail.approvals a
         join mostrador.threads t on t.thread_id = a.thread_id
         where a.store_id = $1 and a.status = coalesce($2, 'pending')
-            and t.store = $1 and t.deleted_at is null
+            and t.tenant = $1 and t.deleted_at is null
         order by a.created_at, a.approval_id
         limit $3 offset $4
         "#,
@@ -266,7 +266,8 @@ pub async fn store_approvals(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decider {
     pub subject: String,
-    pub role: String,
+    pub roles: Vec<String>,
+    /// The retail app's tenants are its stores.
     pub store: Option<String>,
 }
 
@@ -277,8 +278,17 @@ impl Decider {
         let user = configurable.get("langgraph_auth_user")?;
         Some(Self {
             subject: user.get("identity")?.as_str()?.to_owned(),
-            role: user.get("role")?.as_str()?.to_owned(),
-            store: user.get("store").and_then(Value::as_str).map(str::to_owned),
+            roles: user
+                .get("roles")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            store: user
+                .get("tenant")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         })
     }
 
@@ -289,7 +299,8 @@ impl Decider {
     ///
     /// Why not, for the manager to read.
     pub fn may_decide(&self, store: &str, customer: &str) -> Result<(), String> {
-        if self.role != "manager" || self.store.as_deref() != Some(store) {
+        if !self.roles.iter().any(|role| role == "manager") || self.store.as_deref() != Some(store)
+        {
             return Err(format!(
                 "only a manager of the order's store ({store}) decides its refund"
             ));
@@ -460,7 +471,7 @@ async fn pay(
     };
     let decider = Decider {
         subject: approval.decided_by.unwrap_or_default(),
-        role: "manager".into(),
+        roles: vec!["manager".into()],
         store: approval.decided_store,
     };
     let amount = match (approval.status.as_str(), approval.approved_amount) {

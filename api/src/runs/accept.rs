@@ -138,7 +138,7 @@ pub async fn accept(
     body: CreateRun,
 ) -> Result<Accepted, ApiError> {
     let create = body.if_not_exists.as_deref() == Some("create");
-    let found = visible_thread(state.pool(), caller, thread_id).await;
+    let found = visible_thread(state, caller, thread_id).await;
     let thread = match found {
         Ok(thread) => Some(thread),
         // `if_not_exists: create` (RemoteGraph, client-chosen ids): the caller's new thread.
@@ -258,7 +258,7 @@ async fn create_and_enqueue(
     let owned = NewThread {
         graph_id: None,
         owner: caller.subject.clone(),
-        store: caller.store.clone(),
+        tenant: caller.tenant.clone(),
         metadata: json!({}),
     };
     let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
@@ -324,7 +324,7 @@ async fn accept_stateless(
         let new_thread = NewThread {
             graph_id: Some(assistant.graph_id.clone()),
             owner: caller.subject.clone(),
-            store: caller.store.clone(),
+            tenant: caller.tenant.clone(),
             metadata: json!({}),
         };
         let thread = thread::create(&mut *tx, &new_thread)

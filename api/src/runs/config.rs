@@ -127,8 +127,8 @@ pub(crate) fn acting_for(config: &mut Value, caller: &Caller) {
             "display_name": caller.subject,
             "is_authenticated": true,
             "permissions": [],
-            "role": caller.role.as_str(),
-            "store": caller.store,
+            "roles": caller.roles,
+            "tenant": caller.tenant,
         }),
     );
     map.insert("langgraph_auth_user_id".into(), json!(caller.subject));

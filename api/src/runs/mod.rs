@@ -31,7 +31,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_write, visibility, visible_thread};
+use crate::authorize::{may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -156,7 +156,7 @@ pub async fn visible_run(
     thread_id: &str,
     run_id: &str,
 ) -> Result<Run, ApiError> {
-    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let thread = visible_thread(state, caller, thread_id).await?;
     run_of(state, &thread, run_id).await
 }
 
@@ -167,7 +167,7 @@ pub async fn writable_run(
     thread_id: &str,
     run_id: &str,
 ) -> Result<Run, ApiError> {
-    let thread = visible_thread(state.pool(), caller, thread_id).await?;
+    let thread = visible_thread(state, caller, thread_id).await?;
     let run = run_of(state, &thread, run_id).await?;
     may_write(caller, &thread)?;
     Ok(run)
@@ -221,7 +221,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     let status = status_filter(query.status.as_deref())?;
     let runs = run::list(
         state.pool(),
@@ -269,9 +269,14 @@ pub async fn recent(
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let status = status_filter(query.status.as_deref())?;
-    let runs = run::recent(state.pool(), &visibility(&caller), status, query.limit)
-        .await
-        .map_err(queue_error)?;
+    let runs = run::recent(
+        state.pool(),
+        &state.visibility(&caller),
+        status,
+        query.limit,
+    )
+    .await
+    .map_err(queue_error)?;
     Ok(Json(
         runs.iter()
             .map(|run| {

@@ -134,7 +134,7 @@ pub async fn join(
 ) -> Result<Response, ApiError> {
     let modes = Modes::parse(&query)?;
     let start = Start::parse(&headers)?;
-    let thread = visible_thread(state.pool(), &caller, &thread_id).await?;
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
     let slot = crate::stream::slot(&state, &caller)?;
     let events = respond(slot, move |sender| async move {
         follow_thread(&state, &thread, modes, start, &sender).await;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use mostrador_api::auth::mint;
-use mostrador_api::{AuthConfig, Caller, ClaimPaths, Role};
+use mostrador_api::{AuthConfig, Caller, ClaimPaths};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::run::{NewRun, enqueue};
@@ -160,7 +160,7 @@ async fn held_run(
 )> {
     let thread = create_many(
         pool,
-        &[NewThread::new("bench_linear_1", "bench").store("bench")],
+        &[NewThread::new("bench_linear_1", "bench").tenant("bench")],
     )
     .await?
     .remove(0);
@@ -186,13 +186,16 @@ fn token() -> anyhow::Result<String> {
         jwks_url: None,
         issuer: "mostrador".into(),
         audience: "mostrador".into(),
-        claims: ClaimPaths::default(),
+        // The retail policy's claims, which the binary reads.
+        claims: ClaimPaths {
+            subject: "sub".into(),
+            tenant: "store".into(),
+            roles: "role".into(),
+        },
     };
-    let caller = Caller {
-        subject: "bench".into(),
-        role: Role::Manager,
-        store: Some("bench".into()),
-    };
+    let caller = Caller::new("bench")
+        .with_roles(["manager"])
+        .in_tenant(Some("bench"));
     Ok(mint(&config, &caller, Duration::from_secs(3600))?)
 }
 
@@ -297,7 +300,7 @@ async fn create_runs(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let threads = create_many(
         pool,
         &(0..clients)
-            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .map(|_| NewThread::new("bench_linear_1", "bench").tenant("bench"))
             .collect::<Vec<_>>(),
     )
     .await?;
@@ -406,7 +409,7 @@ async fn pickup(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let threads = create_many(
         pool,
         &(0..args.pickups + 10)
-            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .map(|_| NewThread::new("bench_linear_1", "bench").tenant("bench"))
             .collect::<Vec<_>>(),
     )
     .await?;
@@ -478,7 +481,7 @@ async fn overload(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let threads = create_many(
         pool,
         &(0..clients)
-            .map(|_| NewThread::new("bench_linear_1", "bench").store("bench"))
+            .map(|_| NewThread::new("bench_linear_1", "bench").tenant("bench"))
             .collect::<Vec<_>>(),
     )
     .await?;

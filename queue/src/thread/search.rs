@@ -13,8 +13,22 @@ use crate::{Error, Result};
 pub struct Visibility {
     /// Threads this subject owns.
     pub owner: String,
-    /// And every thread of this store (a manager's).
-    pub store: Option<String>,
+    /// And the threads of this tenant, where the authorization policy lets the caller's roles
+    /// read their tenant's threads.
+    pub tenant: Option<String>,
+    /// Of these graphs only; `None`: of every graph (threads no run has bound yet included).
+    pub tenant_graphs: Option<Vec<String>>,
+}
+
+impl Visibility {
+    /// Its owner's threads only.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        Self {
+            owner: owner.into(),
+            tenant: None,
+            tenant_graphs: None,
+        }
+    }
 }
 
 /// What [`search`] looks for, newest first.
@@ -110,7 +124,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
             s.thread_id as "thread_id!: ThreadId",
             s.graph_id,
             s.owner as "owner!",
-            s.store,
+            s.tenant,
             s.status as "status!: ThreadStatus",
             s.metadata as "metadata!",
             s.created_at as "created_at!",
@@ -121,7 +135,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
                 t.thread_id,
                 t.graph_id,
                 t.owner,
-                t.store,
+                t.tenant,
                 case
                     when exists (
                         select 1
@@ -137,7 +151,8 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
                 t.last_activity_at
             from mostrador.threads t
             where t.deleted_at is null
-              and (t.owner = $1 or ($2::text is not null and t.store = $2))
+              and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+                  and ($10::text[] is null or t.graph_id = any($10))))
               and ($3::jsonb is null or t.metadata @> $3)
               and ($4::uuid[] is null or t.thread_id = any($4))
         ) s
@@ -165,7 +180,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
         offset $7
         "#,
         search.visible_to.owner,
-        search.visible_to.store,
+        search.visible_to.tenant,
         search.metadata,
         ids.as_deref(),
         search.status as Option<ThreadStatus>,
@@ -173,6 +188,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
         search.offset,
         search.sort.by.as_str(),
         search.sort.ascending,
+        search.visible_to.tenant_graphs.as_deref(),
     )
     .fetch_all(executor)
     .await?;
@@ -200,7 +216,8 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
         select count(*) as "count!"
         from mostrador.threads t
         where t.deleted_at is null
-          and (t.owner = $1 or ($2::text is not null and t.store = $2))
+          and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+              and ($6::text[] is null or t.graph_id = any($6))))
           and ($3::jsonb is null or t.metadata @> $3)
           and ($4::uuid[] is null or t.thread_id = any($4))
           and (
@@ -217,10 +234,11 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
           )
         "#,
         search.visible_to.owner,
-        search.visible_to.store,
+        search.visible_to.tenant,
         search.metadata,
         ids.as_deref(),
         search.status as Option<ThreadStatus>,
+        search.visible_to.tenant_graphs.as_deref(),
     )
     .fetch_one(executor)
     .await?)

@@ -10,8 +10,11 @@ fn main() -> ExitCode {
             graphs.extend(mostrador_tests::graphs(pool));
             graphs
         },
-        // `e2e_approval` stands for `cliente`: a decision for the managers of the store.
-        decided_by_managers: &["cliente", "e2e_approval"],
-        started_by_staff: mostrador_agents::graphs::STARTED_BY_STAFF,
+        // The retail policy; `e2e_approval` stands for `cliente`: a decision for the managers of
+        // the store.
+        policy: Some(concat!(
+            include_str!("../../../agents/policy.toml"),
+            "\n[graphs.e2e_approval]\ndecide = [\"manager\"]\n"
+        )),
     })
 }
