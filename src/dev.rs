@@ -71,6 +71,10 @@ pub(crate) struct DevArgs {
 
     #[command(flatten)]
     policy: PolicyArgs,
+
+    /// The hosts webhooks may be sent to, comma-separated (see `api --help`) [default: none].
+    #[arg(long, env = "MOSTRADOR_WEBHOOK_HOSTS", default_value = "", hide_default_value = true, value_parser = crate::parse_webhook_hosts)]
+    webhook_hosts: mostrador_api::webhooks::WebhookHosts,
 }
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
@@ -142,6 +146,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .unwrap_or_default(),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         policy: policy.policy,
+        webhook_hosts: args.webhook_hosts.clone(),
         // On loopback only: /metrics beside the api's routes.
         public_metrics: true,
         ..ApiConfig::new(auth)

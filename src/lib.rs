@@ -25,6 +25,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mostrador_agents::{Model, Offline};
+use mostrador_api::webhooks::WebhookHosts;
 use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
@@ -176,6 +177,12 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_PAGE_BYTES", default_value_t = mostrador_api::app::MAX_PAGE_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
     max_page_bytes: usize,
 
+    /// The hosts webhooks may be sent to, comma-separated: `hooks.example.com`,
+    /// `*.example.com`, an address, each with `:port` or any [default: none; a run naming a
+    /// webhook gets a 422].
+    #[arg(long, env = "MOSTRADOR_WEBHOOK_HOSTS", default_value = "", hide_default_value = true, value_parser = parse_webhook_hosts)]
+    webhook_hosts: WebhookHosts,
+
     /// The most supersteps a run may ask for (`config.recursion_limit`); more gets a 422.
     #[arg(long, env = "MOSTRADOR_MAX_RECURSION_LIMIT", default_value_t = mostrador_api::runs::config::RECURSION_LIMIT_MAX, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_recursion_limit: u64,
@@ -277,6 +284,10 @@ struct TokenArgs {
     /// How long the token is valid.
     #[arg(long, value_parser = parse_duration, default_value = "12h")]
     ttl: Duration,
+}
+
+fn parse_webhook_hosts(text: &str) -> Result<WebhookHosts, String> {
+    WebhookHosts::parse(text)
 }
 
 #[derive(Debug, Args)]
@@ -383,6 +394,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     }
     config.python_graphs = args.python.graph_ids()?;
     config.policy = policy.policy;
+    config.webhook_hosts = args.webhook_hosts.clone();
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()
@@ -431,6 +443,10 @@ async fn serve_api(
         tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
         tokio::spawn(mostrador_api::serve_metrics(metrics, state.clone()));
     }
+    let webhooks = tokio::spawn(mostrador_api::webhooks::send(
+        state.clone(),
+        config.webhook_retry,
+    ));
     let draining = state.clone();
     mostrador_api::serve(
         listener,
@@ -443,6 +459,8 @@ async fn serve_api(
     )
     .await
     .context("serving the api failed")?;
+    // A delivery cut short is sent again by another process once its hold expires.
+    webhooks.abort();
     let _ = stop_listener.send(());
     tracing::info!("api stopped");
     Ok(())

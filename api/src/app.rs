@@ -20,6 +20,7 @@ use crate::auth::{AuthConfig, AuthError, Authenticator, Caller};
 use crate::metrics::{self, Metrics};
 use crate::policy::Policy;
 use crate::serve::Edge;
+use crate::webhooks::WebhookHosts;
 use crate::{approvals, crons, dashboard, files, probes, runs, state, store, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
@@ -89,6 +90,10 @@ pub struct ApiConfig {
     pub cors: Cors,
     /// Who may do what, graph by graph ([`crate::policy`]); owner-only by default.
     pub policy: Policy,
+    /// The hosts webhooks may be sent to; none by default (webhooks are refused).
+    pub webhook_hosts: WebhookHosts,
+    /// The first retry of a failed webhook waits about twice this, each next one twice longer.
+    pub webhook_retry: Duration,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
@@ -192,6 +197,8 @@ impl ApiConfig {
             python_graphs: Vec::new(),
             cors: Cors::Off,
             policy: Policy::default(),
+            webhook_hosts: WebhookHosts::default(),
+            webhook_retry: Duration::from_secs(5),
         }
     }
 }
@@ -210,6 +217,7 @@ struct Inner {
     graphs: BTreeMap<String, Graph>,
     python_graphs: BTreeSet<String>,
     policy: Policy,
+    webhook_hosts: WebhookHosts,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
     draining: AtomicBool,
@@ -261,6 +269,7 @@ impl AppState {
             graphs,
             python_graphs,
             policy: config.policy.clone(),
+            webhook_hosts: config.webhook_hosts.clone(),
             assistants,
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
@@ -300,6 +309,11 @@ impl AppState {
     /// Who may do what ([`ApiConfig::policy`]).
     pub fn policy(&self) -> &Policy {
         &self.0.policy
+    }
+
+    /// The hosts webhooks may be sent to.
+    pub fn webhook_hosts(&self) -> &WebhookHosts {
+        &self.0.webhook_hosts
     }
 
     /// The threads `caller` sees, as the queue's searches filter them.
@@ -548,7 +562,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/runs/crons/count", post(crons::count))
         .route(
             "/runs/crons/{cron_id}",
-            axum::routing::delete(crons::delete),
+            get(crons::get).patch(crons::update).delete(crons::delete),
         )
         .route(
             "/threads/{thread_id}/runs/crons",
@@ -556,6 +570,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         )
         .route("/runs", post(runs::create_stateless))
         .route("/runs/batch", post(runs::batch))
+        .route("/runs/cancel", post(runs::cancel_many))
         .route("/runs/recent", get(runs::recent))
         .route(
             "/store/items",

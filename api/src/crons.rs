@@ -1,10 +1,9 @@
 //! Scheduled runs, as the `langgraph-sdk`'s `client.crons` speaks them: create (on a thread, or
-//! stateless: each run on a new thread of the creator), search, count, delete. The workers
-//! execute them (`queue::cron::tick`). A caller sees and deletes only their own crons; another's
-//! is a 404, like one that does not exist.
+//! stateless: each run on a new thread of the creator), get, update, search, count, delete. The
+//! workers execute them (`queue::cron::tick`). A caller sees, changes and deletes only their own
+//! crons; another's is a 404, like one that does not exist.
 //!
-//! Schedules are five-field cron expressions in UTC (`timezone` may be omitted, `UTC` or
-//! `Etc/UTC`).
+//! Schedules are five-field cron expressions, read in UTC or in the IANA `timezone` a cron names.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -96,31 +95,16 @@ fn new_cron(
     body: CreateCron,
     thread_id: Option<ThreadId>,
 ) -> Result<NewCron, ApiError> {
-    let unsupported = |what: &str| unprocessable(format!("{what} is not supported on crons"));
-    if body.webhook.is_some() {
-        return Err(unsupported("webhook"));
-    }
-    if body.interrupt_before.is_some() || body.interrupt_after.is_some() {
-        return Err(unsupported("interrupt_before/interrupt_after"));
-    }
-    if body.context.as_ref().is_some_and(|c| !c.is_null()) {
-        return Err(unsupported("context"));
-    }
-    if let Some(zone) = body.timezone.as_deref()
-        && !["UTC", "Etc/UTC", "utc"].contains(&zone)
-    {
-        return Err(unprocessable(format!(
-            "schedules are in UTC here; timezone {zone:?} is not supported (write the schedule in UTC)"
-        )));
-    }
-    match body.on_run_completed.as_deref() {
-        None | Some("keep") => {}
-        Some(_) => {
-            return Err(unprocessable(
-                "on_run_completed must be keep: the threads of cron runs stay until retention deletes them",
-            ));
-        }
-    }
+    let template = RunTemplate {
+        input: body.input,
+        config: body.config,
+        context: body.context,
+        stream_mode: body.stream_mode,
+        on_run_completed: body.on_run_completed,
+        webhook: body.webhook,
+        interrupt_before: body.interrupt_before,
+        interrupt_after: body.interrupt_after,
+    };
     let assistant_id = body
         .assistant_id
         .as_deref()
@@ -131,46 +115,214 @@ fn new_cron(
             format!("assistant {assistant_id:?} not found"),
         )
     })?;
+    let mut payload = template.payload(state, caller)?;
     crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
         .ok_or_else(|| unprocessable("schedule is required"))?;
-    if let Some(input) = &body.input
-        && !(input.is_object() || input.is_null())
-    {
-        return Err(unprocessable("input must be an object"));
-    }
-    // A cron's runs act for the caller who made it.
-    let mut config = body.config.map(Value::Object).unwrap_or_else(|| json!({}));
-    crate::runs::config::acting_for(&mut config, caller);
-    let mut payload = json!({
-        "input": body.input,
-        "config": config,
-        "metadata": body.metadata.clone().map(Value::Object),
-        "multitask_strategy": body.multitask_strategy,
-    });
-    if let Some(strategy) = payload["multitask_strategy"].as_str()
+    cron::zone(body.timezone.as_deref()).map_err(unprocessable)?;
+    let strategy = body.multitask_strategy;
+    if let Some(strategy) = strategy.as_deref()
         && mostrador_queue::MultitaskStrategy::from_name(strategy).is_none()
     {
         return Err(unprocessable(
             "multitask_strategy must be reject, enqueue, interrupt or rollback",
         ));
     }
-    if let Some(modes) = &body.stream_mode {
-        let modes = modes.parse()?;
-        payload["stream_mode"] = json!(modes.iter().map(|m| m.as_str()).collect::<Vec<_>>());
-    }
+    payload.insert("metadata".into(), json!(body.metadata.clone()));
+    payload.insert("multitask_strategy".into(), json!(strategy));
+    payload.entry("input").or_insert(Value::Null);
     Ok(NewCron {
         graph_id: assistant.graph_id.clone(),
         thread_id,
         owner: caller.subject.clone(),
         tenant: caller.tenant.clone(),
         schedule,
-        payload,
+        timezone: body.timezone,
+        payload: Value::Object(payload),
         metadata: Value::Object(body.metadata.unwrap_or_default()),
         enabled: body.enabled.unwrap_or(true),
         end_time: body.end_time,
     })
+}
+
+/// What a cron's runs are made of, as a create or an update names it.
+struct RunTemplate {
+    input: Option<Value>,
+    config: Option<Map<String, Value>>,
+    context: Option<Value>,
+    stream_mode: Option<crate::runs::accept::StreamModes>,
+    on_run_completed: Option<String>,
+    webhook: Option<String>,
+    interrupt_before: Option<Value>,
+    interrupt_after: Option<Value>,
+}
+
+impl RunTemplate {
+    /// The payload keys it sets (`input`, `config`, `stream_mode`, `webhook`); a `config` acts
+    /// for `caller`.
+    fn payload(self, state: &AppState, caller: &Caller) -> Result<Map<String, Value>, ApiError> {
+        let unsupported = |what: &str| unprocessable(format!("{what} is not supported on crons"));
+        if self.interrupt_before.is_some() || self.interrupt_after.is_some() {
+            return Err(unsupported("interrupt_before/interrupt_after"));
+        }
+        if self.context.as_ref().is_some_and(|c| !c.is_null()) {
+            return Err(unsupported("context"));
+        }
+        match self.on_run_completed.as_deref() {
+            None | Some("keep") => {}
+            Some(_) => {
+                return Err(unprocessable(
+                    "on_run_completed must be keep: the threads of cron runs stay until retention deletes them",
+                ));
+            }
+        }
+        let mut payload = Map::new();
+        if let Some(webhook) =
+            crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?
+        {
+            payload.insert("webhook".into(), json!(webhook));
+        }
+        if let Some(input) = self.input {
+            if !(input.is_object() || input.is_null()) {
+                return Err(unprocessable("input must be an object"));
+            }
+            payload.insert("input".into(), input);
+        }
+        // A cron's runs act for the caller who made it.
+        let mut config = self.config.map(Value::Object).unwrap_or_else(|| json!({}));
+        crate::runs::config::acting_for(&mut config, caller);
+        payload.insert("config".into(), config);
+        if let Some(modes) = &self.stream_mode {
+            let modes = modes.parse()?;
+            payload.insert(
+                "stream_mode".into(),
+                json!(modes.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
+            );
+        }
+        Ok(payload)
+    }
+}
+
+/// The body of `PATCH /runs/crons/{cron_id}`: what changes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PatchCron {
+    schedule: Option<String>,
+    timezone: Option<String>,
+    /// `null` clears the end time; absent leaves it.
+    #[serde(deserialize_with = "present")]
+    end_time: Option<Option<DateTime<Utc>>>,
+    input: Option<Value>,
+    metadata: Option<Map<String, Value>>,
+    config: Option<Map<String, Value>>,
+    context: Option<Value>,
+    enabled: Option<bool>,
+    stream_mode: Option<crate::runs::accept::StreamModes>,
+    on_run_completed: Option<String>,
+    webhook: Option<String>,
+    interrupt_before: Option<Value>,
+    interrupt_after: Option<Value>,
+}
+
+/// A field that is present, `null` included.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// `GET /runs/crons/{cron_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cron_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
+    match cron::get(state.pool(), id, &caller.subject).await {
+        Ok(Some(cron)) => Ok(Json(cron_json(&cron))),
+        Ok(None) => Err(cron_not_found()),
+        Err(err) => Err(cron_error(err)),
+    }
+}
+
+/// `PATCH /runs/crons/{cron_id}`: changes what the body names; the rest stays. The runs' payload
+/// takes the keys given (their `config` acting for the caller), the metadata is merged, a new
+/// schedule or time zone (or enabling it again) moves the next run. 400 for a body that changes
+/// nothing, as the official server answers.
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cron_id): Path<String>,
+    Body(body): Body<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
+    let Value::Object(body) = body else {
+        return Err(unprocessable("the body must be a JSON object"));
+    };
+    if body.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Request body cannot be empty",
+        ));
+    }
+    let patch: PatchCron = serde_json::from_value(Value::Object(body))
+        .map_err(|err| unprocessable(err.to_string()))?;
+    if let Some(timezone) = patch.timezone.as_deref() {
+        cron::zone(Some(timezone)).map_err(unprocessable)?;
+    }
+    let changes_config = patch.config.is_some();
+    let template = RunTemplate {
+        input: patch.input,
+        config: patch.config,
+        context: patch.context,
+        stream_mode: patch.stream_mode,
+        on_run_completed: patch.on_run_completed,
+        webhook: patch.webhook,
+        interrupt_before: patch.interrupt_before,
+        interrupt_after: patch.interrupt_after,
+    };
+    let mut payload = template.payload(&state, &caller)?;
+    if !changes_config {
+        // The stored config already acts for its maker.
+        payload.remove("config");
+    }
+    if let Some(metadata) = &patch.metadata {
+        payload.insert("metadata".into(), Value::Object(metadata.clone()));
+    }
+    let change = cron::CronUpdate {
+        schedule: patch.schedule,
+        timezone: patch.timezone,
+        end_time: patch.end_time,
+        enabled: patch.enabled,
+        payload,
+        metadata: patch.metadata.unwrap_or_default(),
+    };
+    if change == cron::CronUpdate::default() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "No fields to update",
+        ));
+    }
+    match cron::update(
+        state.pool(),
+        id,
+        &caller.subject,
+        &change,
+        state.max_crons_per_caller(),
+    )
+    .await
+    {
+        Ok(Some(cron)) => Ok(Json(cron_json(&cron))),
+        Ok(None) => Err(cron_not_found()),
+        Err(err) => Err(cron_error(err)),
+    }
+}
+
+fn cron_not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "cron not found")
 }
 
 fn cron_error(err: QueueError) -> ApiError {
@@ -191,7 +343,7 @@ fn cron_json(cron: &Cron) -> Value {
         "thread_id": cron.thread_id,
         "user_id": cron.owner,
         "schedule": cron.schedule,
-        "timezone": "UTC",
+        "timezone": cron.timezone,
         "payload": payload,
         "metadata": cron.metadata,
         "enabled": cron.enabled,
@@ -304,14 +456,13 @@ pub async fn delete(
     caller: Caller,
     Path(cron_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "cron not found");
-    let id = Uuid::parse_str(&cron_id).map_err(|_| not_found())?;
+    let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
     if cron::delete(state.pool(), id, &caller.subject)
         .await
         .map_err(cron_error)?
     {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(not_found())
+        Err(cron_not_found())
     }
 }

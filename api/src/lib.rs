@@ -5,7 +5,7 @@
 //! keys), [`policy`] (who may do what, graph by graph), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
 //! (the caller and JSON bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`]
 //! (SSE), [`store`] (the Store), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
-//! [`openapi`] and [`trace`].
+//! [`openapi`], [`trace`] and [`webhooks`].
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
 //! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
 
@@ -30,6 +30,7 @@ pub mod store;
 pub mod stream;
 pub mod threads;
 pub mod trace;
+pub mod webhooks;
 
 pub use app::{ApiConfig, AppState, router};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential};

@@ -1,6 +1,7 @@
 mod api_keys;
 mod assistants;
 mod auth;
+mod crons;
 mod dashboard;
 mod decide;
 mod disconnect;
@@ -15,3 +16,4 @@ mod stream;
 mod support;
 mod thread_stream;
 mod threads;
+mod webhooks;

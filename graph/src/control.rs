@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::store::Store;
+
 /// Supersteps one run may execute before it fails, when the caller sets no limit.
 pub const RECURSION_LIMIT_DEFAULT: usize = 25;
 /// Tasks of one superstep running at once, when the caller sets no limit.
@@ -58,6 +60,8 @@ pub struct RunOptions {
     pub interrupt_before: Breakpoints,
     /// Stops after a superstep with a task of these nodes, once its checkpoint is saved.
     pub interrupt_after: Breakpoints,
+    /// Long-term memory its nodes reach ([`NodeContext::store`](crate::NodeContext::store)).
+    pub store: Option<Store>,
 }
 
 impl Default for RunOptions {
@@ -69,6 +73,7 @@ impl Default for RunOptions {
             config: Value::Object(Map::new()),
             interrupt_before: Breakpoints::None,
             interrupt_after: Breakpoints::None,
+            store: None,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod graph;
 pub mod node;
 pub mod run;
 pub mod state;
+pub mod store;
 pub mod stream;
 pub mod task;
 
@@ -37,6 +38,7 @@ pub use graph::{Graph, StateGraph};
 pub use node::{Command, END, Goto, NodeContext, NodeError, RetryPolicy, START, Send};
 pub use run::{Outcome, Resume, RunInput, RunResult};
 pub use state::{StateSnapshot, TaskState};
+pub use store::{Item, Store, StoreBackend, StoreError, StoreFuture};
 pub use stream::{EventSink, StreamEvent, StreamMode};
 pub use task::Interrupt;
 

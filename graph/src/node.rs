@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::channel::State;
+use crate::store::Store;
 use crate::stream::{EventSink, StreamEvent, StreamMode};
 
 /// The name of the virtual node before the first superstep.
@@ -154,6 +155,7 @@ pub struct NodeContext {
     pub(crate) resume: Arc<Vec<Value>>,
     pub(crate) interrupts_reached: Arc<AtomicUsize>,
     pub(crate) events: EventSink,
+    pub(crate) store: Option<Store>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -179,6 +181,17 @@ impl NodeContext {
     /// The argument of a task started by a [`Send`].
     pub fn arg(&self) -> Option<&Value> {
         self.arg.as_ref()
+    }
+
+    /// The run's long-term memory, as LangGraph's `get_store()` gives a node its store.
+    ///
+    /// # Errors
+    ///
+    /// A fatal error when the run was given none.
+    pub fn store(&self) -> Result<&Store, NodeError> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| NodeError::fatal("this run has no store"))
     }
 
     /// The run's configuration (`config.configurable` in LangGraph terms).

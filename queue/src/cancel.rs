@@ -62,6 +62,101 @@ pub async fn cancel<'a>(
     Ok(outcome)
 }
 
+/// Which runs [`cancel_many`] cancels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// These runs of one thread (those that exist; the others are left out).
+    Runs {
+        thread_id: ThreadId,
+        run_ids: Vec<RunId>,
+    },
+    /// Every run of the owner's live threads in one of these statuses (`pending`, `running`).
+    InFlight(Vec<RunStatus>),
+}
+
+/// What [`cancel_many`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Runs the selection named that exist, finished ones included.
+    pub matched: usize,
+    /// Runs it cancelled: pending ones ended or deleted, running ones signalled.
+    pub cancelled: usize,
+}
+
+/// Cancels many runs in one transaction, each as [`cancel`] describes, of threads `owner` owns
+/// (for [`Selection::Runs`], the caller checks the thread first).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn cancel_many<'a>(
+    db: impl Acquire<'a, Database = Postgres>,
+    owner: &str,
+    selection: &Selection,
+    action: CancelAction,
+) -> Result<Cancelled> {
+    let mut tx = db.begin().await?;
+    let mut cancelled = 0;
+    let matched = match selection {
+        Selection::Runs { thread_id, run_ids } => {
+            let ids: Vec<Uuid> = run_ids.iter().map(|run_id| run_id.0).collect();
+            let found = sqlx::query_scalar!(
+                r#"
+                select r.run_id as "run_id: RunId"
+                from mostrador.runs r
+                join mostrador.threads t on t.thread_id = r.thread_id
+                where r.thread_id = $1
+                  and r.run_id = any($2)
+                  and t.owner = $3
+                "#,
+                thread_id.0,
+                &ids,
+                owner,
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            cancelled += cancel_in_tx(&mut tx, *thread_id, &found, action)
+                .await?
+                .len();
+            found.len()
+        }
+        Selection::InFlight(statuses) => {
+            let by_thread = sqlx::query!(
+                r#"
+                select
+                    r.thread_id as "thread_id: ThreadId",
+                    array_agg(r.run_id order by r.run_id) as "run_ids!: Vec<Uuid>"
+                from mostrador.runs r
+                join mostrador.threads t on t.thread_id = r.thread_id
+                where t.owner = $1
+                  and t.deleted_at is null
+                  and r.status = any($2::text[]::mostrador.run_status[])
+                group by r.thread_id
+                order by r.thread_id
+                "#,
+                owner,
+                &statuses
+                    .iter()
+                    .map(|status| status.as_str())
+                    .collect::<Vec<_>>() as &[&str],
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut matched = 0;
+            for thread in by_thread {
+                let run_ids: Vec<RunId> = thread.run_ids.into_iter().map(RunId).collect();
+                cancelled += cancel_in_tx(&mut tx, thread.thread_id, &run_ids, action)
+                    .await?
+                    .len();
+                matched += run_ids.len();
+            }
+            matched
+        }
+    };
+    tx.commit().await?;
+    Ok(Cancelled { matched, cancelled })
+}
+
 /// Cancels the given runs of a thread, each as [`cancel`] describes; runs already finished are
 /// left out of the result. Each statement matches on status, so a run claimed or finished
 /// concurrently is handled by whichever statement sees it in its new state.

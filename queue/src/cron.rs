@@ -1,13 +1,13 @@
-//! Scheduled runs. A cron is a run template (graph, payload, thread or not) and a five-field UTC
-//! schedule. Workers call [`tick`] every few seconds; one of them at a time wins the scheduler's
+//! Scheduled runs. A cron is a run template (graph, payload, thread or not) and a five-field
+//! schedule, read in UTC or in the IANA time zone it names. Workers call [`tick`] every few seconds; one of them at a time wins the scheduler's
 //! transaction-scoped advisory lock and, in that same transaction, enqueues one run per due cron
 //! and moves each cron's `next_run_at` past now. So however many workers tick, each tick of a
 //! cron enqueues exactly one run; ticks missed while no worker ran are caught up by one run, not
 //! by a burst.
 
-use std::collections::BTreeSet;
+mod schedule;
 
-use chrono::{DateTime, Datelike, Duration, DurationRound, TimeZone, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
@@ -17,152 +17,13 @@ use crate::run::{MultitaskStrategy, NewRun};
 use crate::thread::{self, NewThread, ThreadId};
 use crate::{Error, Result};
 
+pub use schedule::{Schedule, zone};
+
 /// The advisory lock key of the scheduler ("mostrador cron" in ASCII, folded into an i64).
 const SCHEDULER_LOCK: i64 = 0x6d6f_7374_6372_6f6e;
 
 /// Due crons handled per tick at most (the rest wait for the next tick).
 const TICK_BATCH: i64 = 100;
-
-/// A parsed five-field schedule: minute, hour, day of month, month, day of week (UTC).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
-    minutes: BTreeSet<u32>,
-    hours: BTreeSet<u32>,
-    days: BTreeSet<u32>,
-    months: BTreeSet<u32>,
-    weekdays: BTreeSet<u32>,
-    /// Day of month and day of week both restricted: either matches (cron's rule).
-    either_day: bool,
-}
-
-const MONTHS: [&str; 12] = [
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-];
-const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-
-impl Schedule {
-    /// `"*/15 6-20 * * mon-fri"` and the like: `*`, numbers, names of months and weekdays,
-    /// ranges `a-b`, lists `a,b`, steps `*/n` and `a-b/n`; Sunday is 0 or 7.
-    ///
-    /// # Errors
-    ///
-    /// What is wrong, for the caller to read.
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
-        let fields: Vec<&str> = text.split_whitespace().collect();
-        let [minute, hour, day, month, weekday] = fields[..] else {
-            return Err(format!(
-                "a schedule has five fields (minute hour day-of-month month day-of-week), not {}",
-                fields.len()
-            ));
-        };
-        let mut weekdays = field(weekday, 0, 7, &WEEKDAYS, 0, "day of week")?;
-        if weekdays.remove(&7) {
-            weekdays.insert(0);
-        }
-        let schedule = Self {
-            minutes: field(minute, 0, 59, &[], 0, "minute")?,
-            hours: field(hour, 0, 23, &[], 0, "hour")?,
-            days: field(day, 1, 31, &[], 1, "day of month")?,
-            months: field(month, 1, 12, &MONTHS, 1, "month")?,
-            weekdays,
-            either_day: day != "*" && weekday != "*",
-        };
-        if schedule.next_after(Utc::now()).is_none() {
-            return Err(format!("the schedule {text:?} never fires"));
-        }
-        Ok(schedule)
-    }
-
-    fn day_matches(&self, at: DateTime<Utc>) -> bool {
-        let day = self.days.contains(&at.day());
-        let weekday = self.weekdays.contains(&at.weekday().num_days_from_sunday());
-        if self.either_day {
-            day || weekday
-        } else {
-            day && weekday
-        }
-    }
-
-    /// The first minute strictly after `after` that the schedule names (`None` if none within
-    /// five years).
-    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let mut at = after.duration_trunc(Duration::minutes(1)).ok()? + Duration::minutes(1);
-        let limit = after + Duration::days(5 * 366);
-        while at <= limit {
-            if !self.months.contains(&at.month()) {
-                let (year, month) = if at.month() == 12 {
-                    (at.year() + 1, 1)
-                } else {
-                    (at.year(), at.month() + 1)
-                };
-                at = Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0).single()?;
-            } else if !self.day_matches(at) {
-                at = (at + Duration::days(1))
-                    .duration_trunc(Duration::days(1))
-                    .ok()?;
-            } else if !self.hours.contains(&at.hour()) {
-                at = (at + Duration::hours(1))
-                    .duration_trunc(Duration::hours(1))
-                    .ok()?;
-            } else if !self.minutes.contains(&at.minute()) {
-                at += Duration::minutes(1);
-            } else {
-                return Some(at);
-            }
-        }
-        None
-    }
-}
-
-/// One field: its values within `min..=max` (`names[i]` stands for `i + first_name`).
-fn field(
-    text: &str,
-    min: u32,
-    max: u32,
-    names: &[&str],
-    first_name: u32,
-    what: &str,
-) -> std::result::Result<BTreeSet<u32>, String> {
-    let value = |token: &str| -> std::result::Result<u32, String> {
-        let lower = token.to_ascii_lowercase();
-        names
-            .iter()
-            .position(|name| *name == lower)
-            .map(|i| i as u32 + first_name)
-            .or_else(|| token.parse().ok())
-            .filter(|n| (min..=max).contains(n))
-            .ok_or_else(|| format!("{what}: {token:?} is not a value from {min} to {max}"))
-    };
-    let mut values = BTreeSet::new();
-    for item in text.split(',') {
-        let (range, step) = match item.split_once('/') {
-            Some((range, step)) => (
-                range,
-                step.parse::<u32>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("{what}: the step {step:?} is not a positive number"))?,
-            ),
-            None => (item, 1),
-        };
-        let (low, high) = match range {
-            "*" => (min, max),
-            _ => match range.split_once('-') {
-                Some((low, high)) => (value(low)?, value(high)?),
-                None if item.contains('/') => (value(range)?, max),
-                None => {
-                    let one = value(range)?;
-                    (one, one)
-                }
-            },
-        };
-        if low > high {
-            return Err(format!("{what}: the range {range:?} is backwards"));
-        }
-        values.extend((low..=high).step_by(step as usize));
-    }
-    Ok(values)
-}
 
 /// A cron as the `langgraph-sdk` shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +34,8 @@ pub struct Cron {
     pub owner: String,
     pub tenant: Option<String>,
     pub schedule: String,
+    /// The IANA time zone the schedule is read in; `None`: UTC.
+    pub timezone: Option<String>,
     /// `input`, `config`, `metadata`, `stream_mode`, `multitask_strategy` of its runs.
     pub payload: Value,
     pub metadata: Value,
@@ -192,6 +55,7 @@ pub struct NewCron {
     pub owner: String,
     pub tenant: Option<String>,
     pub schedule: String,
+    pub timezone: Option<String>,
     pub payload: Value,
     pub metadata: Value,
     pub enabled: bool,
@@ -202,8 +66,9 @@ pub struct NewCron {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a schedule that does not parse or never fires, a payload or metadata
-/// that is not an object, or an owner who has `max_per_owner` enabled crons already.
+/// [`Error::Invalid`] for a schedule that does not parse or never fires, an unknown time zone, a
+/// payload or metadata that is not an object, or an owner who has `max_per_owner` enabled crons
+/// already.
 pub async fn create(
     executor: impl PgExecutor<'_>,
     new: &NewCron,
@@ -221,8 +86,12 @@ pub async fn create(
             });
         }
     }
+    let zone = zone(new.timezone.as_deref()).map_err(|reason| Error::Invalid {
+        field: "timezone",
+        reason,
+    })?;
     let next_run_at = schedule
-        .next_after(Utc::now())
+        .next_after(Utc::now(), zone)
         .expect("a parsed schedule fires");
     // The owner's enabled crons are counted without a lock: concurrent creations can pass the
     // bound by about as many as run at once, as the queue's limit can.
@@ -231,13 +100,13 @@ pub async fn create(
         r#"
         insert into mostrador.crons
             (cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata, enabled,
-             end_time, next_run_at)
-        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+             end_time, next_run_at, timezone)
+        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13
         where (
             select count(*) from mostrador.crons where owner = $4 and enabled
         ) < $12
-        returning cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
-            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        returning cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         "#,
         Uuid::now_v7(),
         new.graph_id,
@@ -254,6 +123,7 @@ pub async fn create(
         new.end_time,
         next_run_at,
         max_per_owner,
+        new.timezone,
     )
     .fetch_optional(executor)
     .await?;
@@ -286,8 +156,8 @@ pub async fn search(
     Ok(sqlx::query_as!(
         Cron,
         r#"
-        select cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
-            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
         where owner = $1
           and ($2::text is null or graph_id = $2)
@@ -323,6 +193,145 @@ pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -
     Ok(deleted.rows_affected() == 1)
 }
 
+/// A cron of `owner` (`None` when there is none, someone else's included).
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn get(
+    executor: impl PgExecutor<'_>,
+    cron_id: Uuid,
+    owner: &str,
+) -> Result<Option<Cron>> {
+    Ok(sqlx::query_as!(
+        Cron,
+        r#"
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        from mostrador.crons
+        where cron_id = $1 and owner = $2
+        "#,
+        cron_id,
+        owner
+    )
+    .fetch_optional(executor)
+    .await?)
+}
+
+/// What [`update`] changes; what is `None` (or empty) stays as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CronUpdate {
+    pub schedule: Option<String>,
+    pub timezone: Option<String>,
+    /// `Some(None)` clears the end time.
+    pub end_time: Option<Option<DateTime<Utc>>>,
+    pub enabled: Option<bool>,
+    /// Keys set over the runs' payload's (`input`, `config`, `stream_mode`, ...).
+    pub payload: serde_json::Map<String, Value>,
+    /// Keys set over the cron's metadata's.
+    pub metadata: serde_json::Map<String, Value>,
+}
+
+/// Changes a cron of `owner`, in one transaction holding its row; `None` when there is none. A
+/// new schedule or time zone, or enabling it again, moves its next run to the schedule's next
+/// minute from now.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] as [`create`] says (enabling it again counts against `max_per_owner`).
+pub async fn update<'a>(
+    db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>,
+    cron_id: Uuid,
+    owner: &str,
+    change: &CronUpdate,
+    max_per_owner: i64,
+) -> Result<Option<Cron>> {
+    let invalid = |field: &'static str| move |reason: String| Error::Invalid { field, reason };
+    let schedule_text = change
+        .schedule
+        .as_deref()
+        .map(|text| text.split_whitespace().collect::<Vec<_>>().join(" "));
+    let mut tx = db.begin().await?;
+    let Some(cron) = sqlx::query_as!(
+        Cron,
+        r#"
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        from mostrador.crons
+        where cron_id = $1 and owner = $2
+        for update
+        "#,
+        cron_id,
+        owner
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let schedule_text = schedule_text.unwrap_or_else(|| cron.schedule.clone());
+    let timezone = change.timezone.clone().or_else(|| cron.timezone.clone());
+    let schedule = Schedule::parse(&schedule_text).map_err(invalid("schedule"))?;
+    let zone = zone(timezone.as_deref()).map_err(invalid("timezone"))?;
+    let enabled = change.enabled.unwrap_or(cron.enabled);
+    let enabling = enabled && !cron.enabled;
+    let next_run_at = if change.schedule.is_some() || change.timezone.is_some() || enabling {
+        schedule
+            .next_after(Utc::now(), zone)
+            .expect("a parsed schedule fires")
+    } else {
+        cron.next_run_at
+    };
+    if enabling {
+        let others = sqlx::query_scalar!(
+            r#"select count(*) as "count!" from mostrador.crons where owner = $1 and enabled"#,
+            owner
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        if others >= max_per_owner {
+            return Err(Error::Invalid {
+                field: "crons",
+                reason: format!(
+                    "a caller has at most {max_per_owner} enabled crons: disable or delete one first"
+                ),
+            });
+        }
+    }
+    let mut payload = cron.payload;
+    if let Some(object) = payload.as_object_mut() {
+        object.extend(change.payload.clone());
+    }
+    let mut metadata = cron.metadata;
+    if let Some(object) = metadata.as_object_mut() {
+        object.extend(change.metadata.clone());
+    }
+    let end_time = change.end_time.unwrap_or(cron.end_time);
+    let updated = sqlx::query_as!(
+        Cron,
+        r#"
+        update mostrador.crons
+        set schedule = $2, timezone = $3, enabled = $4, next_run_at = $5, payload = $6,
+            metadata = $7, end_time = $8, updated_at = now()
+        where cron_id = $1
+        returning cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        "#,
+        cron_id,
+        schedule_text,
+        timezone,
+        enabled,
+        next_run_at,
+        payload,
+        metadata,
+        end_time,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(updated))
+}
+
 /// One scheduler tick: if this caller wins the scheduler's lock, enqueues one run per due cron
 /// and moves the crons on; returns the runs enqueued (0 when another worker holds the lock).
 /// A cron whose thread is gone, or whose end time passed, is disabled; one whose graph is over
@@ -346,8 +355,8 @@ pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
     let due = sqlx::query_as!(
         Cron,
         r#"
-        select cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata,
-            on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
+        select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
+            metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
         where enabled and next_run_at <= now()
         order by next_run_at
@@ -397,7 +406,8 @@ pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
         }
         let next = Schedule::parse(&cron.schedule)
             .ok()
-            .and_then(|schedule| schedule.next_after(now));
+            .zip(zone(cron.timezone.as_deref()).ok())
+            .and_then(|(schedule, zone)| schedule.next_after(now, zone));
         sqlx::query!(
             r#"
             update mostrador.crons
@@ -468,6 +478,11 @@ async fn enqueue_for(
             new.stream_mode = modes;
         }
     }
+    // Checked against the allow-list when the cron was made; the sender checks it again.
+    new.webhook = payload
+        .get("webhook")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     enqueue(&mut *tx, &new, limit).await?;
     Ok(())
 }

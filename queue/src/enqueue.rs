@@ -185,12 +185,12 @@ pub async fn enqueue<'a>(
         r#"
         insert into mostrador.runs (
             run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-            priority, available_at, max_attempts, trace_id, stream_mode, owner
+            priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook
         )
         values (
             $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11,
             -- Every run has a trace: its creator's, or one of its own.
-            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, $14
+            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, $14, $15
         )
         returning
             run_id as "run_id: RunId",
@@ -231,6 +231,7 @@ pub async fn enqueue<'a>(
         new.trace_id,
         &new.stream_mode_names(),
         thread.owner,
+        new.webhook,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -267,6 +268,7 @@ pub async fn enqueue_batch<'a>(
     let mut max_attempts = Vec::with_capacity(n);
     let mut trace_ids = Vec::with_capacity(n);
     let mut stream_modes = Vec::with_capacity(n);
+    let mut webhooks = Vec::with_capacity(n);
     for new in news {
         new.validate()?;
         run_ids.push(Uuid::now_v7());
@@ -283,6 +285,7 @@ pub async fn enqueue_batch<'a>(
         trace_ids.push(new.trace_id.clone());
         // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
         stream_modes.push(new.stream_mode_names().join(","));
+        webhooks.push(new.webhook.clone());
     }
 
     let mut tx = db.begin().await?;
@@ -316,22 +319,23 @@ pub async fn enqueue_batch<'a>(
             from unnest(
                 $1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[],
                 $7::jsonb[], $8::mostrador.multitask_strategy[], $9::int[], $10::float8[],
-                $11::int[], $12::text[], $13::text[]
+                $11::int[], $12::text[], $13::text[], $14::text[]
             ) with ordinality as i(
                 run_id, thread_id, graph_id, input, command, config, metadata,
-                multitask_strategy, priority, after_secs, max_attempts, trace_id, stream_mode, ord
+                multitask_strategy, priority, after_secs, max_attempts, trace_id, stream_mode,
+                webhook, ord
             )
         ),
         inserted as (
             insert into mostrador.runs (
                 run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-                priority, available_at, max_attempts, trace_id, stream_mode, owner
+                priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook
             )
             select
                 i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
                 i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
                 i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
-                string_to_array(i.stream_mode, ','), t.owner
+                string_to_array(i.stream_mode, ','), t.owner, i.webhook
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
             -- generic plan of this prepared statement may probe threads by graph_id instead
@@ -363,6 +367,7 @@ pub async fn enqueue_batch<'a>(
         &max_attempts,
         &trace_ids as &[Option<String>],
         &stream_modes,
+        &webhooks as &[Option<String>],
     )
     .fetch_one(&mut *tx)
     .await?;

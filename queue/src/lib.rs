@@ -12,7 +12,7 @@
 //! * [`run`]: run records and their reads (re-exporting [`enqueue`]'s).
 //! * [`enqueue`]: enqueueing runs one at a time (under the thread's lock: its multitask strategy,
 //!   the graph's queue limit, the caller's share and fair order) or in batches.
-//! * [`cancel`](mod@cancel): cancelling a pending or running run.
+//! * [`cancel`](mod@cancel): cancelling a pending or running run, or many at once.
 //! * [`claim`](mod@claim): `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
 //!   run (`complete`, `fail`, `release`, `roll_back`), and `complete_many` for a batch.
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
@@ -30,6 +30,8 @@
 //! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
 //! * [`assistants`]: assistants callers create, configured instances of a graph, versioned.
 //! * [`store`]: the Store, long-term memory by namespace and key, each item a caller's own.
+//! * [`webhooks`]: the announcements of ended runs that named a webhook, queued as they end and
+//!   taken by senders.
 //!
 //! # Guarantees
 //!
@@ -60,6 +62,7 @@ pub mod saver;
 pub mod schema;
 pub mod store;
 pub mod thread;
+pub mod webhooks;
 
 mod error;
 

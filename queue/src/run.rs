@@ -165,6 +165,8 @@ pub struct NewRun {
     pub trace_id: Option<String>,
     /// The stream modes whose events the worker stores; other events are not kept.
     pub stream_mode: Vec<StreamMode>,
+    /// Where its end is announced ([`crate::webhooks`]); the caller checks it is allowed.
+    pub webhook: Option<String>,
 }
 
 impl NewRun {
@@ -182,6 +184,7 @@ impl NewRun {
             max_attempts: MAX_ATTEMPTS_DEFAULT,
             trace_id: None,
             stream_mode: vec![StreamMode::Values],
+            webhook: None,
         }
     }
 

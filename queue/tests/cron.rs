@@ -16,9 +16,13 @@ fn at(text: &str) -> DateTime<Utc> {
 }
 
 fn next(schedule: &str, after: &str) -> String {
+    next_in(schedule, after, None)
+}
+
+fn next_in(schedule: &str, after: &str, zone: Option<&str>) -> String {
     Schedule::parse(schedule)
         .expect("valid")
-        .next_after(at(after))
+        .next_after(at(after), cron::zone(zone).expect("a zone"))
         .expect("fires")
         .to_rfc3339()
 }
@@ -64,6 +68,44 @@ fn schedules_fire_on_the_minutes_they_name() {
 }
 
 #[test]
+fn schedules_fire_on_the_clocks_of_their_time_zone() {
+    let madrid = Some("Europe/Madrid");
+    // 09:00 in Madrid is 08:00 UTC in winter (CET) and 07:00 UTC in summer (CEST).
+    assert_eq!(
+        next_in("0 9 * * *", "2026-12-01T12:00:00Z", madrid),
+        "2026-12-02T08:00:00+00:00"
+    );
+    assert_eq!(
+        next_in("0 9 * * *", "2026-07-01T12:00:00Z", madrid),
+        "2026-07-02T07:00:00+00:00"
+    );
+    // A day is the zone's: Monday 00:30 in Madrid is Sunday 23:30 UTC.
+    assert_eq!(
+        next_in("30 0 * * mon", "2026-12-05T12:00:00Z", madrid),
+        "2026-12-06T23:30:00+00:00"
+    );
+    // 2026-03-29 02:30 does not happen in Madrid (02:00 CET becomes 03:00 CEST): the next day's.
+    assert_eq!(
+        next_in("30 2 * * *", "2026-03-28T12:00:00Z", madrid),
+        "2026-03-30T00:30:00+00:00"
+    );
+    // 2026-10-25 02:30 happens twice in Madrid (03:00 CEST becomes 02:00 CET): once, the first.
+    let first = next_in("30 2 * * *", "2026-10-24T12:00:00Z", madrid);
+    assert_eq!(first, "2026-10-25T00:30:00+00:00");
+    assert_eq!(
+        next_in("30 2 * * *", &first, madrid),
+        "2026-10-26T01:30:00+00:00",
+        "not again an hour later"
+    );
+    assert_eq!(
+        next_in("0 9 * * *", "2026-12-01T12:00:00Z", Some("UTC")),
+        next("0 9 * * *", "2026-12-01T12:00:00Z")
+    );
+    let err = cron::zone(Some("Mars/Olympus")).expect_err("no such zone");
+    assert!(err.contains("Invalid timezone: 'Mars/Olympus'"), "{err}");
+}
+
+#[test]
 fn bad_schedules_say_why() {
     for (schedule, why) in [
         ("* * * *", "five fields"),
@@ -87,6 +129,7 @@ async fn due_cron(pool: &PgPool, thread_id: Option<mostrador_queue::ThreadId>) -
             owner: "ana".into(),
             tenant: Some("madrid-centro".into()),
             schedule: "* * * * *".into(),
+            timezone: None,
             payload: json!({"input": {"n": 1}}),
             metadata: json!({}),
             enabled: true,
@@ -265,6 +308,7 @@ async fn a_caller_has_at_most_its_share_of_crons(pool: PgPool) {
         owner: owner.into(),
         tenant: None,
         schedule: "0 3 * * *".into(),
+        timezone: None,
         payload: json!({}),
         metadata: json!({}),
         enabled: true,
@@ -292,4 +336,61 @@ async fn a_caller_has_at_most_its_share_of_crons(pool: PgPool) {
         .await
         .expect("count");
     assert_eq!(count, 3);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_tick_moves_a_cron_on_by_the_clocks_of_its_time_zone(pool: PgPool) {
+    // 09:00 in Kolkata (UTC+05:30, no summer time) is 03:30 UTC.
+    let created = cron::create(
+        &pool,
+        &NewCron {
+            graph_id: GRAPH.into(),
+            thread_id: None,
+            owner: "ana".into(),
+            tenant: None,
+            schedule: "0 9 * * *".into(),
+            timezone: Some("Asia/Kolkata".into()),
+            payload: json!({"input": {"n": 1}}),
+            metadata: json!({}),
+            enabled: true,
+            end_time: None,
+        },
+        100,
+    )
+    .await
+    .expect("cron");
+    assert_eq!(created.next_run_at.format("%H:%M").to_string(), "03:30");
+    make_due(&pool, created.cron_id).await;
+    assert_eq!(cron::tick(&pool, None).await.expect("tick"), 1);
+    let moved = cron::get(&pool, created.cron_id, "ana")
+        .await
+        .expect("get")
+        .expect("the cron");
+    assert_eq!(moved.next_run_at.format("%H:%M").to_string(), "03:30");
+    assert!(moved.next_run_at > Utc::now());
+    assert_eq!(
+        cron::get(&pool, created.cron_id, "luis")
+            .await
+            .expect("get"),
+        None,
+        "another's cron is not found"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_crons_runs_carry_its_webhook(pool: PgPool) {
+    let cron_id = due_cron(&pool, None).await;
+    sqlx::query(
+        "update mostrador.crons set payload = payload || '{\"webhook\": \"https://hooks.example.com/x\"}' where cron_id = $1",
+    )
+    .bind(cron_id)
+    .execute(&pool)
+    .await
+    .expect("a webhook");
+    assert_eq!(cron::tick(&pool, None).await.expect("tick"), 1);
+    let webhook: Option<String> = sqlx::query_scalar("select webhook from mostrador.runs")
+        .fetch_one(&pool)
+        .await
+        .expect("the run");
+    assert_eq!(webhook.as_deref(), Some("https://hooks.example.com/x"));
 }

@@ -438,6 +438,28 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
     )
     await rec.call(f"{label}/store.search_items(after delete)", searched)
 
+    # runs.cancel_many: a finished run named by id (matched, left as it was), a status when nothing
+    # is in flight, and a status with ids (refused).
+    label = "linear6/cancel_many"
+    thread_id = await new_thread(label)
+    if thread_id is not None:
+        await client.runs.wait(thread_id, "linear6", input=INPUTS["linear6"])
+        runs = await client.runs.list(thread_id)
+        ids = [r["run_id"] for r in runs]
+        await rec.call(
+            f"{label}/runs.cancel_many(finished)",
+            lambda: client.runs.cancel_many(thread_id=thread_id, run_ids=ids),
+        )
+        await rec.call(
+            f"{label}/runs.list(after)",
+            lambda: client.runs.list(thread_id),
+        )
+        await rec.call(f"{label}/runs.cancel_many(pending)", lambda: client.runs.cancel_many(status="pending"))
+        await rec.call(
+            f"{label}/runs.cancel_many(status and ids)",
+            lambda: client.runs.cancel_many(thread_id=thread_id, run_ids=ids, status="all"),
+        )
+
     # Assistants the client creates (configured instances of a graph), as apps create them.
     label = "assistants/configured"
 

@@ -9,7 +9,14 @@ for ana, customer of madrid-1) and DEV_API_KEY (the one `mostrador dev` printed)
 """
 
 import asyncio
+import http.server
+import json
 import os
+import queue
+import threading
+import zoneinfo
+
+import httpx
 
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
@@ -204,6 +211,26 @@ async def main():
     assert {c["cron_id"] for c in mine} == {cron["cron_id"], on_thread["cron_id"]}, mine
     assert await luis.crons.search() == []
     assert await ana.crons.count() == 2
+    # Time zones, as the SDK names them (a string or a tzinfo), and updates.
+    zoned = await ana.crons.create(
+        "e2e_linear_5", schedule="0 9 * * *", input={}, timezone=zoneinfo.ZoneInfo("Europe/Madrid")
+    )
+    assert zoned["timezone"] == "Europe/Madrid", zoned
+    assert zoned["next_run_date"][11:16] in ("07:00", "08:00"), zoned
+    updated = await ana.crons.update(
+        zoned["cron_id"], schedule="30 12 * * *", timezone="America/New_York", enabled=False,
+        metadata={"team": "ops"},
+    )
+    assert updated["schedule"] == "30 12 * * *" and updated["timezone"] == "America/New_York", updated
+    assert updated["enabled"] is False and updated["metadata"] == {"team": "ops"}, updated
+    updated = await ana.crons.update(zoned["cron_id"], enabled=True, end_time=None)
+    assert updated["next_run_date"][11:16] in ("16:30", "17:30"), updated
+    try:
+        await luis.crons.update(zoned["cron_id"], enabled=False)
+        raise AssertionError("a customer changed another's cron")
+    except NotFoundError:
+        pass
+    await ana.crons.delete(zoned["cron_id"])
     await ana.crons.delete(cron["cron_id"])
     try:
         await luis.crons.delete(on_thread["cron_id"])
@@ -212,10 +239,43 @@ async def main():
         pass
     await ana.crons.delete(on_thread["cron_id"])
     assert await ana.crons.search() == []
-    print("crons: create, create_for_thread, search, count, delete: ok")
+    print("crons: create (in a time zone), create_for_thread, update, search, count, delete: ok")
 
     await api_keys(ana, luis)
+    await webhooks(ana)
     await retail()
+
+
+async def webhooks(ana):
+    """A run's end POSTed to the webhook it names (`tests/sdk/run` allows 127.0.0.1), and a host
+    the operator did not allow refused."""
+    bodies = queue.Queue()
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            bodies.put(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = await ana.threads.create()
+    result = await ana.runs.wait(thread["thread_id"], "e2e_linear_5", input={}, webhook=url)
+    assert result["log"] == LOG5, result
+    body = await asyncio.to_thread(bodies.get, True, 30)
+    assert body["thread_id"] == thread["thread_id"] and body["status"] == "success", body
+    assert body["values"]["log"] == LOG5, body
+    try:
+        await ana.runs.create(thread["thread_id"], "e2e_linear_5", input={}, webhook="https://example.com/hook")
+        raise AssertionError("a webhook to a host nobody allowed was accepted")
+    except httpx.HTTPStatusError as err:
+        assert err.response.status_code == 422, err
+    server.shutdown()
+    print("webhooks: the run's end posted to an allowed host, another host refused: ok")
 
 
 async def api_keys(ana, luis):

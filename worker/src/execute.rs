@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mostrador_graph::{
     Breakpoints, Checkpointer, Durability, Error as GraphError, Goto, Graph, Outcome, Resume,
-    RunControl, RunInput, RunOptions, Send, StreamEvent, StreamMode,
+    RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode,
 };
 use mostrador_queue::claim::Completion;
 use mostrador_queue::{
@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::Error;
 use crate::publish::{Publisher, RunEvents};
+use crate::store::ThreadStore;
 use crate::telemetry::{GraphLabel, Telemetry};
 use crate::timed::Timed;
 
@@ -131,7 +132,13 @@ impl Executor {
             &self.telemetry,
         );
         let options = match run_options(claimed, self.max_concurrency) {
-            Ok(options) => options,
+            Ok(options) => RunOptions {
+                store: Some(Store::new(ThreadStore::new(
+                    pool.clone(),
+                    claimed.thread_id,
+                ))),
+                ..options
+            },
             Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
         };
         let input = match run_input(graph, &checkpointer, claimed).await {

@@ -9,6 +9,7 @@
 //!   engine in runner processes, with this side writing their checkpoints and events.
 //! * [`services`] and [`sandbox`]: what deep agents' tools ask of the worker (their thread's
 //!   files, a sandbox per command, subagent slots, spans).
+//! * [`store`]: the Store of a run's thread's owner, for Python and Rust graphs alike.
 //! * [`publish`]: one task that writes all runs' events and completions in batched transactions.
 //! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
 //!
@@ -21,6 +22,7 @@ mod python;
 pub mod runner;
 pub mod sandbox;
 pub mod services;
+pub mod store;
 pub mod supervisor;
 pub mod telemetry;
 mod timed;

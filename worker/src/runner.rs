@@ -22,7 +22,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use mostrador_queue::saver::{
     Blob, Described, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
 };
-use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId, store, thread};
+use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -344,7 +344,10 @@ pub async fn call(
                 saver.write(&held).await?;
                 Ok(Value::Null)
             }
-            Some("store") => store_ops(saver, &message["ops"]).await,
+            Some("store") => {
+                crate::store::batch(saver.pool(), ThreadId(saver.thread_id()), &message["ops"])
+                    .await
+            }
             other => Err(QueueError::Invalid {
                 field: "op",
                 reason: format!("the runner asked for {other:?}"),
@@ -360,72 +363,6 @@ pub async fn call(
         }
         Err(err) => Ok(json!({"t": "reply", "id": id, "error": err.to_string()})),
     }
-}
-
-/// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
-/// items of the run's thread's owner, whoever the graph says it is: their results, in order.
-async fn store_ops(saver: &Saver, ops: &Value) -> Result<Value, QueueError> {
-    let owner = thread::get(saver.pool(), ThreadId(saver.thread_id()))
-        .await?
-        .owner;
-    let labels = |value: &Value| -> Vec<String> {
-        value
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|label| label.as_str().map(str::to_owned))
-            .collect()
-    };
-    let mut results = Vec::new();
-    for op in ops.as_array().into_iter().flatten() {
-        let pool = saver.pool();
-        let key = op["key"].as_str().unwrap_or_default();
-        let refresh_ttl = op["refresh_ttl"].as_bool().unwrap_or(true);
-        let result = match op["op"].as_str() {
-            Some("get") => store::get(pool, &owner, &labels(&op["namespace"]), key, refresh_ttl)
-                .await?
-                .map_or(Value::Null, |item| item.json()),
-            Some("put") if op["value"].is_null() => {
-                store::delete(pool, &owner, &labels(&op["namespace"]), key).await?;
-                Value::Null
-            }
-            Some("put") => {
-                let namespace = labels(&op["namespace"]);
-                let ttl = op["ttl"].as_f64();
-                store::put(pool, &owner, &namespace, key, &op["value"], ttl).await?;
-                Value::Null
-            }
-            Some("search") => {
-                let search = store::Search {
-                    namespace_prefix: labels(&op["namespace_prefix"]),
-                    filter: Some(op["filter"].clone()).filter(Value::is_object),
-                    limit: op["limit"].as_i64().unwrap_or(10),
-                    offset: op["offset"].as_i64().unwrap_or(0),
-                    refresh_ttl,
-                };
-                let items = store::search(pool, &owner, &search).await?;
-                Value::Array(items.iter().map(store::Item::json).collect())
-            }
-            Some("list_namespaces") => {
-                let asked = store::Namespaces {
-                    prefix: labels(&op["prefix"]),
-                    suffix: labels(&op["suffix"]),
-                    max_depth: op["max_depth"].as_i64().and_then(|d| i32::try_from(d).ok()),
-                    limit: op["limit"].as_i64().unwrap_or(100),
-                    offset: op["offset"].as_i64().unwrap_or(0),
-                };
-                json!(store::namespaces(pool, &owner, &asked).await?)
-            }
-            other => {
-                return Err(QueueError::Invalid {
-                    field: "op",
-                    reason: format!("the store has no operation {other:?}"),
-                });
-            }
-        };
-        results.push(result);
-    }
-    Ok(Value::Array(results))
 }
 
 /// The write a `put` or `put_writes` message asks for.

@@ -464,3 +464,68 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
     assert_eq!(peak.load(Ordering::SeqCst), 3, "10 asked, 3 allowed");
     Ok(())
 }
+
+/// A graph whose node remembers `note` for the thread's owner and reads back what they noted.
+fn remembering() -> anyhow::Result<mostrador_graph::Graph> {
+    Ok(StateGraph::new()
+        .channel("note", Reducer::LastValue)
+        .channel("known", Reducer::LastValue)
+        .node("remember", |ctx| async move {
+            let store = ctx.store()?;
+            if let Some(note) = ctx.get("note").and_then(Value::as_str) {
+                store.put(&["notes"], note, json!({"note": note})).await?;
+            }
+            let mut known: Vec<String> = store
+                .search(&["notes"], None, 10)
+                .await?
+                .into_iter()
+                .map(|item| item.key)
+                .collect();
+            known.sort();
+            let tea = store.get(&["notes"], "tea").await?;
+            Ok(Command::new()
+                .set("known", json!(known))
+                .set("note", json!(tea.map(|item| item.value))))
+        })
+        .edge(START, "remember")
+        .compile()?)
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_rust_nodes_store_is_its_threads_owners_across_threads(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let graph = remembering()?;
+    let run_on = async |owner: &str, note: &str| -> anyhow::Result<Value> {
+        let thread = thread::create(&pool, &NewThread::new(GRAPH, owner)).await?;
+        enqueue(&pool, Some(thread.thread_id), |new| NewRun {
+            input: Some(json!({"note": note})),
+            ..new
+        })
+        .await;
+        let claimed = claim_next(&pool).await;
+        let finish = executor(&pool)
+            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .await?;
+        assert_eq!(finish, Finish::Ended(RunStatus::Success));
+        let events = events(&pool, &claimed).await;
+        Ok(events
+            .iter()
+            .rev()
+            .find(|(event, _)| event == "values")
+            .map(|(_, data)| data.clone())
+            .expect("values"))
+    };
+    run_on("ana", "tea").await?;
+    let second = run_on("ana", "coffee").await?;
+    assert_eq!(
+        second["known"],
+        json!(["coffee", "tea"]),
+        "ana's, across threads"
+    );
+    assert_eq!(second["note"], json!({"note": "tea"}));
+    let luis = run_on("luis", "water").await?;
+    assert_eq!(luis["known"], json!(["water"]), "not ana's");
+    assert_eq!(luis["note"], Value::Null);
+    Ok(())
+}

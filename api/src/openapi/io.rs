@@ -408,6 +408,10 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         ("post", "/runs/crons" | "/threads/{thread_id}/runs/crons") => {
             Io::json(reference("Cron")).body(reference("CronRequest"))
         }
+        ("get", "/runs/crons/{cron_id}") => Io::json(reference("Cron")),
+        ("patch", "/runs/crons/{cron_id}") => {
+            Io::json(reference("Cron")).body(reference("CronPatch"))
+        }
         ("post", "/runs/crons/search") => {
             Io::json(array(reference("Cron"))).body(reference("CronSearch"))
         }
@@ -420,6 +424,20 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             "maxItems": 1000,
             "items": run_request(),
         })),
+        ("post", "/runs/cancel") => Io::json(any())
+            .parameters(vec![query(
+                "action",
+                json!({"type": "string", "enum": ["interrupt", "rollback"]}),
+            )])
+            .body(json!({
+                "type": "object",
+                "description": "`status`, or `thread_id` and `run_ids` (a 422 otherwise).",
+                "properties": {
+                    "status": {"type": "string", "enum": ["pending", "running", "all"]},
+                    "thread_id": {"type": "string", "format": "uuid"},
+                    "run_ids": {"type": "array", "items": {"type": "string", "format": "uuid"}},
+                },
+            })),
         ("get", "/runs/recent") => Io::json(array(reference("Run"))).parameters(vec![
             query("limit", limit(20)),
             query("status", run_status_filter()),

@@ -369,6 +369,20 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         &[200, 401, 422, 503],
     ),
     (
+        "get",
+        "/runs/crons/{cron_id}",
+        "crons",
+        "One of the caller's crons",
+        &[200, 401, 404, 503],
+    ),
+    (
+        "patch",
+        "/runs/crons/{cron_id}",
+        "crons",
+        "Change one of the caller's crons: what the body names",
+        &[200, 400, 401, 404, 422, 503],
+    ),
+    (
         "delete",
         "/runs/crons/{cron_id}",
         "crons",
@@ -388,6 +402,13 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         "stateless runs",
         "Background runs on new threads, all or nothing",
         &[200, 400, 401, 403, 404, 422, 429, 503],
+    ),
+    (
+        "post",
+        "/runs/cancel",
+        "runs",
+        "Cancel runs of the caller's threads: by thread and ids, or every one in a status",
+        &[204, 401, 403, 404, 422, 503],
     ),
     (
         "post",

@@ -121,7 +121,7 @@ pub(super) fn named_schemas() -> Vec<(&'static str, Value)> {
                     "thread_id": {"type": ["string", "null"], "format": "uuid"},
                     "user_id": string(),
                     "schedule": string(),
-                    "timezone": string(),
+                    "timezone": {"type": ["string", "null"], "description": "IANA; null: UTC."},
                     "payload": object(),
                     "metadata": object(),
                     "enabled": {"type": "boolean"},
@@ -160,6 +160,7 @@ pub(super) fn named_schemas() -> Vec<(&'static str, Value)> {
         ),
         ("RunRequest", run_request()),
         ("CronRequest", cron_request()),
+        ("CronPatch", cron_patch()),
         ("CronSearch", cron_search()),
     ]
 }
@@ -222,7 +223,7 @@ fn run_request() -> Value {
             },
             "interrupt_before": interrupt_nodes(),
             "interrupt_after": interrupt_nodes(),
-            "webhook": unsupported(),
+            "webhook": {"type": ["string", "null"], "format": "uri", "description": "POSTed the run and its final values once it ends; a host the operator allows (MOSTRADOR_WEBHOOK_HOSTS), else 422."},
             "multitask_strategy": nullable_enum(MULTITASK_STRATEGIES),
             "if_not_exists": nullable_enum(&["reject", "create"]),
             "on_completion": nullable_enum(&["delete", "keep"]),
@@ -244,18 +245,41 @@ fn cron_request() -> Value {
         "required": ["assistant_id", "schedule"],
         "properties": {
             "assistant_id": {"type": "string", "description": "An assistant id or a graph id."},
-            "schedule": {"type": "string", "description": "Five fields, UTC.", "example": "*/5 * * * *"},
+            "schedule": {"type": "string", "description": "Five fields, read in `timezone`.", "example": "*/5 * * * *"},
             "input": {"type": ["object", "null"]},
             "config": {"type": ["object", "null"]},
             "metadata": {"type": ["object", "null"]},
             "context": unsupported(),
             "end_time": {"type": ["string", "null"], "format": "date-time"},
             "enabled": {"type": ["boolean", "null"]},
-            "timezone": nullable_enum(&["UTC", "Etc/UTC", "utc"]),
+            "timezone": {"type": ["string", "null"], "description": "IANA (Europe/Madrid); null: UTC.", "example": "Europe/Madrid"},
             "stream_mode": stream_modes(),
             "multitask_strategy": nullable_enum(MULTITASK_STRATEGIES),
             "on_run_completed": nullable_enum(&["keep"]),
-            "webhook": unsupported(),
+            "webhook": {"type": ["string", "null"], "format": "uri", "description": "POSTed the run and its final values once it ends; a host the operator allows (MOSTRADOR_WEBHOOK_HOSTS), else 422."},
+            "interrupt_before": unsupported(),
+            "interrupt_after": unsupported(),
+        },
+    })
+}
+
+/// `PATCH /runs/crons/{cron_id}`: what changes.
+fn cron_patch() -> Value {
+    json!({
+        "type": "object",
+        "minProperties": 1,
+        "properties": {
+            "schedule": {"type": ["string", "null"], "example": "0 9 * * mon-fri"},
+            "timezone": {"type": ["string", "null"], "example": "Europe/Madrid"},
+            "end_time": {"type": ["string", "null"], "format": "date-time", "description": "null clears it."},
+            "input": {"type": ["object", "null"]},
+            "config": {"type": ["object", "null"]},
+            "metadata": {"type": ["object", "null"]},
+            "enabled": {"type": ["boolean", "null"]},
+            "stream_mode": stream_modes(),
+            "on_run_completed": nullable_enum(&["keep"]),
+            "context": unsupported(),
+            "webhook": {"type": ["string", "null"], "format": "uri", "description": "POSTed the run and its final values once it ends; a host the operator allows (MOSTRADOR_WEBHOOK_HOSTS), else 422."},
             "interrupt_before": unsupported(),
             "interrupt_after": unsupported(),
         },

@@ -152,7 +152,7 @@ pub async fn accept(
     let Some(thread) = thread else {
         let thread_id = Uuid::parse_str(thread_id).map_err(|_| ApiError::thread_not_found())?;
         let new = new_run(
-            state.max_recursion_limit(),
+            state,
             caller,
             ThreadId(thread_id),
             &assistant,
@@ -170,7 +170,7 @@ pub async fn accept(
         .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
     let head = rust_head(state, &thread, python, names_one).await?;
     let new = new_run(
-        state.max_recursion_limit(),
+        state,
         caller,
         thread.thread_id,
         &assistant,
@@ -333,7 +333,7 @@ async fn accept_stateless(
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
         let new = new_run(
-            state.max_recursion_limit(),
+            state,
             caller,
             thread.thread_id,
             &assistant,
@@ -417,7 +417,7 @@ pub async fn stream_stateless(
 /// starts a new branch there; naming a Rust graph's latest checkpoint, `head`, is the same as
 /// naming none.
 fn new_run(
-    max_recursion_limit: u64,
+    state: &AppState,
     caller: &Caller,
     thread_id: ThreadId,
     assistant: &Assistant,
@@ -426,7 +426,6 @@ fn new_run(
     head: Option<Uuid>,
 ) -> Result<NewRun, ApiError> {
     let python = rust.is_none();
-    let unsupported = |what: &str| unprocessable(format!("{what} is not supported"));
     let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?
         .filter(|checkpoint_id| python || Some(*checkpoint_id) != head);
     if start_at.is_some() && !python && body.command.is_some() {
@@ -456,9 +455,7 @@ fn new_run(
             }
         }
     }
-    if body.webhook.is_some() {
-        return Err(unsupported("webhook"));
-    }
+    let webhook = crate::webhooks::checked(state, body.webhook.as_ref())?;
     if body
         .if_not_exists
         .as_deref()
@@ -509,7 +506,7 @@ fn new_run(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
-    limits(&config, max_recursion_limit)?;
+    limits(&config, state.max_recursion_limit())?;
     acting_for(&mut config, caller);
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
@@ -535,6 +532,7 @@ fn new_run(
         after,
         stream_mode,
         trace_id: crate::trace::current(),
+        webhook,
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
 }

@@ -8,7 +8,7 @@
 pub mod accept;
 pub mod config;
 mod rust;
-mod wait;
+pub(crate) mod wait;
 
 use wait::final_state;
 
@@ -22,6 +22,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mostrador_queue::cancel::{self, Selection};
 use mostrador_queue::run::{self};
 use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
 use serde::Deserialize;
@@ -31,7 +32,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_write, visible_thread};
+use crate::authorize::{may_write, visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 
@@ -339,6 +340,89 @@ pub async fn cancel(
         }
         Err(err) => Err(err),
     }
+}
+
+/// What `POST /runs/cancel` takes: `status`, or `thread_id` and `run_ids`.
+#[derive(Debug, Deserialize)]
+pub struct CancelMany {
+    status: Option<String>,
+    thread_id: Option<String>,
+    run_ids: Option<Vec<String>>,
+}
+
+/// `POST /runs/cancel?action=interrupt|rollback`: cancels the runs a body names (`thread_id` and
+/// `run_ids`), or every run of the caller's threads in a status (`pending`, `running` or `all`
+/// of them), each as a single cancel does; 204, or 404 when none of them is pending or running.
+/// Cancelling is a change: the caller's own threads only.
+pub async fn cancel_many(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
+    Body(body): Body<CancelMany>,
+) -> Result<StatusCode, ApiError> {
+    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let action = match query.action.as_deref() {
+        None | Some("interrupt") => CancelAction::Interrupt,
+        Some("rollback") => CancelAction::Rollback,
+        Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
+    };
+    let selection = match (body.status, body.thread_id, body.run_ids) {
+        (Some(status), None, None) => Selection::InFlight(match status.to_lowercase().as_str() {
+            "pending" => vec![RunStatus::Pending],
+            "running" => vec![RunStatus::Running],
+            "all" => vec![RunStatus::Pending, RunStatus::Running],
+            _ => {
+                return Err(unprocessable(
+                    "Invalid status: must be 'pending', 'running', or 'all'",
+                ));
+            }
+        }),
+        (Some(_), _, _) => {
+            return Err(unprocessable(
+                "When providing a 'status', 'thread_id' and 'run_ids' must be omitted. The \
+                 'status' parameter cancels all runs with the given status, regardless of thread \
+                 or run ID.",
+            ));
+        }
+        (None, Some(thread_id), Some(run_ids)) => {
+            let run_ids = run_ids
+                .iter()
+                .map(|run_id| Uuid::parse_str(run_id).map(RunId))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| unprocessable("Invalid run ID: must be a UUID"))?;
+            if Uuid::parse_str(&thread_id).is_err() {
+                return Err(unprocessable("Invalid thread ID: must be a UUID"));
+            }
+            let thread = writable_thread(&state, &caller, &thread_id).await?;
+            Selection::Runs {
+                thread_id: thread.thread_id,
+                run_ids,
+            }
+        }
+        (None, _, _) => {
+            return Err(unprocessable(
+                "Must provide either a status or both 'thread_id' and 'run_ids'",
+            ));
+        }
+    };
+    let done = cancel::cancel_many(state.pool(), &caller.subject, &selection, action)
+        .await
+        .map_err(queue_error)?;
+    // As the official server words them.
+    if done.matched == 0 {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "No runs found to cancel.",
+        ));
+    }
+    if done.cancelled == 0 {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "No matching runs to cancel. Please verify the thread ID and run IDs are correct, and \
+             the runs haven't been deleted or completed.",
+        ));
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /threads/{thread_id}/runs/stream`: enqueue, then stream the run's events.

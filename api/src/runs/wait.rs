@@ -211,7 +211,7 @@ pub(super) fn waiting(
 
 /// Waits for the run's `end`, then answers as the official server does: the thread's values,
 /// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
-pub(super) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
+pub(crate) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
     let result = until_ended(state, run).await?;
     answer(state, run, result).await
 }

@@ -354,6 +354,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 resume: Arc::new(resume),
                 interrupts_reached: Arc::new(AtomicUsize::new(0)),
                 events: Arc::clone(&self.events),
+                store: self.options.store.clone(),
             };
             let (retry, timeout) = (node.retry.clone(), node.timeout);
             let permits = Arc::clone(&permits);

@@ -1,0 +1,329 @@
+//! Webhooks: a run (or a cron's runs) may name a URL to which, once it has ended, the run and its
+//! final values are POSTed, as on the official server. Only to hosts the operator allows
+//! ([`WebhookHosts`], `MOSTRADOR_WEBHOOK_HOSTS`): a URL elsewhere is a 422 when the run is made,
+//! and is checked again when it is sent, so narrowing the list stops what was queued before.
+//! With no list, webhooks are refused: the api never calls out where nobody said it may.
+//!
+//! The announcement is queued by the statement that ends the run (`queue::webhooks`), so none is
+//! lost to a crash; every api process sends what is due ([`send`]), at least once, following no
+//! redirect, retrying failures with a growing backoff, and giving up after [`MAX_ATTEMPTS`].
+
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::join_all;
+use mostrador_queue::webhooks::{self, Delivery};
+use mostrador_queue::{Error as QueueError, run};
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+
+/// The longest URL a run may name.
+const MAX_URL_BYTES: usize = 4096;
+
+/// Attempts before a delivery is given up (logged).
+pub const MAX_ATTEMPTS: i32 = 8;
+
+/// How often a process looks for deliveries that are due.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Deliveries sent at once by one process.
+const BATCH: i64 = 16;
+
+/// The hosts webhooks may be sent to: names (`hooks.example.com`), every name under a domain
+/// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`) or any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookHosts(Vec<HostRule>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostRule {
+    /// Lower case; for a wildcard, the domain under it (`example.com`).
+    host: String,
+    wildcard: bool,
+    port: Option<u16>,
+}
+
+impl WebhookHosts {
+    /// A comma-separated list; empty: none.
+    ///
+    /// # Errors
+    ///
+    /// An entry that is not a host, a `*.` domain or either with a port.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut rules = Vec::new();
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let port = |text: &str| {
+                text.parse::<u16>()
+                    .map_err(|_| format!("webhook host {entry:?}: {text:?} is not a port"))
+            };
+            // An IPv6 address goes in brackets: `[::1]:9000`.
+            let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+                let (host, after) = rest
+                    .split_once(']')
+                    .ok_or_else(|| format!("webhook host {entry:?}: no closing bracket"))?;
+                match after {
+                    "" => (host, None),
+                    after => match after.strip_prefix(':') {
+                        Some(text) => (host, Some(port(text)?)),
+                        None => {
+                            return Err(format!(
+                                "webhook host {entry:?}: {after:?} after the address"
+                            ));
+                        }
+                    },
+                }
+            } else {
+                match entry.rsplit_once(':') {
+                    Some((host, text)) => (host, Some(port(text)?)),
+                    None => (entry, None),
+                }
+            };
+            let (host, wildcard) = match host.strip_prefix("*.") {
+                Some(domain) => (domain, true),
+                None => (host, false),
+            };
+            if host.is_empty() || host.contains(['/', '*', '@', ' ']) {
+                return Err(format!(
+                    "webhook host {entry:?} is not a host name, a `*.` domain or an address"
+                ));
+            }
+            rules.push(HostRule {
+                host: host.to_ascii_lowercase(),
+                wildcard,
+                port,
+            });
+        }
+        Ok(Self(rules))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether webhooks may be sent to `url`.
+    ///
+    /// # Errors
+    ///
+    /// Why not, for the caller (a 422).
+    pub fn check(&self, url: &str) -> Result<(), String> {
+        if self.0.is_empty() {
+            return Err(
+                "webhooks are off: the operator allows no host (MOSTRADOR_WEBHOOK_HOSTS)".into(),
+            );
+        }
+        if url.len() > MAX_URL_BYTES {
+            return Err("Webhook URL too long".into());
+        }
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|_| format!("webhook {url:?} is not an absolute URL"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err("a webhook is an http or https URL".into());
+        }
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| "a webhook URL names a host".to_owned())?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        let port = parsed.port_or_known_default();
+        let allowed = self.0.iter().any(|rule| {
+            let host_matches = if rule.wildcard {
+                host.strip_suffix(&rule.host)
+                    .is_some_and(|head| head.ends_with('.') && head.len() > 1)
+            } else {
+                host == rule.host
+            };
+            host_matches && rule.port.is_none_or(|wanted| port == Some(wanted))
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err("Webhook domain not allowed".into())
+        }
+    }
+}
+
+/// Sends the deliveries that are due, every [`POLL`], until the api drains.
+pub async fn send(state: AppState, retry_base: Duration) {
+    // reqwest is built without a crypto provider of its own; ring is ours (installing it again
+    // is a no-op).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .user_agent("mostrador")
+        .build()
+    {
+        Ok(client) => client,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot build the webhooks' HTTP client: none is sent");
+            return;
+        }
+    };
+    let mut shutdown = state.shutdown_signal();
+    loop {
+        let more = match webhooks::take(state.pool(), BATCH).await {
+            Ok(due) => {
+                let taken = due.len();
+                join_all(
+                    due.into_iter()
+                        .map(|delivery| deliver(&state, &client, delivery, retry_base)),
+                )
+                .await;
+                taken as i64 == BATCH
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot take the webhooks that are due");
+                false
+            }
+        };
+        if more {
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+async fn deliver(
+    state: &AppState,
+    client: &reqwest::Client,
+    delivery: Delivery,
+    retry_base: Duration,
+) {
+    let pool = state.pool();
+    let forget = || async {
+        if let Err(err) = webhooks::done(pool, delivery.run_id).await {
+            tracing::warn!(error = %err, run_id = %delivery.run_id.0, "cannot forget a webhook delivery");
+        }
+    };
+    if let Err(why) = state.webhook_hosts().check(&delivery.url) {
+        tracing::warn!(run_id = %delivery.run_id.0, url = %delivery.url, why, "webhook no longer allowed: not sent");
+        return forget().await;
+    }
+    let run = match run::get(pool, delivery.thread_id, delivery.run_id).await {
+        Ok(run) => run,
+        Err(QueueError::RunNotFound(_)) => return forget().await,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read a webhook's run");
+            return;
+        }
+    };
+    let values = match crate::runs::wait::final_state(state, &run).await {
+        Ok(values) => values,
+        Err(err) => {
+            tracing::warn!(error = %err.detail, "cannot read a webhook's final state");
+            return;
+        }
+    };
+    let mut payload = crate::runs::run_json(&run);
+    payload["run_started_at"] = json!(run.started_at);
+    payload["run_ended_at"] = json!(run.finished_at);
+    payload["webhook_sent_at"] = json!(Utc::now());
+    payload["values"] = values;
+    if let Some(error) = &run.error {
+        payload["error"] = json!(error);
+    }
+    let outcome = client
+        .post(&delivery.url)
+        .json(&payload)
+        .send()
+        .await
+        .map_err(|err| err.without_url().to_string())
+        .and_then(|response| {
+            if response.status().is_success() {
+                Ok(())
+            } else {
+                Err(format!("the receiver answered {}", response.status()))
+            }
+        });
+    let attempt = delivery.attempts + 1;
+    match outcome {
+        Ok(()) => {
+            tracing::info!(run_id = %run.run_id.0, attempt, "webhook sent");
+            forget().await;
+        }
+        Err(why) if attempt >= MAX_ATTEMPTS => {
+            tracing::warn!(run_id = %run.run_id.0, attempt, why, "webhook given up");
+            forget().await;
+        }
+        Err(why) => {
+            let backoff = retry_base
+                .saturating_mul(1 << attempt.min(12))
+                .min(Duration::from_secs(3600));
+            tracing::info!(run_id = %run.run_id.0, attempt, why, ?backoff, "webhook failed: retrying");
+            if let Err(err) = webhooks::retry(pool, run.run_id, backoff, &why).await {
+                tracing::warn!(error = %err, "cannot set a webhook delivery back");
+            }
+        }
+    }
+}
+
+/// A webhook a request names, checked: `None` when it names none.
+///
+/// # Errors
+///
+/// A 422 saying why it may not be sent there.
+pub fn checked(
+    state: &AppState,
+    webhook: Option<&Value>,
+) -> Result<Option<String>, crate::ApiError> {
+    let unprocessable =
+        |detail: String| crate::ApiError::new(axum::http::StatusCode::UNPROCESSABLE_ENTITY, detail);
+    match webhook {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(url)) => {
+            state.webhook_hosts().check(url).map_err(unprocessable)?;
+            Ok(Some(url.clone()))
+        }
+        Some(_) => Err(unprocessable("webhook must be a URL".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_hosts_and_ports_are_allowed() {
+        let hosts =
+            WebhookHosts::parse("hooks.example.com, *.corp.example, 127.0.0.1:9000, [::1]:9001")
+                .expect("a list");
+        for url in [
+            "https://hooks.example.com/run-ended",
+            "http://HOOKS.example.com:8080/x",
+            "https://a.corp.example/x",
+            "https://a.b.corp.example/x",
+            "http://127.0.0.1:9000/hook",
+            "http://[::1]:9001/hook",
+        ] {
+            assert_eq!(hosts.check(url), Ok(()), "{url}");
+        }
+        for url in [
+            "https://evil.example.com/",
+            "https://corp.example/",
+            "https://hooks.example.com.evil.net/",
+            "https://evilcorp.example/",
+            "http://127.0.0.1:9001/hook",
+            "http://127.0.0.1/hook",
+            "http://localhost:9000/",
+            "ftp://hooks.example.com/",
+            "/threads",
+            "not a url",
+            "https://user@evil.example.com/",
+        ] {
+            assert!(hosts.check(url).is_err(), "{url}");
+        }
+        assert!(
+            WebhookHosts::default()
+                .check("https://hooks.example.com/")
+                .is_err()
+        );
+        for bad in ["https://x.example", "a.example:port", "*.", "a b"] {
+            assert!(WebhookHosts::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

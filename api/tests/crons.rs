@@ -1,0 +1,188 @@
+//! Crons over HTTP: get and update (what the body names changes, the rest stays), IANA time
+//! zones, and a caller's crons being their own.
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{Api, caller, new_thread};
+
+fn time(value: &Value) -> DateTime<Utc> {
+    value
+        .as_str()
+        .and_then(|text| DateTime::parse_from_rfc3339(text).ok())
+        .map(|time| time.with_timezone(&Utc))
+        .unwrap_or_else(|| panic!("a time: {value}"))
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_cron_is_read_and_changed_by_its_maker_only(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", "customer", Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    let (status, _, created) = api
+        .send(
+            api.request(
+                "POST",
+                &format!("/threads/{thread}/runs/crons"),
+                &ana,
+                &json!({
+                    "assistant_id": "agent",
+                    "schedule": "0 9 * * *",
+                    "timezone": "Europe/Madrid",
+                    "input": {"messages": []},
+                    "metadata": {"team": "a"},
+                })
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    assert_eq!(created["timezone"], "Europe/Madrid");
+    // 09:00 in Madrid is 08:00 UTC in winter, 07:00 in summer.
+    let next = time(&created["next_run_date"]);
+    assert!(
+        next.format("%H:%M").to_string() == "08:00" || next.format("%H:%M").to_string() == "07:00",
+        "{next}"
+    );
+    let cron_id = created["cron_id"].as_str().expect("an id").to_owned();
+    let path = format!("/runs/crons/{cron_id}");
+
+    let (status, _, got) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!((status, &got), (StatusCode::OK, &created));
+    for (who, token) in [("another customer", &luis), ("the store's manager", &marta)] {
+        for (method, body) in [
+            ("GET", ""),
+            ("PATCH", r#"{"enabled": false}"#),
+            ("DELETE", ""),
+        ] {
+            let (status, _, answer) = api.send(api.request(method, &path, token, body)).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{who}: {method} {answer}");
+        }
+    }
+    for missing in [
+        "/runs/crons/not-an-id",
+        "/runs/crons/00000000-0000-7000-8000-000000000000",
+    ] {
+        let (status, _, _) = api.send(api.request("GET", missing, &ana, "")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    // Bad changes are refused, and change nothing.
+    for (body, expected) in [
+        ("{}", StatusCode::BAD_REQUEST),
+        (r#"{"schedule": null}"#, StatusCode::BAD_REQUEST),
+        (
+            r#"{"schedule": "0 25 * * *"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"timezone": "Mars/Olympus"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (r#"{"enabled": "yes"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (r#"{"input": 7}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            r#"{"webhook": "https://example.com"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"on_run_completed": "delete"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        ("[]", StatusCode::UNPROCESSABLE_ENTITY),
+    ] {
+        let (status, _, answer) = api.send(api.request("PATCH", &path, &ana, body)).await;
+        assert_eq!(status, expected, "{body}: {answer}");
+    }
+    let (_, _, unchanged) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!(unchanged, created, "refusals changed nothing");
+
+    // A new schedule in another zone moves the next run; the rest stays.
+    let (status, _, updated) = api
+        .send(
+            api.request(
+                "PATCH",
+                &path,
+                &ana,
+                &json!({
+                    "schedule": "30 12 * * *",
+                    "timezone": "America/New_York",
+                    "metadata": {"owner": "ops"},
+                    "end_time": "2030-01-01T00:00:00Z",
+                })
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["schedule"], "30 12 * * *");
+    assert_eq!(updated["timezone"], "America/New_York");
+    assert_eq!(updated["metadata"], json!({"team": "a", "owner": "ops"}));
+    assert_eq!(updated["payload"]["input"], json!({"messages": []}));
+    assert_eq!(updated["end_time"], "2030-01-01T00:00:00Z");
+    let next = time(&updated["next_run_date"]);
+    assert!(
+        ["16:30", "17:30"].contains(&next.format("%H:%M").to_string().as_str()),
+        "12:30 in New York: {next}"
+    );
+    assert_eq!(
+        updated["payload"]["config"]["configurable"]["langgraph_auth_user_id"],
+        "ana"
+    );
+
+    // Disabled: no next run; enabled again: the next from now. `null` clears the end time.
+    let (_, _, disabled) = api
+        .send(api.request("PATCH", &path, &ana, r#"{"enabled": false}"#))
+        .await;
+    assert_eq!(
+        (
+            disabled["enabled"].clone(),
+            disabled["next_run_date"].clone()
+        ),
+        (json!(false), Value::Null)
+    );
+    let (_, _, enabled) = api
+        .send(api.request(
+            "PATCH",
+            &path,
+            &ana,
+            r#"{"enabled": true, "end_time": null, "input": {"messages": [{"role": "user", "content": "hi"}]}}"#,
+        ))
+        .await;
+    assert_eq!(enabled["enabled"], true);
+    assert!(time(&enabled["next_run_date"]) > Utc::now());
+    assert_eq!(enabled["end_time"], Value::Null);
+    assert_eq!(enabled["payload"]["input"]["messages"][0]["content"], "hi");
+
+    let (status, _, _) = api.send(api.request("DELETE", &path, &ana, "")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn an_unknown_time_zone_creates_no_cron(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let (status, _, answer) = api
+        .send(api.request(
+            "POST",
+            "/runs/crons",
+            &ana,
+            r#"{"assistant_id": "agent", "schedule": "0 9 * * *", "timezone": "Europe/Atlantis"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        answer["detail"],
+        "Invalid timezone: 'Europe/Atlantis'. Use IANA timezone format (e.g. 'America/New_York')."
+    );
+    let (_, _, found) = api
+        .send(api.request("POST", "/runs/crons/search", &ana, "{}"))
+        .await;
+    assert_eq!(found, json!([]));
+}

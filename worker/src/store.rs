@@ -1,0 +1,107 @@
+//! The Store for the graphs a worker runs: LangGraph's store operations on the items of a
+//! run's thread's owner (`queue::store`), for Python graphs (their runner's `store` messages)
+//! and Rust graphs ([`ThreadStore`], which nodes reach through their context) alike.
+
+use mostrador_graph::{StoreBackend, StoreError, StoreFuture};
+use mostrador_queue::{Error as QueueError, ThreadId, store, thread};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+/// The Store of a Rust graph's run: its thread's owner's items.
+#[derive(Debug)]
+pub struct ThreadStore {
+    pool: PgPool,
+    thread_id: ThreadId,
+}
+
+impl ThreadStore {
+    pub fn new(pool: PgPool, thread_id: ThreadId) -> Self {
+        Self { pool, thread_id }
+    }
+}
+
+impl StoreBackend for ThreadStore {
+    fn batch(&self, ops: Vec<Value>) -> StoreFuture<'_> {
+        Box::pin(async move {
+            match batch(&self.pool, self.thread_id, &Value::Array(ops)).await {
+                Ok(Value::Array(results)) => Ok(results),
+                Ok(other) => Ok(vec![other]),
+                Err(err) => Err(StoreError {
+                    transient: mostrador_queue::is_transient(&err),
+                    message: match err {
+                        QueueError::Invalid { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                }),
+            }
+        })
+    }
+}
+
+/// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
+/// items of the thread's owner, whoever the graph says it is: their results, in order.
+///
+/// # Errors
+///
+/// [`QueueError::Invalid`] for an operation the store does not have or refuses; the database
+/// failed.
+pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &Value) -> Result<Value, QueueError> {
+    let owner = thread::get(pool, thread_id).await?.owner;
+    let labels = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|label| label.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut results = Vec::new();
+    for op in ops.as_array().into_iter().flatten() {
+        let key = op["key"].as_str().unwrap_or_default();
+        let refresh_ttl = op["refresh_ttl"].as_bool().unwrap_or(true);
+        let result = match op["op"].as_str() {
+            Some("get") => store::get(pool, &owner, &labels(&op["namespace"]), key, refresh_ttl)
+                .await?
+                .map_or(Value::Null, |item| item.json()),
+            Some("put") if op["value"].is_null() => {
+                store::delete(pool, &owner, &labels(&op["namespace"]), key).await?;
+                Value::Null
+            }
+            Some("put") => {
+                let namespace = labels(&op["namespace"]);
+                let ttl = op["ttl"].as_f64();
+                store::put(pool, &owner, &namespace, key, &op["value"], ttl).await?;
+                Value::Null
+            }
+            Some("search") => {
+                let search = store::Search {
+                    namespace_prefix: labels(&op["namespace_prefix"]),
+                    filter: Some(op["filter"].clone()).filter(Value::is_object),
+                    limit: op["limit"].as_i64().unwrap_or(10),
+                    offset: op["offset"].as_i64().unwrap_or(0),
+                    refresh_ttl,
+                };
+                let items = store::search(pool, &owner, &search).await?;
+                Value::Array(items.iter().map(store::Item::json).collect())
+            }
+            Some("list_namespaces") => {
+                let asked = store::Namespaces {
+                    prefix: labels(&op["prefix"]),
+                    suffix: labels(&op["suffix"]),
+                    max_depth: op["max_depth"].as_i64().and_then(|d| i32::try_from(d).ok()),
+                    limit: op["limit"].as_i64().unwrap_or(100),
+                    offset: op["offset"].as_i64().unwrap_or(0),
+                };
+                json!(store::namespaces(pool, &owner, &asked).await?)
+            }
+            other => {
+                return Err(QueueError::Invalid {
+                    field: "op",
+                    reason: format!("the store has no operation {other:?}"),
+                });
+            }
+        };
+        results.push(result);
+    }
+    Ok(Value::Array(results))
+}
