@@ -10,9 +10,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
 use mostrador_graph::Graph;
+use mostrador_queue::PgPool;
 use mostrador_queue::thread::Visibility;
 use mostrador_queue::{Listener, QueueLimit};
-use sqlx::PgPool;
 use tokio::sync::watch;
 
 use crate::assistants::{self, Assistant};

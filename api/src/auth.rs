@@ -22,9 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use mostrador_queue::PgPool;
 use mostrador_queue::api_keys;
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 

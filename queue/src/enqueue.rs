@@ -11,7 +11,7 @@ use crate::cancel::{CancelOutcome, cancel_in_tx};
 use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus};
-use crate::thread::ThreadId;
+use crate::thread::{NewThread, Thread, ThreadId};
 use crate::{Error, Result};
 
 /// The bounds a caller's runs are enqueued under: a per-graph bound on pending runs, for those due
@@ -237,6 +237,33 @@ pub async fn enqueue<'a>(
     .await?;
     tx.commit().await?;
     Ok(Enqueued { run, cancelled })
+}
+
+/// Creates each run's thread, with the id the run names, and enqueues the run on it: all in one
+/// transaction, all or nothing. `None` when one of the ids is a thread's already (anyone's):
+/// nothing was written.
+///
+/// # Errors
+///
+/// As [`crate::thread::create_with_id`] and [`enqueue`]; on any error nothing was written.
+pub async fn enqueue_on_new_threads<'a>(
+    db: impl Acquire<'a, Database = Postgres>,
+    runs: &[(NewThread, NewRun)],
+    limit: Option<QueueLimit>,
+) -> Result<Option<Vec<(Thread, Enqueued)>>> {
+    let mut tx = db.begin().await?;
+    let mut enqueued = Vec::with_capacity(runs.len());
+    for (new_thread, new_run) in runs {
+        let Some(thread) =
+            crate::thread::create_with_id(&mut *tx, new_run.thread_id.0, new_thread).await?
+        else {
+            return Ok(None);
+        };
+        let run = enqueue(&mut *tx, new_run, limit).await?;
+        enqueued.push((thread, run));
+    }
+    tx.commit().await?;
+    Ok(Some(enqueued))
 }
 
 /// Enqueues many runs with one insert statement and one NOTIFY per graph, for batch schedulers.

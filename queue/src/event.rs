@@ -8,9 +8,10 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 
-use crate::claim::{Lease, lost_leases};
+use crate::claim::{Completion, Lease, complete_many, lost_leases};
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
+use crate::saver::{Described, describe_many};
 use crate::{Error, Result};
 
 /// How many events [`EventFollower`] reads per query when it catches up.
@@ -344,4 +345,33 @@ pub async fn now_on_thread(
         Some(row) => Err(row.queue_seq),
         None => Err(0),
     })
+}
+
+/// What a worker's publisher writes at once, in one transaction: the described states of Python
+/// graphs' checkpoints, the events (a completion appends `end`, after which nothing may be
+/// appended), then the completions. Returns the leases found lost.
+///
+/// # Errors
+///
+/// The database failed: nothing was written.
+pub async fn publish(
+    pool: &PgPool,
+    described: &[(Lease, &[Described])],
+    appends: &[(Lease, &[NewEvent])],
+    completions: &[Completion],
+) -> Result<Vec<Lease>> {
+    let mut tx = pool.begin().await?;
+    let mut lost = if described.is_empty() {
+        Vec::new()
+    } else {
+        describe_many(&mut *tx, described).await?
+    };
+    if !appends.is_empty() {
+        lost.extend(append_many(&mut *tx, appends).await?.0);
+    }
+    if !completions.is_empty() {
+        lost.extend(complete_many(&mut *tx, completions).await?);
+    }
+    tx.commit().await?;
+    Ok(lost)
 }

@@ -77,6 +77,10 @@ pub use run::{CancelAction, MultitaskStrategy, NewRun, QueueLimit, Run, RunId, R
 pub use schema::MIGRATOR;
 pub use thread::{NewThread, Thread, ThreadId, ThreadStatus};
 
+/// The database handle every function here takes; its users need no `sqlx` of their own, so the
+/// compiler keeps their SQL here (the api and the worker do not depend on `sqlx`).
+pub use sqlx::{PgPool, Postgres, Transaction};
+
 /// A page of a listing: `limit` in 1..=1000, `offset` at least 0.
 ///
 /// # Errors

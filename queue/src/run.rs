@@ -19,6 +19,7 @@ use crate::{Error, Result};
 
 pub use crate::enqueue::{
     Enqueued, HORIZON_DEFAULT, MAX_PENDING_PER_CALLER_DEFAULT, QueueLimit, enqueue, enqueue_batch,
+    enqueue_on_new_threads,
 };
 
 /// How many times a run may be claimed before an expired lease or a retryable failure ends it in

@@ -14,13 +14,13 @@ use mostrador_graph::{
     Breakpoints, Checkpointer, Durability, Error as GraphError, Goto, Graph, Outcome, Resume,
     RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode,
 };
+use mostrador_queue::PgPool;
 use mostrador_queue::claim::Completion;
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
     ThreadStatus,
 };
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use tokio::time::Instant;
 
 use crate::Error;

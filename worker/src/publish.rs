@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::RunControl;
-use mostrador_queue::claim::{Completion, complete_many};
-use mostrador_queue::event::append_many;
-use mostrador_queue::saver::{Described, describe_many};
-use mostrador_queue::{Error as QueueError, Lease, NewEvent, RunId};
+use mostrador_queue::claim::Completion;
+use mostrador_queue::event;
+use mostrador_queue::saver::Described;
+use mostrador_queue::{Lease, NewEvent, RunId};
 
 use crate::Error;
-use sqlx::PgPool;
+use mostrador_queue::PgPool;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -322,7 +322,7 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
         .map(|(buffer, pending)| (buffer.lease, pending.described.as_slice()))
         .collect();
     let completions: Vec<Completion> = batch.completions.iter().map(|(c, _)| *c).collect();
-    match write(pool, &described, &appends, &completions).await {
+    match event::publish(pool, &described, &appends, &completions).await {
         Ok(lost) => {
             for (buffer, _) in &taken {
                 if lost.contains(&buffer.lease) {
@@ -366,30 +366,6 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
             Batch::default()
         }
     }
-}
-
-/// One transaction: the described states, the events (a completion appends `end`, after which
-/// nothing may be appended), then the completions. Returns the leases found lost.
-async fn write(
-    pool: &PgPool,
-    described: &[(Lease, &[Described])],
-    appends: &[(Lease, &[NewEvent])],
-    completions: &[Completion],
-) -> Result<Vec<Lease>, QueueError> {
-    let mut tx = pool.begin().await?;
-    let mut lost = if described.is_empty() {
-        Vec::new()
-    } else {
-        describe_many(&mut *tx, described).await?
-    };
-    if !appends.is_empty() {
-        lost.extend(append_many(&mut *tx, appends).await?.0);
-    }
-    if !completions.is_empty() {
-        lost.extend(complete_many(&mut *tx, completions).await?);
-    }
-    tx.commit().await?;
-    Ok(lost)
 }
 
 #[cfg(test)]

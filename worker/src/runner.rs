@@ -161,7 +161,7 @@ impl Runners {
     /// # Errors
     ///
     /// No runner could start, or it failed while describing; a database failure.
-    pub async fn describe(&self, pool: &sqlx::PgPool) -> Result<(), DescribeError> {
+    pub async fn describe(&self, pool: &mostrador_queue::PgPool) -> Result<(), DescribeError> {
         let mut runner = self.take().await?;
         runner.send(&json!({"t": "describe"})).await?;
         let described = tokio::time::timeout(STARTUP_TIMEOUT, runner.next())

@@ -3,9 +3,9 @@
 //! and Rust graphs ([`ThreadStore`], which nodes reach through their context) alike.
 
 use mostrador_graph::{StoreBackend, StoreError, StoreFuture};
+use mostrador_queue::PgPool;
 use mostrador_queue::{Error as QueueError, ThreadId, store, thread};
 use serde_json::{Value, json};
-use sqlx::PgPool;
 
 /// The Store of a Rust graph's run: its thread's owner's items.
 #[derive(Debug)]

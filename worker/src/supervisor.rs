@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mostrador_graph::Graph;
+use mostrador_queue::PgPool;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};
-use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};

@@ -17,6 +17,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use mostrador_queue::PgPool;
 use mostrador_queue::schema::check_schema_serves;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -24,7 +25,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use sqlx::PgPool;
 use tokio::net::TcpListener;
 
 /// The probes' state and the metrics of one worker process.

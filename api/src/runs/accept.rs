@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_graph::{Graph, StreamMode};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
-use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::thread::NewThread;
 use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -261,15 +261,15 @@ async fn create_and_enqueue(
         tenant: caller.tenant.clone(),
         metadata: json!({}),
     };
-    let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
-    let thread = thread::create_with_id(&mut *tx, new.thread_id.0, &owned)
-        .await
-        .map_err(ApiError::failed)?
-        .ok_or_else(crate::threads::thread_taken)?;
-    let enqueued = run::enqueue(&mut *tx, new, Some(state.queue_limit()))
-        .await
-        .map_err(|err| refused(state, caller, err))?;
-    tx.commit().await.map_err(ApiError::failed)?;
+    let mut created = run::enqueue_on_new_threads(
+        state.pool(),
+        &[(owned, new.clone())],
+        Some(state.queue_limit()),
+    )
+    .await
+    .map_err(|err| refused(state, caller, err))?
+    .ok_or_else(crate::threads::thread_taken)?;
+    let (thread, enqueued) = created.pop().expect("one run");
     state.metrics().runs_created.inc();
     Ok(Accepted {
         thread,
@@ -310,8 +310,8 @@ async fn accept_stateless(
     bodies: Vec<CreateRun>,
 ) -> Result<Vec<Accepted>, ApiError> {
     state.within_share(caller)?;
-    let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
-    let mut accepted = Vec::with_capacity(bodies.len());
+    let mut runs = Vec::with_capacity(bodies.len());
+    let mut assistants = Vec::with_capacity(bodies.len());
     for body in bodies {
         let assistant = resolve_assistant(state, caller, &body).await?;
         if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
@@ -327,33 +327,34 @@ async fn accept_stateless(
             tenant: caller.tenant.clone(),
             metadata: json!({}),
         };
-        let thread = thread::create(&mut *tx, &new_thread)
-            .await
-            .map_err(ApiError::failed)?;
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
         let new = new_run(
             state,
             caller,
-            thread.thread_id,
+            ThreadId(Uuid::now_v7()),
             &assistant,
             body,
             graph,
             None,
         )?;
-        let run = match run::enqueue(&mut *tx, &new, Some(state.queue_limit())).await {
-            Ok(enqueued) => enqueued.run,
-            Err(err) => return Err(refused(state, caller, err)),
-        };
-        accepted.push(Accepted {
+        runs.push((new_thread, new));
+        assistants.push(assistant);
+    }
+    let created = run::enqueue_on_new_threads(state.pool(), &runs, Some(state.queue_limit()))
+        .await
+        .map_err(|err| refused(state, caller, err))?
+        .ok_or_else(|| ApiError::failed("a new thread's id was taken"))?;
+    state.metrics().runs_created.inc_by(created.len() as u64);
+    Ok(created
+        .into_iter()
+        .zip(assistants)
+        .map(|((thread, enqueued), assistant)| Accepted {
             thread,
             assistant,
-            run,
-        });
-    }
-    tx.commit().await.map_err(ApiError::failed)?;
-    state.metrics().runs_created.inc_by(accepted.len() as u64);
-    Ok(accepted)
+            run: enqueued.run,
+        })
+        .collect())
 }
 
 /// `POST /runs`: a background run on a new thread (kept: retention deletes it).
