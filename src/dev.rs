@@ -147,6 +147,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         policy: policy.policy,
         webhook_hosts: args.webhook_hosts.clone(),
+        apps: graphs.routes.to_vec(),
         // On loopback only: /metrics beside the api's routes.
         public_metrics: true,
         ..ApiConfig::new(auth)

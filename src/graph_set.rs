@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 use mostrador_agents::Model;
-use mostrador_api::Policy;
 use mostrador_api::policy::PolicyFile;
+use mostrador_api::{AppRoutes, Policy};
 use mostrador_worker::Registry;
 use sqlx::PgPool;
 
@@ -18,6 +18,8 @@ pub struct GraphSet {
     /// Their authorization policy (a policy file's text, see `mostrador_api::policy`), unless the
     /// operator names another (`--policy`); `None`: owner-only.
     pub policy: Option<&'static str>,
+    /// Routes their app serves beside the api's (the retail app's `/approvals`).
+    pub routes: &'static [AppRoutes],
 }
 
 impl GraphSet {
@@ -25,6 +27,7 @@ impl GraphSet {
     pub const RETAIL: Self = Self {
         build: mostrador_agents::graphs::all,
         policy: Some(mostrador_agents::graphs::POLICY),
+        routes: &[mostrador_agents::approvals::ROUTES],
     };
 }
 

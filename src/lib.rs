@@ -395,6 +395,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     config.python_graphs = args.python.graph_ids()?;
     config.policy = policy.policy;
     config.webhook_hosts = args.webhook_hosts.clone();
+    config.apps = graphs.routes.to_vec();
     // The api describes the graphs and never runs a node: it needs no model.
     let registry = (graphs.build)(&pool, &Model::Offline(Offline::default()))
         .into_iter()

@@ -7,7 +7,9 @@
 //! * [`retail`]: the `retail` schema's statements, and the demo data. Tools with external
 //!   effects (the refund) run once per idempotency key through `mostrador_queue::effects`.
 //! * [`graphs`]: `tienda`, `cliente`, `compras` and `fichas`.
+//! * [`approvals`]: the managers' approval queue, a route the binary registers with the api.
 
+pub mod approvals;
 pub mod graphs;
 pub mod llm;
 pub mod model;

@@ -21,7 +21,7 @@ use crate::metrics::{self, Metrics};
 use crate::policy::Policy;
 use crate::serve::Edge;
 use crate::webhooks::WebhookHosts;
-use crate::{approvals, crons, dashboard, files, probes, runs, state, store, stream, threads};
+use crate::{crons, dashboard, files, probes, runs, state, store, stream, threads};
 
 /// Request bodies larger than this get a 413 when none is configured: room for a few images in
 /// a run's messages (as data URLs), as chat clients send them.
@@ -94,6 +94,21 @@ pub struct ApiConfig {
     pub webhook_hosts: WebhookHosts,
     /// The first retry of a failed webhook waits about twice this, each next one twice longer.
     pub webhook_retry: Duration,
+    /// Routes the binary's apps add beside the platform's (the retail app's `/approvals`).
+    pub apps: Vec<AppRoutes>,
+}
+
+/// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
+/// caller, its errors), with their part of the OpenAPI document. The api depends on no app: an
+/// app depends on the api and hands these to the binary, which registers them.
+#[derive(Debug, Clone, Copy)]
+pub struct AppRoutes {
+    /// The routes, behind the api's layers (authentication, limits, metrics, CORS).
+    pub router: fn() -> Router<AppState>,
+    /// How each is documented.
+    pub routes: &'static [crate::openapi::AppRoute],
+    /// The named schemas they refer to.
+    pub schemas: fn() -> Vec<(&'static str, serde_json::Value)>,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like
@@ -199,6 +214,7 @@ impl ApiConfig {
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),
+            apps: Vec::new(),
         }
     }
 }
@@ -555,8 +571,6 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             "/threads/{thread_id}/runs/{run_id}",
             get(runs::get).delete(runs::delete),
         )
-        .route("/approvals", get(approvals::list))
-        .route("/approvals/{approval_id}", get(approvals::get))
         .route("/runs/crons", post(crons::create))
         .route("/runs/crons/search", post(crons::search))
         .route("/runs/crons/count", post(crons::count))
@@ -579,6 +593,12 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .route("/store/items/search", post(store::search))
         .route("/store/namespaces", post(store::namespaces))
         .route("/queue", get(dashboard::queue))
+        .merge(
+            config
+                .apps
+                .iter()
+                .fold(Router::new(), |routes, app| routes.merge((app.router)())),
+        )
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
@@ -620,7 +640,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         })
         .merge(
             utoipa_swagger_ui::SwaggerUi::new("/docs")
-                .url("/openapi.json", crate::openapi::document()),
+                .url("/openapi.json", crate::openapi::document(&config.apps)),
         )
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))

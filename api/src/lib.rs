@@ -4,13 +4,13 @@
 //! [`app`] (state, router, serving), [`auth`] (verifying and minting tokens, looking up API
 //! keys), [`policy`] (who may do what, graph by graph), [`authorize`] (the one thread-visibility check), [`error`] (the error body), [`extract`]
 //! (the caller and JSON bodies), [`assistants`], [`threads`], [`state`], [`runs`] and [`stream`]
-//! (SSE), [`store`] (the Store), [`crons`], [`approvals`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
+//! (SSE), [`store`] (the Store), [`crons`], [`dashboard`] (`/` and `/queue`), [`probes`], [`metrics`],
 //! [`openapi`], [`trace`] and [`webhooks`].
 //! It calls `mostrador-queue` for every database effect, reads graphs' structure from
-//! `mostrador-graph`, executes none, and never depends on `mostrador-worker`.
+//! `mostrador-graph`, executes none, and never depends on `mostrador-worker` nor on an app (an
+//! app's routes come in as [`AppRoutes`]).
 
 pub mod app;
-pub mod approvals;
 pub mod assistants;
 pub mod auth;
 pub mod authorize;
@@ -32,7 +32,7 @@ pub mod threads;
 pub mod trace;
 pub mod webhooks;
 
-pub use app::{ApiConfig, AppState, router};
+pub use app::{ApiConfig, AppRoutes, AppState, router};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential};
 pub use error::ApiError;
 pub use policy::Policy;

@@ -9,7 +9,8 @@ use super::schemas::{
 };
 
 /// What a route takes besides its path parameters, and what its success answers carry.
-pub(super) struct Io {
+#[derive(Debug, Clone)]
+pub struct Io {
     /// Query and header parameters, as OpenAPI parameter objects.
     pub(super) parameters: Vec<Value>,
     /// The schema of its JSON body, for a route that reads one.
@@ -19,7 +20,8 @@ pub(super) struct Io {
 }
 
 impl Io {
-    fn json(schema: Value) -> Self {
+    /// A route that answers JSON of this schema.
+    pub fn json(schema: Value) -> Self {
         Self {
             parameters: Vec::new(),
             body: None,
@@ -52,14 +54,18 @@ impl Io {
         }
     }
 
-    fn body(self, schema: Value) -> Self {
+    /// With a JSON body of this schema.
+    #[must_use]
+    pub fn body(self, schema: Value) -> Self {
         Self {
             body: Some(schema),
             ..self
         }
     }
 
-    fn parameters(self, parameters: Vec<Value>) -> Self {
+    /// With these query and header parameters.
+    #[must_use]
+    pub fn parameters(self, parameters: Vec<Value>) -> Self {
         Self { parameters, ..self }
     }
 }
@@ -396,15 +402,6 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     json!({"type": "string", "enum": ["0", "1", "false", "true", ""]}),
                 ),
             ]),
-        ("get", "/approvals") => Io::json(array(reference("Approval"))).parameters(vec![
-            query(
-                "status",
-                json!({"type": "string", "enum": ["pending", "approved", "rejected", "withdrawn"]}),
-            ),
-            query("limit", limit(50)),
-            query("offset", offset()),
-        ]),
-        ("get", "/approvals/{approval_id}") => Io::json(reference("Approval")),
         ("post", "/runs/crons" | "/threads/{thread_id}/runs/crons") => {
             Io::json(reference("Cron")).body(reference("CronRequest"))
         }

@@ -17,8 +17,10 @@ use utoipa::openapi::security::{
 };
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, RefOr, Schema};
 
-use io::{Io, io};
-use schemas::{named_schemas, path_parameter, reference};
+pub use io::Io;
+use io::io;
+pub use schemas::{array, limit, offset, query, reference};
+use schemas::{named_schemas, path_parameter};
 
 mod io;
 mod schemas;
@@ -327,20 +329,6 @@ pub const ROUTES: &[(&str, &str, &str, &str, &[u16])] = &[
         &[200, 202, 204, 401, 403, 404, 422, 429, 503],
     ),
     (
-        "get",
-        "/approvals",
-        "approvals",
-        "A manager's store's approvals (status pending, approved, rejected or withdrawn), oldest first",
-        &[200, 401, 403, 422, 503],
-    ),
-    (
-        "get",
-        "/approvals/{approval_id}",
-        "approvals",
-        "One approval of the manager's store",
-        &[200, 401, 403, 404, 503],
-    ),
-    (
         "post",
         "/runs/crons",
         "crons",
@@ -526,12 +514,24 @@ fn schema(value: Value) -> RefOr<Schema> {
     from_json(value)
 }
 
-fn operation(name: &str, path: &str, tag: &str, summary: &str, listed: &[u16]) -> Operation {
+/// A route an app of the binary adds ([`crate::AppRoutes`]), as [`ROUTES`] names the api's own,
+/// with what it takes and answers.
+#[derive(Debug, Clone, Copy)]
+pub struct AppRoute {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub tag: &'static str,
+    pub summary: &'static str,
+    pub statuses: &'static [u16],
+    pub io: fn() -> Io,
+}
+
+fn operation(path: &str, tag: &str, summary: &str, listed: &[u16], io: Io) -> Operation {
     let Io {
         parameters,
         body,
         ok,
-    } = io(name, path);
+    } = io;
     let authenticated = !matches!(tag, "probes" | "dashboard");
     let mut operation = OperationBuilder::new()
         .tag(tag)
@@ -573,13 +573,27 @@ fn operation(name: &str, path: &str, tag: &str, summary: &str, listed: &[u16]) -
 }
 
 /// The OpenAPI document of the api.
-pub fn document() -> OpenApi {
+/// The document: the api's routes, and those of the apps the binary registers.
+pub fn document(apps: &[crate::AppRoutes]) -> OpenApi {
     let mut paths = Paths::new();
     for (name, path, tag, summary, statuses) in ROUTES {
         paths.add_path_operation(
             path,
             vec![method(name)],
-            operation(name, path, tag, summary, statuses),
+            operation(path, tag, summary, statuses, io(name, path)),
+        );
+    }
+    for route in apps.iter().flat_map(|app| app.routes) {
+        paths.add_path_operation(
+            route.path,
+            vec![method(route.method)],
+            operation(
+                route.path,
+                route.tag,
+                route.summary,
+                route.statuses,
+                (route.io)(),
+            ),
         );
     }
     let mut components = ComponentsBuilder::new()
@@ -602,7 +616,10 @@ pub fn document() -> OpenApi {
                 "An API key (`mostrador_…`), as the langgraph-sdk sends LANGGRAPH_API_KEY.",
             ))),
         );
-    for (name, value) in named_schemas() {
+    for (name, value) in named_schemas()
+        .into_iter()
+        .chain(apps.iter().flat_map(|app| (app.schemas)()))
+    {
         components = components.schema(name, schema(value));
     }
     OpenApiBuilder::new()
@@ -678,7 +695,7 @@ mod tests {
 
     #[test]
     fn every_path_parameter_is_declared() {
-        let document = serde_json::to_value(document()).expect("serializes");
+        let document = serde_json::to_value(document(&[])).expect("serializes");
         for (name, path, ..) in ROUTES {
             let declared: Vec<&str> = document["paths"][path][name]["parameters"]
                 .as_array()

@@ -133,31 +133,6 @@ pub(super) fn named_schemas() -> Vec<(&'static str, Value)> {
                 },
             }),
         ),
-        (
-            "Approval",
-            json!({
-                "type": "object",
-                "required": [
-                    "approval_id", "thread_id", "run_id", "store_id", "order_id", "amount",
-                    "status", "created_at",
-                ],
-                "properties": {
-                    "approval_id": uuid(),
-                    "thread_id": uuid(),
-                    "run_id": uuid(),
-                    "store_id": string(),
-                    "return_id": uuid(),
-                    "order_id": string(),
-                    "amount": {"type": "number"},
-                    "reason": string(),
-                    "status": {"type": "string", "enum": ["pending", "approved", "rejected"]},
-                    "approved_amount": {"type": ["number", "null"]},
-                    "note": {"type": ["string", "null"]},
-                    "created_at": time(),
-                    "decided_at": nullable_time(),
-                },
-            }),
-        ),
         ("RunRequest", run_request()),
         ("CronRequest", cron_request()),
         ("CronPatch", cron_patch()),
@@ -430,11 +405,11 @@ pub(super) fn nullable_enum(names: &[&str]) -> Value {
     json!({"type": ["string", "null"], "enum": values})
 }
 
-pub(super) fn limit(default: i64) -> Value {
+pub fn limit(default: i64) -> Value {
     json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": default})
 }
 
-pub(super) fn offset() -> Value {
+pub fn offset() -> Value {
     json!({"type": "integer", "format": "int64", "minimum": 0, "default": 0})
 }
 
@@ -465,15 +440,15 @@ pub(super) fn run_status_filter() -> Value {
     json!({"type": "string", "enum": names, "description": "Runs of this status only; all when empty."})
 }
 
-pub(super) fn array(items: Value) -> Value {
+pub fn array(items: Value) -> Value {
     json!({"type": "array", "items": items})
 }
 
-pub(super) fn reference(name: &str) -> Value {
+pub fn reference(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-pub(super) fn query(name: &str, schema: Value) -> Value {
+pub fn query(name: &str, schema: Value) -> Value {
     json!({"name": name, "in": "query", "required": false, "schema": schema})
 }
 
