@@ -69,7 +69,7 @@ struct RevokeArgs {
 }
 
 /// Runs `api-key create`, `list` or `revoke`.
-pub(crate) async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ApiKeyArgs, graphs: &crate::GraphSet) -> anyhow::Result<()> {
     let database = match &args.command {
         ApiKeyCommand::Create(CreateArgs { database, .. })
         | ApiKeyCommand::List(ListArgs { database })
@@ -80,7 +80,7 @@ pub(crate) async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
         ..DbConfig::new(&database.database_url, "mostrador-api-key")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
     let done = match args.command {

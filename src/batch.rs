@@ -246,7 +246,7 @@ async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> 
         args.graph,
         known.join(", ")
     );
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
     let request = Submit {

@@ -96,12 +96,15 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             (found.url.clone(), Some(found))
         }
     };
-    migrate(MigrateArgs {
-        database: DatabaseArgs {
-            database_url: database_url.clone(),
+    migrate(
+        MigrateArgs {
+            database: DatabaseArgs {
+                database_url: database_url.clone(),
+            },
+            grant_runtime_role: None,
         },
-        grant_runtime_role: None,
-    })
+        &graphs,
+    )
     .await?;
     let db = DbConfig {
         pool_size: 24,
@@ -109,7 +112,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     };
     let pool = db.connect_lazy().context("invalid database url")?;
     if args.demo_data {
-        seed(&database_url).await?;
+        seed(&database_url, &graphs).await?;
     }
     let registry = (graphs.build)(&pool, &model);
     let policy = args.policy.load(&graphs)?;

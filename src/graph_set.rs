@@ -1,6 +1,8 @@
 //! The graphs a binary serves, and the authorization policy they come with.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -9,6 +11,7 @@ use mostrador_api::policy::PolicyFile;
 use mostrador_api::{AppRoutes, Policy};
 use mostrador_worker::Registry;
 use sqlx::PgPool;
+use sqlx::migrate::Migrator;
 
 /// The graphs a binary serves.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +23,17 @@ pub struct GraphSet {
     pub policy: Option<&'static str>,
     /// Routes their app serves beside the api's (the retail app's `/approvals`).
     pub routes: &'static [AppRoutes],
+    /// Their app's migrations, run after the platform's, and the schemas they create (granted to
+    /// the runtime role).
+    pub migrations: &'static [&'static Migrator],
+    pub schemas: &'static [&'static str],
+    /// Loads their app's demo data (`mostrador seed`, `dev --demo-data`).
+    pub demo_data: Option<DemoData>,
 }
+
+/// Loads an app's demo data.
+pub type DemoData =
+    for<'a> fn(&'a PgPool) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + 'a>>;
 
 impl GraphSet {
     /// The retail app's four graphs, and its policy.
@@ -28,6 +41,9 @@ impl GraphSet {
         build: mostrador_agents::graphs::all,
         policy: Some(mostrador_agents::graphs::POLICY),
         routes: &[mostrador_agents::approvals::ROUTES],
+        migrations: &[&mostrador_agents::MIGRATOR],
+        schemas: &[mostrador_agents::SCHEMA],
+        demo_data: Some(|pool| Box::pin(mostrador_agents::retail::load_demo_data(pool))),
     };
 }
 

@@ -346,14 +346,14 @@ pub fn main(graphs: GraphSet) -> ExitCode {
 
 async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
     match cli.command {
-        Command::Migrate(args) => migrate(args).await,
+        Command::Migrate(args) => migrate(args, &graphs).await,
         Command::Worker(args) => worker::worker(args, graphs).await,
         Command::Api(args) => api(args, graphs).await,
         Command::Dev(args) => dev::dev(args, graphs).await,
         Command::Token(args) => token(&args, &graphs),
-        Command::ApiKey(args) => api_key::run(args).await,
-        Command::Seed(args) => seed(&args.database.database_url).await,
-        Command::Retention(args) => retention::run(args).await,
+        Command::ApiKey(args) => api_key::run(args, &graphs).await,
+        Command::Seed(args) => seed(&args.database.database_url, &graphs).await,
+        Command::Retention(args) => retention::run(args, &graphs).await,
         Command::Enqueue(args) => batch::enqueue(args, graphs).await,
         Command::Batch(args) => batch::batch(args, graphs).await,
         Command::Dockerfile(args) => dockerfile::run(&args),
@@ -366,7 +366,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         ..DbConfig::new(&args.database.database_url, "mostrador-api")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
     let policy = args.policy.load(&graphs)?;
@@ -467,19 +467,22 @@ async fn serve_api(
     Ok(())
 }
 
-async fn seed(database_url: &str) -> anyhow::Result<()> {
+async fn seed(database_url: &str, graphs: &GraphSet) -> anyhow::Result<()> {
+    let Some(demo_data) = graphs.demo_data else {
+        anyhow::bail!("this binary's graphs come with no demo data");
+    };
     let db = DbConfig {
         pool_size: 1,
         ..DbConfig::new(database_url, "mostrador-seed")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
-    mostrador_agents::retail::load_demo_data(&pool)
+    demo_data(&pool)
         .await
         .context("failed to load the demo data")?;
-    tracing::info!("loaded the demo data (stores, catalogue, stock, orders of ana and luis)");
+    tracing::info!("loaded the demo data");
     pool.close().await;
     Ok(())
 }
@@ -498,7 +501,7 @@ fn token(args: &TokenArgs, graphs: &GraphSet) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+async fn migrate(args: MigrateArgs, graphs: &GraphSet) -> anyhow::Result<()> {
     let url = &args.database.database_url;
     if !sqlx::Postgres::database_exists(url)
         .await
@@ -514,16 +517,21 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         ..DbConfig::new(url, "mostrador-migrate")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::migrate(&pool)
+    schema::migrate(&pool, graphs.migrations)
         .await
         .context("failed to apply migrations")?;
-    schema::check_schema(&pool).await?;
+    schema::check_schema(&pool, graphs.migrations).await?;
     tracing::info!(
-        migrations = schema::MIGRATOR.iter().count(),
+        migrations = schema::MIGRATOR.iter().count()
+            + graphs
+                .migrations
+                .iter()
+                .map(|app| app.iter().count())
+                .sum::<usize>(),
         "schema is up to date"
     );
     if let Some(role) = &args.grant_runtime_role {
-        schema::grant_runtime_role(&pool, role)
+        schema::grant_runtime_role(&pool, role, graphs.schemas)
             .await
             .context("failed to grant the runtime role")?;
         tracing::info!(role, "granted the runtime role its privileges");

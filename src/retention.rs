@@ -27,13 +27,13 @@ pub(crate) struct RetentionArgs {
 }
 
 /// Deletes the idle threads the policies name, in batches, or with `dry_run` lists them.
-pub(crate) async fn run(args: RetentionArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: RetentionArgs, graphs: &crate::GraphSet) -> anyhow::Result<()> {
     let db = DbConfig {
         pool_size: 2,
         ..DbConfig::new(&args.database.database_url, "mostrador-retention")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
     let sweep = Sweep {

@@ -110,7 +110,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         ..DbConfig::new(&args.database.database_url, "mostrador-worker")
     };
     let pool = db.connect_lazy().context("invalid database url")?;
-    schema::check_schema(&pool)
+    schema::check_schema(&pool, graphs.migrations)
         .await
         .context("failed to check the database schema")?;
     let registry = Arc::new((graphs.build)(&pool, &model));

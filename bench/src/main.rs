@@ -98,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "queue-bench")
     };
     let pool = db.connect_lazy()?;
-    schema::migrate(&pool)
+    schema::migrate(&pool, &[])
         .await
         .context("migrate the bench database")?;
     // The baseline gets Postgres' default settings, not the queue's connection options.

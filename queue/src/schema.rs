@@ -8,36 +8,49 @@ use sqlx::{Acquire, PgPool, Postgres};
 
 use crate::{Error, Result};
 
-/// Every migration in `migrations/`, embedded in the binary. Shared by `mostrador migrate`, the
-/// runtime schema check and all database tests.
-pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+/// Every migration of the platform in `migrations/`, embedded in the binary. Shared by
+/// `mostrador migrate`, the runtime schema check and all database tests.
+///
+/// Apps (the retail app) keep their migrations beside their code, in the same history table with
+/// versions of their own: each migrator passes over the others' (`ignore_missing`).
+pub static MIGRATOR: Migrator = Migrator {
+    ignore_missing: true,
+    ..sqlx::migrate!("../migrations")
+};
 
-/// The schemas the api and workers read and write: the queue's and the retail graphs'.
-const RUNTIME_SCHEMAS: &[&str] = &["mostrador", "retail"];
+/// The schema the api and workers read and write (apps name theirs to [`grant_runtime_role`]).
+const RUNTIME_SCHEMA: &str = "mostrador";
 
-/// Applies every pending migration under sqlx's advisory lock, so concurrent `migrate` jobs are
-/// safe.
+/// Applies every pending migration, the platform's then each app's, under sqlx's advisory lock,
+/// so concurrent `migrate` jobs are safe.
 ///
 /// # Errors
 ///
 /// A failed migration (its transaction is rolled back) or a migration applied to the database
 /// whose file has since changed.
-pub async fn migrate(pool: &PgPool) -> Result {
+pub async fn migrate(pool: &PgPool, apps: &[&Migrator]) -> Result {
     MIGRATOR.run(pool).await?;
+    for app in apps {
+        app.run(pool).await?;
+    }
     Ok(())
 }
 
-/// Fails unless the database is at exactly the schema version this binary embeds.
+/// Fails unless the database is at exactly the schema version this binary embeds: the platform's
+/// migrations and those of `apps`.
 ///
 /// # Errors
 ///
 /// [`Error::Schema`] with a message that names `mostrador migrate` when the database is behind the
 /// binary, ahead of it (a newer binary migrated it), or was migrated from different files.
-pub async fn check_schema<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
-    check(db, false).await
+pub async fn check_schema<'a>(
+    db: impl Acquire<'a, Database = Postgres>,
+    apps: &[&Migrator],
+) -> Result {
+    check(db, apps, false).await
 }
 
-/// Whether a running process may go on serving: every migration this binary embeds is applied,
+/// Whether a running process may go on serving: every migration of the platform is applied,
 /// unchanged; migrations newer than the binary are accepted, because during a rollout the new
 /// release migrates the database while the previous one still serves, and migrations only add
 /// (they never change what an earlier release reads or writes). Readiness probes use this; start-up
@@ -47,10 +60,14 @@ pub async fn check_schema<'a>(db: impl Acquire<'a, Database = Postgres>) -> Resu
 ///
 /// [`Error::Schema`] when the database is behind the binary or was migrated from different files.
 pub async fn check_schema_serves<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
-    check(db, true).await
+    check(db, &[], true).await
 }
 
-async fn check<'a>(db: impl Acquire<'a, Database = Postgres>, ahead_is_fine: bool) -> Result {
+async fn check<'a>(
+    db: impl Acquire<'a, Database = Postgres>,
+    apps: &[&Migrator],
+    ahead_is_fine: bool,
+) -> Result {
     let mut conn = db.acquire().await?;
     // N.B. Runtime-checked queries: `_sqlx_migrations` is sqlx's own table and may not exist yet.
     let has_table: bool =
@@ -70,10 +87,13 @@ async fn check<'a>(db: impl Acquire<'a, Database = Postgres>, ahead_is_fine: boo
         BTreeMap::new()
     };
 
-    let expected = MIGRATOR
-        .iter()
-        .filter(|m| m.migration_type.is_up_migration());
-    let newest_known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let known = || {
+        std::iter::once(&MIGRATOR)
+            .chain(apps.iter().copied())
+            .flat_map(|migrator| migrator.iter())
+    };
+    let expected = known().filter(|m| m.migration_type.is_up_migration());
+    let newest_known = known().map(|m| m.version).max().unwrap_or(0);
     let newest_applied = applied.keys().copied().max().unwrap_or(0);
     let run_migrate = "run `mostrador migrate` with this binary's version";
 
@@ -111,7 +131,7 @@ async fn check<'a>(db: impl Acquire<'a, Database = Postgres>, ahead_is_fine: boo
 }
 
 /// Grants `role` the runtime privileges and nothing more: SELECT, INSERT, UPDATE and DELETE on the
-/// application's tables, the sequences behind them, and reading the migration history (for
+/// tables of the `mostrador` schema and of the apps' schemas (`app_schemas`), the sequences behind them, and reading the migration history (for
 /// [`check_schema`]). Tables that later migrations create get the same grants by default.
 ///
 /// The role cannot create, alter or drop anything. LISTEN and NOTIFY need no privilege.
@@ -119,7 +139,7 @@ async fn check<'a>(db: impl Acquire<'a, Database = Postgres>, ahead_is_fine: boo
 /// # Errors
 ///
 /// [`Error::Invalid`] when the role does not exist (create it, with its password, first).
-pub async fn grant_runtime_role(pool: &PgPool, role: &str) -> Result {
+pub async fn grant_runtime_role(pool: &PgPool, role: &str, app_schemas: &[&str]) -> Result {
     let exists = sqlx::query_scalar!(
         r#"select exists (select 1 from pg_catalog.pg_roles where rolname = $1) as "exists!""#,
         role
@@ -134,7 +154,7 @@ pub async fn grant_runtime_role(pool: &PgPool, role: &str) -> Result {
     }
 
     let mut tx = pool.begin().await?;
-    for schema in RUNTIME_SCHEMAS {
+    for schema in std::iter::once(&RUNTIME_SCHEMA).chain(app_schemas) {
         // `format(%I)` quotes both names as identifiers, so neither can inject SQL.
         let statements = sqlx::query_scalar!(
             r#"

@@ -16,7 +16,7 @@ fn schema_error(res: Result<(), Error>) -> String {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<()> {
-    check_schema(&pool).await?;
+    check_schema(&pool, &[]).await?;
     let newest: i64 = sqlx::query_scalar("select max(version) from _sqlx_migrations")
         .fetch_one(&pool)
         .await?;
@@ -27,7 +27,7 @@ async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<(
         .bind(newest)
         .execute(&mut *tx)
         .await?;
-    let message = schema_error(check_schema(&mut *tx).await);
+    let message = schema_error(check_schema(&mut *tx, &[]).await);
     assert!(
         message.contains("behind") && message.contains("mostrador migrate"),
         "{message}"
@@ -38,7 +38,7 @@ async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<(
     sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select 99999999999999, description, true, checksum, 0 from _sqlx_migrations limit 1")
         .execute(&pool)
         .await?;
-    let message = schema_error(check_schema(&pool).await);
+    let message = schema_error(check_schema(&pool, &[]).await);
     assert!(
         message.contains("ahead") && message.contains("mostrador migrate"),
         "{message}"
@@ -50,13 +50,13 @@ async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<(
 
 #[sqlx::test(migrations = false)]
 async fn schema_check_fails_on_an_empty_database(pool: PgPool) -> anyhow::Result<()> {
-    let message = schema_error(check_schema(&pool).await);
+    let message = schema_error(check_schema(&pool, &[]).await);
     assert!(
         message.contains("behind") && message.contains("mostrador migrate"),
         "{message}"
     );
-    schema::migrate(&pool).await?;
-    check_schema(&pool).await?;
+    schema::migrate(&pool, &[]).await?;
+    check_schema(&pool, &[]).await?;
     Ok(())
 }
 
@@ -65,7 +65,7 @@ async fn runtime_role_can_run_the_queue_but_not_change_the_schema(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let role = format!("mostrador_runtime_{}", uuid::Uuid::now_v7().simple());
-    let res = schema::grant_runtime_role(&pool, &role).await;
+    let res = schema::grant_runtime_role(&pool, &role, &[]).await;
     assert!(
         matches!(res, Err(Error::Invalid { .. })),
         "a missing role is a clear error"
@@ -73,14 +73,14 @@ async fn runtime_role_can_run_the_queue_but_not_change_the_schema(
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("create role {role} nologin")))
         .execute(&pool)
         .await?;
-    schema::grant_runtime_role(&pool, &role).await?;
+    schema::grant_runtime_role(&pool, &role, &[]).await?;
 
     let thread = new_thread(&pool).await;
     let mut conn = pool.acquire().await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("set role {role}")))
         .execute(&mut *conn)
         .await?;
-    check_schema(&mut *conn).await?;
+    check_schema(&mut *conn, &[]).await?;
     run::enqueue(&mut *conn, &NewRun::new(thread.thread_id, GRAPH), None).await?;
     let worker = WorkerLease::new("runtime", graphs(), std::time::Duration::from_secs(30));
     worker.register(&mut *conn).await?;

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 
 use crate::support::{Db, Worker, sse_events};
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
@@ -72,7 +72,7 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
     let db = Db::new(pool).await;
     let api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
@@ -163,7 +163,7 @@ async fn run_streams_through_api_and_worker_processes(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn dev_mode_runs_api_and_worker_in_one_process(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut dev = Worker::spawn(&db, "dev", "dev", &[]);

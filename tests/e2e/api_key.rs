@@ -23,7 +23,7 @@ fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("utf-8")
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn created_key_works_list_hides_it_and_revoke_makes_it_fail(pool: PgPool) {
     let db = Db::new(pool).await;
     let created = stdout(&api_key(

@@ -50,7 +50,7 @@ async fn stream(
     }
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn listener_backend_killed_loses_no_event(pool: PgPool) {
     let db = Db::new(pool).await;
     let api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
@@ -159,7 +159,7 @@ impl Proxy {
     }
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn worker_loses_database_mid_run(pool: PgPool) {
     use crate::support::Executions;
     use mostrador_queue::RunStatus;

@@ -114,7 +114,7 @@ impl Soak {
     }
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 #[ignore = "a two-minute soak that measures latency: .ci/run runs it alone"]
 async fn hostile_tenants_cannot_starve_or_reach_others(pool: PgPool) {
     let soak_for = Duration::from_secs(

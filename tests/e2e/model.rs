@@ -143,7 +143,7 @@ fn question() -> Value {
     ]}})
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn model_tokens_reach_sse_clients_as_they_arrive(pool: PgPool) {
     let db = Db::new(pool).await;
     let fake = Fake {
@@ -211,7 +211,7 @@ async fn model_tokens_reach_sse_clients_as_they_arrive(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn model_503_before_the_first_byte_is_retried(pool: PgPool) {
     let db = Db::new(pool).await;
     let fake = Fake {
@@ -237,7 +237,7 @@ async fn model_503_before_the_first_byte_is_retried(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn model_answer_cut_mid_stream_fails_the_run_without_a_retry_storm(pool: PgPool) {
     let db = Db::new(pool).await;
     let fake = Fake {
@@ -272,7 +272,7 @@ async fn model_answer_cut_mid_stream_fails_the_run_without_a_retry_storm(pool: P
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn a_base_url_without_a_context_window_refuses_to_start(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut worker = Worker::start(

@@ -70,7 +70,7 @@ struct Case<'a> {
     asked: watch::Sender<(u64, bool)>,
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn refunds_never_exceed_what_an_order_may_refund(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = Worker::spawn(&db, "dev", "dev", &["--demo-data"]);

@@ -72,7 +72,7 @@ fn restart_postgres() {
 }
 
 #[ignore = "restarts the machine's Postgres: run alone (.ci/run does)"]
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn postgres_restart_under_load_loses_nothing(pool: PgPool) {
     let db = Db::new(pool).await;
     let secret = "e2e secret";

@@ -149,7 +149,7 @@ async fn count(pool: &PgPool, sql: &'static str) -> i64 {
         .expect("count")
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
@@ -191,7 +191,7 @@ async fn tienda_answers_from_stock_here_and_nearby(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn compras_proposes_every_reference_below_its_reorder_point(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
@@ -256,7 +256,7 @@ async fn compras_proposes_every_reference_below_its_reorder_point(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn compras_drained_mid_pass_resumes_without_reasking_the_model(pool: PgPool) {
     let db = Db::new(pool).await;
     mostrador_agents::retail::load_demo_data(&db.pool)
@@ -331,7 +331,7 @@ async fn compras_drained_mid_pass_resumes_without_reasking_the_model(pool: PgPoo
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn fichas_fed_in_bulk_write_one_reviewed_sheet_per_product(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
@@ -391,7 +391,7 @@ async fn fichas_fed_in_bulk_write_one_reviewed_sheet_per_product(pool: PgPool) {
     assert!(failed[0].contains("NO-SUCH"), "{failed:?}");
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
     let db = Db::new(pool).await;
     let dev = dev(&db).await;
@@ -543,7 +543,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
     let db = Db::new(pool).await;
     mostrador_agents::retail::load_demo_data(&db.pool)

@@ -40,7 +40,7 @@ impl RuntimeRole {
 
 /// The api, a worker, `seed` and `retention` run a whole approval flow under the runtime role;
 /// the role cannot create, alter, truncate or drop anything.
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn runtime_role_cannot_ddl(pool: PgPool) {
     let db = Db::new(pool).await;
     let role = RuntimeRole::create(&db.pool).await;

@@ -38,7 +38,7 @@ async fn command(db: &Db, args: &[&str], stdin: &str) -> (bool, String, String) 
     )
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn batch_waits_for_its_runs_and_fails_when_one_failed(pool: PgPool) {
     let db = Db::new(pool).await;
     mostrador_agents::retail::load_demo_data(&db.pool)
@@ -96,7 +96,7 @@ async fn batch_waits_for_its_runs_and_fails_when_one_failed(pool: PgPool) {
     assert!(stderr.contains("line 1 is not a JSON object"), "{stderr}");
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn cron_enqueues_exactly_once_per_tick_with_three_workers(pool: PgPool) {
     use serde_json::json;
 

@@ -48,7 +48,7 @@ async fn until_succeeded(db: &Db, done: i64) -> i64 {
     waited.unwrap_or_else(|_| panic!("{done} runs did not succeed within {within:?}"))
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn soak_every_run_succeeds_through_sigterm_and_sigkill(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut a = Worker::start(&db, "a", WORKER_ARGS);

@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use crate::retail::token;
 use crate::support::{Db, Worker, sse_events};
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn a_run_carries_the_trace_of_the_request_that_created_it(pool: PgPool) {
     let db = Db::new(pool).await;
     mostrador_agents::retail::load_demo_data(&db.pool)
@@ -161,7 +161,7 @@ async fn collect(
     axum::http::StatusCode::OK
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn the_api_request_and_the_worker_run_export_one_trace_over_otlp(pool: PgPool) {
     let db = Db::new(pool).await;
     let received = Received::default();

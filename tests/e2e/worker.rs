@@ -25,7 +25,7 @@ async fn starters(db: &Db, thread_id: Uuid) -> Vec<(String, i32)> {
     .expect("starters")
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn drained_run_resumes_on_another_worker_without_repeating_supersteps(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut executions = Executions::listen(&db).await;
@@ -96,7 +96,7 @@ async fn drained_run_resumes_on_another_worker_without_repeating_supersteps(pool
     );
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn sigkill_mid_superstep_reruns_only_unfinished_tasks(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut executions = Executions::listen(&db).await;
@@ -163,7 +163,7 @@ async fn sigkill_mid_superstep_reruns_only_unfinished_tasks(pool: PgPool) {
     drop(b);
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn cancel_running_run_interrupt_and_rollback(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut executions = Executions::listen(&db).await;
@@ -228,7 +228,7 @@ async fn cancel_running_run_interrupt_and_rollback(pool: PgPool) {
     assert!(a.exit(MINUTE).await.success());
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn long_node_keeps_its_lease(pool: PgPool) {
     let db = Db::new(pool).await;
     let mut executions = Executions::listen(&db).await;
@@ -255,7 +255,7 @@ async fn long_node_keeps_its_lease(pool: PgPool) {
     assert!(starts.values().all(|count| *count == 1), "{starts:?}");
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn run_timeout_ends_run_as_timeout(pool: PgPool) {
     let db = Db::new(pool).await;
     let _a = Worker::start(&db, "a", &["--run-timeout", "1s"]);
@@ -274,7 +274,7 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) {
     assert_eq!(db.counts(run.thread_id.0, "finish").await.get("s2"), None);
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn node_error_is_recorded_and_retried_by_policy(pool: PgPool) {
     let db = Db::new(pool).await;
     let _a = Worker::start(&db, "a", &[]);
@@ -309,7 +309,7 @@ async fn node_error_is_recorded_and_retried_by_policy(pool: PgPool) {
     assert_eq!(db.counts(run.thread_id.0, "start").await["flaky"], 6);
 }
 
-#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn worker_stays_ready_on_a_newer_schema_but_not_on_an_older_one(pool: PgPool) {
     let db = Db::new(pool).await;
     let a = Worker::start(&db, "a", &[]);

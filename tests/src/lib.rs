@@ -20,6 +20,7 @@
 //!   benchmarks (`bench/src/bin/worker_bench.rs`).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use mostrador_graph::{
@@ -27,7 +28,23 @@ use mostrador_graph::{
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use sqlx::migrate::Migrator;
 use uuid::Uuid;
+
+/// The platform's migrations and the retail app's, as `mostrador-e2e migrate` applies them: the
+/// end-to-end tests' databases, whose `mostrador-e2e` processes check for both.
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    let mut migrations: Vec<_> = mostrador_queue::MIGRATOR
+        .iter()
+        .chain(mostrador_agents::MIGRATOR.iter())
+        .cloned()
+        .collect();
+    migrations.sort_by_key(|migration| migration.version);
+    Migrator {
+        migrations: migrations.into(),
+        ..Migrator::DEFAULT
+    }
+});
 
 /// The table and channel the e2e graphs record executions in.
 pub const EXECUTIONS: &str = "e2e_executions";

@@ -87,7 +87,9 @@ async fn main() -> anyhow::Result<()> {
             ..DbConfig::new(&args.database_url, "api-bench")
         }
         .connect_lazy()?;
-        schema::migrate(&pool).await.context("migrate")?;
+        schema::migrate(&pool, &[&mostrador_agents::MIGRATOR])
+            .await
+            .context("migrate")?;
         match scenario.as_str() {
             "create-runs" => create_runs(&args, &pool).await?,
             "fanout" => fanout(&args, &pool).await?,

@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "compras-bench")
     }
     .connect_lazy()?;
-    schema::migrate(&pool).await?;
+    schema::migrate(&pool, &[&mostrador_agents::MIGRATOR]).await?;
     load(&pool, args.references).await?;
 
     let batches = args.references.div_ceil(args.batch_size);

@@ -42,7 +42,7 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "retention-bench")
     }
     .connect_lazy()?;
-    schema::migrate(&pool).await?;
+    schema::migrate(&pool, &[]).await?;
 
     let loading = Instant::now();
     let n = args.threads;

@@ -16,6 +16,6 @@ fn main() -> ExitCode {
             include_str!("../../../agents/policy.toml"),
             "\n[graphs.e2e_approval]\ndecide = [\"manager\"]\n"
         )),
-        routes: &[mostrador_agents::approvals::ROUTES],
+        ..mostrador::GraphSet::RETAIL
     })
 }
