@@ -36,6 +36,17 @@ pub type DemoData =
     for<'a> fn(&'a PgPool) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + 'a>>;
 
 impl GraphSet {
+    /// No Rust graph and no app: the platform alone, serving the Python graphs of a
+    /// `langgraph.json`, owner-only unless `--policy` says otherwise.
+    pub const NONE: Self = Self {
+        build: |_, _| Registry::new(),
+        policy: None,
+        routes: &[],
+        migrations: &[],
+        schemas: &[],
+        demo_data: None,
+    };
+
     /// The retail app's four graphs, and its policy.
     pub const RETAIL: Self = Self {
         build: mostrador_agents::graphs::all,
