@@ -301,6 +301,17 @@ pub struct CancelQuery {
     action: Option<String>,
 }
 
+impl CancelQuery {
+    /// `interrupt` (the default) or `rollback`.
+    fn action(&self) -> Result<CancelAction, ApiError> {
+        match self.action.as_deref() {
+            None | Some("interrupt") => Ok(CancelAction::Interrupt),
+            Some("rollback") => Ok(CancelAction::Rollback),
+            Some(_) => Err(unprocessable("action must be interrupt or rollback")),
+        }
+    }
+}
+
 /// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback&wait=0|1`: 202 at
 /// once, or with `wait=1` the final state once the run has ended (204 when a rollback deleted it).
 pub async fn cancel(
@@ -310,11 +321,7 @@ pub async fn cancel(
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
-    let action = match query.action.as_deref() {
-        None | Some("interrupt") => CancelAction::Interrupt,
-        Some("rollback") => CancelAction::Rollback,
-        Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
-    };
+    let action = query.action()?;
     let wait = match query.wait.as_deref() {
         None | Some("0" | "false" | "") => false,
         Some("1" | "true") => true,
@@ -361,11 +368,7 @@ pub async fn cancel_many(
     Body(body): Body<CancelMany>,
 ) -> Result<StatusCode, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
-    let action = match query.action.as_deref() {
-        None | Some("interrupt") => CancelAction::Interrupt,
-        Some("rollback") => CancelAction::Rollback,
-        Some(_) => return Err(unprocessable("action must be interrupt or rollback")),
-    };
+    let action = query.action()?;
     let selection = match (body.status, body.thread_id, body.run_ids) {
         (Some(status), None, None) => Selection::InFlight(match status.to_lowercase().as_str() {
             "pending" => vec![RunStatus::Pending],
