@@ -84,7 +84,9 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "worker-bench")
     }
     .connect_lazy()?;
-    schema::migrate(&pool, &[]).await.context("migrate")?;
+    schema::migrate(&pool, &[&mostrador_agents::MIGRATOR])
+        .await
+        .context("migrate")?;
 
     for scenario in &args.scenarios {
         match scenario.as_str() {
