@@ -30,6 +30,9 @@ const POLL: Duration = Duration::from_secs(1);
 /// Deliveries sent at once by one process.
 const BATCH: i64 = 16;
 
+/// How long a delivery waits for its run's final state.
+const FINAL_STATE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The hosts webhooks may be sent to: names (`hooks.example.com`), every name under a domain
 /// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`) or any.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -195,9 +198,19 @@ async fn deliver(
     retry_base: Duration,
 ) {
     let pool = state.pool();
+    let attempt = delivery.attempts + 1;
     let forget = || async {
         if let Err(err) = webhooks::done(pool, delivery.run_id).await {
             tracing::warn!(error = %err, run_id = %delivery.run_id.0, "cannot forget a webhook delivery");
+        }
+    };
+    // What could not be read is left held: another attempt comes when the hold expires.
+    let later = |why: String| async move {
+        if attempt >= MAX_ATTEMPTS {
+            tracing::warn!(run_id = %delivery.run_id.0, attempt, why, "webhook given up");
+            forget().await;
+        } else {
+            tracing::warn!(run_id = %delivery.run_id.0, attempt, why, "webhook not sent: later");
         }
     };
     if let Err(why) = state.webhook_hosts().check(&delivery.url) {
@@ -207,17 +220,21 @@ async fn deliver(
     let run = match run::get(pool, delivery.thread_id, delivery.run_id).await {
         Ok(run) => run,
         Err(QueueError::RunNotFound(_)) => return forget().await,
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read a webhook's run");
-            return;
-        }
+        Err(err) => return later(format!("cannot read its run: {err}")).await,
     };
-    let values = match crate::runs::wait::final_state(state, &run).await {
-        Ok(values) => values,
-        Err(err) => {
-            tracing::warn!(error = %err.detail, "cannot read a webhook's final state");
-            return;
+    // An ended run's `end` is written with its ending; the bound only keeps one delivery from
+    // holding up the others should it not be.
+    let values = match tokio::time::timeout(
+        FINAL_STATE_TIMEOUT,
+        crate::runs::wait::final_state(state, &run),
+    )
+    .await
+    {
+        Ok(Ok(values)) => values,
+        Ok(Err(err)) => {
+            return later(format!("cannot read its final state: {}", err.detail)).await;
         }
+        Err(_) => return later("its run has not ended".into()).await,
     };
     let mut payload = crate::runs::run_json(&run);
     payload["run_started_at"] = json!(run.started_at);
@@ -240,7 +257,6 @@ async fn deliver(
                 Err(format!("the receiver answered {}", response.status()))
             }
         });
-    let attempt = delivery.attempts + 1;
     match outcome {
         Ok(()) => {
             tracing::info!(run_id = %run.run_id.0, attempt, "webhook sent");
