@@ -177,7 +177,18 @@ impl Policy {
     pub fn sees(&self, caller: &Caller, thread: &Thread) -> bool {
         thread.owner == caller.subject
             || (same_tenant(caller, thread)
-                && self.rules(thread.graph_id.as_deref()).tenant_sees(caller))
+                && match thread.graph_id.as_deref() {
+                    Some(graph_id) => self.rules(Some(graph_id)).tenant_sees(caller),
+                    // No run has bound it yet, so it may become any graph's: read where the
+                    // tenant's threads of every graph are read (as searches list it).
+                    None => self.reads_every_graph(caller),
+                })
+    }
+
+    /// Whether `caller` reads the threads of their tenant whatever their graph.
+    fn reads_every_graph(&self, caller: &Caller) -> bool {
+        self.default.tenant_sees(caller)
+            && self.graphs.values().all(|rules| rules.tenant_sees(caller))
     }
 
     /// Whether `caller`, who sees `thread`, answers its interrupts. `graph_id`: the thread's
@@ -214,8 +225,7 @@ impl Policy {
         let Some(tenant) = &caller.tenant else {
             return visibility;
         };
-        let everywhere = self.default.tenant_sees(caller)
-            && self.graphs.values().all(|rules| rules.tenant_sees(caller));
+        let everywhere = self.reads_every_graph(caller);
         let graphs: Vec<String> = if everywhere {
             Vec::new()
         } else {
@@ -386,6 +396,14 @@ mod tests {
         assert!(policy.sees(&marta, &thread("ana", "s1", "tienda")));
         assert!(!policy.sees(&other, &thread("ana", "s1", "tienda")));
         assert!(!policy.sees(&marta, &thread("ana", "s1", "diario")));
+        let unbound = Thread {
+            graph_id: None,
+            ..thread("ana", "s1", "g")
+        };
+        assert!(
+            !policy.sees(&marta, &unbound),
+            "a thread of no graph yet, where one graph's are not read"
+        );
         let refund = thread("ana", "s1", "cliente");
         assert!(policy.decides(&marta, &refund, "cliente"));
         assert!(!policy.decides(&ana, &refund, "cliente"));
