@@ -54,7 +54,7 @@ pub async fn create(
     caller: Caller,
     Body(body): Body<CreateCron>,
 ) -> Result<Json<Value>, ApiError> {
-    let new = new_cron(&state, &caller, body, None)?;
+    let new = new_cron(&state, &caller, body, None).await?;
     let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
         .await
         .map_err(cron_error)?;
@@ -69,7 +69,7 @@ pub async fn create_for_thread(
     Body(body): Body<CreateCron>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = writable_thread(&state, &caller, &thread_id).await?;
-    let new = new_cron(&state, &caller, body, Some(thread.thread_id))?;
+    let new = new_cron(&state, &caller, body, Some(thread.thread_id)).await?;
     if thread
         .graph_id
         .as_ref()
@@ -89,7 +89,7 @@ pub async fn create_for_thread(
     Ok(Json(cron_json(&cron)))
 }
 
-fn new_cron(
+async fn new_cron(
     state: &AppState,
     caller: &Caller,
     body: CreateCron,
@@ -109,13 +109,12 @@ fn new_cron(
         .assistant_id
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    let assistant = state.assistant(assistant_id).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("assistant {assistant_id:?} not found"),
-        )
-    })?;
+    let assistant = crate::assistants::found(state, caller, assistant_id).await?;
     let mut payload = template.payload(state, caller)?;
+    if assistant.assistant_id != Assistant::for_graph(&assistant.graph_id).assistant_id {
+        // One the caller created: each run takes its config as it is then (`queue::cron`).
+        payload.insert("assistant_id".into(), json!(assistant.assistant_id));
+    }
     crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
@@ -336,10 +335,16 @@ fn cron_error(err: QueueError) -> ApiError {
 fn cron_json(cron: &Cron) -> Value {
     let mut payload = cron.payload.clone();
     payload["schedule"] = json!(cron.schedule);
-    payload["assistant_id"] = json!(cron.graph_id);
+    let assistant_id = match payload.get("assistant_id") {
+        Some(configured) if configured.is_string() => configured.clone(),
+        _ => {
+            payload["assistant_id"] = json!(cron.graph_id);
+            json!(Assistant::for_graph(&cron.graph_id).assistant_id)
+        }
+    };
     json!({
         "cron_id": cron.cron_id,
-        "assistant_id": Assistant::for_graph(&cron.graph_id).assistant_id,
+        "assistant_id": assistant_id,
         "thread_id": cron.thread_id,
         "user_id": cron.owner,
         "schedule": cron.schedule,

@@ -186,3 +186,97 @@ async fn an_unknown_time_zone_creates_no_cron(pool: PgPool) {
         .await;
     assert_eq!(found, json!([]));
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", "customer", Some("madrid-1")));
+    let (_, _, assistant) = api
+        .send(api.request(
+            "POST",
+            "/assistants",
+            &ana,
+            r#"{"graph_id": "agent", "config": {"configurable": {"tone": "terse", "lang": "es"}}}"#,
+        ))
+        .await;
+    let assistant_id = assistant["assistant_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let body = json!({
+        "assistant_id": assistant_id, "schedule": "* * * * *",
+        "config": {"configurable": {"lang": "ca"}},
+    })
+    .to_string();
+    let (status, _, answer) = api
+        .send(api.request("POST", "/runs/crons", &luis, &body))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "not luis's assistant: {answer}"
+    );
+    let (status, _, cron) = api
+        .send(api.request("POST", "/runs/crons", &ana, &body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cron}");
+    assert_eq!(cron["assistant_id"], json!(assistant_id));
+    // Changed after the cron was made: its runs take it as it is when they start.
+    let (status, _, _) = api
+        .send(api.request(
+            "PATCH",
+            &format!("/assistants/{assistant_id}"),
+            &ana,
+            r#"{"config": {"configurable": {"tone": "warm", "lang": "es"}}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    sqlx::query("update mostrador.crons set next_run_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .expect("due");
+    assert_eq!(
+        mostrador_queue::cron::tick(&pool, None)
+            .await
+            .expect("tick"),
+        1
+    );
+    let (config, metadata): (Value, Value) =
+        sqlx::query_as("select config, metadata from mostrador.runs")
+            .fetch_one(&pool)
+            .await
+            .expect("the cron's run");
+    assert_eq!(
+        config["configurable"]["tone"], "warm",
+        "the assistant's, now"
+    );
+    assert_eq!(config["configurable"]["lang"], "ca", "the cron's over it");
+    assert_eq!(config["configurable"]["langgraph_auth_user_id"], "ana");
+    assert_eq!(metadata["assistant_id"], json!(assistant_id));
+
+    // Deleted: the cron cannot run, and stops.
+    let (status, _, _) = api
+        .send(api.request("DELETE", &format!("/assistants/{assistant_id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    sqlx::query("update mostrador.crons set next_run_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .expect("due");
+    assert_eq!(
+        mostrador_queue::cron::tick(&pool, None)
+            .await
+            .expect("tick"),
+        0
+    );
+    let (_, _, found) = api
+        .send(api.request(
+            "GET",
+            &format!("/runs/crons/{}", cron["cron_id"].as_str().expect("id")),
+            &ana,
+            "",
+        ))
+        .await;
+    assert_eq!(found["enabled"], false);
+}

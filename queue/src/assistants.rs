@@ -2,7 +2,7 @@
 //! each its creator's own. (Every graph's own assistant is code, in the api, not a row.)
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
@@ -433,4 +433,30 @@ pub async fn count(executor: impl PgExecutor<'_>, owner: &str, search: &Search) 
     .fetch_one(executor)
     .await?;
     Ok(count)
+}
+
+/// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.
+pub fn config_under(assistant: &Value, run: Value) -> Value {
+    let Some(defaults) = assistant
+        .as_object()
+        .filter(|defaults| !defaults.is_empty())
+    else {
+        return run;
+    };
+    let mut merged = defaults.clone();
+    let run = match run {
+        Value::Object(run) => run,
+        _ => Map::new(),
+    };
+    for (key, value) in run {
+        match (merged.get_mut(&key), value) {
+            (Some(Value::Object(base)), Value::Object(over)) if key == "configurable" => {
+                base.extend(over);
+            }
+            (_, value) => {
+                merged.insert(key, value);
+            }
+        }
+    }
+    Value::Object(merged)
 }

@@ -462,6 +462,25 @@ async fn enqueue_for(
     }
     let mut metadata = object("metadata").unwrap_or_else(|| serde_json::json!({}));
     metadata["cron_id"] = serde_json::json!(cron.cron_id);
+    // A cron on an assistant its maker created: its runs take the assistant's config as it is
+    // now, under theirs, as a client's run on it does.
+    if let Some(id) = payload.get("assistant_id").and_then(Value::as_str) {
+        let assistant = Uuid::parse_str(id)
+            .ok()
+            .map(|id| crate::assistants::get(&mut *tx, &cron.owner, id));
+        let assistant = match assistant {
+            Some(found) => found.await?,
+            None => None,
+        };
+        let Some(assistant) = assistant else {
+            return Err(Error::Invalid {
+                field: "assistant_id",
+                reason: format!("the cron's assistant {id} is gone"),
+            });
+        };
+        new.config = crate::assistants::config_under(&assistant.config, new.config);
+        metadata["assistant_id"] = serde_json::json!(assistant.assistant_id);
+    }
     new.metadata = metadata;
     new.multitask_strategy = payload
         .get("multitask_strategy")

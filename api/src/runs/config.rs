@@ -30,31 +30,7 @@ pub(super) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), Api
     Ok(())
 }
 
-/// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.
-pub(super) fn under(assistant: &Value, run: Value) -> Value {
-    let Some(defaults) = assistant
-        .as_object()
-        .filter(|defaults| !defaults.is_empty())
-    else {
-        return run;
-    };
-    let mut merged = defaults.clone();
-    let run = match run {
-        Value::Object(run) => run,
-        _ => Map::new(),
-    };
-    for (key, value) in run {
-        match (merged.get_mut(&key), value) {
-            (Some(Value::Object(base)), Value::Object(over)) if key == "configurable" => {
-                base.extend(over);
-            }
-            (_, value) => {
-                merged.insert(key, value);
-            }
-        }
-    }
-    Value::Object(merged)
-}
+pub(super) use mostrador_queue::assistants::config_under as under;
 
 /// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
 /// `max_concurrency`, `durability`.
