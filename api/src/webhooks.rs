@@ -146,7 +146,7 @@ impl WebhookHosts {
     }
 }
 
-/// Sends the deliveries that are due, every [`POLL`], until the api drains.
+/// Sends the deliveries that are due, every second, until the api drains.
 pub async fn send(state: AppState, retry_base: Duration) {
     // reqwest is built without a crypto provider of its own; ring is ours (installing it again
     // is a no-op).

@@ -187,6 +187,14 @@ async fn an_unknown_time_zone_creates_no_cron(pool: PgPool) {
     assert_eq!(found, json!([]));
 }
 
+/// Every cron due now.
+async fn make_due(pool: &PgPool) {
+    sqlx::query("update mostrador.crons set next_run_at = now() - interval '1 second'")
+        .execute(pool)
+        .await
+        .expect("due");
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
@@ -232,10 +240,7 @@ async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: 
         ))
         .await;
     assert_eq!(status, StatusCode::OK);
-    sqlx::query("update mostrador.crons set next_run_at = now() - interval '1 second'")
-        .execute(&pool)
-        .await
-        .expect("due");
+    make_due(&pool).await;
     assert_eq!(
         mostrador_queue::cron::tick(&pool, None)
             .await
@@ -260,10 +265,7 @@ async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: 
         .send(api.request("DELETE", &format!("/assistants/{assistant_id}"), &ana, ""))
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    sqlx::query("update mostrador.crons set next_run_at = now() - interval '1 second'")
-        .execute(&pool)
-        .await
-        .expect("due");
+    make_due(&pool).await;
     assert_eq!(
         mostrador_queue::cron::tick(&pool, None)
             .await

@@ -120,25 +120,26 @@ fn bad_schedules_say_why() {
     }
 }
 
+/// A cron of ana's, every minute, in UTC.
+fn every_minute(thread_id: Option<mostrador_queue::ThreadId>) -> NewCron {
+    NewCron {
+        graph_id: GRAPH.into(),
+        thread_id,
+        owner: "ana".into(),
+        tenant: Some("madrid-centro".into()),
+        schedule: "* * * * *".into(),
+        timezone: None,
+        payload: json!({"input": {"n": 1}}),
+        metadata: json!({}),
+        enabled: true,
+        end_time: None,
+    }
+}
+
 async fn due_cron(pool: &PgPool, thread_id: Option<mostrador_queue::ThreadId>) -> uuid::Uuid {
-    let cron = cron::create(
-        pool,
-        &NewCron {
-            graph_id: GRAPH.into(),
-            thread_id,
-            owner: "ana".into(),
-            tenant: Some("madrid-centro".into()),
-            schedule: "* * * * *".into(),
-            timezone: None,
-            payload: json!({"input": {"n": 1}}),
-            metadata: json!({}),
-            enabled: true,
-            end_time: None,
-        },
-        100,
-    )
-    .await
-    .expect("cron");
+    let cron = cron::create(pool, &every_minute(thread_id), 100)
+        .await
+        .expect("cron");
     make_due(pool, cron.cron_id).await;
     cron.cron_id
 }
@@ -303,16 +304,9 @@ async fn a_crons_run_waits_while_its_graph_is_over_the_queue_limit(pool: PgPool)
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_caller_has_at_most_its_share_of_crons(pool: PgPool) {
     let new = |owner: &str| NewCron {
-        graph_id: GRAPH.into(),
-        thread_id: None,
         owner: owner.into(),
-        tenant: None,
         schedule: "0 3 * * *".into(),
-        timezone: None,
-        payload: json!({}),
-        metadata: json!({}),
-        enabled: true,
-        end_time: None,
+        ..every_minute(None)
     };
     for _ in 0..2 {
         cron::create(&pool, &new("ana"), 2)
@@ -344,16 +338,9 @@ async fn a_tick_moves_a_cron_on_by_the_clocks_of_its_time_zone(pool: PgPool) {
     let created = cron::create(
         &pool,
         &NewCron {
-            graph_id: GRAPH.into(),
-            thread_id: None,
-            owner: "ana".into(),
-            tenant: None,
             schedule: "0 9 * * *".into(),
             timezone: Some("Asia/Kolkata".into()),
-            payload: json!({"input": {"n": 1}}),
-            metadata: json!({}),
-            enabled: true,
-            end_time: None,
+            ..every_minute(None)
         },
         100,
     )
