@@ -13,13 +13,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use mostrador_api::openapi::{AppRoute, Io, array, limit, offset, query, reference};
+use mostrador_api::openapi::{AppRoute, Io, array, limit, offset, query};
 use mostrador_api::{ApiError, AppRoutes, AppState, Caller};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
-use crate::retail::{self, Approval};
+use crate::retail::{self, APPROVAL_STATUSES, Approval};
 
 /// The approval queue's routes, for the binary to register.
 pub const ROUTES: AppRoutes = AppRoutes {
@@ -32,10 +32,10 @@ pub const ROUTES: AppRoutes = AppRoutes {
             summary: "A manager's store's approvals (status pending, approved, rejected or withdrawn), oldest first",
             statuses: &[200, 401, 403, 422, 503],
             io: || {
-                Io::json(array(reference("Approval"))).parameters(vec![
+                Io::answers_as::<Approval>(array).parameters(vec![
                     query(
                         "status",
-                        json!({"type": "string", "enum": ["pending", "approved", "rejected", "withdrawn"]}),
+                        json!({"type": "string", "enum": APPROVAL_STATUSES}),
                     ),
                     query("limit", limit(50)),
                     query("offset", offset()),
@@ -48,46 +48,15 @@ pub const ROUTES: AppRoutes = AppRoutes {
             tag: "approvals",
             summary: "One approval of the manager's store",
             statuses: &[200, 401, 403, 404, 503],
-            io: || Io::json(reference("Approval")),
+            io: Io::answers::<Approval>,
         },
     ],
-    schemas,
 };
 
 fn router() -> Router<AppState> {
     Router::new()
         .route("/approvals", get(list))
         .route("/approvals/{approval_id}", get(one))
-}
-
-fn schemas() -> Vec<(&'static str, Value)> {
-    let uuid = || json!({"type": "string", "format": "uuid"});
-    let string = || json!({"type": "string"});
-    vec![(
-        "Approval",
-        json!({
-            "type": "object",
-            "required": [
-                "approval_id", "thread_id", "run_id", "store_id", "order_id", "amount",
-                "status", "created_at",
-            ],
-            "properties": {
-                "approval_id": uuid(),
-                "thread_id": uuid(),
-                "run_id": uuid(),
-                "store_id": string(),
-                "return_id": uuid(),
-                "order_id": string(),
-                "amount": {"type": "number"},
-                "reason": string(),
-                "status": {"type": "string", "enum": ["pending", "approved", "rejected", "withdrawn"]},
-                "approved_amount": {"type": ["number", "null"]},
-                "note": {"type": ["string", "null"]},
-                "created_at": {"type": "string", "format": "date-time"},
-                "decided_at": {"type": ["string", "null"], "format": "date-time"},
-            },
-        }),
-    )]
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,7 +103,7 @@ pub async fn list(
     let unprocessable = |detail: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail);
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let store = managed_store(&caller)?;
-    if !["pending", "approved", "rejected", "withdrawn"].contains(&query.status.as_str()) {
+    if !APPROVAL_STATUSES.contains(&query.status.as_str()) {
         return Err(unprocessable(format!(
             "status must be pending, approved, rejected or withdrawn, not {:?}",
             query.status

@@ -105,8 +105,6 @@ pub struct AppRoutes {
     pub router: fn() -> Router<AppState>,
     /// How each is documented.
     pub routes: &'static [crate::openapi::AppRoute],
-    /// The named schemas they refer to.
-    pub schemas: fn() -> Vec<(&'static str, serde_json::Value)>,
 }
 
 /// The browser origins allowed to call the api (CORS): what a page served elsewhere, like

@@ -11,12 +11,14 @@ use chrono::{DateTime, Utc};
 use mostrador_graph::{END, Graph, START};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+use crate::openapi::fields;
 
 pub mod configured;
 
@@ -24,12 +26,15 @@ pub mod configured;
 const ASSISTANT_NAMESPACE: Uuid = Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
 
 /// An assistant as the `langgraph-sdk` reads it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Assistant {
     pub assistant_id: Uuid,
     pub graph_id: String,
+    #[schema(value_type = Object)]
     pub config: Value,
+    #[schema(value_type = Object)]
     pub context: Value,
+    #[schema(value_type = Object)]
     pub metadata: Value,
     pub name: String,
     pub description: Option<String>,
@@ -76,15 +81,21 @@ impl From<mostrador_queue::assistants::Assistant> for Assistant {
 
 /// `POST /assistants/search`: the graphs' own assistants and the caller's, sorted (newest first
 /// by default), at most `limit` after `offset`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantSearch)]
 pub struct Search {
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
+    #[schema(minimum = 0, default = 0)]
     offset: i64,
     graph_id: Option<String>,
     name: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Map<String, Value>>,
+    #[schema(schema_with = fields::assistant_sort_by)]
     sort_by: Option<String>,
+    #[schema(schema_with = fields::sort_order)]
     sort_order: Option<String>,
 }
 

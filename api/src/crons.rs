@@ -13,6 +13,7 @@ use mostrador_queue::cron::{self, Cron, NewCron};
 use mostrador_queue::{Error as QueueError, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -21,30 +22,49 @@ use crate::auth::Caller;
 use crate::authorize::writable_thread;
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::openapi::fields;
 use crate::runs::queue_error;
+use crate::wire;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
 }
 
 /// The body of `POST /runs/crons` and `POST /threads/{thread_id}/runs/crons`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = CronRequest)]
 pub struct CreateCron {
+    /// An assistant id or a graph id.
+    #[schema(value_type = String, required = true)]
     assistant_id: Option<String>,
+    /// Five fields, read in `timezone`.
+    #[schema(value_type = String, required = true, example = "*/5 * * * *")]
     schedule: Option<String>,
+    #[schema(value_type = Option<Object>)]
     input: Option<Value>,
+    #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::unsupported)]
     context: Option<Value>,
     end_time: Option<DateTime<Utc>>,
     enabled: Option<bool>,
+    /// IANA (Europe/Madrid); null: UTC.
+    #[schema(example = "Europe/Madrid")]
     timezone: Option<String>,
+    #[schema(schema_with = fields::stream_modes)]
     stream_mode: Option<crate::runs::accept::StreamModes>,
+    #[schema(schema_with = fields::multitask_strategy)]
     multitask_strategy: Option<String>,
+    #[schema(schema_with = fields::on_run_completed)]
     on_run_completed: Option<String>,
+    #[schema(schema_with = fields::webhook)]
     webhook: Option<String>,
+    #[schema(schema_with = fields::unsupported)]
     interrupt_before: Option<Value>,
+    #[schema(schema_with = fields::unsupported)]
     interrupt_after: Option<Value>,
 }
 
@@ -53,12 +73,12 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<CreateCron>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Cron>, ApiError> {
     let new = new_cron(&state, &caller, body, None).await?;
     let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
         .await
         .map_err(cron_error)?;
-    Ok(Json(cron_json(&cron)))
+    Ok(Json(cron_answer(&cron)))
 }
 
 /// `POST /threads/{thread_id}/runs/crons`: every run on this thread.
@@ -67,7 +87,7 @@ pub async fn create_for_thread(
     caller: Caller,
     Path(thread_id): Path<String>,
     Body(body): Body<CreateCron>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Cron>, ApiError> {
     let thread = writable_thread(&state, &caller, &thread_id).await?;
     let new = new_cron(&state, &caller, body, Some(thread.thread_id)).await?;
     if thread
@@ -86,7 +106,7 @@ pub async fn create_for_thread(
     let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
         .await
         .map_err(cron_error)?;
-    Ok(Json(cron_json(&cron)))
+    Ok(Json(cron_answer(&cron)))
 }
 
 async fn new_cron(
@@ -204,23 +224,36 @@ impl RunTemplate {
 }
 
 /// The body of `PATCH /runs/crons/{cron_id}`: what changes.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = CronPatch, min_properties = 1)]
 pub struct PatchCron {
+    #[schema(example = "0 9 * * mon-fri")]
     schedule: Option<String>,
+    #[schema(example = "Europe/Madrid")]
     timezone: Option<String>,
     /// `null` clears the end time; absent leaves it.
     #[serde(deserialize_with = "present")]
+    #[schema(value_type = Option<DateTime<Utc>>)]
     end_time: Option<Option<DateTime<Utc>>>,
+    #[schema(value_type = Option<Object>)]
     input: Option<Value>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::unsupported)]
     context: Option<Value>,
     enabled: Option<bool>,
+    #[schema(schema_with = fields::stream_modes)]
     stream_mode: Option<crate::runs::accept::StreamModes>,
+    #[schema(schema_with = fields::on_run_completed)]
     on_run_completed: Option<String>,
+    #[schema(schema_with = fields::webhook)]
     webhook: Option<String>,
+    #[schema(schema_with = fields::unsupported)]
     interrupt_before: Option<Value>,
+    #[schema(schema_with = fields::unsupported)]
     interrupt_after: Option<Value>,
 }
 
@@ -238,10 +271,10 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path(cron_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Cron>, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
     match cron::get(state.pool(), id, &caller.subject).await {
-        Ok(Some(cron)) => Ok(Json(cron_json(&cron))),
+        Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),
     }
@@ -256,7 +289,7 @@ pub async fn update(
     caller: Caller,
     Path(cron_id): Path<String>,
     Body(body): Body<Value>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Cron>, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
     let Value::Object(body) = body else {
         return Err(unprocessable("the body must be a JSON object"));
@@ -314,7 +347,7 @@ pub async fn update(
     )
     .await
     {
-        Ok(Some(cron)) => Ok(Json(cron_json(&cron))),
+        Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),
     }
@@ -332,7 +365,7 @@ fn cron_error(err: QueueError) -> ApiError {
 }
 
 /// A cron as the `langgraph-sdk` reads it.
-fn cron_json(cron: &Cron) -> Value {
+fn cron_answer(cron: &Cron) -> wire::Cron {
     let mut payload = cron.payload.clone();
     payload["schedule"] = json!(cron.schedule);
     let assistant_id = match payload.get("assistant_id") {
@@ -342,35 +375,41 @@ fn cron_json(cron: &Cron) -> Value {
             json!(Assistant::for_graph(&cron.graph_id).assistant_id)
         }
     };
-    json!({
-        "cron_id": cron.cron_id,
-        "assistant_id": assistant_id,
-        "thread_id": cron.thread_id,
-        "user_id": cron.owner,
-        "schedule": cron.schedule,
-        "timezone": cron.timezone,
-        "payload": payload,
-        "metadata": cron.metadata,
-        "enabled": cron.enabled,
-        "end_time": cron.end_time,
-        "next_run_date": cron.enabled.then_some(cron.next_run_at),
-        "on_run_completed": cron.on_run_completed,
-        "created_at": cron.created_at,
-        "updated_at": cron.updated_at,
-    })
+    wire::Cron {
+        cron_id: cron.cron_id,
+        assistant_id,
+        thread_id: cron.thread_id,
+        user_id: cron.owner.clone(),
+        schedule: cron.schedule.clone(),
+        timezone: cron.timezone.clone(),
+        payload,
+        metadata: cron.metadata.clone(),
+        enabled: cron.enabled,
+        end_time: cron.end_time,
+        next_run_date: cron.enabled.then_some(cron.next_run_at),
+        on_run_completed: cron.on_run_completed.clone(),
+        created_at: cron.created_at,
+        updated_at: cron.updated_at,
+    }
 }
 
 /// The body of `POST /runs/crons/search` and `/count`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = CronSearch)]
 pub struct SearchCrons {
     assistant_id: Option<String>,
     thread_id: Option<String>,
     enabled: Option<bool>,
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
+    #[schema(minimum = 0, default = 0)]
     offset: i64,
+    #[schema(schema_with = fields::unsupported)]
     sort_by: Option<String>,
+    #[schema(schema_with = fields::unsupported)]
     sort_order: Option<String>,
+    #[schema(schema_with = fields::unsupported)]
     select: Option<Value>,
 }
 
@@ -434,9 +473,9 @@ pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(search): Body<SearchCrons>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::Cron>>, ApiError> {
     let crons = find(&state, &caller, &search, search.limit, search.offset).await?;
-    Ok(Json(crons.iter().map(cron_json).collect()))
+    Ok(Json(crons.iter().map(cron_answer).collect()))
 }
 
 /// `POST /runs/crons/count`.

@@ -6,13 +6,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_queue::files;
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::authorize::visible_thread;
 use crate::error::ApiError;
 use crate::extract::Params;
+use crate::wire;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,13 +38,13 @@ pub async fn list(
     caller: Caller,
     Path(thread_id): Path<String>,
     Params(query): Params<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Vec<wire::FileEntry>>, ApiError> {
     check_path(&query.path)?;
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     let found = files::list(state.pool(), thread.thread_id.0, &query.path)
         .await
         .map_err(ApiError::failed)?;
-    Ok(Json(found.iter().map(files::FileInfo::json).collect()))
+    Ok(Json(found.iter().map(wire::FileEntry::from).collect()))
 }
 
 /// `GET /threads/{thread_id}/files/content?path=`: one file, its content as text or base64.
@@ -53,11 +53,11 @@ pub async fn read(
     caller: Caller,
     Path(thread_id): Path<String>,
     Params(query): Params<ReadQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::FileContent>, ApiError> {
     check_path(&query.path)?;
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     match files::read(state.pool(), thread.thread_id.0, &query.path).await {
-        Ok(Some(file)) => Ok(Json(file.json())),
+        Ok(Some(file)) => Ok(Json(file.into())),
         Ok(None) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("the thread has no file {:?}", query.path),

@@ -33,6 +33,7 @@ pub mod stream;
 pub mod threads;
 pub mod trace;
 pub mod webhooks;
+pub mod wire;
 
 pub use app::{ApiConfig, AppRoutes, AppState};
 pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credential};

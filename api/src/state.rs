@@ -11,8 +11,9 @@ use mostrador_queue::{
     Error as QueueError, IdleThreadCheckpointer, PgCheckpointer, Thread, ThreadId, ThreadStatus,
     saver,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -20,6 +21,8 @@ use crate::auth::Caller;
 use crate::authorize::{may_decide, may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+use crate::openapi::fields;
+use crate::wire;
 
 pub use python::python_thread_waits;
 use python::{is_python, python_state, python_states, python_update};
@@ -117,41 +120,47 @@ pub async fn latest(
 
 /// A state as the `langgraph-sdk` reads it (`ThreadState`), of the thread's graph (namespace
 /// `''`) or of a subgraph's task.
-fn snapshot_json(thread: &Thread, snapshot: &StateSnapshot, namespace: &str) -> Value {
+fn snapshot_answer(
+    thread: &Thread,
+    snapshot: &StateSnapshot,
+    namespace: &str,
+) -> wire::ThreadState {
     let checkpoint = |id: Option<Uuid>| {
-        id.map(
-            |id| json!({"checkpoint_id": id, "thread_id": thread.thread_id.0, "checkpoint_ns": namespace}),
-        )
-    };
-    let interrupt = |i: &mostrador_graph::Interrupt| json!({"id": i.id, "value": i.value});
-    let tasks: Vec<Value> = snapshot
-        .tasks
-        .iter()
-        .map(|task| {
-            json!({
-                "id": task.id,
-                "name": task.name,
-                "path": [],
-                "error": null,
-                "interrupts": task.interrupts.iter().map(interrupt).collect::<Vec<_>>(),
-                "checkpoint": null,
-                "state": null,
-                "result": null,
-            })
+        id.map(|checkpoint_id| wire::CheckpointRef {
+            checkpoint_id,
+            thread_id: thread.thread_id.0,
+            checkpoint_ns: namespace.to_owned(),
         })
-        .collect();
-    json!({
-        "values": Value::Object(snapshot.values.clone()),
-        "next": snapshot.next,
-        "tasks": tasks,
-        "metadata": snapshot.metadata,
-        "created_at": snapshot.created_at,
-        "checkpoint": checkpoint(snapshot.checkpoint_id),
-        "parent_checkpoint": checkpoint(snapshot.parent_checkpoint_id),
-        "interrupts": snapshot.interrupts().map(interrupt).collect::<Vec<_>>(),
-        "checkpoint_id": snapshot.checkpoint_id,
-        "parent_checkpoint_id": snapshot.parent_checkpoint_id,
-    })
+    };
+    let interrupt = |i: &mostrador_graph::Interrupt| wire::Interrupt {
+        id: i.id.clone(),
+        value: i.value.clone(),
+    };
+    wire::ThreadState {
+        values: snapshot.values.clone(),
+        next: snapshot.next.clone(),
+        tasks: snapshot
+            .tasks
+            .iter()
+            .map(|task| wire::Task {
+                id: task.id.clone(),
+                name: task.name.clone(),
+                path: Vec::new(),
+                error: Value::Null,
+                interrupts: task.interrupts.iter().map(interrupt).collect(),
+                checkpoint: Value::Null,
+                state: Value::Null,
+                result: Value::Null,
+            })
+            .collect(),
+        metadata: snapshot.metadata.clone(),
+        created_at: snapshot.created_at,
+        checkpoint: checkpoint(snapshot.checkpoint_id),
+        parent_checkpoint: checkpoint(snapshot.parent_checkpoint_id),
+        interrupts: snapshot.interrupts().map(interrupt).collect(),
+        checkpoint_id: snapshot.checkpoint_id,
+        parent_checkpoint_id: snapshot.parent_checkpoint_id,
+    }
 }
 
 async fn snapshot(
@@ -217,11 +226,11 @@ pub(crate) async fn state_json(
         return python_state(state, thread, checkpoint_id, subgraphs).await;
     }
     let snapshot = snapshot(state, thread, checkpoint_id).await?;
-    let mut answer = snapshot_json(thread, &snapshot, "");
+    let mut answer = snapshot_answer(thread, &snapshot, "");
     if let Some(graph) = graph_of(state, thread) {
         with_subgraphs(state, thread, graph, &mut answer, "", subgraphs).await?;
     }
-    Ok(answer)
+    serde_json::to_value(answer).map_err(ApiError::failed)
 }
 
 /// `GET /threads/{thread_id}/state/{checkpoint_id}`.
@@ -240,19 +249,25 @@ pub async fn get_at(
 }
 
 /// `POST /threads/{thread_id}/history`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = HistorySearch)]
 pub struct History {
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
-    /// A checkpoint id, or a checkpoint object with one.
+    /// A checkpoint id, or a checkpoint with one.
+    #[schema(schema_with = before)]
     before: Option<Value>,
+    #[schema(schema_with = fields::unsupported)]
     metadata: Option<Value>,
+    #[schema(schema_with = fields::unsupported)]
     checkpoint: Option<Value>,
     /// Which fields to answer with; all are answered.
     #[allow(
         dead_code,
         reason = "accepted as the client sends it; every field is answered"
     )]
+    #[schema(value_type = Value)]
     select: Option<Value>,
 }
 
@@ -277,6 +292,17 @@ pub async fn history(
     history_of(&state, &caller, &thread_id, query)
         .await
         .map(Json)
+}
+
+/// `before` of a history search: a checkpoint id, or a checkpoint with one.
+fn before() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    crate::openapi::schema(json!({
+        "anyOf": [
+            {"type": "string", "format": "uuid"},
+            {"type": "object", "properties": {"checkpoint_id": {"type": "string", "format": "uuid"}}},
+            {"type": "null"},
+        ],
+    }))
 }
 
 /// `GET /threads/{thread_id}/history?limit=&before=`: the same, as the JS SDK's `useStream`
@@ -365,18 +391,21 @@ async fn history_of(
         .map_err(graph_error)?;
     let mut answers = Vec::with_capacity(history.len());
     for snapshot in &history {
-        let mut answer = snapshot_json(&thread, snapshot, "");
+        let mut answer = snapshot_answer(&thread, snapshot, "");
         with_subgraphs(state, &thread, graph, &mut answer, "", false).await?;
-        answers.push(answer);
+        answers.push(serde_json::to_value(answer).map_err(ApiError::failed)?);
     }
     Ok(answers)
 }
 
 /// `POST /threads/{thread_id}/state/checkpoint`: the state at `checkpoint` (its
 /// `checkpoint_id`), or the latest, as RemoteGraph reads it.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = StateAtCheckpoint)]
 pub struct AtCheckpoint {
+    /// Which state: the latest without a `checkpoint_id`.
+    #[schema(schema_with = fields::checkpoint)]
     checkpoint: Option<Value>,
     subgraphs: Option<bool>,
 }
@@ -419,12 +448,18 @@ pub async fn post_at(
 }
 
 /// `POST /threads/{thread_id}/state`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = StateUpdate)]
 pub struct Update {
+    #[schema(value_type = Option<Object>)]
     values: Option<Value>,
     as_node: Option<String>,
+    /// Update from this checkpoint (Python graphs; 422 for the others).
+    #[schema(schema_with = fields::nullable_uuid)]
     checkpoint_id: Option<Value>,
+    /// The same, as RemoteGraph sends it (the latest without an id).
+    #[schema(schema_with = fields::checkpoint)]
     checkpoint: Option<Value>,
 }
 
@@ -433,7 +468,7 @@ pub async fn update(
     caller: Caller,
     Path(thread_id): Path<String>,
     Body(update): Body<Update>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Updated>, ApiError> {
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     // The checkpoint to update from: `checkpoint_id`, or `checkpoint` (RemoteGraph sends the
     // thread's config, without one for the latest).
@@ -520,10 +555,32 @@ pub async fn update(
             }
             _ => graph_error(err),
         })?;
-    let checkpoint = json!({"thread_id": thread.thread_id.0, "checkpoint_ns": "", "checkpoint_id": checkpoint_id});
-    Ok(Json(json!({
-        "checkpoint": checkpoint,
-        "configurable": checkpoint,
+    Ok(Json(Updated::at(json!({
+        "thread_id": thread.thread_id.0,
+        "checkpoint_ns": "",
         "checkpoint_id": checkpoint_id,
-    })))
+    }))))
+}
+
+/// The answer of `POST /threads/{thread_id}/state`: the checkpoint the update wrote.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Updated {
+    #[schema(value_type = Object)]
+    checkpoint: Value,
+    /// The same, as RemoteGraph reads it.
+    #[schema(value_type = Object)]
+    configurable: Value,
+    #[schema(value_type = String, format = Uuid)]
+    checkpoint_id: Value,
+}
+
+impl Updated {
+    /// The answer for `checkpoint` (`thread_id`, `checkpoint_ns`, `checkpoint_id`).
+    fn at(checkpoint: Value) -> Self {
+        Self {
+            configurable: checkpoint.clone(),
+            checkpoint_id: checkpoint["checkpoint_id"].clone(),
+            checkpoint,
+        }
+    }
 }

@@ -8,24 +8,38 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::store::{self, Namespaces, Search};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+use crate::openapi::fields;
 use crate::runs::queue_error;
+use crate::wire;
 
 /// `PUT /store/items`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ItemPut)]
 pub struct Put {
+    #[schema(schema_with = fields::item_namespace)]
     namespace: Vec<String>,
     key: String,
+    #[schema(value_type = Object)]
     value: serde_json::Map<String, Value>,
     /// Minutes the item lives; it never expires without one. (`index`, the fields a semantic
     /// index would embed, is ignored: mostrador has no index.)
     #[serde(default)]
+    #[schema(schema_with = fields::item_ttl)]
     ttl: Option<f64>,
+    #[serde(default)]
+    #[schema(value_type = Value)]
+    #[allow(
+        dead_code,
+        reason = "accepted as the client sends it; there is no index"
+    )]
+    index: Option<Value>,
 }
 
 pub async fn put(
@@ -60,7 +74,7 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Params(query): Params<Get>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Option<wire::Item>>, ApiError> {
     let namespace: Vec<String> = query.namespace.split('.').map(str::to_owned).collect();
     store::check_namespace(&namespace).map_err(queue_error)?;
     let Some(key) = query.key.filter(|key| !key.is_empty()) else {
@@ -71,12 +85,14 @@ pub async fn get(
     let item = store::get(state.pool(), &caller.subject, &namespace, &key, refresh)
         .await
         .map_err(queue_error)?;
-    Ok(Json(item.map_or(Value::Null, |item| item.json())))
+    Ok(Json(item.map(wire::Item::from)))
 }
 
 /// `DELETE /store/items`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ItemDelete)]
 pub struct Delete {
+    #[schema(schema_with = fields::namespace_prefix)]
     namespace: Vec<String>,
     key: String,
 }
@@ -99,15 +115,27 @@ pub async fn delete(
 }
 
 /// `POST /store/items/search`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ItemSearch)]
 pub struct SearchBody {
     #[serde(default)]
+    #[schema(schema_with = fields::namespace_prefix)]
     namespace_prefix: Vec<String>,
+    /// Items whose value holds these fields with these values.
+    #[schema(value_type = Option<Object>)]
     filter: Option<serde_json::Map<String, Value>>,
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
+    #[schema(minimum = 0)]
     offset: Option<i64>,
-    /// (`query`, a semantic query, is ignored: mostrador has no index, so items are found by
-    /// prefix and filter alone.)
+    /// A semantic query: ignored, as mostrador has no index (items are found by prefix and
+    /// filter alone).
+    #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "accepted as the client sends it; there is no index"
+    )]
+    query: Option<String>,
     refresh_ttl: Option<bool>,
 }
 
@@ -115,7 +143,7 @@ pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<SearchBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::SearchItems>, ApiError> {
     let search = Search {
         namespace_prefix: body.namespace_prefix,
         filter: body
@@ -130,24 +158,29 @@ pub async fn search(
         .await
         .map_err(queue_error)?;
     // Search items have a relevance score, null without a semantic query.
-    let items: Vec<Value> = items
-        .iter()
-        .map(|item| {
-            let mut found = item.json();
-            found["score"] = Value::Null;
-            found
+    let items = items
+        .into_iter()
+        .map(|item| wire::SearchItem {
+            item: item.into(),
+            score: None,
         })
         .collect();
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(wire::SearchItems { items }))
 }
 
 /// `POST /store/namespaces`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = NamespaceSearch)]
 pub struct NamespacesBody {
+    #[schema(schema_with = fields::nullable_namespace_prefix)]
     prefix: Option<Vec<String>>,
+    #[schema(schema_with = fields::nullable_namespace_prefix)]
     suffix: Option<Vec<String>>,
+    #[schema(minimum = 1, maximum = 1000)]
     max_depth: Option<i32>,
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
+    #[schema(minimum = 0)]
     offset: Option<i64>,
 }
 
@@ -155,7 +188,7 @@ pub async fn namespaces(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NamespacesBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::NamespaceList>, ApiError> {
     let asked = Namespaces {
         prefix: body.prefix.unwrap_or_default(),
         suffix: body.suffix.unwrap_or_default(),
@@ -166,5 +199,5 @@ pub async fn namespaces(
     let namespaces = store::namespaces(state.pool(), &caller.subject, &asked)
         .await
         .map_err(queue_error)?;
-    Ok(Json(json!({ "namespaces": namespaces })))
+    Ok(Json(wire::NamespaceList { namespaces }))
 }

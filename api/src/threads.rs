@@ -1,14 +1,17 @@
 //! Threads: the server chooses their ids, and a caller sees only its own (and, as a manager, its
 //! store's). Every route with a thread id goes through [`visible_thread`].
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
 use mostrador_queue::thread::{self, NewThread, ThreadSearch, ThreadSort, ThreadSortKey};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -17,19 +20,30 @@ use crate::auth::Caller;
 use crate::authorize::{visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::openapi::fields;
+use crate::wire;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
 }
 
 /// `POST /threads`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = ThreadCreate)]
 pub struct Create {
+    /// The client's choice of id; the server chooses one when absent. An id a thread has
+    /// already, whoever's, is a 409.
+    #[schema(schema_with = fields::nullable_uuid)]
     thread_id: Option<Value>,
+    /// `graph_id` binds the thread to that graph (404 when there is none).
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::if_exists)]
     if_exists: Option<String>,
+    #[schema(schema_with = fields::unsupported)]
     supersteps: Option<Value>,
+    #[schema(schema_with = fields::unsupported)]
     ttl: Option<Value>,
 }
 
@@ -37,7 +51,7 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(create): Body<Create>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Thread>, ApiError> {
     let chosen = match &create.thread_id {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => {
@@ -84,19 +98,19 @@ pub async fn create(
         let thread = thread::create(state.pool(), &new)
             .await
             .map_err(crate::runs::queue_error)?;
-        return Ok(Json(thread_json(&state, &thread).await?));
+        return Ok(Json(thread_answer(&state, &thread).await?));
     };
     if let Some(thread) = thread::create_with_id(state.pool(), thread_id, &new)
         .await
         .map_err(crate::runs::queue_error)?
     {
-        return Ok(Json(thread_json(&state, &thread).await?));
+        return Ok(Json(thread_answer(&state, &thread).await?));
     }
     // Taken. `do_nothing` answers the caller's own thread as it is; whoever else's it is, the
     // answer is the same conflict, which says nothing but "taken".
     if create.if_exists.as_deref() == Some("do_nothing") {
         match visible_thread(&state, &caller, &thread_id.to_string()).await {
-            Ok(thread) => return Ok(Json(thread_json(&state, &thread).await?)),
+            Ok(thread) => return Ok(Json(thread_answer(&state, &thread).await?)),
             Err(err) if err.status == StatusCode::SERVICE_UNAVAILABLE => return Err(err),
             Err(_) => {}
         }
@@ -114,9 +128,9 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Thread>, ApiError> {
     let thread = visible_thread(&state, &caller, &thread_id).await?;
-    Ok(Json(thread_json(&state, &thread).await?))
+    Ok(Json(thread_answer(&state, &thread).await?))
 }
 
 /// `DELETE /threads/{thread_id}`: 204.
@@ -133,19 +147,29 @@ pub async fn delete(
     }
 }
 
-/// `POST /threads/search`.
-#[derive(Debug, Deserialize)]
+/// `POST /threads/search` and `/count`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadSearch)]
 pub struct Search {
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
+    #[schema(minimum = 0, default = 0)]
     offset: i64,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::unsupported)]
     values: Option<Value>,
+    #[schema(value_type = Option<Vec<String>>, format = Uuid)]
     ids: Option<Vec<String>>,
+    #[schema(schema_with = fields::thread_status)]
     status: Option<String>,
+    #[schema(schema_with = fields::thread_sort_by)]
     sort_by: Option<String>,
+    #[schema(schema_with = fields::sort_order)]
     sort_order: Option<String>,
-    /// The fields of each thread to answer (all when absent).
+    /// The fields of each thread to answer (a search only; all when absent).
+    #[schema(schema_with = thread_fields)]
     select: Option<Vec<String>>,
 }
 
@@ -163,6 +187,20 @@ impl Default for Search {
             select: None,
         }
     }
+}
+
+fn thread_fields() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    utoipa::openapi::ArrayBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            utoipa::openapi::Type::Array,
+            utoipa::openapi::Type::Null,
+        ]))
+        .items(
+            utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::Type::String)
+                .enum_values(Some(THREAD_FIELDS)),
+        )
+        .into()
 }
 
 /// The fields of a thread a search may select.
@@ -213,11 +251,12 @@ pub async fn search(
     });
     let mut page = b"[".to_vec();
     for (i, thread) in threads.iter().enumerate() {
-        let mut json = if with_state {
-            thread_json(&state, thread).await?
+        let answer = if with_state {
+            thread_answer(&state, thread).await?
         } else {
-            thread_json_without_state(thread)
+            thread_without_state(thread)
         };
+        let mut json = serde_json::to_value(answer).map_err(ApiError::failed)?;
         if let (Some(select), Value::Object(fields)) = (&select, &mut json) {
             fields.retain(|field, _| select.contains(field));
         }
@@ -311,23 +350,25 @@ fn thread_search(
 
 /// A thread as the `langgraph-sdk` reads it, with the values and pending interrupts of its
 /// latest checkpoint.
-async fn thread_json(state: &AppState, thread: &Thread) -> Result<Value, ApiError> {
+async fn thread_answer(state: &AppState, thread: &Thread) -> Result<wire::Thread, ApiError> {
     let latest = crate::state::latest(state, thread.thread_id, thread.graph_id.as_deref()).await?;
-    let mut json = thread_json_without_state(thread);
-    // By task id, as the client reads them.
-    let mut interrupts = Map::new();
-    for (task_id, interrupt) in latest.iter().flat_map(|latest| latest.interrupts.clone()) {
-        if let Value::Array(list) = interrupts.entry(task_id).or_insert_with(|| json!([])) {
-            list.push(interrupt);
+    let mut answer = thread_without_state(thread);
+    if let Some(latest) = latest {
+        // By task id, as the client reads them.
+        for (task_id, interrupt) in latest.interrupts {
+            answer
+                .interrupts
+                .entry(task_id)
+                .or_default()
+                .push(interrupt);
         }
+        answer.values = Some(latest.values);
     }
-    json["values"] = json!(latest.map(|latest| Value::Object(latest.values)));
-    json["interrupts"] = Value::Object(interrupts);
-    Ok(json)
+    Ok(answer)
 }
 
 /// A thread as the client reads it, but its state: `values` null, `interrupts` empty.
-fn thread_json_without_state(thread: &Thread) -> Value {
+fn thread_without_state(thread: &Thread) -> wire::Thread {
     let mut metadata = thread.metadata.clone();
     if let (Some(graph_id), Value::Object(map)) = (&thread.graph_id, &mut metadata)
         && !map.contains_key("graph_id")
@@ -339,25 +380,29 @@ fn thread_json_without_state(thread: &Thread) -> Value {
         map.entry("assistant_id")
             .or_insert_with(|| json!(Assistant::for_graph(graph_id).assistant_id));
     }
-    json!({
-        "thread_id": thread.thread_id.0,
-        "created_at": thread.created_at,
-        "updated_at": thread.updated_at,
-        "state_updated_at": thread.last_activity_at,
-        "metadata": metadata,
-        "status": thread.status.as_str(),
-        "config": {},
-        "values": null,
-        "interrupts": {},
-        "error": null,
-    })
+    wire::Thread {
+        thread_id: thread.thread_id.0,
+        created_at: thread.created_at,
+        updated_at: thread.updated_at,
+        state_updated_at: thread.last_activity_at,
+        metadata,
+        status: thread.status.as_str(),
+        config: Map::new(),
+        values: None,
+        interrupts: BTreeMap::new(),
+        error: (),
+    }
 }
 
 /// `PATCH /threads/{thread_id}`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = ThreadPatch)]
 pub struct Patch {
+    /// Merged into the thread's; `graph_id` may not change.
+    #[schema(value_type = Object, required = true)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::unsupported)]
     ttl: Option<Value>,
 }
 
@@ -397,15 +442,25 @@ pub async fn update(
     let thread = thread::get(state.pool(), thread.thread_id)
         .await
         .map_err(ApiError::failed)?;
-    Ok(Json(thread_json(&state, &thread).await?).into_response())
+    Ok(Json(thread_answer(&state, &thread).await?).into_response())
 }
 
 /// `POST /threads/prune`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schema(as = ThreadPrune)]
 pub struct Prune {
+    /// Ids of threads the caller may not see are passed over.
+    #[schema(max_items = 1000)]
     thread_ids: Vec<String>,
+    #[schema(schema_with = fields::prune_strategy)]
     strategy: Option<String>,
+}
+
+/// The answer of `POST /threads/prune`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Pruned {
+    pruned_count: u64,
 }
 
 /// Deletes the threads (`delete`, the default) or keeps only their latest checkpoint
@@ -414,7 +469,7 @@ pub async fn prune(
     State(state): State<AppState>,
     caller: Caller,
     Body(prune): Body<Prune>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Pruned>, ApiError> {
     let keep_latest = match prune.strategy.as_deref() {
         None | Some("delete") => false,
         Some("keep_latest") => true,
@@ -446,7 +501,9 @@ pub async fn prune(
         }
         pruned += 1;
     }
-    Ok(Json(json!({"pruned_count": pruned})))
+    Ok(Json(Pruned {
+        pruned_count: pruned,
+    }))
 }
 
 /// `POST /threads/{thread_id}/copy`: a new thread of the caller's with the same state.
@@ -454,7 +511,7 @@ pub async fn copy(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Thread>, ApiError> {
     let original = visible_thread(&state, &caller, &thread_id).await?;
     let copy = thread::create(
         state.pool(),
@@ -474,5 +531,5 @@ pub async fn copy(
     mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
         .await
         .map_err(ApiError::failed)?;
-    Ok(Json(thread_json(&state, &copy).await?))
+    Ok(Json(thread_answer(&state, &copy).await?))
 }

@@ -236,7 +236,7 @@ async fn deliver(
         }
         Err(_) => return later("its run has not ended".into()).await,
     };
-    let mut payload = crate::runs::run_json(&run);
+    let mut payload = json!(crate::runs::run_answer(&run));
     payload["run_started_at"] = json!(run.started_at);
     payload["run_ended_at"] = json!(run.finished_at);
     payload["webhook_sent_at"] = json!(Utc::now());

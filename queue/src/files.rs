@@ -49,16 +49,20 @@ impl FileInfo {
 }
 
 impl File {
-    /// As deepagents' `FileData` holds it: text, or base64 for bytes that are not.
-    pub fn json(&self) -> Value {
-        let content = if self.is_binary {
+    /// Its content as text: itself, or base64 for bytes that are not UTF-8 ([`encoding`]).
+    pub fn text(&self) -> String {
+        if self.is_binary {
             BASE64.encode(&self.content)
         } else {
             String::from_utf8_lossy(&self.content).into_owned()
-        };
+        }
+    }
+
+    /// As deepagents' `FileData` holds it: text, or base64 for bytes that are not.
+    pub fn json(&self) -> Value {
         json!({
             "path": self.path,
-            "content": content,
+            "content": self.text(),
             "encoding": encoding(self.is_binary),
             "created_at": self.created_at,
             "modified_at": self.modified_at,
@@ -66,7 +70,8 @@ impl File {
     }
 }
 
-fn encoding(is_binary: bool) -> &'static str {
+/// How a file's content is written as text: `base64` for bytes that are not UTF-8.
+pub fn encoding(is_binary: bool) -> &'static str {
     if is_binary { "base64" } else { "utf-8" }
 }
 

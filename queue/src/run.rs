@@ -50,6 +50,16 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, in the order of a run's life.
+    pub const ALL: [Self; 6] = [
+        Self::Pending,
+        Self::Running,
+        Self::Success,
+        Self::Error,
+        Self::Timeout,
+        Self::Interrupted,
+    ];
+
     /// The name on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,16 +73,7 @@ impl RunStatus {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Running,
-            Self::Success,
-            Self::Error,
-            Self::Timeout,
-            Self::Interrupted,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == name)
+        Self::ALL.into_iter().find(|status| status.as_str() == name)
     }
 }
 
@@ -91,6 +92,8 @@ pub enum MultitaskStrategy {
 }
 
 impl MultitaskStrategy {
+    pub const ALL: [Self; 4] = [Self::Reject, Self::Interrupt, Self::Rollback, Self::Enqueue];
+
     /// The name on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -102,7 +105,7 @@ impl MultitaskStrategy {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Reject, Self::Interrupt, Self::Rollback, Self::Enqueue]
+        Self::ALL
             .into_iter()
             .find(|strategy| strategy.as_str() == name)
     }

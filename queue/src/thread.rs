@@ -43,6 +43,8 @@ pub enum ThreadStatus {
 }
 
 impl ThreadStatus {
+    pub const ALL: [Self; 4] = [Self::Idle, Self::Busy, Self::Interrupted, Self::Error];
+
     /// The name on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,9 +56,7 @@ impl ThreadStatus {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Idle, Self::Busy, Self::Interrupted, Self::Error]
-            .into_iter()
-            .find(|status| status.as_str() == name)
+        Self::ALL.into_iter().find(|status| status.as_str() == name)
     }
 }
 

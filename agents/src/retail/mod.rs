@@ -8,8 +8,8 @@ use sqlx::PgPool;
 pub use catalogue::{search_products, stock, store};
 pub use purchasing::{Proposal, Reference, below_reorder_point, write_proposals};
 pub use returns::{
-    Approval, ApprovalRequest, Decider, Decision, approval, customer_order, decide,
-    record_approval, refund, round2, store_approvals, task_approval, withdraw_pending,
+    APPROVAL_STATUSES, Approval, ApprovalRequest, Decider, Decision, approval, customer_order,
+    decide, record_approval, refund, round2, store_approvals, task_approval, withdraw_pending,
 };
 pub use sheets::{Sheet, product, write_sheet};
 

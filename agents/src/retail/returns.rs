@@ -193,7 +193,7 @@ pub async fn withdraw_pending(pool: &PgPool, thread_id: Uuid) -> sqlx::Result<()
 }
 
 /// An approval in the managers' queue.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Approval {
     pub approval_id: Uuid,
     pub thread_id: Uuid,
@@ -206,11 +206,22 @@ pub struct Approval {
     pub reason: String,
     /// `pending`, `approved`, `rejected` or `withdrawn` (the conversation went on without a
     /// decision).
+    #[schema(schema_with = approval_status)]
     pub status: String,
     pub approved_amount: Option<f64>,
     pub note: Option<String>,
     pub created_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// The statuses of an approval.
+pub const APPROVAL_STATUSES: [&str; 4] = ["pending", "approved", "rejected", "withdrawn"];
+
+fn approval_status() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .enum_values(Some(APPROVAL_STATUSES))
+        .into()
 }
 
 /// One approval by id.

@@ -7,8 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::assistants::{self as rows, Change, NewAssistant, SORTS};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{Assistant, Search, found};
@@ -16,6 +17,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::openapi::fields;
 use crate::runs::queue_error;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
@@ -72,14 +74,21 @@ fn config_and_context(
 }
 
 /// `POST /assistants`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantCreate)]
 pub struct Create {
+    #[schema(value_type = String, required = true)]
     graph_id: Option<String>,
+    #[schema(schema_with = fields::nullable_uuid)]
     assistant_id: Option<String>,
+    #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     context: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::if_exists)]
     if_exists: Option<String>,
     name: Option<String>,
     description: Option<String>,
@@ -153,12 +162,16 @@ pub async fn create(
 }
 
 /// `PATCH /assistants/{assistant_id}`: a new version, the latest.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantPatch)]
 pub struct Update {
     graph_id: Option<String>,
+    #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     context: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
     name: Option<String>,
     description: Option<String>,
@@ -212,11 +225,15 @@ pub async fn delete(
 }
 
 /// `POST /assistants/{assistant_id}/versions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantVersionSearch)]
 pub struct Versions {
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
+    #[schema(minimum = 0, default = 0)]
     offset: i64,
 }
 
@@ -230,24 +247,50 @@ impl Default for Versions {
     }
 }
 
+/// An assistant as it was at a version: a version is made once, so it has no `updated_at`, as
+/// on the official server.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantVersion {
+    assistant_id: Uuid,
+    graph_id: String,
+    #[schema(value_type = Object)]
+    config: Value,
+    #[schema(value_type = Object)]
+    context: Value,
+    #[schema(value_type = Object)]
+    metadata: Value,
+    name: String,
+    description: Option<String>,
+    version: i32,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<Assistant> for AssistantVersion {
+    fn from(assistant: Assistant) -> Self {
+        Self {
+            assistant_id: assistant.assistant_id,
+            graph_id: assistant.graph_id,
+            config: assistant.config,
+            context: assistant.context,
+            metadata: assistant.metadata,
+            name: assistant.name,
+            description: assistant.description,
+            version: assistant.version,
+            created_at: assistant.created_at,
+        }
+    }
+}
+
 pub async fn versions(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     Body(body): Body<Versions>,
-) -> Result<Json<Vec<Value>>, ApiError> {
-    // A version is made once: it has no `updated_at`, as on the official server.
-    let version = |assistant: Assistant| {
-        let mut version = serde_json::to_value(assistant).unwrap_or_default();
-        if let Some(fields) = version.as_object_mut() {
-            fields.remove("updated_at");
-        }
-        version
-    };
+) -> Result<Json<Vec<AssistantVersion>>, ApiError> {
     let assistant = found(&state, &caller, &id).await?;
     if state.assistant(&id).is_some() {
         // A graph's own assistant has one version: itself.
-        return Ok(Json(vec![version(assistant)]));
+        return Ok(Json(vec![assistant.into()]));
     }
     let metadata = body
         .metadata
@@ -267,13 +310,14 @@ pub async fn versions(
     Ok(Json(
         found
             .into_iter()
-            .map(|row| version(Assistant::from(row)))
+            .map(|row| Assistant::from(row).into())
             .collect(),
     ))
 }
 
 /// `POST /assistants/{assistant_id}/latest`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = AssistantLatest)]
 pub struct Latest {
     version: i32,
 }

@@ -2,14 +2,19 @@
 //! answers.
 
 use serde_json::{Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::{RefOr, Schema};
 
 use super::schemas::{
-    any, array, assistant_body, assistant_search, header, limit, nullable_enum, offset, query,
-    reference, run_status_filter, stream_mode_name, thread_create, thread_search, unsupported,
+    any, array, header, limit, offset, query, reference, run_status_filter, stream_mode_name,
 };
+use crate::{assistants, crons, runs, state, store, threads, wire};
+
+/// A schema named in the document's components.
+pub type Named = (String, RefOr<Schema>);
 
 /// What a route takes besides its path parameters, and what its success answers carry.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Io {
     /// Query and header parameters, as OpenAPI parameter objects.
     pub(super) parameters: Vec<Value>,
@@ -17,6 +22,33 @@ pub struct Io {
     pub(super) body: Option<Value>,
     /// The content of its 200: media types and their schemas.
     pub(super) ok: Value,
+    /// The named schemas its body and answer refer to, and those they refer to in turn.
+    pub(super) schemas: Vec<Named>,
+}
+
+/// `T`'s schema under its name, and those it refers to.
+pub(super) fn named<T: ToSchema>() -> Vec<Named> {
+    let mut schemas = vec![(T::name().into_owned(), T::schema())];
+    T::schemas(&mut schemas);
+    schemas
+}
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("parameters", &self.parameters)
+            .field("body", &self.body)
+            .field("ok", &self.ok)
+            .field(
+                "schemas",
+                &self
+                    .schemas
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 impl Io {
@@ -26,7 +58,35 @@ impl Io {
             parameters: Vec::new(),
             body: None,
             ok: json!({"application/json": {"schema": schema}}),
+            schemas: Vec::new(),
         }
+    }
+
+    /// A route that answers `T`, in the shape `shape` makes of a reference to it (a list of
+    /// them, or one or null).
+    pub fn answers_as<T: ToSchema>(shape: impl FnOnce(Value) -> Value) -> Self {
+        Self {
+            schemas: named::<T>(),
+            ..Self::json(shape(reference(&T::name())))
+        }
+    }
+
+    /// A route that answers `T`.
+    pub fn answers<T: ToSchema>() -> Self {
+        Self::answers_as::<T>(|schema| schema)
+    }
+
+    /// With a JSON body of `T`, in the shape `shape` makes of a reference to it.
+    #[must_use]
+    pub fn takes_as<T: ToSchema>(mut self, shape: impl FnOnce(Value) -> Value) -> Self {
+        self.schemas.extend(named::<T>());
+        self.body(shape(reference(&T::name())))
+    }
+
+    /// With a JSON body of `T`.
+    #[must_use]
+    pub fn takes<T: ToSchema>(self) -> Self {
+        self.takes_as::<T>(|schema| schema)
     }
 
     /// Text of another media type.
@@ -56,7 +116,7 @@ impl Io {
 
     /// With a JSON body of this schema.
     #[must_use]
-    pub fn body(self, schema: Value) -> Self {
+    fn body(self, schema: Value) -> Self {
         Self {
             body: Some(schema),
             ..self
@@ -71,9 +131,8 @@ impl Io {
 }
 
 /// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method
-/// and path.
+/// and path. Bodies and answers are the types the handlers read and write.
 pub(super) fn io(method: &str, path: &str) -> Io {
-    let run_request = || reference("RunRequest");
     let final_state = || {
         json!({
             "type": "object",
@@ -82,37 +141,22 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 precede it while the run goes on.",
         })
     };
+    let count = || json!({"type": "integer", "minimum": 0});
     match (method, path) {
-        ("post", "/assistants/search") => {
-            Io::json(array(reference("Assistant"))).body(assistant_search())
+        ("post", "/assistants/search") => Io::answers_as::<assistants::Assistant>(array)
+            .takes::<assistants::Search>(),
+        ("get", "/assistants/{assistant_id}") => Io::answers::<assistants::Assistant>(),
+        ("post", "/assistants") => Io::answers::<assistants::Assistant>()
+            .takes::<assistants::configured::Create>(),
+        ("patch", "/assistants/{assistant_id}") => Io::answers::<assistants::Assistant>()
+            .takes::<assistants::configured::Update>(),
+        ("post", "/assistants/count") => Io::json(count()).takes::<assistants::Search>(),
+        ("post", "/assistants/{assistant_id}/versions") => {
+            Io::answers_as::<assistants::configured::AssistantVersion>(array)
+                .takes::<assistants::configured::Versions>()
         }
-        ("get", "/assistants/{assistant_id}") => Io::json(reference("Assistant")),
-        ("post", "/assistants") => Io::json(reference("Assistant")).body(assistant_body(true)),
-        ("patch", "/assistants/{assistant_id}") => {
-            Io::json(reference("Assistant")).body(assistant_body(false))
-        }
-        ("post", "/assistants/count") => Io::json(json!({"type": "integer"})).body(assistant_search()),
-        ("post", "/assistants/{assistant_id}/versions") => Io::json(array(json!({
-            "type": "object",
-            "description": "An assistant as it was at a version (no `updated_at`: a version is made once).",
-            "required": [
-                "assistant_id", "graph_id", "config", "context", "metadata", "name", "version",
-                "created_at",
-            ],
-        })))
-            .body(json!({
-                "type": "object",
-                "properties": {
-                    "metadata": {"type": ["object", "null"]},
-                    "limit": limit(10),
-                    "offset": offset(),
-                },
-            })),
-        ("post", "/assistants/{assistant_id}/latest") => Io::json(reference("Assistant")).body(json!({
-            "type": "object",
-            "required": ["version"],
-            "properties": {"version": {"type": "integer", "minimum": -2147483648, "maximum": 2147483647}},
-        })),
+        ("post", "/assistants/{assistant_id}/latest") => Io::answers::<assistants::Assistant>()
+            .takes::<assistants::configured::Latest>(),
         ("get", "/assistants/{assistant_id}/graph") => Io::json(json!({
             "type": "object",
             "required": ["nodes", "edges"],
@@ -147,66 +191,35 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 "description": "Nested subgraphs too, not only the immediate ones.",
             })])
         }
-        ("post", "/threads") => Io::json(reference("Thread")).body(thread_create()),
-        ("post", "/threads/search") => Io::json(array(json!({
-            "description": "A thread, or the fields of it that `select` named.",
-            "anyOf": [reference("Thread"), {"type": "object"}],
-        })))
-        .body(thread_search()),
-        ("post", "/threads/count") => {
-            Io::json(json!({"type": "integer", "minimum": 0})).body(thread_search())
-        }
-        ("post", "/threads/prune") => Io::json(json!({
-            "type": "object",
-            "required": ["pruned_count"],
-            "properties": {"pruned_count": {"type": "integer", "minimum": 0}},
-        }))
-        .body(json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "thread_ids": {
-                    "type": "array",
-                    "maxItems": 1000,
-                    "items": {"type": "string"},
-                    "description": "Ids of threads the caller may not see are passed over.",
-                },
-                "strategy": nullable_enum(&["delete", "keep_latest"]),
-            },
-        })),
-        ("get", "/threads/{thread_id}/files") => Io::json(array(thread_file("size", json!({"type": "integer"}))))
+        ("post", "/threads") => Io::answers::<wire::Thread>().takes::<threads::Create>(),
+        ("post", "/threads/search") => Io::answers_as::<wire::Thread>(|thread| {
+            array(json!({
+                "description": "A thread, or the fields of it that `select` named.",
+                "anyOf": [thread, {"type": "object"}],
+            }))
+        })
+        .takes::<threads::Search>(),
+        ("post", "/threads/count") => Io::json(count()).takes::<threads::Search>(),
+        ("post", "/threads/prune") => Io::answers::<threads::Pruned>().takes::<threads::Prune>(),
+        ("get", "/threads/{thread_id}/files") => Io::answers_as::<wire::FileEntry>(array)
             .parameters(vec![file_path(
                 false,
                 "A folder or file: what is at it or below it (`/`, every file, by default).",
             )]),
-        ("get", "/threads/{thread_id}/files/content") => Io::json(thread_file(
-            "content",
-            json!({"type": "string", "description": "Text, or base64 when `encoding` is `base64`."}),
-        ))
-        .parameters(vec![file_path(true, "The file's absolute path, as the agent named it.")]),
+        ("get", "/threads/{thread_id}/files/content") => Io::answers::<wire::FileContent>()
+            .parameters(vec![file_path(true, "The file's absolute path, as the agent named it.")]),
         ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
-            Io::json(reference("Thread"))
+            Io::answers::<wire::Thread>()
         }
-        ("patch", "/threads/{thread_id}") => Io::json(reference("Thread"))
+        ("patch", "/threads/{thread_id}") => Io::answers::<wire::Thread>()
             .parameters(vec![header(
                 "Prefer",
                 json!({"type": "string"}),
                 "`return=minimal` answers 204 instead of the thread.",
             )])
-            .body(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["metadata"],
-                "properties": {
-                    "metadata": {
-                        "type": "object",
-                        "description": "Merged into the thread's; `graph_id` may not change.",
-                    },
-                    "ttl": unsupported(),
-                },
-            })),
+            .takes::<threads::Patch>(),
         ("get", "/threads/{thread_id}/state" | "/threads/{thread_id}/state/{checkpoint_id}") => {
-            Io::json(reference("ThreadState")).parameters(vec![json!({
+            Io::answers::<wire::ThreadState>().parameters(vec![json!({
                 "name": "subgraphs",
                 "in": "query",
                 "required": false,
@@ -214,59 +227,11 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 "description": "The states of waiting subgraphs in their tasks' `state` (Python graphs).",
             })])
         }
-        ("post", "/threads/{thread_id}/state") => Io::json(json!({
-            "type": "object",
-            "required": ["checkpoint", "checkpoint_id"],
-            "properties": {
-                "checkpoint": {"type": "object"},
-                "configurable": {"type": "object"},
-                "checkpoint_id": {"type": "string", "format": "uuid"},
-            },
-        }))
-        .body(json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "values": {"type": ["object", "null"]},
-                "as_node": {"type": ["string", "null"]},
-                "checkpoint_id": {
-                    "type": ["string", "null"],
-                    "format": "uuid",
-                    "description": "Update from this checkpoint (Python graphs; 422 for the others).",
-                },
-                "checkpoint": {
-                    "type": ["object", "null"],
-                    "properties": {
-                        "checkpoint_id": {"type": ["string", "null"], "format": "uuid"},
-                        "checkpoint_ns": {"type": ["string", "null"], "enum": ["", null]},
-                    },
-                    "description": "The same, as RemoteGraph sends it (the latest without an id).",
-                },
-            },
-        })),
-        ("post", "/threads/{thread_id}/history") => Io::json(array(reference("ThreadState")))
-            .body(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "limit": limit(10),
-                    "before": {
-                        "anyOf": [
-                            {"type": "string", "format": "uuid"},
-                            {
-                                "type": "object",
-                                "properties": {"checkpoint_id": {"type": "string", "format": "uuid"}},
-                            },
-                            {"type": "null"},
-                        ],
-                        "description": "A checkpoint id, or a checkpoint with one.",
-                    },
-                    "metadata": unsupported(),
-                    "checkpoint": unsupported(),
-                    "select": any(),
-                },
-            })),
-        ("get", "/threads/{thread_id}/history") => Io::json(array(reference("ThreadState")))
+        ("post", "/threads/{thread_id}/state") => Io::answers::<state::Updated>()
+            .takes::<state::Update>(),
+        ("post", "/threads/{thread_id}/history") => Io::answers_as::<wire::ThreadState>(array)
+            .takes::<state::History>(),
+        ("get", "/threads/{thread_id}/history") => Io::answers_as::<wire::ThreadState>(array)
             .parameters(vec![
                 query("limit", limit(10)),
                 query(
@@ -274,38 +239,24 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     json!({"type": "string", "format": "uuid", "description": "A checkpoint id."}),
                 ),
             ]),
-        ("post", "/threads/{thread_id}/state/checkpoint") => Io::json(reference("ThreadState"))
-            .body(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "checkpoint": {
-                        "type": ["object", "null"],
-                        "properties": {
-                            "checkpoint_id": {"type": ["string", "null"], "format": "uuid"},
-                            "checkpoint_ns": {"type": ["string", "null"], "enum": ["", null]},
-                        },
-                        "description": "Which state: the latest without a checkpoint_id.",
-                    },
-                    "subgraphs": {"type": ["boolean", "null"]},
-                },
-            })),
-        ("get", "/threads/{thread_id}/runs") => Io::json(array(reference("Run")))
+        ("post", "/threads/{thread_id}/state/checkpoint") => Io::answers::<wire::ThreadState>()
+            .takes::<state::AtCheckpoint>(),
+        ("get", "/threads/{thread_id}/runs") => Io::answers_as::<wire::Run>(array)
             .parameters(vec![
                 query("limit", limit(10)),
                 query("offset", offset()),
                 query("status", run_status_filter()),
             ]),
         ("post", "/threads/{thread_id}/runs" | "/runs") => {
-            Io::json(reference("Run")).body(run_request())
+            Io::answers::<wire::Run>().takes::<runs::accept::CreateRun>()
         }
         ("post", "/threads/{thread_id}/runs/stream" | "/runs/stream") => {
-            Io::events().body(run_request())
+            Io::events().takes::<runs::accept::CreateRun>()
         }
         ("post", "/threads/{thread_id}/runs/wait" | "/runs/wait") => {
-            Io::json(final_state()).body(run_request())
+            Io::json(final_state()).takes::<runs::accept::CreateRun>()
         }
-        ("get", "/threads/{thread_id}/runs/{run_id}") => Io::json(reference("Run")),
+        ("get", "/threads/{thread_id}/runs/{run_id}") => Io::answers::<wire::Run>(),
         ("get", "/threads/{thread_id}/runs/{run_id}/stream") => Io::events()
             .parameters(vec![
                 json!({
@@ -324,62 +275,25 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                     "The `id` of the last event received: the stream resumes after it (`-1`: from the start).",
                 ),
             ]),
-        ("put", "/store/items") => Io::json(any()).body(json!({
-            "type": "object",
-            "required": ["namespace", "key", "value"],
-            "properties": {
-                "namespace": store_namespace(1),
-                "key": {"type": "string"},
-                "value": {"type": "object"},
-                "ttl": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": mostrador_queue::store::MAX_TTL_MINUTES},
-                "index": any(),
-            },
-        })),
-        ("get", "/store/items") => Io::json(nullable(store_item()))
-            .parameters(vec![
-                query(
-                    "namespace",
-                    json!({"type": "string", "pattern": "^[^.]+([.][^.]+)*$"}),
-                ),
-                query("key", json!({"type": "string"})),
-                query("refresh_ttl", json!({"type": "string"})),
-            ]),
-        ("delete", "/store/items") => Io::json(any()).body(json!({
-            "type": "object",
-            "required": ["namespace", "key"],
-            "properties": {"namespace": store_namespace(0), "key": {"type": "string"}},
-        })),
-        ("post", "/store/items/search") => Io::json(json!({
-            "type": "object",
-            "required": ["items"],
-            "properties": {"items": {"type": "array", "items": scored(store_item())}},
-        }))
-        .body(json!({
-            "type": "object",
-            "properties": {
-                "namespace_prefix": store_namespace(0),
-                "filter": {"type": ["object", "null"]},
-                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
-                "offset": {"type": ["integer", "null"], "minimum": 0},
-                "query": {"type": ["string", "null"]},
-                "refresh_ttl": {"type": ["boolean", "null"]},
-            },
-        })),
-        ("post", "/store/namespaces") => Io::json(json!({
-            "type": "object",
-            "required": ["namespaces"],
-            "properties": {"namespaces": {"type": "array", "items": store_namespace(1)}},
-        }))
-        .body(json!({
-            "type": "object",
-            "properties": {
-                "prefix": nullable(store_namespace(0)),
-                "suffix": nullable(store_namespace(0)),
-                "max_depth": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
-                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
-                "offset": {"type": ["integer", "null"], "minimum": 0},
-            },
-        })),
+        ("put", "/store/items") => Io::json(any()).takes::<store::Put>(),
+        ("get", "/store/items") => Io::answers_as::<wire::Item>(|item| {
+            json!({"oneOf": [item, {"type": "null"}]})
+        })
+        .parameters(vec![
+            query(
+                "namespace",
+                json!({"type": "string", "pattern": "^[^.]+([.][^.]+)*$"}),
+            ),
+            query("key", json!({"type": "string"})),
+            query("refresh_ttl", json!({"type": "string"})),
+        ]),
+        ("delete", "/store/items") => Io::json(any()).takes::<store::Delete>(),
+        ("post", "/store/items/search") => {
+            Io::answers::<wire::SearchItems>().takes::<store::SearchBody>()
+        }
+        ("post", "/store/namespaces") => {
+            Io::answers::<wire::NamespaceList>().takes::<store::NamespacesBody>()
+        }
         ("get", "/threads/{thread_id}/stream") => Io::events().parameters(vec![
             query(
                 "stream_modes",
@@ -403,39 +317,26 @@ pub(super) fn io(method: &str, path: &str) -> Io {
                 ),
             ]),
         ("post", "/runs/crons" | "/threads/{thread_id}/runs/crons") => {
-            Io::json(reference("Cron")).body(reference("CronRequest"))
+            Io::answers::<wire::Cron>().takes::<crons::CreateCron>()
         }
-        ("get", "/runs/crons/{cron_id}") => Io::json(reference("Cron")),
+        ("get", "/runs/crons/{cron_id}") => Io::answers::<wire::Cron>(),
         ("patch", "/runs/crons/{cron_id}") => {
-            Io::json(reference("Cron")).body(reference("CronPatch"))
+            Io::answers::<wire::Cron>().takes::<crons::PatchCron>()
         }
         ("post", "/runs/crons/search") => {
-            Io::json(array(reference("Cron"))).body(reference("CronSearch"))
+            Io::answers_as::<wire::Cron>(array).takes::<crons::SearchCrons>()
         }
-        ("post", "/runs/crons/count") => {
-            Io::json(json!({"type": "integer", "minimum": 0})).body(reference("CronSearch"))
-        }
-        ("post", "/runs/batch") => Io::json(array(reference("Run"))).body(json!({
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 1000,
-            "items": run_request(),
-        })),
+        ("post", "/runs/crons/count") => Io::json(count()).takes::<crons::SearchCrons>(),
+        ("post", "/runs/batch") => Io::answers_as::<wire::Run>(array).takes_as::<runs::accept::CreateRun>(
+            |run| json!({"type": "array", "minItems": 1, "maxItems": 1000, "items": run}),
+        ),
         ("post", "/runs/cancel") => Io::json(any())
             .parameters(vec![query(
                 "action",
                 json!({"type": "string", "enum": ["interrupt", "rollback"]}),
             )])
-            .body(json!({
-                "type": "object",
-                "description": "`status`, or `thread_id` and `run_ids` (a 422 otherwise).",
-                "properties": {
-                    "status": {"type": "string", "enum": ["pending", "running", "all"]},
-                    "thread_id": {"type": "string", "format": "uuid"},
-                    "run_ids": {"type": "array", "items": {"type": "string", "format": "uuid"}},
-                },
-            })),
-        ("get", "/runs/recent") => Io::json(array(reference("Run"))).parameters(vec![
+            .takes::<runs::CancelMany>(),
+        ("get", "/runs/recent") => Io::answers_as::<wire::RecentRun>(array).parameters(vec![
             query("limit", limit(20)),
             query("status", run_status_filter()),
         ]),
@@ -488,23 +389,6 @@ pub(super) fn io(method: &str, path: &str) -> Io {
     }
 }
 
-/// A Store namespace: labels that are non-empty and have no period.
-/// A thread's file as the files routes answer it: its `path`, `encoding` and times, and `field`
-/// (its size, or its content).
-fn thread_file(field: &str, schema: Value) -> Value {
-    json!({
-        "type": "object",
-        "required": ["path", field, "encoding", "created_at", "modified_at"],
-        "properties": {
-            "path": {"type": "string"},
-            field: schema,
-            "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
-            "created_at": {"type": "string", "format": "date-time"},
-            "modified_at": {"type": "string", "format": "date-time"},
-        },
-    })
-}
-
 /// The `path` query parameter of the files routes: absolute, without NUL.
 fn file_path(required: bool, description: &str) -> Value {
     json!({
@@ -513,38 +397,6 @@ fn file_path(required: bool, description: &str) -> Value {
         "required": required,
         "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
         "description": description,
-    })
-}
-
-fn store_namespace(min_items: u64) -> Value {
-    json!({"type": "array", "minItems": min_items, "items": {"type": "string", "pattern": "^[^.]+$"}})
-}
-
-/// `schema`, or null.
-fn nullable(mut schema: Value) -> Value {
-    let kind = schema["type"].clone();
-    schema["type"] = json!([kind, "null"]);
-    schema
-}
-
-/// An item found by a search: with its relevance score (null without a semantic query).
-fn scored(mut item: Value) -> Value {
-    item["properties"]["score"] = json!({"type": ["number", "null"]});
-    item
-}
-
-/// An item of the Store.
-fn store_item() -> Value {
-    json!({
-        "type": "object",
-        "required": ["namespace", "key", "value", "created_at", "updated_at"],
-        "properties": {
-            "namespace": store_namespace(1),
-            "key": {"type": "string"},
-            "value": {"type": "object"},
-            "created_at": {"type": "string", "format": "date-time"},
-            "updated_at": {"type": "string", "format": "date-time"},
-        },
     })
 }
 

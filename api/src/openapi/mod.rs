@@ -7,6 +7,8 @@
 //! from this document, so a schema there must say what the handler accepts and answers, no more
 //! and no less.
 
+use std::collections::BTreeMap;
+
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, Paths};
@@ -19,9 +21,10 @@ use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, R
 
 pub use io::Io;
 use io::io;
+use schemas::path_parameter;
 pub use schemas::{array, limit, offset, query, reference};
-use schemas::{named_schemas, path_parameter};
 
+pub(crate) mod fields;
 mod io;
 mod routes;
 mod schemas;
@@ -81,7 +84,7 @@ fn from_json<T: DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("the tables of this module are OpenAPI utoipa reads")
 }
 
-fn schema(value: Value) -> RefOr<Schema> {
+pub(crate) fn schema(value: Value) -> RefOr<Schema> {
     from_json(value)
 }
 
@@ -102,6 +105,7 @@ fn operation(path: &str, tag: &str, summary: &str, listed: &[u16], io: Io) -> Op
         parameters,
         body,
         ok,
+        schemas: _,
     } = io;
     let authenticated = !matches!(tag, "probes" | "dashboard");
     let mut operation = OperationBuilder::new()
@@ -143,28 +147,31 @@ fn operation(path: &str, tag: &str, summary: &str, listed: &[u16], io: Io) -> Op
     operation.build()
 }
 
-/// The OpenAPI document of the api.
-/// The document: the api's routes, and those of the apps the binary registers.
+/// The OpenAPI document: the api's routes, and those of the apps the binary registers, with
+/// the schemas of the types their bodies and answers are.
 pub fn document(apps: &[crate::AppRoutes]) -> OpenApi {
     let mut paths = Paths::new();
-    for (name, path, tag, summary, statuses) in ROUTES {
+    let mut named: BTreeMap<String, RefOr<Schema>> =
+        io::named::<crate::wire::ErrorBody>().into_iter().collect();
+    let api = ROUTES.iter().map(|&(name, path, tag, summary, statuses)| {
+        (name, path, tag, summary, statuses, io(name, path))
+    });
+    let apps_routes = apps.iter().flat_map(|app| app.routes).map(|route| {
+        (
+            route.method,
+            route.path,
+            route.tag,
+            route.summary,
+            route.statuses,
+            (route.io)(),
+        )
+    });
+    for (name, path, tag, summary, statuses, io) in api.chain(apps_routes) {
+        named.extend(io.schemas.iter().cloned());
         paths.add_path_operation(
             path,
             vec![method(name)],
-            operation(path, tag, summary, statuses, io(name, path)),
-        );
-    }
-    for route in apps.iter().flat_map(|app| app.routes) {
-        paths.add_path_operation(
-            route.path,
-            vec![method(route.method)],
-            operation(
-                route.path,
-                route.tag,
-                route.summary,
-                route.statuses,
-                (route.io)(),
-            ),
+            operation(path, tag, summary, statuses, io),
         );
     }
     let mut components = ComponentsBuilder::new()
@@ -187,11 +194,8 @@ pub fn document(apps: &[crate::AppRoutes]) -> OpenApi {
                 "An API key (`mostrador_…`), as the langgraph-sdk sends LANGGRAPH_API_KEY.",
             ))),
         );
-    for (name, value) in named_schemas()
-        .into_iter()
-        .chain(apps.iter().flat_map(|app| (app.schemas)()))
-    {
-        components = components.schema(name, schema(value));
+    for (name, schema) in named {
+        components = components.schema(name, schema);
     }
     OpenApiBuilder::new()
         .info(
@@ -239,10 +243,7 @@ mod tests {
     /// of the tables that it read differently would silently say something else.
     #[test]
     fn every_schema_of_the_tables_reads_without_loss() {
-        let mut schemas: Vec<Value> = named_schemas()
-            .into_iter()
-            .map(|(_, value)| value)
-            .collect();
+        let mut schemas: Vec<Value> = Vec::new();
         for (name, path, ..) in ROUTES {
             let io = io(name, path);
             schemas.extend(io.body);

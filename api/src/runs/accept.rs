@@ -10,22 +10,26 @@ use mostrador_graph::{Graph, StreamMode};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::NewThread;
 use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::config::{acting_for, limits, run_config, under};
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use super::wait::waiting;
-use super::{content_location, queue_error, rejoin_location, run_json, unprocessable};
+use super::{content_location, queue_error, rejoin_location, run_answer, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
 use crate::authorize::{may_decide, may_start, may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::openapi::fields;
 use crate::stream;
+use crate::wire;
 
+/// One stream mode or a list of them.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum StreamModes {
@@ -62,37 +66,66 @@ impl StreamModes {
     }
 }
 
-/// The command of a run: only `resume` is supported.
-#[derive(Debug, Default, Deserialize)]
+/// `resume`, on a thread that waits (a manager's decision for the retail graphs); `goto` and
+/// `update` for Python graphs only (422 otherwise).
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct RunCommand {
+    #[schema(value_type = Value)]
     resume: Option<Value>,
+    #[schema(value_type = Value)]
     goto: Option<Value>,
+    #[schema(value_type = Value)]
     update: Option<Value>,
 }
 
 /// The body of `POST /threads/{thread_id}/runs` (and of its `stream` and `wait` forms).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
+#[schema(as = RunRequest)]
 pub struct CreateRun {
+    /// An assistant id or a graph id.
+    #[schema(value_type = String, required = true)]
     assistant_id: Option<String>,
+    #[schema(value_type = Value)]
     input: Option<Value>,
+    #[schema(inline)]
     command: Option<RunCommand>,
+    #[schema(schema_with = fields::stream_modes)]
     stream_mode: Option<StreamModes>,
+    /// Namespaced events (`mode|<node>:<task id>`) from subgraphs.
     stream_subgraphs: Option<bool>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
+    #[schema(schema_with = fields::run_config)]
     config: Option<Value>,
+    /// `config.configurable`, when config has none (400 with both).
+    #[schema(value_type = Option<Object>)]
     context: Option<Map<String, Value>>,
+    /// Start from this checkpoint of the thread (Python graphs; 422 for the others when it
+    /// names one).
+    #[schema(schema_with = fields::checkpoint)]
     checkpoint: Option<Value>,
+    /// The same, by id.
+    #[schema(schema_with = fields::nullable_uuid)]
     checkpoint_id: Option<Value>,
+    #[schema(schema_with = fields::interrupt_nodes)]
     interrupt_before: Option<Value>,
+    #[schema(schema_with = fields::interrupt_nodes)]
     interrupt_after: Option<Value>,
+    #[schema(schema_with = fields::webhook)]
     webhook: Option<Value>,
+    #[schema(schema_with = fields::multitask_strategy)]
     multitask_strategy: Option<String>,
+    #[schema(schema_with = fields::if_not_exists)]
     if_not_exists: Option<String>,
+    #[schema(schema_with = fields::on_completion)]
     on_completion: Option<String>,
+    #[schema(schema_with = fields::on_disconnect)]
     on_disconnect: Option<String>,
+    #[schema(minimum = 0)]
     after_seconds: Option<f64>,
+    #[schema(schema_with = fields::durability)]
     durability: Option<String>,
 }
 
@@ -365,7 +398,7 @@ pub async fn create_stateless(
 ) -> Result<Response, ApiError> {
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
     let run = &accepted[0].run;
-    Ok((content_location(run), Json(run_json(run))).into_response())
+    Ok((content_location(run), Json(run_answer(run))).into_response())
 }
 
 /// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
@@ -373,12 +406,12 @@ pub async fn batch(
     State(state): State<AppState>,
     caller: Caller,
     Body(bodies): Body<Vec<CreateRun>>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::Run>>, ApiError> {
     if bodies.is_empty() || bodies.len() > 1000 {
         return Err(unprocessable("a batch holds 1 to 1000 runs"));
     }
     let accepted = accept_stateless(&state, &caller, bodies).await?;
-    Ok(Json(accepted.iter().map(|a| run_json(&a.run)).collect()))
+    Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))
 }
 
 /// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then

@@ -26,7 +26,8 @@ use mostrador_queue::cancel::{self, Selection};
 use mostrador_queue::run::{self};
 use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -35,6 +36,7 @@ use crate::auth::Caller;
 use crate::authorize::{may_write, visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
+use crate::wire;
 
 pub(crate) fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
@@ -84,7 +86,7 @@ pub fn queue_error(err: QueueError) -> ApiError {
 }
 
 /// A run as the `langgraph-sdk` reads it.
-pub fn run_json(run: &Run) -> Value {
+pub fn run_answer(run: &Run) -> wire::Run {
     // The assistant the run was created on (recorded in its metadata), else its graph's own.
     let assistant_id = run
         .metadata
@@ -92,23 +94,27 @@ pub fn run_json(run: &Run) -> Value {
         .filter(|id| id.is_string())
         .cloned()
         .unwrap_or_else(|| json!(Assistant::for_graph(&run.graph_id).assistant_id));
-    json!({
-        "run_id": run.run_id.0,
-        "thread_id": run.thread_id.0,
-        "assistant_id": assistant_id,
-        "metadata": run.metadata,
-        "status": run.status.as_str(),
-        "kwargs": {
-            "input": run.input,
-            "command": run.command,
-            "config": run.config,
-            "stream_mode": run.stream_mode,
-            "durability": run.config.get("durability").cloned().unwrap_or(json!("sync")),
+    wire::Run {
+        run_id: run.run_id.0,
+        thread_id: run.thread_id.0,
+        assistant_id,
+        metadata: run.metadata.clone(),
+        status: run.status.as_str(),
+        kwargs: wire::RunKwargs {
+            input: run.input.clone(),
+            command: run.command.clone(),
+            config: run.config.clone(),
+            stream_mode: run.stream_mode.clone(),
+            durability: run
+                .config
+                .get("durability")
+                .cloned()
+                .unwrap_or(json!("sync")),
         },
-        "multitask_strategy": run.multitask_strategy.as_str(),
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-    })
+        multitask_strategy: run.multitask_strategy.as_str(),
+        created_at: run.created_at,
+        updated_at: run.updated_at,
+    }
 }
 
 /// `Content-Location: /threads/{thread_id}/runs/{run_id}`: the client reads the run id from it.
@@ -145,7 +151,7 @@ pub async fn create(
     let accepted = accept(&state, &caller, &thread_id, body).await?;
     Ok((
         content_location(&accepted.run),
-        Json(run_json(&accepted.run)),
+        Json(run_answer(&accepted.run)),
     )
         .into_response())
 }
@@ -191,9 +197,9 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread_id, run_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Run>, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    Ok(Json(run_json(&run)))
+    Ok(Json(run_answer(&run)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,7 +226,7 @@ pub async fn list(
     caller: Caller,
     Path(thread_id): Path<String>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::Run>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let status = status_filter(query.status.as_deref())?;
@@ -233,7 +239,7 @@ pub async fn list(
     )
     .await
     .map_err(queue_error)?;
-    Ok(Json(runs.iter().map(run_json).collect()))
+    Ok(Json(runs.iter().map(run_answer).collect()))
 }
 
 fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
@@ -267,7 +273,7 @@ pub async fn recent(
     State(state): State<AppState>,
     caller: Caller,
     query: Result<Query<RecentQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::RecentRun>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let status = status_filter(query.status.as_deref())?;
     let runs = run::recent(
@@ -280,15 +286,14 @@ pub async fn recent(
     .map_err(queue_error)?;
     Ok(Json(
         runs.iter()
-            .map(|run| {
-                let mut json = run_json(run);
-                json["graph_id"] = json!(run.graph_id);
-                json["attempt"] = json!(run.attempt);
-                json["error"] = json!(run.error);
-                json["worker_id"] = json!(run.lease_owner.map(|worker| worker.0));
-                json["started_at"] = json!(run.started_at);
-                json["finished_at"] = json!(run.finished_at);
-                json
+            .map(|run| wire::RecentRun {
+                run: run_answer(run),
+                graph_id: run.graph_id.clone(),
+                attempt: run.attempt,
+                error: run.error.clone(),
+                worker_id: run.lease_owner.map(|worker| worker.0),
+                started_at: run.started_at,
+                finished_at: run.finished_at,
             })
             .collect(),
     ))
@@ -349,12 +354,23 @@ pub async fn cancel(
     }
 }
 
-/// What `POST /runs/cancel` takes: `status`, or `thread_id` and `run_ids`.
-#[derive(Debug, Deserialize)]
+/// What `POST /runs/cancel` takes: `status`, or `thread_id` and `run_ids` (a 422 otherwise).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = RunCancel)]
 pub struct CancelMany {
+    #[schema(schema_with = cancel_status)]
     status: Option<String>,
+    #[schema(value_type = Option<String>, format = Uuid)]
     thread_id: Option<String>,
+    #[schema(value_type = Option<Vec<String>>, format = Uuid)]
     run_ids: Option<Vec<String>>,
+}
+
+/// Which runs a cancel by `status` cancels.
+fn cancel_status() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    crate::openapi::schema(
+        json!({"type": ["string", "null"], "enum": ["pending", "running", "all", null]}),
+    )
 }
 
 /// `POST /runs/cancel?action=interrupt|rollback`: cancels the runs a body names (`thread_id` and

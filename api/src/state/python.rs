@@ -11,7 +11,7 @@ use mostrador_queue::{Thread, ThreadStatus, cancel};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::snapshot_json;
+use super::snapshot_answer;
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -103,7 +103,8 @@ pub(super) async fn python_state(
         None if checkpoint_id.is_some() => {
             Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))
         }
-        None => Ok(snapshot_json(thread, &StateSnapshot::empty(), "")),
+        None => serde_json::to_value(snapshot_answer(thread, &StateSnapshot::empty(), ""))
+            .map_err(ApiError::failed),
     }
 }
 
@@ -133,7 +134,7 @@ pub(super) async fn python_update(
     values: Option<Value>,
     as_node: Option<String>,
     checkpoint_id: Option<Uuid>,
-) -> Result<Value, ApiError> {
+) -> Result<super::Updated, ApiError> {
     let graph_id = thread.graph_id.clone().unwrap_or_default();
     let in_flight = || {
         ApiError::new(
@@ -179,11 +180,7 @@ pub(super) async fn python_update(
             });
         }
     };
-    Ok(json!({
-        "checkpoint": checkpoint,
-        "configurable": checkpoint,
-        "checkpoint_id": checkpoint["checkpoint_id"],
-    }))
+    Ok(super::Updated::at(checkpoint))
 }
 
 /// Follows the update's run to its end: the checkpoint it wrote, or why it failed.

@@ -6,42 +6,36 @@ use mostrador_graph::checkpoint::nested;
 use mostrador_graph::run::task_namespace;
 use mostrador_graph::{Checkpointer, Graph};
 use mostrador_queue::{PgCheckpointer, Thread};
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::json;
 
-use super::{graph_error, snapshot_json};
+use super::{graph_error, snapshot_answer};
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::wire;
 
 /// Fills in the subgraph tasks of `answer`, a state of `graph` in `namespace`.
 pub(super) async fn with_subgraphs(
     state: &AppState,
     thread: &Thread,
     graph: &Graph,
-    answer: &mut Value,
+    answer: &mut wire::ThreadState,
     namespace: &str,
     subgraphs: bool,
 ) -> Result<(), ApiError> {
-    let Some(checkpoint_id) = answer["checkpoint_id"]
-        .as_str()
-        .and_then(|id| Uuid::parse_str(id).ok())
-    else {
+    let Some(checkpoint_id) = answer.checkpoint_id else {
         return Ok(());
     };
-    let Some(tasks) = answer["tasks"].as_array_mut() else {
-        return Ok(());
-    };
-    for task in tasks {
-        let (Some(id), Some(name)) = (task["id"].as_str(), task["name"].as_str()) else {
+    for task in &mut answer.tasks {
+        let Some((_, subgraph)) = graph.subgraphs().find(|(node, _)| *node == task.name) else {
             continue;
         };
-        let Some((_, subgraph)) = graph.subgraphs().find(|(node, _)| *node == name) else {
-            continue;
-        };
-        let task_namespace = nested(namespace, &task_namespace(name, checkpoint_id, id));
+        let task_namespace = nested(
+            namespace,
+            &task_namespace(&task.name, checkpoint_id, &task.id),
+        );
         let where_it_is = json!({"thread_id": thread.thread_id.0, "checkpoint_ns": task_namespace});
         if !subgraphs {
-            task["checkpoint"] = where_it_is;
+            task.checkpoint = where_it_is;
             continue;
         }
         let checkpointer = PgCheckpointer::new(state.pool().clone()).scoped(&task_namespace);
@@ -50,10 +44,10 @@ pub(super) async fn with_subgraphs(
             .await
             .map_err(graph_error)?;
         if own.checkpoint_id.is_none() {
-            task["checkpoint"] = where_it_is;
+            task.checkpoint = where_it_is;
             continue;
         }
-        let mut nested_state = snapshot_json(thread, &own, &task_namespace);
+        let mut nested_state = snapshot_answer(thread, &own, &task_namespace);
         Box::pin(with_subgraphs(
             state,
             thread,
@@ -63,7 +57,7 @@ pub(super) async fn with_subgraphs(
             true,
         ))
         .await?;
-        task["state"] = nested_state;
+        task.state = serde_json::to_value(nested_state).map_err(ApiError::failed)?;
     }
     Ok(())
 }

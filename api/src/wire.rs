@@ -1,0 +1,296 @@
+//! What the api answers, as the `langgraph-sdk` reads it: one type per shape. The handlers
+//! serialize these, and the OpenAPI document ([`openapi`](crate::openapi)) describes them from
+//! the same types, so an answer and its schema cannot drift apart. (The requests' types are
+//! beside their handlers: each route's body is the struct it deserializes.)
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use mostrador_queue::{MultitaskStrategy, RunStatus, ThreadStatus, files};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use utoipa::openapi::{ObjectBuilder, RefOr, Schema, Type};
+use uuid::Uuid;
+
+/// The body of every error: `{"detail": ...}`, and a 500's correlation id (in its log line too).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<Uuid>,
+}
+
+/// A thread, with the values and pending interrupts of its latest checkpoint.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Thread {
+    pub thread_id: Uuid,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub state_updated_at: DateTime<Utc>,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    #[schema(schema_with = thread_status)]
+    pub status: &'static str,
+    #[schema(value_type = Object)]
+    pub config: Map<String, Value>,
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<Map<String, Value>>,
+    /// Pending interrupts by task id.
+    #[schema(value_type = BTreeMap<String, Vec<Object>>)]
+    pub interrupts: BTreeMap<String, Vec<Value>>,
+    /// Always null: a failed run's error is in its run and its stream.
+    #[schema(schema_with = null)]
+    pub error: (),
+}
+
+/// A thread's state at a checkpoint (the graph's, or a subgraph task's).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadState {
+    #[schema(value_type = Object)]
+    pub values: Map<String, Value>,
+    /// The nodes of the next superstep; empty once the graph has finished.
+    pub next: Vec<String>,
+    pub tasks: Vec<Task>,
+    #[schema(value_type = Value)]
+    pub metadata: Value,
+    pub created_at: Option<DateTime<Utc>>,
+    pub checkpoint: Option<CheckpointRef>,
+    pub parent_checkpoint: Option<CheckpointRef>,
+    pub interrupts: Vec<Interrupt>,
+    pub checkpoint_id: Option<Uuid>,
+    pub parent_checkpoint_id: Option<Uuid>,
+}
+
+/// Which checkpoint: of a thread, in a namespace (`''`: the graph's own).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CheckpointRef {
+    pub checkpoint_id: Uuid,
+    pub thread_id: Uuid,
+    pub checkpoint_ns: String,
+}
+
+/// A task of the next superstep.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Task {
+    pub id: String,
+    pub name: String,
+    #[schema(value_type = Vec<Value>)]
+    pub path: Vec<Value>,
+    #[schema(value_type = Value)]
+    pub error: Value,
+    pub interrupts: Vec<Interrupt>,
+    #[schema(value_type = Value)]
+    pub checkpoint: Value,
+    /// A waiting subgraph's state, when it was asked for (`subgraphs=true`).
+    #[schema(value_type = Value)]
+    pub state: Value,
+    #[schema(value_type = Value)]
+    pub result: Value,
+}
+
+/// What an interrupt asks, under its id: the id a resume answers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Interrupt {
+    pub id: String,
+    #[schema(value_type = Value)]
+    pub value: Value,
+}
+
+/// A run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Run {
+    pub run_id: Uuid,
+    pub thread_id: Uuid,
+    /// The assistant the run was created on.
+    #[schema(value_type = String, format = Uuid)]
+    pub assistant_id: Value,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    #[schema(schema_with = run_status)]
+    pub status: &'static str,
+    pub kwargs: RunKwargs,
+    #[schema(schema_with = multitask_strategy)]
+    pub multitask_strategy: &'static str,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A run as the dashboard lists it: with its graph, attempts, error, worker and times.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecentRun {
+    #[serde(flatten)]
+    pub run: Run,
+    pub graph_id: String,
+    /// Claims so far.
+    pub attempt: i32,
+    #[schema(value_type = Value)]
+    pub error: Option<Value>,
+    /// The worker that holds it now.
+    pub worker_id: Option<Uuid>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// What a run was asked to do.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunKwargs {
+    #[schema(value_type = Value)]
+    pub input: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub command: Option<Value>,
+    #[schema(value_type = Object)]
+    pub config: Value,
+    pub stream_mode: Vec<String>,
+    #[schema(value_type = String)]
+    pub durability: Value,
+}
+
+/// A cron: a schedule of runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Cron {
+    pub cron_id: Uuid,
+    /// The assistant its runs start on.
+    #[schema(value_type = String, format = Uuid)]
+    pub assistant_id: Value,
+    /// Its thread; none: each run on a thread of its own.
+    pub thread_id: Option<Uuid>,
+    pub user_id: String,
+    /// Five fields, read in `timezone`.
+    pub schedule: String,
+    /// IANA; null: UTC.
+    pub timezone: Option<String>,
+    /// What each run is given (`input`, `config`, `metadata`, `stream_mode`, ...).
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    pub enabled: bool,
+    pub end_time: Option<DateTime<Utc>>,
+    /// When its next run starts; null once disabled.
+    pub next_run_date: Option<DateTime<Utc>>,
+    pub on_run_completed: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An item of the Store, as LangGraph's `Item.dict()` writes it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Item {
+    #[schema(min_items = 1)]
+    pub namespace: Vec<String>,
+    pub key: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<mostrador_queue::store::Item> for Item {
+    fn from(item: mostrador_queue::store::Item) -> Self {
+        Self {
+            namespace: item.namespace,
+            key: item.key,
+            value: item.value,
+            created_at: item.created_at,
+            updated_at: item.updated_at,
+        }
+    }
+}
+
+/// An item a search found, with its relevance (null without a semantic query).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchItem {
+    #[serde(flatten)]
+    pub item: Item,
+    pub score: Option<f64>,
+}
+
+/// The answer of `POST /store/items/search`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchItems {
+    pub items: Vec<SearchItem>,
+}
+
+/// The answer of `POST /store/namespaces`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NamespaceList {
+    pub namespaces: Vec<Vec<String>>,
+}
+
+/// JSON's `null`, and nothing else.
+fn null() -> RefOr<Schema> {
+    ObjectBuilder::new().schema_type(Type::Null).into()
+}
+
+/// A thread's file, without its content (a file of a deep agent's, as deepagents lists it).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FileEntry {
+    pub path: String,
+    pub size: i64,
+    #[schema(schema_with = file_encoding)]
+    pub encoding: &'static str,
+    pub created_at: DateTime<Utc>,
+    pub modified_at: DateTime<Utc>,
+}
+
+impl From<&files::FileInfo> for FileEntry {
+    fn from(file: &files::FileInfo) -> Self {
+        Self {
+            path: file.path.clone(),
+            size: file.size,
+            encoding: files::encoding(file.is_binary),
+            created_at: file.created_at,
+            modified_at: file.modified_at,
+        }
+    }
+}
+
+/// A thread's file with its content, as deepagents' `FileData` holds it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FileContent {
+    pub path: String,
+    /// Text, or base64 when `encoding` is `base64`.
+    pub content: String,
+    #[schema(schema_with = file_encoding)]
+    pub encoding: &'static str,
+    pub created_at: DateTime<Utc>,
+    pub modified_at: DateTime<Utc>,
+}
+
+impl From<files::File> for FileContent {
+    fn from(file: files::File) -> Self {
+        Self {
+            content: file.text(),
+            path: file.path,
+            encoding: files::encoding(file.is_binary),
+            created_at: file.created_at,
+            modified_at: file.modified_at,
+        }
+    }
+}
+
+fn file_encoding() -> RefOr<Schema> {
+    names([files::encoding(false), files::encoding(true)])
+}
+
+/// A string of one of these names.
+fn names(names: impl IntoIterator<Item = &'static str>) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+        .into()
+}
+
+fn thread_status() -> RefOr<Schema> {
+    names(ThreadStatus::ALL.map(ThreadStatus::as_str))
+}
+
+fn run_status() -> RefOr<Schema> {
+    names(RunStatus::ALL.map(RunStatus::as_str))
+}
+
+fn multitask_strategy() -> RefOr<Schema> {
+    names(MultitaskStrategy::ALL.map(MultitaskStrategy::as_str))
+}
