@@ -8,12 +8,12 @@
 //! The retail app's own route: the binary registers it with the api ([`ROUTES`]), which knows
 //! nothing of it.
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
-use mostrador_api::openapi::{AppRoute, Io, array, limit, offset, query};
+use axum::routing::on;
+use mostrador_api::openapi::{AppRoute, Io, Kind, Route, array, limit, offset, query};
 use mostrador_api::{ApiError, AppRoutes, AppState, Caller};
 use serde::Deserialize;
 use serde_json::json;
@@ -23,14 +23,17 @@ use crate::retail::{self, APPROVAL_STATUSES, Approval};
 
 /// The approval queue's routes, for the binary to register.
 pub const ROUTES: AppRoutes = AppRoutes {
-    router,
     routes: &[
         AppRoute {
-            method: "get",
-            path: "/approvals",
-            tag: "approvals",
-            summary: "A manager's store's approvals (status pending, approved, rejected or withdrawn), oldest first",
-            statuses: &[200, 401, 403, 422, 503],
+            route: Route {
+                method: "get",
+                path: "/approvals",
+                tag: "approvals",
+                summary: "A manager's store's approvals (status pending, approved, rejected or withdrawn), oldest first",
+                statuses: &[200, 401, 403, 422, 503],
+                serve: |method| on(method, list),
+                kind: Kind::Call,
+            },
             io: || {
                 Io::answers_as::<Approval>(array).parameters(vec![
                     query(
@@ -43,21 +46,19 @@ pub const ROUTES: AppRoutes = AppRoutes {
             },
         },
         AppRoute {
-            method: "get",
-            path: "/approvals/{approval_id}",
-            tag: "approvals",
-            summary: "One approval of the manager's store",
-            statuses: &[200, 401, 403, 404, 503],
+            route: Route {
+                method: "get",
+                path: "/approvals/{approval_id}",
+                tag: "approvals",
+                summary: "One approval of the manager's store",
+                statuses: &[200, 401, 403, 404, 503],
+                serve: |method| on(method, one),
+                kind: Kind::Call,
+            },
             io: Io::answers::<Approval>,
         },
     ],
 };
-
-fn router() -> Router<AppState> {
-    Router::new()
-        .route("/approvals", get(list))
-        .route("/approvals/{approval_id}", get(one))
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]

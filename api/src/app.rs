@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::Router;
 use axum::http::header;
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
@@ -97,13 +96,11 @@ pub struct ApiConfig {
 }
 
 /// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
-/// caller, its errors), with their part of the OpenAPI document. The api depends on no app: an
-/// app depends on the api and hands these to the binary, which registers them.
+/// caller, its errors), each with its handler and its part of the OpenAPI document. The api
+/// depends on no app: an app depends on the api and hands these to the binary, which registers
+/// them, behind the api's layers (authentication, limits, metrics, CORS).
 #[derive(Debug, Clone, Copy)]
 pub struct AppRoutes {
-    /// The routes, behind the api's layers (authentication, limits, metrics, CORS).
-    pub router: fn() -> Router<AppState>,
-    /// How each is documented.
     pub routes: &'static [crate::openapi::AppRoute],
 }
 

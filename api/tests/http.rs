@@ -139,7 +139,7 @@ async fn openapi_names_every_route_and_docs_are_served_offline(pool: PgPool) {
     let (status, _, document) = api.send(api.request("GET", "/openapi.json", "", "")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(document["info"]["title"], "mostrador");
-    for (method, path, ..) in mostrador_api::openapi::ROUTES {
+    for &mostrador_api::openapi::Route { method, path, .. } in mostrador_api::openapi::ROUTES {
         assert!(
             document["paths"][path][method].is_object(),
             "{method} {path} in the document"

@@ -1,14 +1,15 @@
 //! `/openapi.json` and `/docs` (Swagger UI, served from the binary: no CDN).
 //!
-//! The document is built from one table of the routes, so it cannot name a route the router
-//! lacks without the test `openapi_names_every_route_and_docs_are_served_offline` noticing. A
-//! second table, [`io::io`], says what each route takes (query and header parameters, its
-//! JSON body) and what it answers with, in JSON Schema: `tests/schemathesis/run` fuzzes the api
-//! from this document, so a schema there must say what the handler accepts and answers, no more
-//! and no less.
+//! The router and the document are built from one table of the routes, [`ROUTES`] (with the
+//! apps' [`AppRoute`]s): each names its handler, so the document cannot name a route the router
+//! lacks. A second table, [`io::io`], names the types each route takes and answers, whose
+//! schemas are derived from them (`utoipa::ToSchema`), and its query and header parameters:
+//! `tests/schemathesis/run` fuzzes the api from this document, so a schema there must say what
+//! the handler accepts and answers, no more and no less.
 
 use std::collections::BTreeMap;
 
+use axum::routing::{MethodFilter, MethodRouter};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, Paths};
@@ -19,6 +20,7 @@ use utoipa::openapi::security::{
 };
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, RefOr, Schema};
 
+use crate::app::AppState;
 pub use io::Io;
 use io::io;
 use schemas::path_parameter;
@@ -88,19 +90,64 @@ pub(crate) fn schema(value: Value) -> RefOr<Schema> {
     from_json(value)
 }
 
-/// A route an app of the binary adds ([`crate::AppRoutes`]), as [`ROUTES`] names the api's own,
-/// with what it takes and answers.
+/// A route: its handler and how the router wraps it, and how the document describes it. The
+/// router and the document are both built from tables of these ([`ROUTES`], and the apps'), so
+/// neither can name a route the other lacks.
 #[derive(Debug, Clone, Copy)]
-pub struct AppRoute {
+pub struct Route {
+    /// `get`, `post`, `put`, `patch` or `delete`.
     pub method: &'static str,
     pub path: &'static str,
     pub tag: &'static str,
     pub summary: &'static str,
+    /// The statuses it answers with (besides those every route of its kind may: [`statuses`]).
     pub statuses: &'static [u16],
+    /// Its handler, on its method: `|method| on(method, handler)`.
+    pub serve: fn(MethodFilter) -> MethodRouter<AppState>,
+    pub kind: Kind,
+}
+
+/// Which of the api's layers wrap a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A call: bounded by the request timeout, refused while the pod drains.
+    Call,
+    /// A stream or a wait: as long as its run, refused while the pod drains.
+    Lasting,
+    /// A probe or the dashboard's page: answered while the pod drains.
+    Probe,
+}
+
+impl Route {
+    /// Its handler on its method.
+    pub fn method_router(&self) -> MethodRouter<AppState> {
+        let filter = match self.method {
+            "post" => MethodFilter::POST,
+            "put" => MethodFilter::PUT,
+            "patch" => MethodFilter::PATCH,
+            "delete" => MethodFilter::DELETE,
+            _ => MethodFilter::GET,
+        };
+        (self.serve)(filter)
+    }
+}
+
+/// A route an app of the binary adds ([`crate::AppRoutes`]), with what it takes and answers
+/// (the api's own routes say it in [`io`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AppRoute {
+    pub route: Route,
     pub io: fn() -> Io,
 }
 
-fn operation(path: &str, tag: &str, summary: &str, listed: &[u16], io: Io) -> Operation {
+fn operation(route: &Route, io: Io) -> Operation {
+    let Route {
+        path,
+        tag,
+        summary,
+        statuses: listed,
+        ..
+    } = *route;
     let Io {
         parameters,
         body,
@@ -153,26 +200,16 @@ pub fn document(apps: &[crate::AppRoutes]) -> OpenApi {
     let mut paths = Paths::new();
     let mut named: BTreeMap<String, RefOr<Schema>> =
         io::named::<crate::wire::ErrorBody>().into_iter().collect();
-    let api = ROUTES.iter().map(|&(name, path, tag, summary, statuses)| {
-        (name, path, tag, summary, statuses, io(name, path))
-    });
-    let apps_routes = apps.iter().flat_map(|app| app.routes).map(|route| {
-        (
-            route.method,
-            route.path,
-            route.tag,
-            route.summary,
-            route.statuses,
-            (route.io)(),
-        )
-    });
-    for (name, path, tag, summary, statuses, io) in api.chain(apps_routes) {
+    let api = ROUTES
+        .iter()
+        .map(|route| (route, io(route.method, route.path)));
+    let apps_routes = apps
+        .iter()
+        .flat_map(|app| app.routes)
+        .map(|app| (&app.route, (app.io)()));
+    for (route, io) in api.chain(apps_routes) {
         named.extend(io.schemas.iter().cloned());
-        paths.add_path_operation(
-            path,
-            vec![method(name)],
-            operation(path, tag, summary, statuses, io),
-        );
+        paths.add_path_operation(route.path, vec![method(route.method)], operation(route, io));
     }
     let mut components = ComponentsBuilder::new()
         .security_scheme(
@@ -244,7 +281,10 @@ mod tests {
     #[test]
     fn every_schema_of_the_tables_reads_without_loss() {
         let mut schemas: Vec<Value> = Vec::new();
-        for (name, path, ..) in ROUTES {
+        for Route {
+            method: name, path, ..
+        } in ROUTES
+        {
             let io = io(name, path);
             schemas.extend(io.body);
             assert_eq!(
@@ -268,7 +308,10 @@ mod tests {
     #[test]
     fn every_path_parameter_is_declared() {
         let document = serde_json::to_value(document(&[])).expect("serializes");
-        for (name, path, ..) in ROUTES {
+        for Route {
+            method: name, path, ..
+        } in ROUTES
+        {
             let declared: Vec<&str> = document["paths"][path][name]["parameters"]
                 .as_array()
                 .into_iter()
