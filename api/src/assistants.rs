@@ -97,6 +97,27 @@ pub struct Search {
     sort_by: Option<String>,
     #[schema(schema_with = fields::sort_order)]
     sort_order: Option<String>,
+    /// The fields of each assistant to answer (a search only; all when absent).
+    #[schema(schema_with = assistant_fields)]
+    select: Option<Vec<String>>,
+}
+
+/// The fields of an assistant a search may select.
+const ASSISTANT_FIELDS: [&str; 10] = [
+    "assistant_id",
+    "graph_id",
+    "config",
+    "context",
+    "metadata",
+    "name",
+    "description",
+    "version",
+    "created_at",
+    "updated_at",
+];
+
+fn assistant_fields() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    fields::names_or_null(&ASSISTANT_FIELDS)
 }
 
 impl Default for Search {
@@ -109,16 +130,38 @@ impl Default for Search {
             metadata: None,
             sort_by: None,
             sort_order: None,
+            select: None,
         }
     }
 }
 
+/// Answers the assistants, or the fields of them `select` names.
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
-    Body(search): Body<Search>,
-) -> Result<Json<Vec<Assistant>>, ApiError> {
-    configured::search(&state, &caller, search).await.map(Json)
+    Body(mut search): Body<Search>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let select = search.select.take();
+    if let Some(unknown) = select
+        .iter()
+        .flatten()
+        .find(|field| !ASSISTANT_FIELDS.contains(&field.as_str()))
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("select: {unknown:?} is not a field of an assistant"),
+        ));
+    }
+    let found = configured::search(&state, &caller, search).await?;
+    let mut answers = Vec::with_capacity(found.len());
+    for assistant in found {
+        let mut answer = serde_json::to_value(assistant).map_err(ApiError::failed)?;
+        if let (Some(select), Value::Object(fields)) = (&select, &mut answer) {
+            fields.retain(|field, _| select.contains(field));
+        }
+        answers.push(answer);
+    }
+    Ok(Json(answers))
 }
 
 /// The assistant `id` names for `caller`: a graph's own (by its id or its graph id), or one the

@@ -440,14 +440,22 @@ async fn find(
             "select, sort_by and sort_order are not supported: crons come oldest first",
         ));
     }
-    let graph_id = match search.assistant_id.as_deref() {
+    let assistant = match search.assistant_id.as_deref() {
         None => None,
-        Some(id) => match state.assistant(id) {
-            Some(assistant) => Some(assistant.graph_id.clone()),
-            // No such assistant: no crons of it.
-            None => return Ok(Vec::new()),
+        Some(id) => match crate::assistants::found(state, caller, id).await {
+            Ok(assistant) => Some(assistant),
+            // No such assistant (or another caller's): no crons of it.
+            Err(err) if err.status == StatusCode::NOT_FOUND => return Ok(Vec::new()),
+            Err(err) => return Err(err),
         },
     };
+    let of = assistant.as_ref().map(|assistant| {
+        if assistant.assistant_id == Assistant::for_graph(&assistant.graph_id).assistant_id {
+            cron::OfAssistant::Graph(&assistant.graph_id)
+        } else {
+            cron::OfAssistant::Created(assistant.assistant_id)
+        }
+    });
     let thread_id = match search.thread_id.as_deref() {
         None => None,
         Some(id) => match Uuid::parse_str(id) {
@@ -455,17 +463,14 @@ async fn find(
             Err(_) => return Ok(Vec::new()),
         },
     };
-    cron::search(
-        state.pool(),
-        &caller.subject,
-        graph_id.as_deref(),
+    let filter = cron::CronFilter {
+        assistant: of,
         thread_id,
-        search.enabled,
-        limit,
-        offset,
-    )
-    .await
-    .map_err(cron_error)
+        enabled: search.enabled,
+    };
+    cron::search(state.pool(), &caller.subject, &filter, limit, offset)
+        .await
+        .map_err(cron_error)
 }
 
 /// `POST /runs/crons/search`: the caller's crons, oldest first.

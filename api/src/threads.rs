@@ -190,17 +190,7 @@ impl Default for Search {
 }
 
 fn thread_fields() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-    utoipa::openapi::ArrayBuilder::new()
-        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
-            utoipa::openapi::Type::Array,
-            utoipa::openapi::Type::Null,
-        ]))
-        .items(
-            utoipa::openapi::ObjectBuilder::new()
-                .schema_type(utoipa::openapi::Type::String)
-                .enum_values(Some(THREAD_FIELDS)),
-        )
-        .into()
+    fields::names_or_null(&THREAD_FIELDS)
 }
 
 /// The fields of a thread a search may select.

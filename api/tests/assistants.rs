@@ -215,6 +215,32 @@ async fn assistants_are_versioned_run_with_their_config_and_seen_by_their_creato
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, _) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"select": ["assistant_id", "mood"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "an unknown field");
+    let (status, _, selected) = send(
+        "POST",
+        "/assistants/search".into(),
+        &ana,
+        json!({"graph_id": "agent", "select": ["assistant_id", "version"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let selected = selected.as_array().expect("a list").clone();
+    assert!(!selected.is_empty());
+    for assistant in &selected {
+        let fields: Vec<&String> = assistant.as_object().expect("an object").keys().collect();
+        assert_eq!(
+            fields,
+            ["assistant_id", "version"],
+            "only what select names"
+        );
+    }
     let (status, _, far) = send(
         "POST",
         "/assistants/search".into(),

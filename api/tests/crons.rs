@@ -282,3 +282,74 @@ async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: 
         .await;
     assert_eq!(found["enabled"], false);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_search_by_assistant_finds_that_assistants_crons_only(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let luis = api.token_for(&caller("luis", "customer", Some("madrid-1")));
+    let (_, _, assistant) = api
+        .send(api.request(
+            "POST",
+            "/assistants",
+            &ana,
+            r#"{"graph_id": "agent", "config": {"configurable": {"tone": "terse"}}}"#,
+        ))
+        .await;
+    let created = assistant["assistant_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let cron_on = |assistant_id: &str| {
+        json!({"assistant_id": assistant_id, "schedule": "0 9 * * *"}).to_string()
+    };
+    let mut made = Vec::new();
+    for assistant_id in [created.as_str(), "agent"] {
+        let (status, _, cron) = api
+            .send(api.request("POST", "/runs/crons", &ana, &cron_on(assistant_id)))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{cron}");
+        made.push(cron["cron_id"].clone());
+    }
+    let graphs_own = api
+        .send(api.request("GET", "/assistants/agent", &ana, ""))
+        .await
+        .2["assistant_id"]
+        .clone();
+    let found = |token: String, assistant_id: Value| {
+        let api = &api;
+        async move {
+            let body = json!({"assistant_id": assistant_id}).to_string();
+            let (status, _, crons) = api
+                .send(api.request("POST", "/runs/crons/search", &token, &body))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{crons}");
+            let (_, _, count) = api
+                .send(api.request("POST", "/runs/crons/count", &token, &body))
+                .await;
+            let ids: Vec<Value> = crons
+                .as_array()
+                .expect("a list")
+                .iter()
+                .map(|cron| cron["cron_id"].clone())
+                .collect();
+            assert_eq!(count, json!(ids.len()));
+            ids
+        }
+    };
+    assert_eq!(
+        found(ana.clone(), json!(created)).await,
+        vec![made[0].clone()]
+    );
+    assert_eq!(
+        found(ana.clone(), json!("agent")).await,
+        vec![made[1].clone()]
+    );
+    assert_eq!(found(ana.clone(), graphs_own).await, vec![made[1].clone()]);
+    assert_eq!(
+        found(ana.clone(), json!("no-such")).await,
+        Vec::<Value>::new()
+    );
+    // Another caller's assistant is one they cannot see: nothing of it.
+    assert_eq!(found(luis, json!(created)).await, Vec::<Value>::new());
+}

@@ -133,7 +133,24 @@ pub async fn create(
     })
 }
 
-/// A caller's crons (optionally of one graph, one thread, enabled or not), oldest first.
+/// Which assistant's crons a search asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfAssistant<'a> {
+    /// A graph's own assistant: the graph's crons not on an assistant a caller created.
+    Graph(&'a str),
+    /// An assistant a caller created (the crons whose payload names it).
+    Created(Uuid),
+}
+
+/// What a search of a caller's crons asks for, besides its page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CronFilter<'a> {
+    pub assistant: Option<OfAssistant<'a>>,
+    pub thread_id: Option<Uuid>,
+    pub enabled: Option<bool>,
+}
+
+/// A caller's crons (optionally of one assistant, one thread, enabled or not), oldest first.
 ///
 /// # Errors
 ///
@@ -141,12 +158,15 @@ pub async fn create(
 pub async fn search(
     executor: impl PgExecutor<'_>,
     owner: &str,
-    graph_id: Option<&str>,
-    thread_id: Option<Uuid>,
-    enabled: Option<bool>,
+    filter: &CronFilter<'_>,
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Cron>> {
+    let (graph_id, created) = match filter.assistant {
+        None => (None, None),
+        Some(OfAssistant::Graph(graph_id)) => (Some(graph_id), None),
+        Some(OfAssistant::Created(assistant_id)) => (None, Some(assistant_id.to_string())),
+    };
     if !(1..=1000).contains(&limit) || offset < 0 {
         return Err(Error::Invalid {
             field: "limit",
@@ -160,7 +180,8 @@ pub async fn search(
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
         where owner = $1
-          and ($2::text is null or graph_id = $2)
+          and ($2::text is null or (graph_id = $2 and payload->>'assistant_id' is null))
+          and ($7::text is null or payload->>'assistant_id' = $7)
           and ($3::uuid is null or thread_id = $3)
           and ($4::boolean is null or enabled = $4)
         order by created_at, cron_id
@@ -168,10 +189,11 @@ pub async fn search(
         "#,
         owner,
         graph_id,
-        thread_id,
-        enabled,
+        filter.thread_id,
+        filter.enabled,
         limit,
-        offset
+        offset,
+        created
     )
     .fetch_all(executor)
     .await?)

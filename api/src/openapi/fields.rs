@@ -40,6 +40,14 @@ nullable_names! {
     on_run_completed: ["keep"];
 }
 
+/// A list of some of `names` (the fields a search answers with), or null.
+pub(crate) fn names_or_null(names: &[&str]) -> RefOr<Schema> {
+    schema(json!({
+        "type": ["array", "null"],
+        "items": {"type": "string", "enum": names},
+    }))
+}
+
 /// A field the server refuses (422) unless it is missing or null.
 pub(crate) fn unsupported() -> RefOr<Schema> {
     schema(super::schemas::unsupported())

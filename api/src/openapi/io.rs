@@ -143,8 +143,13 @@ pub(super) fn io(method: &str, path: &str) -> Io {
     };
     let count = || json!({"type": "integer", "minimum": 0});
     match (method, path) {
-        ("post", "/assistants/search") => Io::answers_as::<assistants::Assistant>(array)
-            .takes::<assistants::Search>(),
+        ("post", "/assistants/search") => Io::answers_as::<assistants::Assistant>(|assistant| {
+            array(json!({
+                "description": "An assistant, or the fields of it that `select` named.",
+                "anyOf": [assistant, {"type": "object"}],
+            }))
+        })
+        .takes::<assistants::Search>(),
         ("get", "/assistants/{assistant_id}") => Io::answers::<assistants::Assistant>(),
         ("post", "/assistants") => Io::answers::<assistants::Assistant>()
             .takes::<assistants::configured::Create>(),
