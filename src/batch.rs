@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use mostrador_agents::{Model, Offline};
+use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::schema;

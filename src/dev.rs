@@ -87,7 +87,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
          `mostrador api` and `mostrador worker` for others to reach",
         args.listen
     );
-    let model = args.model.model()?;
+    let model = args.model.model(graphs.offline)?;
     // The private cluster, if it is one, stops when `found` is dropped: at exit, or on an error.
     let (database_url, found) = match &args.database_url {
         Some(url) => (url.clone(), None),

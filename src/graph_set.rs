@@ -6,9 +6,9 @@ use std::pin::Pin;
 
 use anyhow::Context as _;
 use clap::Args;
-use mostrador_agents::Model;
 use mostrador_api::policy::PolicyFile;
 use mostrador_api::{AppRoutes, Policy};
+use mostrador_model::{Model, Offline, offline};
 use mostrador_worker::Registry;
 use sqlx::PgPool;
 use sqlx::migrate::Migrator;
@@ -29,6 +29,8 @@ pub struct GraphSet {
     pub schemas: &'static [&'static str],
     /// Loads their app's demo data (`mostrador seed`, `dev --demo-data`).
     pub demo_data: Option<DemoData>,
+    /// What the built-in offline model answers their nodes, when no model server is configured.
+    pub offline: offline::Script,
 }
 
 /// Loads an app's demo data.
@@ -45,16 +47,18 @@ impl GraphSet {
         migrations: &[],
         schemas: &[],
         demo_data: None,
+        offline: Offline::default_script,
     };
 
     /// The retail app's four graphs, and its policy.
     pub const RETAIL: Self = Self {
-        build: mostrador_agents::graphs::all,
-        policy: Some(mostrador_agents::graphs::POLICY),
-        routes: &[mostrador_agents::approvals::ROUTES],
-        migrations: &[&mostrador_agents::MIGRATOR],
-        schemas: &[mostrador_agents::SCHEMA],
-        demo_data: Some(|pool| Box::pin(mostrador_agents::retail::load_demo_data(pool))),
+        build: mostrador_retail::graphs::all,
+        policy: Some(mostrador_retail::graphs::POLICY),
+        routes: &[mostrador_retail::approvals::ROUTES],
+        migrations: &[&mostrador_retail::MIGRATOR],
+        schemas: &[mostrador_retail::SCHEMA],
+        demo_data: Some(|pool| Box::pin(mostrador_retail::retail::load_demo_data(pool))),
+        offline: mostrador_retail::offline::answer,
     };
 }
 

@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use mostrador_agents::{Model, Offline};
 use mostrador_api::webhooks::WebhookHosts;
 use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths};
+use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use sqlx::PgPool;

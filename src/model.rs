@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use mostrador_agents::{Model, ModelClient, ModelConfig, Offline};
+use mostrador_model::{Model, ModelClient, ModelConfig, Offline, offline};
 
 use crate::duration::parse_duration;
 
@@ -38,8 +38,9 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    /// The model; refuses a base URL without a context window.
-    pub fn model(&self) -> anyhow::Result<Model> {
+    /// The model; refuses a base URL without a context window. Offline, it answers as `script`
+    /// says (the app's, [`GraphSet::offline`](crate::GraphSet::offline)).
+    pub fn model(&self, script: offline::Script) -> anyhow::Result<Model> {
         let config = ModelConfig::from_values(
             self.model_base_url.clone(),
             self.model_name.clone(),
@@ -54,12 +55,13 @@ impl ModelArgs {
             }
             None => {
                 tracing::warn!(
-                    model = mostrador_agents::offline::NAME,
+                    model = offline::NAME,
                     "no MODEL_BASE_URL: the built-in offline model answers (deterministic, for development and tests)"
                 );
                 Model::Offline(Offline::new(
                     self.offline_latency,
                     self.offline_token_interval,
+                    script,
                 ))
             }
         })

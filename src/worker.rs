@@ -100,7 +100,7 @@ pub(crate) struct WorkerArgs {
 }
 
 pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
-    let model = args.model.model()?;
+    let model = args.model.model(graphs.offline)?;
     let db = DbConfig {
         pool_size: args.pool_size.unwrap_or(
             u32::try_from(args.max_runs)

@@ -124,7 +124,7 @@ async fn hostile_tenants_cannot_starve_or_reach_others(pool: PgPool) {
             .unwrap_or(120),
     );
     let db = Db::new(pool).await;
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let api = Worker::spawn(

@@ -114,7 +114,7 @@ const SECRET: &str = "e2e secret";
 
 /// The demo data, an api, and a `tienda` worker that calls the fake model.
 async fn start(db: &Db, base_url: &str) -> (Worker, Worker) {
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let api = Worker::spawn(db, "api", "api", &["--jwt-secret", SECRET]);

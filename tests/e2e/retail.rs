@@ -259,7 +259,7 @@ async fn compras_proposes_every_reference_below_its_reorder_point(pool: PgPool) 
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn compras_drained_mid_pass_resumes_without_reasking_the_model(pool: PgPool) {
     let db = Db::new(pool).await;
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let references = count(
@@ -546,7 +546,7 @@ async fn cliente_refund_waits_for_a_manager_of_the_store(pool: PgPool) {
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn refund_is_not_executed_twice_when_the_node_reruns(pool: PgPool) {
     let db = Db::new(pool).await;
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let secret = "e2e secret";

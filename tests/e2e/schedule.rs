@@ -41,7 +41,7 @@ async fn command(db: &Db, args: &[&str], stdin: &str) -> (bool, String, String) 
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn batch_waits_for_its_runs_and_fails_when_one_failed(pool: PgPool) {
     let db = Db::new(pool).await;
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let worker = Worker::start(&db, "worker", &["--graphs", "fichas,compras"]);

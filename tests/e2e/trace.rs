@@ -11,7 +11,7 @@ use crate::support::{Db, Worker, sse_events};
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
 async fn a_run_carries_the_trace_of_the_request_that_created_it(pool: PgPool) {
     let db = Db::new(pool).await;
-    mostrador_agents::retail::load_demo_data(&db.pool)
+    mostrador_retail::retail::load_demo_data(&db.pool)
         .await
         .expect("demo data");
     let secret = "e2e secret";

@@ -36,7 +36,7 @@ use uuid::Uuid;
 pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrations: Vec<_> = mostrador_queue::MIGRATOR
         .iter()
-        .chain(mostrador_agents::MIGRATOR.iter())
+        .chain(mostrador_retail::MIGRATOR.iter())
         .cloned()
         .collect();
     migrations.sort_by_key(|migration| migration.version);

@@ -87,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
             ..DbConfig::new(&args.database_url, "api-bench")
         }
         .connect_lazy()?;
-        schema::migrate(&pool, &[&mostrador_agents::MIGRATOR])
+        schema::migrate(&pool, &[&mostrador_retail::MIGRATOR])
             .await
             .context("migrate")?;
         match scenario.as_str() {

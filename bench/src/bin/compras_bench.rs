@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use mostrador_agents::{Model, Offline};
 use mostrador_graph::StreamMode;
+use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "compras-bench")
     }
     .connect_lazy()?;
-    schema::migrate(&pool, &[&mostrador_agents::MIGRATOR]).await?;
+    schema::migrate(&pool, &[&mostrador_retail::MIGRATOR]).await?;
     load(&pool, args.references).await?;
 
     let batches = args.references.div_ceil(args.batch_size);
@@ -121,10 +121,14 @@ async fn pass(pool: &PgPool, args: &Args, latency: Duration) -> anyhow::Result<(
     sqlx::raw_sql("truncate retail.purchase_proposals")
         .execute(pool)
         .await?;
-    let model = Model::Offline(Offline::new(latency, Duration::ZERO));
+    let model = Model::Offline(Offline::new(
+        latency,
+        Duration::ZERO,
+        mostrador_retail::offline::answer,
+    ));
     let registry: HashMap<_, _> = [(
         "compras".to_owned(),
-        mostrador_agents::graphs::compras::graph(pool, &model),
+        mostrador_retail::graphs::compras::graph(pool, &model),
     )]
     .into();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

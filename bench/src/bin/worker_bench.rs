@@ -84,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
         ..DbConfig::new(&args.database_url, "worker-bench")
     }
     .connect_lazy()?;
-    schema::migrate(&pool, &[&mostrador_agents::MIGRATOR])
+    schema::migrate(&pool, &[&mostrador_retail::MIGRATOR])
         .await
         .context("migrate")?;
 

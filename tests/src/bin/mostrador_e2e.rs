@@ -6,14 +6,14 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     mostrador::main(mostrador::GraphSet {
         build: |pool, model| {
-            let mut graphs = mostrador_agents::graphs::all(pool, model);
+            let mut graphs = mostrador_retail::graphs::all(pool, model);
             graphs.extend(mostrador_tests::graphs(pool));
             graphs
         },
         // The retail policy; `e2e_approval` stands for `cliente`: a decision for the managers of
         // the store.
         policy: Some(concat!(
-            include_str!("../../../agents/policy.toml"),
+            include_str!("../../../apps/retail/policy.toml"),
             "\n[graphs.e2e_approval]\ndecide = [\"manager\"]\n"
         )),
         ..mostrador::GraphSet::RETAIL

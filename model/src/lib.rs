@@ -1,6 +1,8 @@
-//! What a graph's node talks to: the configured model ([`ModelClient`]) or, without a base URL,
-//! the built-in [`Offline`] model; and the conversion between LangGraph's messages (the state the
-//! `langgraph-sdk` shows) and the chat-completions messages a model reads.
+//! The model a Rust graph's nodes talk to, the platform's, whatever the app: the configured
+//! OpenAI-compatible endpoint ([`ModelClient`], in [`client`]) or, without a base URL, the
+//! built-in [`Offline`] model, answering as the app's script says ([`offline`]); and the
+//! conversion between LangGraph's messages (the state the `langgraph-sdk` shows) and the
+//! chat-completions messages a model reads.
 //!
 //! A node calls [`Model::ask`]: the answer's text streams to the run's `messages` mode as it
 //! arrives, and the node gets the whole answer as an AI message for its state.
@@ -10,8 +12,11 @@ use uuid::Uuid;
 
 use mostrador_graph::{NodeContext, NodeError};
 
-use crate::model::{Completion, ModelClient, ModelError};
-use crate::offline::Offline;
+pub mod client;
+pub mod offline;
+
+pub use client::{Completion, ModelClient, ModelConfig, ModelError, ToolCall};
+pub use offline::Offline;
 
 /// The model every graph of a process uses.
 #[derive(Debug, Clone)]
@@ -39,7 +44,7 @@ impl Model {
     pub fn name(&self) -> &str {
         match self {
             Model::Remote(client) => &client.config().model,
-            Model::Offline(_) => crate::offline::NAME,
+            Model::Offline(_) => offline::NAME,
         }
     }
 

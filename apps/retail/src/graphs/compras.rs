@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, run_and_thread};
-use crate::llm::{Model, Request, json_in};
 use crate::retail::{self, Proposal, Reference};
+use mostrador_model::{Model, Request, json_in};
 
 /// References per model call.
 pub const BATCH_SIZE: usize = 50;
@@ -137,7 +137,7 @@ async fn batch(pool: &PgPool, model: &Model, ctx: &NodeContext) -> Result<Comman
             },
         )
         .await?;
-    let proposals = quantities(&references, &crate::llm::text(&answer))
+    let proposals = quantities(&references, &mostrador_model::text(&answer))
         .map_err(|why| NodeError::retryable(format!("the model's quantities: {why}")))?;
     retail::write_proposals(pool, pass_date, run_id, &proposals)
         .await

@@ -1,4 +1,4 @@
-//! The `retail` schema (`agents/migrations/`, the app's own): every statement the four graphs and the
+//! The `retail` schema (`apps/retail/migrations/`, the app's own): every statement the four graphs and the
 //! approvals route run against the business data.
 //!
 //! Money is `numeric(10, 2)` in the database and `f64` here, cast at the boundary (`::float8`).

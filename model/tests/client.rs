@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use mostrador_agents::{ModelClient, ModelConfig, ModelError, ToolCall};
+use mostrador_model::{ModelClient, ModelConfig, ModelError, ToolCall};
 use serde_json::{Value, json};
 
 /// What the fake server answers.

@@ -21,9 +21,9 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::llm::Model;
+use mostrador_model::Model;
 
-/// The retail app's authorization policy (`agents/policy.toml`): managers read their store's
+/// The retail app's authorization policy (`apps/retail/policy.toml`): managers read their store's
 /// threads and decide its refunds; only a store's staff start `compras` and `fichas`.
 pub const POLICY: &str = include_str!("../../policy.toml");
 

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, run_and_thread};
-use crate::llm::{Model, Request, json_in, text};
 use crate::retail::{self, Sheet};
+use mostrador_model::{Model, Request, json_in, text};
 
 pub const MAX_ROUNDS: u64 = 3;
 

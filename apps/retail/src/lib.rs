@@ -1,23 +1,19 @@
-//! The model client, the built-in offline model, tools with idempotency keys and the four retail
-//! graphs.
+//! The retail app: a chain of stores' graphs, served by the `mostrador` binary as an example of
+//! an app (the platform knows nothing of it).
 //!
-//! * [`model`]: the client of an OpenAI-compatible chat-completions endpoint.
-//! * [`offline`]: the deterministic model used when no base URL is configured.
-//! * [`llm`]: [`Model`], either of them, and LangGraph messages ⇄ chat messages.
 //! * [`retail`]: the `retail` schema's statements, and the demo data. Tools with external
 //!   effects (the refund) run once per idempotency key through `mostrador_queue::effects`.
 //! * [`graphs`]: `tienda`, `cliente`, `compras` and `fichas`.
 //! * [`approvals`]: the managers' approval queue, a route the binary registers with the api.
+//! * [`offline`]: what the built-in offline model answers the graphs' questions.
 //! * [`MIGRATOR`]: the `retail` schema's migrations.
 
 pub mod approvals;
 pub mod graphs;
-pub mod llm;
-pub mod model;
 pub mod offline;
 pub mod retail;
 
-/// The retail app's migrations (`agents/migrations/`: its `retail` schema), run after the
+/// The retail app's migrations (`apps/retail/migrations/`: its `retail` schema), run after the
 /// platform's by `mostrador migrate`. Their versions (4, 13) are those they had when they were
 /// the platform's, so databases migrated then need nothing; new ones take versions the platform
 /// will not use (from 100000).
@@ -28,7 +24,3 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate::Migrator {
 
 /// The schema the retail app's tables live in, which the runtime role is granted.
 pub const SCHEMA: &str = "retail";
-
-pub use llm::{Model, Request};
-pub use model::{Completion, ModelClient, ModelConfig, ModelError, ToolCall};
-pub use offline::Offline;

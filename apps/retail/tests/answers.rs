@@ -2,8 +2,8 @@
 //! reference with a sane number, and a decision must be one, on the approval it names, by one who
 //! may decide it.
 
-use mostrador_agents::graphs::compras::quantities;
-use mostrador_agents::retail::{Decider, Decision, Reference};
+use mostrador_retail::graphs::compras::quantities;
+use mostrador_retail::retail::{Decider, Decision, Reference};
 use serde_json::json;
 use uuid::Uuid;
 

@@ -1,128 +1,29 @@
-//! The built-in offline model: deterministic, no network. It answers each graph's questions the
-//! way a capable model would, reading the same prompts and tool results, so that `mostrador dev`
-//! and the tests drive the four graphs through their whole paths (the approval interrupt
-//! included) without a model server.
-//!
-//! It streams its text token by token (a word at a time), after `latency` and with
-//! `token_interval` between tokens, and counts its calls by task. Its answers name it: the AI
-//! messages it writes carry `response_metadata.model_name = "mostrador-offline"`, and each call
-//! is logged with `offline = true`.
+//! The retail app's offline answers: what the built-in offline model
+//! ([`mostrador_model::offline`]) says to each of the four graphs' questions, the way a capable
+//! model would, reading the same prompts and tool results, so that `mostrador dev` and the tests
+//! drive the graphs through their whole paths (the approval interrupt included) without a model
+//! server.
 //!
 //! Its one scripted weakness: the product-sheet writer leaves out the care section in its first
 //! draft, so the evaluator's loop runs a second round as it would with a real model.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use mostrador_model::offline::Answer;
+use mostrador_model::{Request, json_in, kind, last_human, text};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
-use crate::llm::{Request, kind, last_human, text};
-use crate::model::{Completion, ToolCall};
-
-/// The model name the offline model answers as.
-pub const NAME: &str = "mostrador-offline";
-
-/// See the module documentation.
-#[derive(Debug, Clone, Default)]
-pub struct Offline {
-    /// Wait before the first token (a model's time to first token).
-    pub latency: Duration,
-    /// Wait between tokens.
-    pub token_interval: Duration,
-    calls: Arc<Mutex<BTreeMap<String, u64>>>,
-}
-
-impl Offline {
-    pub fn new(latency: Duration, token_interval: Duration) -> Self {
-        Self {
-            latency,
-            token_interval,
-            calls: Arc::default(),
-        }
-    }
-
-    /// How many times a task was asked.
-    pub fn calls(&self, task: &str) -> u64 {
-        self.calls
-            .lock()
-            .expect("calls lock is never poisoned")
-            .get(task)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub async fn complete(
-        &self,
-        request: Request<'_>,
-        mut on_token: impl FnMut(&str),
-    ) -> Completion {
-        *self
-            .calls
-            .lock()
-            .expect("calls lock is never poisoned")
-            .entry(request.task.to_owned())
-            .or_default() += 1;
-        if !self.latency.is_zero() {
-            tokio::time::sleep(self.latency).await;
-        }
-        let answer = match request.task {
-            "tienda" => tienda(request.messages),
-            "cliente" => cliente(request.messages),
-            "compras" => Answer::Text(compras(&last_human(request.messages))),
-            "fichas_writer" => Answer::Text(fichas_writer(&last_human(request.messages))),
-            "fichas_reviewer" => Answer::Text(fichas_reviewer(&last_human(request.messages))),
-            other => Answer::Text(format!(
-                "(the offline model has no answer for the task {other:?})"
-            )),
-        };
-        let prompt_tokens = request
-            .messages
-            .iter()
-            .map(|m| text(m).len() as u64 / 4)
-            .sum::<u64>()
-            + request.system.len() as u64 / 4;
-        let mut completion = Completion {
-            prompt_tokens: Some(prompt_tokens),
-            ..Completion::default()
-        };
-        match answer {
-            Answer::Call(calls) => {
-                completion.finish_reason = Some("tool_calls".into());
-                completion.completion_tokens = Some(calls.len() as u64 * 8);
-                completion.tool_calls = calls
-                    .into_iter()
-                    .map(|(name, arguments)| ToolCall {
-                        id: format!("call_{}", Uuid::now_v7().simple()),
-                        name: name.to_owned(),
-                        arguments: arguments.to_string(),
-                    })
-                    .collect();
-            }
-            Answer::Text(answer) => {
-                let mut tokens = 0;
-                for token in answer.split_inclusive(' ') {
-                    if tokens > 0 && !self.token_interval.is_zero() {
-                        tokio::time::sleep(self.token_interval).await;
-                    }
-                    on_token(token);
-                    tokens += 1;
-                }
-                completion.content = answer;
-                completion.completion_tokens = Some(tokens);
-                completion.finish_reason = Some("stop".into());
-            }
-        }
-        completion
+/// The answer to `request`, by its task.
+pub fn answer(request: Request<'_>) -> Answer {
+    match request.task {
+        "tienda" => tienda(request.messages),
+        "cliente" => cliente(request.messages),
+        "compras" => Answer::Text(compras(&last_human(request.messages))),
+        "fichas_writer" => Answer::Text(fichas_writer(&last_human(request.messages))),
+        "fichas_reviewer" => Answer::Text(fichas_reviewer(&last_human(request.messages))),
+        _ => mostrador_model::Offline::default_script(request),
     }
 }
-
-enum Answer {
-    Call(Vec<(&'static str, Value)>),
-    Text(String),
-}
-
 /// The results of the tools called since the last human message, by tool name.
 fn tool_results(messages: &[Value]) -> BTreeMap<String, Value> {
     let since = messages
@@ -306,7 +207,7 @@ fn cliente(messages: &[Value]) -> Answer {
 
 /// Quantities for a batch: enough to reach twice the reorder point, in whole packs.
 fn compras(question: &str) -> String {
-    let request = crate::llm::json_in(question).unwrap_or(Value::Null);
+    let request = json_in(question).unwrap_or(Value::Null);
     let quantities: Vec<Value> = request["references"]
         .as_array()
         .into_iter()
@@ -330,7 +231,7 @@ fn compras(question: &str) -> String {
 pub const SHEET_SECTIONS: [&str; 3] = ["## Descripción", "## Características", "## Cuidados"];
 
 fn fichas_writer(question: &str) -> String {
-    let request = crate::llm::json_in(question).unwrap_or(Value::Null);
+    let request = json_in(question).unwrap_or(Value::Null);
     let product = &request["product"];
     let feedback = request["feedback"].as_str().unwrap_or("");
     let attributes = product["attributes"]
@@ -372,7 +273,7 @@ fn fichas_writer(question: &str) -> String {
 }
 
 fn fichas_reviewer(question: &str) -> String {
-    let request = crate::llm::json_in(question).unwrap_or(Value::Null);
+    let request = json_in(question).unwrap_or(Value::Null);
     let sheet = request["sheet"].as_str().unwrap_or("");
     let missing: Vec<&str> = SHEET_SECTIONS
         .iter()

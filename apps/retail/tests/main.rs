@@ -1,2 +1,1 @@
 mod answers;
-mod model;

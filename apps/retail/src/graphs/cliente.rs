@@ -29,8 +29,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{db, messages, run_and_thread};
-use crate::llm::{Model, Request, pending_tool_calls, tool, tool_message};
 use crate::retail::{self, Approval, ApprovalRequest, Decider, Decision};
+use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 
 const SYSTEM: &str = "Eres el servicio de atención al cliente de una cadena de tiendas y \
     gestionas devoluciones. Pide el número de pedido si falta; consulta el pedido y la política \

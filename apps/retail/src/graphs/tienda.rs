@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, messages, run_and_thread};
-use crate::llm::{Model, Request, pending_tool_calls, tool, tool_message};
 use crate::retail;
+use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 
 const SYSTEM: &str = "Eres el asistente de sala de una cadena de tiendas. Respondes a \
     dependientes sobre productos, existencias en su tienda y en tiendas cercanas, y datos de la \
