@@ -30,7 +30,32 @@ pub struct Io {
 pub(super) fn named<T: ToSchema>() -> Vec<Named> {
     let mut schemas = vec![(T::name().into_owned(), T::schema())];
     T::schemas(&mut schemas);
+    for (_, schema) in &mut schemas {
+        without_null_defaults(schema);
+    }
     schemas
+}
+
+/// The derive gives every field of a `#[serde(default)]` struct its `Default` as its default,
+/// `null` for an `Option`: which says nothing an absent field does not, and of a required field
+/// something false.
+fn without_null_defaults(schema: &mut RefOr<Schema>) {
+    if let RefOr::T(Schema::Object(object)) = schema {
+        for property in object.properties.values_mut() {
+            match property {
+                RefOr::T(Schema::Object(field)) if field.default == Some(Value::Null) => {
+                    field.default = None;
+                }
+                RefOr::T(Schema::Array(field)) if field.default == Some(Value::Null) => {
+                    field.default = None;
+                }
+                RefOr::T(Schema::OneOf(field)) if field.default == Some(Value::Null) => {
+                    field.default = None;
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Io {

@@ -305,6 +305,37 @@ mod tests {
         }
     }
 
+    /// A schema derived from a type says what its fields are, not what a Rust `Default` of them
+    /// is: no field anywhere has a default of null.
+    #[test]
+    fn no_field_defaults_to_null() {
+        fn check(value: &Value, at: &str) {
+            match value {
+                Value::Object(map) => {
+                    assert!(
+                        map.get("default") != Some(&Value::Null),
+                        "a null default at {at}"
+                    );
+                    for (key, value) in map {
+                        check(value, &format!("{at}/{key}"));
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|item| check(item, at)),
+                _ => {}
+            }
+        }
+        let document = serde_json::to_value(document(&[])).expect("serializes");
+        check(&document, "");
+        assert!(
+            document["components"]["schemas"]["RunRequest"]["properties"]["limit"].is_null(),
+            "the check reads the derived schemas"
+        );
+        assert!(
+            document["components"]["schemas"]["ThreadSearch"]["properties"]["limit"]["default"]
+                == 10
+        );
+    }
+
     #[test]
     fn every_path_parameter_is_declared() {
         let document = serde_json::to_value(document(&[])).expect("serializes");
