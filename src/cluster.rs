@@ -249,8 +249,8 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The folder of `initdb` and `pg_ctl`.
-fn binaries() -> Option<PathBuf> {
+/// The folder of PostgreSQL's own programs (`initdb`, `pg_ctl`, `pg_basebackup`).
+pub fn binaries() -> Option<PathBuf> {
     binaries_in(
         std::env::var_os("PATH"),
         "pg_config",

@@ -32,6 +32,7 @@ use mostrador_queue::schema;
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
 
+pub use crate::cluster::binaries as postgres_binaries;
 use crate::dev::DevArgs;
 use crate::duration::parse_duration;
 pub use crate::graph_set::GraphSet;

@@ -78,7 +78,9 @@ impl WorkerLease {
 
     /// Extends the worker's lease, and reports which of `held` it no longer holds and which a user
     /// asked to cancel. Re-registers a worker whose row was swept away, so a worker that was only
-    /// slow carries on with the runs it still holds.
+    /// slow carries on with the runs it still holds. `held` is every run the worker holds: a run
+    /// the database says it holds beside them, untouched for a whole lease, it disowns, for the
+    /// sweep to give back.
     ///
     /// # Errors
     ///
@@ -104,6 +106,23 @@ impl WorkerLease {
                 on conflict (worker_id) do update
                 set heartbeat_at = now(),
                     expires_at = excluded.expires_at
+            ),
+            -- Runs the database says the worker holds and it does not, untouched for a whole
+            -- lease (a run just claimed is not yet among `held`): their end, which the worker saw
+            -- written, is not in this database (a failover to a standby that was behind).
+            -- Disowned, the sweep gives them back as it gives back a lost worker's.
+            disowned as (
+                update mostrador.runs r
+                set lease_owner = null
+                where r.run_id in (
+                    select o.run_id
+                    from mostrador.runs o
+                    where o.lease_owner = $1
+                      and o.status = 'running'
+                      and o.run_id <> all($5::uuid[])
+                      and o.updated_at < now() - make_interval(secs => $4)
+                    for update skip locked
+                )
             )
             select
                 h.run_id as "run_id!: RunId",

@@ -385,3 +385,43 @@ async fn bad_input_is_a_typed_error_and_writes_nothing(pool: PgPool) -> anyhow::
     assert!(event_names(&pool, run.run_id).await.is_empty());
     Ok(())
 }
+
+/// A failover to a standby that was behind can leave a run `running` under a worker that saw
+/// its end written: the worker is alive and heartbeats, but does not hold it. It disowns such a
+/// run once it has been untouched for a whole lease, and the sweep gives it back; a run just
+/// claimed, not yet among what the worker says it holds, stays its own.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_its_live_worker_does_not_hold_is_given_back(pool: PgPool) -> anyhow::Result<()> {
+    let forgotten_run = new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let forgotten = claim_one(&pool, &worker).await.expect("claimed");
+    let held_run = new_run(&pool).await;
+    let held = claim_one(&pool, &worker).await.expect("claimed");
+    let fresh_run = new_run(&pool).await;
+    let fresh = claim_one(&pool, &worker).await.expect("claimed");
+    // The end of `forgotten` is lost with the old primary; `held` the worker still runs; both
+    // were claimed long ago.
+    sqlx::query(
+        "update mostrador.runs set updated_at = now() - interval '1 hour' where run_id = any($1)",
+    )
+    .bind(vec![forgotten.run_id.0, held.run_id.0])
+    .execute(&pool)
+    .await?;
+
+    let heartbeat = worker.heartbeat(&pool, &[held.lease()]).await?;
+    assert!(heartbeat.lost.is_empty(), "{heartbeat:?}");
+    assert_eq!(sweep(&pool).await?.requeued, vec![forgotten.run_id]);
+    let now = |run: &mostrador_queue::Run| run::get(&pool, run.thread_id, run.run_id);
+    assert_eq!(now(&forgotten_run).await?.status, RunStatus::Pending);
+    for (run, lease) in [(&held_run, &held), (&fresh_run, &fresh)] {
+        let now = now(run).await?;
+        assert_eq!(
+            (now.status, now.lease_owner, now.attempt),
+            (RunStatus::Running, Some(worker.worker_id), lease.attempt)
+        );
+    }
+    // Given back, it runs again: its attempt used up, as a lost worker's.
+    let again = claim_one(&pool, &worker).await.expect("claimed again");
+    assert_eq!((again.run_id, again.attempt), (forgotten.run_id, 2));
+    Ok(())
+}

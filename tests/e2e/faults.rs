@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::retail::token;
-use crate::support::{Db, Worker};
+use crate::support::{Db, Proxy, Worker};
 
 /// Streams `POST /runs/stream` with `body`, calling `on_event` with each event's name as it
 /// arrives; returns every `(name, id)` in order.
@@ -113,50 +113,6 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
     .await
     .expect("a new stream after the reconnect ended");
     assert_eq!(again.last().map(|(name, _)| name.as_str()), Some("end"));
-}
-
-/// A TCP proxy to Postgres that the test can cut: every connection through it is closed, and new
-/// ones are refused, as when a node loses the network.
-struct Proxy {
-    port: u16,
-    cut: tokio::sync::watch::Sender<bool>,
-}
-
-impl Proxy {
-    async fn start(target: (String, u16)) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let (cut, is_cut) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                if *is_cut.borrow() {
-                    continue; // dropped: refused
-                }
-                let target = target.clone();
-                let mut is_cut = is_cut.clone();
-                tokio::spawn(async move {
-                    let Ok(server) = tokio::net::TcpStream::connect(target).await else {
-                        return;
-                    };
-                    let (mut client, mut server) = (client, server);
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = is_cut.wait_for(|cut| *cut) => {}
-                    }
-                });
-            }
-        });
-        Self { port, cut }
-    }
-
-    fn cut(&self) {
-        let _ = self.cut.send(true);
-    }
 }
 
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]

@@ -1,6 +1,7 @@
 mod api;
 mod api_key;
 mod dev;
+mod failover;
 mod faults;
 mod hostile;
 mod model;

@@ -407,3 +407,64 @@ pub fn sse_events(body: &str) -> Vec<(String, Option<i64>, Value)> {
         })
         .collect()
 }
+
+/// A TCP proxy to Postgres that the test can cut (every connection through it is closed, and new
+/// ones are refused, as when a node loses the network) or turn to another server (as a
+/// managed Postgres's service turns to the new primary after a failover).
+pub struct Proxy {
+    pub port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+    target: std::sync::Arc<std::sync::Mutex<(String, u16)>>,
+}
+
+impl Proxy {
+    pub async fn start(target: (String, u16)) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (cut, is_cut) = tokio::sync::watch::channel(false);
+        let target = std::sync::Arc::new(std::sync::Mutex::new(target));
+        let to = target.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if *is_cut.borrow() {
+                    continue; // dropped: refused
+                }
+                let target = to
+                    .lock()
+                    .expect("the target lock is never poisoned")
+                    .clone();
+                let mut is_cut = is_cut.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut client, mut server) = (client, server);
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = is_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut, target }
+    }
+
+    /// Closes every connection through it and refuses new ones.
+    pub fn cut(&self) {
+        let _ = self.cut.send(true);
+    }
+
+    /// New connections go to `target`, and are accepted again.
+    pub fn turn_to(&self, target: (String, u16)) {
+        *self
+            .target
+            .lock()
+            .expect("the target lock is never poisoned") = target;
+        let _ = self.cut.send(false);
+    }
+}

@@ -60,6 +60,9 @@ struct Args {
     scenarios: Vec<String>,
     #[arg(long, default_value_t = 5_000)]
     runs: usize,
+    /// Api processes of `create-runs` (the clients spread over them), one measure per count.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    apis: Vec<usize>,
     #[arg(long, default_value_t = 1_000)]
     subscribers: usize,
     #[arg(long, default_value_t = 200)]
@@ -78,28 +81,38 @@ async fn main() -> anyhow::Result<()> {
         args.binary.display()
     );
     for scenario in &args.scenarios {
-        if sqlx::Postgres::database_exists(&args.database_url).await? {
-            sqlx::Postgres::force_drop_database(&args.database_url).await?;
-        }
-        sqlx::Postgres::create_database(&args.database_url).await?;
-        let pool = DbConfig {
-            pool_size: 8,
-            ..DbConfig::new(&args.database_url, "api-bench")
-        }
-        .connect_lazy()?;
-        schema::migrate(&pool, &[&mostrador_retail::MIGRATOR])
-            .await
-            .context("migrate")?;
         match scenario.as_str() {
-            "create-runs" => create_runs(&args, &pool).await?,
-            "fanout" => fanout(&args, &pool).await?,
-            "pickup" => pickup(&args, &pool).await?,
-            "overload" => overload(&args, &pool).await?,
+            "create-runs" => {
+                for &apis in &args.apis {
+                    let pool = fresh_database(&args).await?;
+                    create_runs(&args, &pool, apis).await?;
+                    pool.close().await;
+                }
+            }
+            "fanout" => fanout(&args, &fresh_database(&args).await?).await?,
+            "pickup" => pickup(&args, &fresh_database(&args).await?).await?,
+            "overload" => overload(&args, &fresh_database(&args).await?).await?,
             other => anyhow::bail!("unknown scenario {other:?}"),
         }
-        pool.close().await;
     }
     Ok(())
+}
+
+/// The benchmark's database, dropped and made again, with the schema.
+async fn fresh_database(args: &Args) -> anyhow::Result<sqlx::PgPool> {
+    if sqlx::Postgres::database_exists(&args.database_url).await? {
+        sqlx::Postgres::force_drop_database(&args.database_url).await?;
+    }
+    sqlx::Postgres::create_database(&args.database_url).await?;
+    let pool = DbConfig {
+        pool_size: 8,
+        ..DbConfig::new(&args.database_url, "api-bench")
+    }
+    .connect_lazy()?;
+    schema::migrate(&pool, &[&mostrador_retail::MIGRATOR])
+        .await
+        .context("migrate")?;
+    Ok(pool)
 }
 
 /// A process of the binary; killed when dropped.
@@ -119,6 +132,10 @@ impl Process {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
             .env("MOSTRADOR_JWT_SECRET", SECRET)
+            // Every request is one caller's: the shares that keep callers from starving each
+            // other (measured by the hostile tenants' soak) are out of the way.
+            .env("MOSTRADOR_MAX_PENDING_PER_CALLER", "1000000")
+            .env("MOSTRADOR_MAX_STREAMS_PER_CALLER", "100000")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .kill_on_drop(true)
@@ -294,9 +311,13 @@ fn now_micros() -> u64 {
         .unwrap_or_default()
 }
 
-async fn create_runs(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
-    let api = Process::start(args, "api", &["--max-pending", "1000000"])?;
-    api.until_ready().await?;
+async fn create_runs(args: &Args, pool: &sqlx::PgPool, apis: usize) -> anyhow::Result<()> {
+    let apis = (0..apis)
+        .map(|_| Process::start(args, "api", &["--max-pending", "1000000"]))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for api in &apis {
+        api.until_ready().await?;
+    }
     let token = Arc::new(token()?);
     let clients = 32;
     let threads = create_many(
@@ -309,8 +330,8 @@ async fn create_runs(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let per_client = args.runs / clients;
     let start = Instant::now();
     let mut tasks = JoinSet::new();
-    for thread in threads {
-        let (token, port) = (Arc::clone(&token), api.port);
+    for (i, thread) in threads.into_iter().enumerate() {
+        let (token, port) = (Arc::clone(&token), apis[i % apis.len()].port);
         tasks.spawn(async move {
             let path = format!("/threads/{}/runs", thread.thread_id);
             let body = r#"{"assistant_id": "bench_linear_1", "input": {}, "multitask_strategy": "enqueue"}"#;
@@ -325,7 +346,11 @@ async fn create_runs(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         done??;
     }
     let rate = (per_client * clients) as f64 / start.elapsed().as_secs_f64();
-    println!("| create background runs, 32 clients, one api process | {rate:.0} requests/s |");
+    println!(
+        "| create background runs, 32 clients, {} api process{} | {rate:.0} requests/s |",
+        apis.len(),
+        if apis.len() == 1 { "" } else { "es" }
+    );
     Ok(())
 }
 

@@ -65,6 +65,10 @@ struct Args {
     /// Superstep counts of the throughput and engine-only graphs.
     #[arg(long, value_delimiter = ',', default_value = "1,6")]
     steps: Vec<usize>,
+    /// Worker processes of the throughput scenario (16 runs at a time each), one measure per
+    /// count.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    workers: Vec<usize>,
 }
 
 #[tokio::main]
@@ -92,16 +96,18 @@ async fn main() -> anyhow::Result<()> {
         match scenario.as_str() {
             "throughput" => {
                 for &steps in &args.steps {
-                    let mut rates = Vec::new();
-                    for _ in 0..args.repeat {
-                        reset(&pool).await?;
-                        rates.push(throughput(&args, &pool, steps).await?);
+                    for &workers in &args.workers {
+                        let mut rates = Vec::new();
+                        for _ in 0..args.repeat {
+                            reset(&pool).await?;
+                            rates.push(throughput(&args, &pool, steps, workers).await?);
+                        }
+                        report_rate(
+                            &format!("throughput {steps}-superstep, {workers} workers"),
+                            steps,
+                            rates,
+                        );
                     }
-                    report_rate(
-                        &format!("throughput {steps}-superstep, 2 workers"),
-                        steps,
-                        rates,
-                    );
                 }
             }
             "engine-only" => {
@@ -262,14 +268,18 @@ async fn until_count(pool: &PgPool, status: &str, n: usize) -> anyhow::Result<()
     }
 }
 
-async fn throughput(args: &Args, pool: &PgPool, steps: usize) -> anyhow::Result<f64> {
+async fn throughput(
+    args: &Args,
+    pool: &PgPool,
+    steps: usize,
+    workers: usize,
+) -> anyhow::Result<f64> {
     let graph = format!("bench_linear_{steps}");
     enqueue_many(pool, &graph, args.runs, json!({})).await?;
     let start = Instant::now();
-    let workers = [
-        Worker::start(args, "w1", 16)?,
-        Worker::start(args, "w2", 16)?,
-    ];
+    let workers = (1..=workers)
+        .map(|i| Worker::start(args, &format!("w{i}"), 16))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     until_count(pool, "success", args.runs).await?;
     let took = start.elapsed();
     let cpu: f64 = workers.iter().map(|w| w.cpu_seconds().unwrap_or(0.0)).sum();
