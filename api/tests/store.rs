@@ -160,3 +160,116 @@ async fn store_items_are_put_read_searched_and_deleted_by_their_owner_only(pool:
     let (status, _, _) = get(&ana, "namespace=&key=a").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "an empty label");
 }
+
+/// Whoever else asks, under a policy that lets a store's managers read its threads: the owner's
+/// items are invisible (read, searched, listed), untouched by their deletes, and their puts at
+/// the same namespace and key are items of their own.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn another_callers_namespace_is_invisible_whoever_they_are(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let send = |method: &'static str, path: &str, token: &str, body: serde_json::Value| {
+        let request = api.request(method, path, token, &body.to_string());
+        async { api.send(request).await }
+    };
+    let item = json!({"namespace": ["users", "ana", "memories"], "key": "a", "value": {"food": "tortilla"}});
+    let (status, _, _) = send("PUT", "/store/items", &ana, item.clone()).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let anas = || async {
+        send(
+            "GET",
+            "/store/items?namespace=users.ana.memories&key=a",
+            &ana,
+            json!(null),
+        )
+        .await
+        .2
+    };
+    let strangers = [
+        (
+            "a customer of the same store",
+            caller("luis", "customer", Some("madrid-1")),
+        ),
+        (
+            "a manager of the same store",
+            caller("marta", "manager", Some("madrid-1")),
+        ),
+        (
+            "a clerk of the same store",
+            caller("pepe", "clerk", Some("madrid-1")),
+        ),
+        (
+            "a manager of another store",
+            caller("rosa", "manager", Some("sevilla-2")),
+        ),
+        ("a caller of no tenant", caller("eve", "customer", None)),
+    ];
+    for (who, stranger) in strangers {
+        let token = api.token_for(&stranger);
+        let (status, _, got) = send(
+            "GET",
+            "/store/items?namespace=users.ana.memories&key=a",
+            &token,
+            json!(null),
+        )
+        .await;
+        assert_eq!((status, got), (StatusCode::OK, json!(null)), "{who}: get");
+        for prefix in [
+            json!([]),
+            json!(["users"]),
+            json!(["users", "ana", "memories"]),
+        ] {
+            let (status, _, found) = send(
+                "POST",
+                "/store/items/search",
+                &token,
+                json!({"namespace_prefix": prefix}),
+            )
+            .await;
+            assert_eq!(
+                (status, found),
+                (StatusCode::OK, json!({"items": []})),
+                "{who}: search under {prefix}"
+            );
+        }
+        let (status, _, listed) = send("POST", "/store/namespaces", &token, json!({})).await;
+        assert_eq!(
+            (status, listed),
+            (StatusCode::OK, json!({"namespaces": []})),
+            "{who}: namespaces"
+        );
+        let (status, _, _) = send(
+            "DELETE",
+            "/store/items",
+            &token,
+            json!({"namespace": ["users", "ana", "memories"], "key": "a"}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{who}: delete");
+        assert_eq!(
+            anas().await["value"],
+            json!({"food": "tortilla"}),
+            "{who}: delete"
+        );
+        let theirs = json!({"namespace": ["users", "ana", "memories"], "key": "a", "value": {"food": "other"}});
+        let (status, _, _) = send("PUT", "/store/items", &token, theirs).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{who}: put");
+        assert_eq!(
+            anas().await["value"],
+            json!({"food": "tortilla"}),
+            "{who}: put"
+        );
+        let (_, _, own) = send(
+            "GET",
+            "/store/items?namespace=users.ana.memories&key=a",
+            &token,
+            json!(null),
+        )
+        .await;
+        assert_eq!(
+            own["value"],
+            json!({"food": "other"}),
+            "{who}: their own item"
+        );
+    }
+}
