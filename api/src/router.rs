@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use crate::app::{ApiConfig, AppState};
-use crate::metrics;
-use crate::openapi::{Kind, ROUTES};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
+
+use crate::app::{ApiConfig, AppState};
+use crate::metrics;
+use crate::openapi::{Kind, ROUTES};
 
 /// Every route of the api ([`ROUTES`]) and of the binary's apps, wrapped as its [`Kind`] says.
 pub fn router(state: AppState, config: &ApiConfig) -> Router {

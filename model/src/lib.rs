@@ -7,10 +7,9 @@
 //! A node calls [`Model::ask`]: the answer's text streams to the run's `messages` mode as it
 //! arrives, and the node gets the whole answer as an AI message for its state.
 
+use mostrador_graph::{NodeContext, NodeError};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
-
-use mostrador_graph::{NodeContext, NodeError};
 
 pub mod client;
 pub mod offline;

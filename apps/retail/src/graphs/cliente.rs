@@ -23,6 +23,7 @@
 //! may still return, computed from the database.
 
 use mostrador_graph::{Command, END, Graph, NodeContext, NodeError, Reducer, START, StateGraph};
+use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 use mostrador_queue::Thread;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -30,7 +31,6 @@ use uuid::Uuid;
 
 use super::{db, messages, run_and_thread};
 use crate::retail::{self, Approval, ApprovalRequest, Decider, Decision};
-use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 
 const SYSTEM: &str = "Eres el servicio de atención al cliente de una cadena de tiendas y \
     gestionas devoluciones. Pide el número de pedido si falta; consulta el pedido y la política \

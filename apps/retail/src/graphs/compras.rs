@@ -14,12 +14,12 @@ use chrono::{NaiveDate, Utc};
 use mostrador_graph::{
     Command, Graph, NodeContext, NodeError, Reducer, RetryPolicy, START, Send, StateGraph,
 };
+use mostrador_model::{Model, Request, json_in};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, run_and_thread};
 use crate::retail::{self, Proposal, Reference};
-use mostrador_model::{Model, Request, json_in};
 
 /// References per model call.
 pub const BATCH_SIZE: usize = 50;

@@ -12,12 +12,12 @@
 //! ```
 
 use mostrador_graph::{Command, END, Graph, NodeContext, NodeError, Reducer, START, StateGraph};
+use mostrador_model::{Model, Request, json_in, text};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, run_and_thread};
 use crate::retail::{self, Sheet};
-use mostrador_model::{Model, Request, json_in, text};
 
 pub const MAX_ROUNDS: u64 = 3;
 

@@ -16,12 +16,11 @@ pub mod tienda;
 use std::collections::HashMap;
 
 use mostrador_graph::{Graph, NodeContext, NodeError};
+use mostrador_model::Model;
 use mostrador_queue::{Error as QueueError, Thread, ThreadId};
 use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
-
-use mostrador_model::Model;
 
 /// The retail app's authorization policy (`apps/retail/policy.toml`): managers read their store's
 /// threads and decide its refunds; only a store's staff start `compras` and `fichas`.

@@ -6,12 +6,12 @@
 //! optionally `store_id` (else the thread's store: the clerk's).
 
 use mostrador_graph::{Command, END, Graph, NodeContext, NodeError, Reducer, START, StateGraph};
+use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use super::{db, messages, run_and_thread};
 use crate::retail;
-use mostrador_model::{Model, Request, pending_tool_calls, tool, tool_message};
 
 const SYSTEM: &str = "Eres el asistente de sala de una cadena de tiendas. Respondes a \
     dependientes sobre productos, existencias en su tienda y en tiendas cercanas, y datos de la \
