@@ -31,11 +31,10 @@ struct Cluster {
     port: u16,
 }
 
-/// Runs one of PostgreSQL's programs, as `postgres` when this test runs as root (they refuse
-/// root); panics with its output when it fails.
-fn pg(bin: &Path, program: &str, args: &[&str]) {
-    let as_root = std::fs::metadata("/proc/self").expect("procfs").uid() == 0;
-    let mut command = if as_root {
+/// One of PostgreSQL's programs, to be run as `postgres` when this test runs as root (they
+/// refuse root).
+fn pg_command(bin: &Path, program: &str) -> Command {
+    if std::fs::metadata("/proc/self").expect("procfs").uid() == 0 {
         let mut command = Command::new("runuser");
         command
             .args(["-u", "postgres", "--"])
@@ -43,8 +42,15 @@ fn pg(bin: &Path, program: &str, args: &[&str]) {
         command
     } else {
         Command::new(bin.join(program))
-    };
-    let output = command.args(args).output().expect("the program starts");
+    }
+}
+
+/// Runs one of PostgreSQL's programs; panics with its output when it fails.
+fn pg(bin: &Path, program: &str, args: &[&str]) {
+    let output = pg_command(bin, program)
+        .args(args)
+        .output()
+        .expect("the program starts");
     assert!(
         output.status.success(),
         "{program} {args:?}: {}{}",
@@ -115,9 +121,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join("pg_ctl"))
+        let _ = pg_command(&self.bin, "pg_ctl")
             .args(["-D", self.path(), "-m", "immediate", "stop"])
             .output();
     }

@@ -2,6 +2,8 @@
 //! field only null is accepted in, one stream mode or a list of them. The request types name
 //! them with `#[schema(schema_with = ...)]`, beside the field they describe.
 
+use mostrador_queue::thread::ThreadSortKey;
+use mostrador_queue::{MultitaskStrategy, ThreadStatus};
 use serde_json::{Value, json};
 use utoipa::openapi::{RefOr, Schema};
 
@@ -26,11 +28,7 @@ macro_rules! nullable_names {
 nullable_names! {
     if_exists: ["raise", "do_nothing"];
     sort_order: ["asc", "desc"];
-    thread_status: ["idle", "busy", "interrupted", "error"];
-    thread_sort_by: ["thread_id", "status", "created_at", "updated_at", "state_updated_at"];
-    assistant_sort_by: ["assistant_id", "graph_id", "name", "created_at", "updated_at"];
     prune_strategy: ["delete", "keep_latest"];
-    multitask_strategy: ["reject", "interrupt", "rollback", "enqueue"];
     if_not_exists: ["reject", "create"];
     on_completion: ["delete", "keep"];
     /// What a client that goes away before the run's end does to it, on the stream and wait
@@ -38,6 +36,25 @@ nullable_names! {
     on_disconnect: ["cancel", "continue"];
     durability: ["sync", "async", "exit"];
     on_run_completed: ["keep"];
+}
+
+/// A thread's status, as a search filters by it.
+pub(crate) fn thread_status() -> RefOr<Schema> {
+    one_of_or_null(&ThreadStatus::ALL.map(ThreadStatus::as_str))
+}
+
+/// What a thread search sorts by.
+pub(crate) fn thread_sort_by() -> RefOr<Schema> {
+    one_of_or_null(&ThreadSortKey::ALL.map(ThreadSortKey::as_str))
+}
+
+/// What an assistant search sorts by.
+pub(crate) fn assistant_sort_by() -> RefOr<Schema> {
+    one_of_or_null(&mostrador_queue::assistants::SORTS)
+}
+
+pub(crate) fn multitask_strategy() -> RefOr<Schema> {
+    one_of_or_null(&MultitaskStrategy::ALL.map(MultitaskStrategy::as_str))
 }
 
 /// A list of some of `names` (the fields a search answers with), or null.

@@ -72,18 +72,20 @@ pub enum ThreadSortKey {
 }
 
 impl ThreadSortKey {
+    pub const ALL: [Self; 5] = [
+        Self::ThreadId,
+        Self::Status,
+        Self::CreatedAt,
+        Self::UpdatedAt,
+        Self::StateUpdatedAt,
+    ];
+
     pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "thread_id" => Self::ThreadId,
-            "status" => Self::Status,
-            "created_at" => Self::CreatedAt,
-            "updated_at" => Self::UpdatedAt,
-            "state_updated_at" => Self::StateUpdatedAt,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|key| key.as_str() == name)
     }
 
-    fn as_str(self) -> &'static str {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::ThreadId => "thread_id",
             Self::Status => "status",
