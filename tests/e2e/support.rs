@@ -235,7 +235,13 @@ impl Worker {
         let database = url.rsplit('/').next().unwrap_or("db");
         let log = dir.join(format!("{database}-{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
+        // A build of the binary other than this test's (the soak measures latency on a release
+        // build: `.ci/run` sets it).
+        let binary = std::env::var_os("MOSTRADOR_E2E_BIN").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_mostrador-e2e")),
+            PathBuf::from,
+        );
+        let child = Command::new(binary)
             .arg(command)
             .args(["--database-url", url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
