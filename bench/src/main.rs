@@ -6,6 +6,9 @@
 //! * `enqueue-batch`: one client enqueues runs in batches with one statement each.
 //! * `claim-complete`: 16 concurrent workers drain a backlog of no-op runs, claiming up to
 //!   `--claim-batch` per statement and completing each claimed batch with one statement.
+//! * `claim-complete-stale`: the same, with the statistics of `runs` left as they were on the
+//!   empty table (autovacuum off meanwhile), as in a new deployment's first minute: the claim's
+//!   plan must not depend on them, so its ratio to `claim-complete` should be about 1.
 //! * `pickup`: an idle claimer woken by NOTIFY; latency from the enqueue call to the claim.
 //! * `baseline-enqueue-batch`, `baseline-claim-complete`: the same two loads in raw SQL on a
 //!   minimal jobs table (one partial index, delete on completion, no thread, no event), the
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use mostrador_queue::claim::{Completion, complete_many};
-use mostrador_queue::db::DbConfig;
+use mostrador_queue::db::{DbConfig, claimer};
 use mostrador_queue::listener::Queued;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread, Thread};
@@ -125,7 +128,12 @@ async fn main() -> anyhow::Result<()> {
                     enqueue_batch(&pool, args.batch_runs, args.batch_size).await?,
                     "runs/s",
                 ),
-                "claim-complete" => Measure::Rate(claim_complete(&pool, &args).await?, "runs/s"),
+                "claim-complete" => {
+                    Measure::Rate(claim_complete(&pool, &args, true).await?, "runs/s")
+                }
+                "claim-complete-stale" => {
+                    Measure::Rate(claim_complete(&pool, &args, false).await?, "runs/s")
+                }
                 "baseline-enqueue-batch" => {
                     Measure::Rate(baseline::enqueue_batch(&plain, &args).await?, "runs/s")
                 }
@@ -232,6 +240,9 @@ async fn reset(pool: &PgPool) -> anyhow::Result<()> {
     )
     .execute(pool)
     .await?;
+    sqlx::raw_sql("alter table mostrador.runs reset (autovacuum_enabled)")
+        .execute(pool)
+        .await?;
     sqlx::raw_sql("vacuum analyze mostrador.runs, mostrador.threads")
         .execute(pool)
         .await?;
@@ -277,14 +288,22 @@ async fn enqueue_batch(pool: &PgPool, n: usize, batch_size: usize) -> anyhow::Re
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
+/// Drains the backlog; with `analyzed` false the statistics of `runs` stay the empty table's.
+async fn claim_complete(pool: &PgPool, args: &Args, analyzed: bool) -> anyhow::Result<f64> {
+    if !analyzed {
+        sqlx::raw_sql("alter table mostrador.runs set (autovacuum_enabled = off)")
+            .execute(pool)
+            .await?;
+    }
     let threads = threads(pool, args.drain_runs).await?;
     for chunk in threads.chunks(args.batch_size) {
         run::enqueue_batch(pool, &chunk.iter().map(run_on).collect::<Vec<_>>(), None).await?;
     }
-    sqlx::raw_sql("vacuum analyze mostrador.runs")
-        .execute(pool)
-        .await?;
+    if analyzed {
+        sqlx::raw_sql("vacuum analyze mostrador.runs")
+            .execute(pool)
+            .await?;
+    }
 
     let start = Instant::now();
     let mut workers = JoinSet::new();
@@ -295,11 +314,13 @@ async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
             Duration::from_secs(60),
         );
         worker.register(pool).await?;
-        let (pool, claim_batch) = (pool.clone(), args.claim_batch);
+        // Each claims on a connection of its own, as a worker process does.
+        let (pool, claimer, claim_batch) = (pool.clone(), claimer(pool), args.claim_batch);
         workers.spawn(async move {
             let mut done = 0;
             loop {
-                let claimed = claim(&pool, worker.worker_id, &worker.graphs, claim_batch).await?;
+                let claimed =
+                    claim(&claimer, worker.worker_id, &worker.graphs, claim_batch).await?;
                 if claimed.is_empty() {
                     return anyhow::Ok(done);
                 }
@@ -343,11 +364,11 @@ async fn pickup(pool: &PgPool, n: usize) -> anyhow::Result<(Duration, Duration)>
     worker.register(pool).await?;
     let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
     let mut queued = listener.queued();
-    let claimer = {
-        let pool = pool.clone();
+    let claiming = {
+        let (pool, claimer) = (pool.clone(), claimer(pool));
         tokio::spawn(async move {
             loop {
-                let claimed = claim(&pool, worker.worker_id, &worker.graphs, 1).await?;
+                let claimed = claim(&claimer, worker.worker_id, &worker.graphs, 1).await?;
                 if let Some(run) = claimed.first() {
                     let at = Instant::now();
                     run.complete(&pool, RunStatus::Success, ThreadStatus::Idle)
@@ -390,7 +411,7 @@ async fn pickup(pool: &PgPool, n: usize) -> anyhow::Result<(Duration, Duration)>
     drop(claimed_rx);
     let _ = stop.send(());
     listener.join().await;
-    claimer.abort();
+    claiming.abort();
     latencies.sort();
     Ok((
         latencies[latencies.len() / 2],

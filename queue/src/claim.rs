@@ -83,6 +83,9 @@ pub struct Completion {
 /// `running` with `attempt + 1`; the claim also renews the worker's lease.
 ///
 /// Returns nothing when the worker is not registered (or was swept away after its lease expired).
+///
+/// Run it on a [`crate::db::claimer`] connection: elsewhere its plan depends on the statistics of
+/// `runs`.
 pub async fn claim(
     executor: impl PgExecutor<'_>,
     worker_id: WorkerId,

@@ -184,6 +184,59 @@ async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()
     Ok(())
 }
 
+/// On a `runs` table never analyzed, a claim on the claimer's connection walks `runs_claim_idx`
+/// in queue order and stops at its limit; with the planner's defaults it reads every pending run's
+/// entry (and sorts them all), which is what the claimer is for.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_claim_reads_the_queue_in_order_whatever_the_statistics(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    const PENDING: usize = 5_000;
+    const TAKE: i64 = 16;
+    sqlx::query("alter table mostrador.runs set (autovacuum_enabled = off)")
+        .execute(&pool)
+        .await?;
+    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); PENDING]).await?;
+    let news: Vec<NewRun> = threads
+        .iter()
+        .map(|t| NewRun::new(t.thread_id, GRAPH))
+        .collect();
+    run::enqueue_batch(&pool, &news, None).await?;
+    let analyzed: bool = sqlx::query_scalar(
+        "select coalesce(last_analyze, last_autoanalyze) is not null
+         from pg_stat_user_tables where schemaname = 'mostrador' and relname = 'runs'",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert!(!analyzed, "the premise: runs was never analyzed");
+    let worker = new_worker(&pool).await;
+
+    // The claim in a transaction rolled back, with the index entries it read in that transaction.
+    let entries_read = |pool: PgPool| async move {
+        let mut tx = pool.begin().await?;
+        let claimed = claim(&mut *tx, worker.worker_id, &graphs(), TAKE).await?;
+        let read: i64 = sqlx::query_scalar(
+            "select pg_stat_get_xact_tuples_returned('mostrador.runs_claim_idx'::regclass)",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.rollback().await?;
+        anyhow::Ok((claimed.len(), read))
+    };
+    let (claimed, read) = entries_read(mostrador_queue::db::claimer(&pool)).await?;
+    assert_eq!(claimed, TAKE as usize);
+    assert!(
+        read <= 2 * TAKE,
+        "the claimer read {read} entries of runs_claim_idx to claim {TAKE}"
+    );
+    let (_, read) = entries_read(pool.clone()).await?;
+    assert_eq!(
+        read, PENDING as i64,
+        "with the planner's defaults the claim reads every pending run's entry"
+    );
+    Ok(())
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn unregistered_worker_claims_nothing(pool: PgPool) -> anyhow::Result<()> {
     support::new_run(&pool).await;

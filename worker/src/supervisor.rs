@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
+use mostrador_queue::db::claimer;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};
@@ -68,6 +69,7 @@ pub async fn run(
             .max_concurrency(config.max_concurrency),
         queued: listener.queued(),
         control: listener.control(),
+        claimer: claimer(&pool),
         pool,
         config,
         registry,
@@ -166,6 +168,8 @@ async fn schedule_crons(
 
 struct Supervisor {
     pool: PgPool,
+    /// The claim's own connection (see [`claimer`]).
+    claimer: PgPool,
     /// The runner processes of the Python graphs, if any.
     runners: Option<Arc<Runners>>,
     config: WorkerConfig,
@@ -426,7 +430,7 @@ impl Supervisor {
                 return;
             }
             let claimed = match claim(
-                &self.pool,
+                &self.claimer,
                 self.lease.worker_id,
                 &self.config.graphs,
                 free as i64,
