@@ -110,6 +110,7 @@ pub async fn run(
     let _ = stop_listener.send(());
     listener.join().await;
     supervisor.lease.deregister(&supervisor.pool).await?;
+    supervisor.claimer.close().await;
     if let Some(failed) = failed {
         tracing::error!(error = %failed, "worker stopped");
         return Err(failed);
