@@ -4,11 +4,12 @@
 //! thread that does not exist get the same 404; a missing, expired or foreign-audience token gets
 //! 401. No answer to a stranger names the thread.
 
+use mostrador_queue::claim::Ending;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
+use mostrador_queue::{WorkerLease, claim};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -104,7 +105,7 @@ async fn the_matrix_holds(api: Api, managers_read: bool) {
         .expect("claim")
         .pop()
         .expect("run");
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
 

@@ -2,11 +2,12 @@
 //! filtered by stream mode, ended by `end`; and `join` answering the final state. The events are
 //! written with the queue's own functions, as a worker writes them.
 
+use mostrador_queue::claim::Ending;
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
 use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease, claim};
+use mostrador_queue::{ClaimedRun, WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -73,7 +74,7 @@ async fn stream_replays_after_last_event_id_filters_by_mode_and_ends(pool: PgPoo
     )
     .await
     .expect("append");
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
 
@@ -159,7 +160,7 @@ async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool)
     )
     .await
     .expect("append");
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
 
@@ -231,10 +232,12 @@ async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
         ))
         .await;
     let held = claimed(&api).await;
-    held.fail(
+    held.end(
         api.state.pool(),
-        &json!({"error": "NodeError", "message": "kaboom"}),
-        false,
+        Ending::Failed {
+            error: json!({"error": "NodeError", "message": "kaboom"}),
+            retryable: false,
+        },
     )
     .await
     .expect("fail");
@@ -422,7 +425,7 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
     assert_eq!(&first[..], b"\n");
 
     let held = claimed(&api).await;
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
     let mut rest = Vec::new();
@@ -481,7 +484,7 @@ async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPo
     for i in 4..=6 {
         append(i).await;
     }
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
     read_until(&mut body, &mut seen, "event: end").await;
@@ -557,7 +560,7 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
     event::append(api.state.pool(), held.lease(), &batch)
         .await
         .expect("append");
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
 

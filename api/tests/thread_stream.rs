@@ -2,13 +2,14 @@
 //! visible only to whoever sees the thread. The events are written with the queue's own functions,
 //! as a worker writes them.
 
+use mostrador_queue::claim::Ending;
 use std::time::Duration;
 
 use axum::body::BodyDataStream;
 use axum::http::StatusCode;
 use futures_util::StreamExt;
 use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
+use mostrador_queue::{WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -94,7 +95,7 @@ async fn run_once(api: &Api, values: Value) {
     )
     .await
     .expect("append");
-    held.complete(api.state.pool(), RunStatus::Success, ThreadStatus::Idle)
+    held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
 }

@@ -1,13 +1,14 @@
 //! Webhooks: a run's end announced to the URL it named, only on a host the operator allows;
 //! queued as the run ends, retried when the receiver fails, sent once it answers.
 
+use mostrador_queue::claim::Ending;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::routing::post;
 use mostrador_api::ApiConfig;
 use mostrador_api::webhooks::WebhookHosts;
-use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim};
+use mostrador_queue::{WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::mpsc;
@@ -103,9 +104,7 @@ async fn a_runs_end_is_posted_to_an_allowed_webhook_until_it_is_received(pool: P
             .expect("claim")
             .pop()
             .expect("a run");
-        held.complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-            .await
-            .expect("complete");
+        held.end(&pool, Ending::Success).await.expect("complete");
     }
     assert_eq!(
         deliveries(&pool).await,

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::claim::{End, Ending, end_many};
 use mostrador_queue::db::{DbConfig, claimer};
 use mostrador_queue::listener::Queued;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread, Thread};
-use mostrador_queue::{Listener, RunStatus, ThreadStatus, WorkerLease, claim, schema};
+use mostrador_queue::{Listener, WorkerLease, claim, schema};
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
 use sqlx::postgres::PgPoolOptions;
@@ -324,16 +324,14 @@ async fn claim_complete(pool: &PgPool, args: &Args, analyzed: bool) -> anyhow::R
                 if claimed.is_empty() {
                     return anyhow::Ok(done);
                 }
-                let completions: Vec<Completion> = claimed
+                let ends: Vec<End> = claimed
                     .iter()
-                    .map(|run| Completion {
-                        lease: run.lease(),
-                        status: RunStatus::Success,
-                        thread_status: ThreadStatus::Idle,
-                    })
+                    .map(|run| run.ending(Ending::Success))
                     .collect();
                 anyhow::ensure!(
-                    complete_many(&pool, &completions).await?.is_empty(),
+                    end_many(&mut *pool.acquire().await?, &ends)
+                        .await?
+                        .is_empty(),
                     "lost a lease"
                 );
                 done += claimed.len();
@@ -369,10 +367,9 @@ async fn pickup(pool: &PgPool, n: usize) -> anyhow::Result<(Duration, Duration)>
         tokio::spawn(async move {
             loop {
                 let claimed = claim(&claimer, worker.worker_id, &worker.graphs, 1).await?;
-                if let Some(run) = claimed.first() {
+                if let Some(run) = claimed.into_iter().next() {
                     let at = Instant::now();
-                    run.complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-                        .await?;
+                    run.end(&pool, Ending::Success).await?;
                     if claimed_tx.send(at).await.is_err() {
                         return anyhow::Ok(());
                     }

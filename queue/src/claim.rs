@@ -1,11 +1,12 @@
-//! Claiming runs, and the transitions only the lease holder may make.
+//! Claiming runs, and ending them: the transitions only the lease holder may make.
 //!
-//! Every transition here is one statement, conditional on `(run_id, attempt, status = running)`.
-//! When that matches nothing, the run was swept, released or finished behind the caller's back,
-//! maybe claimed again under a newer attempt: the caller gets [`Error::LeaseLost`] and nothing was
-//! written. Each takes any executor, so a caller can commit a transition together with other
-//! writes. [`complete_many`] ends many runs in one statement (the worker's publisher batches its
-//! runs' completions through it).
+//! A claimed run has one way out: an [`Ending`] (success, a pause for a resume, a cancel, a
+//! timeout, a failure, a drain's release, a rollback), written by [`end_many`], alone through
+//! [`ClaimedRun::end`] or batched with other runs' endings and events by the worker's publisher.
+//! Every ending is conditional on `(run_id, attempt, status = running)`. When that matches
+//! nothing, the run was swept, released or finished behind the caller's back, maybe claimed again
+//! under a newer attempt: the ending's lease is reported lost and nothing was written for it.
+//! Only [`claim`] makes a [`ClaimedRun`] or a [`Lease`]; ending a run takes the claim.
 //!
 //! Lock order: a statement that changes a thread's row and its runs' rows locks the thread
 //! first. Deleting a thread, and enqueueing with `interrupt` or `rollback`, lock the thread and
@@ -15,10 +16,11 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-use sqlx::PgExecutor;
+use serde_json::{Value, json};
+use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 
 use crate::cancel::delete_runs;
+use crate::event::NewEvent;
 use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, RunId, RunStatus};
@@ -31,13 +33,22 @@ pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(2);
 pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(600);
 
 /// The fencing token of a claimed run: a transition made under a stale attempt changes nothing.
+/// Only a claim makes one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lease {
-    pub run_id: RunId,
-    pub attempt: i32,
+    pub(crate) run_id: RunId,
+    pub(crate) attempt: i32,
 }
 
 impl Lease {
+    pub fn run_id(self) -> RunId {
+        self.run_id
+    }
+
+    pub fn attempt(self) -> i32 {
+        self.attempt
+    }
+
     fn lost(self) -> Error {
         Error::LeaseLost {
             run_id: self.run_id,
@@ -46,11 +57,12 @@ impl Lease {
     }
 }
 
-/// A run this worker holds. Its methods are the transitions of a claimed run.
-#[derive(Debug, Clone, PartialEq)]
+/// A run this worker holds: made only by [`claim`], ended only by [`ClaimedRun::end`] or, batched
+/// with others, by [`end_many`] of its [`ClaimedRun::ending`].
+#[derive(Debug, PartialEq)]
 pub struct ClaimedRun {
-    pub run_id: RunId,
-    pub attempt: i32,
+    run_id: RunId,
+    attempt: i32,
     pub thread_id: ThreadId,
     pub graph_id: String,
     pub input: Option<Value>,
@@ -67,15 +79,69 @@ pub struct ClaimedRun {
     pub stream_mode: Vec<String>,
 }
 
-/// How a claimed run ends, other than by failing.
+/// Every way a claimed run leaves its holder.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// The graph finished: the run ends `success`, its thread rests `idle`.
+    Success,
+    /// The graph interrupted itself (a breakpoint, `interrupt()`): the run ends `success`, its
+    /// thread rests `interrupted` until a run resumes it.
+    Paused,
+    /// A user cancelled it with the `interrupt` action: the run ends `interrupted`, its thread
+    /// rests `idle`.
+    Cancelled,
+    /// It ran out of time: the run ends `timeout`, its thread rests `error`.
+    TimedOut,
+    /// It failed with `error` (`{"error": kind, "message": …}`). A `retryable` failure with
+    /// attempts left puts the run back to `pending`, due after [`retry_backoff`] of the attempts
+    /// used; otherwise the run ends `error` with an `error` event, and its thread rests `error`.
+    Failed { error: Value, retryable: bool },
+    /// This worker is draining: the run is `pending` again, due at once at its old place in the
+    /// queue, **without using up an attempt**, with a `drained` event; another worker resumes it
+    /// from its checkpoint.
+    Released { reason: String },
+    /// A `rollback` cancel: the run, its events and the checkpoints it made are deleted, as if it
+    /// had never been created. Subscribers get a marker without `seq`, re-read, and find it gone.
+    RolledBack,
+}
+
+/// Where a run is once its ending is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
-    pub lease: Lease,
-    /// `Success`, `Timeout` or `Interrupted`. Errors go through [`ClaimedRun::fail`].
-    pub status: RunStatus,
-    /// The thread's resting status: `Idle`, `Interrupted` (the graph waits for a resume) or
-    /// `Error`.
-    pub thread_status: ThreadStatus,
+pub enum After {
+    /// It ended with this status (`success`, `interrupted`, `timeout` or `error`).
+    Ended(RunStatus),
+    /// A retryable failure put it back to `pending`, due after a backoff.
+    Retrying,
+    /// A drain put it back to `pending`, its attempt not used up.
+    Released,
+    /// It was deleted.
+    RolledBack,
+}
+
+/// A claimed run's [`Ending`], resolved into what [`end_many`] writes: fenced by the claim's
+/// lease, so once one ending of a claim is written, any other finds the lease lost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct End {
+    lease: Lease,
+    thread_id: ThreadId,
+    after: After,
+    /// The thread's resting status; none while the run is pending again.
+    thread_status: Option<ThreadStatus>,
+    /// The retry's backoff.
+    delay: Option<Duration>,
+    error: Option<Value>,
+    /// Appended to the run's log, in order.
+    events: Vec<NewEvent>,
+}
+
+impl End {
+    pub fn lease(&self) -> Lease {
+        self.lease
+    }
+
+    pub fn after(&self) -> After {
+        self.after
+    }
 }
 
 /// Claims up to `n` runs of `graphs` for `worker_id`, in one statement: pending, due, the oldest
@@ -171,59 +237,91 @@ pub async fn claim(
     Ok(claimed)
 }
 
-/// Completes many claimed runs with one statement: each run's terminal status, its `end` event,
-/// and its thread's resting status and `last_activity_at` commit together. Claimers are woken for
-/// threads that have a run queued behind.
+/// Writes many claimed runs' endings: one statement for every ending but rollbacks (each run's
+/// status, its events, its thread's resting status and `last_activity_at`), then one per
+/// rollback. Claimers are woken for a released run, and for threads that have a run queued
+/// behind one that ended. Run it in a transaction to commit it with other writes (the worker's
+/// publisher commits it with the runs' last events); outside one, each statement commits by
+/// itself.
 ///
 /// Returns the leases that were lost; those runs were left untouched.
-///
-/// # Errors
-///
-/// [`Error::Invalid`] for a status that is not `Success`, `Timeout` or `Interrupted`, or a thread
-/// status of `Busy`.
-pub async fn complete_many(
-    executor: impl PgExecutor<'_>,
-    completions: &[Completion],
-) -> Result<Vec<Lease>> {
-    let mut run_ids = Vec::with_capacity(completions.len());
-    let mut attempts = Vec::with_capacity(completions.len());
-    let mut statuses = Vec::with_capacity(completions.len());
-    let mut thread_statuses = Vec::with_capacity(completions.len());
-    for completion in completions {
-        if !matches!(
-            completion.status,
-            RunStatus::Success | RunStatus::Timeout | RunStatus::Interrupted
-        ) {
-            return Err(Error::Invalid {
-                field: "status",
-                reason: format!(
-                    "{:?} is not a completion; errors go through fail",
-                    completion.status
-                ),
-            });
+pub async fn end_many(conn: &mut PgConnection, ends: &[End]) -> Result<Vec<Lease>> {
+    let (rollbacks, updates): (Vec<&End>, Vec<&End>) =
+        ends.iter().partition(|end| end.after == After::RolledBack);
+    let mut done = if updates.is_empty() {
+        Vec::new()
+    } else {
+        set_ended(&mut *conn, &updates).await?
+    };
+    for end in rollbacks {
+        let deleted = delete_runs(
+            &mut *conn,
+            end.thread_id,
+            &[end.lease.run_id.0],
+            RunStatus::Running,
+            Some(end.lease.attempt),
+        )
+        .await?;
+        if !deleted.is_empty() {
+            sqlx::query!(
+                r#"
+                select pg_notify($2, graph_id)
+                from mostrador.runs
+                where thread_id = $1
+                  and status = 'pending'
+                limit 1
+                "#,
+                end.thread_id.0,
+                RUNS_CHANNEL,
+            )
+            .fetch_optional(&mut *conn)
+            .await?;
         }
-        if completion.thread_status == ThreadStatus::Busy {
-            return Err(Error::Invalid {
-                field: "thread status",
-                reason: "busy is derived from the thread's runs and cannot be set".into(),
-            });
-        }
-        run_ids.push(completion.lease.run_id.0);
-        attempts.push(completion.lease.attempt);
-        statuses.push(completion.status);
-        thread_statuses.push(completion.thread_status);
+        done.extend(deleted);
+    }
+    Ok(lost_leases(ends.iter().map(End::lease), &done))
+}
+
+/// The one statement of [`end_many`]: every ending that leaves the run in the table.
+async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<RunId>> {
+    let mut run_ids = Vec::with_capacity(ends.len());
+    let mut attempts = Vec::with_capacity(ends.len());
+    let mut statuses = Vec::with_capacity(ends.len());
+    let mut thread_statuses = Vec::with_capacity(ends.len());
+    let mut delays = Vec::with_capacity(ends.len());
+    let mut released = Vec::with_capacity(ends.len());
+    let mut errors = Vec::with_capacity(ends.len());
+    let mut events = Vec::with_capacity(ends.len());
+    for end in ends {
+        run_ids.push(end.lease.run_id.0);
+        attempts.push(end.lease.attempt);
+        statuses.push(match end.after {
+            After::Ended(status) => status,
+            After::Retrying | After::Released | After::RolledBack => RunStatus::Pending,
+        });
+        thread_statuses.push(end.thread_status);
+        delays.push(end.delay.map(|delay| delay.as_secs_f64()));
+        released.push(end.after == After::Released);
+        errors.push(end.error.clone());
+        events.push(Value::Array(
+            end.events
+                .iter()
+                .map(|event| json!({"event": event.event, "data": event.data}))
+                .collect(),
+        ));
     }
 
     // N.B. A run enqueued on the thread after this statement's snapshot is not seen as queued,
     // so no wake-up is sent for it here; its own enqueue notified, and the claimers' poll covers
     // the window in which that wake-up found the thread still busy.
-    let completed = sqlx::query!(
+    let ended = sqlx::query!(
         r#"
         with input as (
             select *
             from unnest(
-                $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[]
-            ) as i(run_id, attempt, status, thread_status)
+                $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[],
+                $5::float8[], $6::bool[], $7::jsonb[], $8::jsonb[]
+            ) as i(run_id, attempt, status, thread_status, delay_secs, released, error, events)
         ),
         -- Threads before runs, in one order: the order of the statements that lock a thread, then
         -- change its runs (deleting it, enqueueing with `interrupt` or `rollback`). The other
@@ -250,54 +348,72 @@ pub async fn complete_many(
               and (select count(*) from threads_locked) >= 0
             for update of r
         ),
-        completed as (
+        ended as (
             update mostrador.runs r
             set status = i.status,
-                finished_at = now(),
+                finished_at = case when i.status = 'pending' then null else now() end,
+                available_at = coalesce(now() + make_interval(secs => i.delay_secs), r.available_at),
+                lease_owner = case when i.status = 'pending' then null else r.lease_owner end,
+                drain_count = r.drain_count + i.released::int,
+                error = coalesce(i.error, r.error),
                 updated_at = now(),
-                event_seq = r.event_seq + 1
+                event_seq = r.event_seq + jsonb_array_length(i.events)
             from input i
             where r.run_id = i.run_id
               and r.run_id = any(array(select run_id from locked))
               and r.attempt = i.attempt
               and r.status = 'running'
-            returning r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, i.thread_status
+            returning
+                r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, i.thread_status,
+                i.events, i.released
         ),
-        ended as (
+        logged as (
             insert into mostrador.run_events (run_id, seq, event, data)
-            select run_id, event_seq, 'end', jsonb_build_object('status', status)
-            from completed
+            select
+                e.run_id,
+                e.event_seq - jsonb_array_length(e.events) + x.n,
+                x.item ->> 'event',
+                x.item -> 'data'
+            from ended e
+            cross join lateral jsonb_array_elements(e.events) with ordinality as x(item, n)
         ),
         rested as (
             update mostrador.threads t
-            set status = c.thread_status,
+            set status = e.thread_status,
                 last_activity_at = now(),
                 updated_at = now()
-            from completed c
-            where t.thread_id = c.thread_id
+            from ended e
+            where t.thread_id = e.thread_id
+              and e.thread_status is not null
         )
         select
-            c.run_id as "run_id!: RunId",
+            e.run_id as "run_id!: RunId",
             case
-                when exists (
-                    select 1
-                    from mostrador.runs q
-                    where q.thread_id = c.thread_id
-                      and q.status = 'pending'
-                ) then pg_notify($5, c.graph_id)::text
+                when e.released or (
+                    e.status <> 'pending'
+                    and exists (
+                        select 1
+                        from mostrador.runs q
+                        where q.thread_id = e.thread_id
+                          and q.status = 'pending'
+                    )
+                ) then pg_notify($9, e.graph_id)::text
             end as "woken"
-        from completed c
+        from ended e
         "#,
         &run_ids,
         &attempts,
         &statuses as &[RunStatus],
-        &thread_statuses as &[ThreadStatus],
+        &thread_statuses as &[Option<ThreadStatus>],
+        &delays as &[Option<f64>],
+        &released,
+        &errors as &[Option<Value>],
+        &events,
         RUNS_CHANNEL,
     )
     .fetch_all(executor)
     .await?;
-    let completed: Vec<RunId> = completed.into_iter().map(|row| row.run_id).collect();
-    Ok(lost_leases(completions.iter().map(|c| c.lease), &completed))
+    Ok(ended.into_iter().map(|row| row.run_id).collect())
 }
 
 /// The leases among `leases` whose run is not in `done`.
@@ -308,6 +424,15 @@ pub(crate) fn lost_leases(leases: impl Iterator<Item = Lease>, done: &[RunId]) -
 }
 
 impl ClaimedRun {
+    pub fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    /// The claim's attempt: its fencing token.
+    pub fn attempt(&self) -> i32 {
+        self.attempt
+    }
+
     pub fn lease(&self) -> Lease {
         Lease {
             run_id: self.run_id,
@@ -320,203 +445,85 @@ impl ClaimedRun {
         self.attempt - self.drain_count
     }
 
-    /// Ends the run with `status` (`Success`, `Timeout` or `Interrupted`), appends its `end`
-    /// event, and sets the thread's resting status, in one statement.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`]; [`Error::Invalid`] as for [`complete_many`].
-    pub async fn complete(
-        &self,
-        executor: impl PgExecutor<'_>,
-        status: RunStatus,
-        thread_status: ThreadStatus,
-    ) -> Result {
-        let lease = self.lease();
-        let lost = complete_many(
-            executor,
-            &[Completion {
-                lease,
-                status,
-                thread_status,
-            }],
-        )
-        .await?;
-        if lost.is_empty() {
-            Ok(())
-        } else {
-            Err(lease.lost())
+    /// What `ending` writes for this run, to be written by [`end_many`] with others.
+    pub fn ending(&self, ending: Ending) -> End {
+        let ended = |status: RunStatus, thread_status| End {
+            lease: self.lease(),
+            thread_id: self.thread_id,
+            after: After::Ended(status),
+            thread_status: Some(thread_status),
+            delay: None,
+            error: None,
+            events: vec![NewEvent::new("end", json!({"status": status.as_str()}))],
+        };
+        match ending {
+            Ending::Success => ended(RunStatus::Success, ThreadStatus::Idle),
+            Ending::Paused => ended(RunStatus::Success, ThreadStatus::Interrupted),
+            Ending::Cancelled => ended(RunStatus::Interrupted, ThreadStatus::Idle),
+            Ending::TimedOut => ended(RunStatus::Timeout, ThreadStatus::Error),
+            Ending::Failed { error, retryable }
+                if retryable && self.attempts_used() < self.max_attempts =>
+            {
+                End {
+                    after: After::Retrying,
+                    thread_status: None,
+                    delay: Some(retry_backoff(self.attempts_used())),
+                    error: Some(error),
+                    events: Vec::new(),
+                    ..ended(RunStatus::Pending, ThreadStatus::Idle)
+                }
+            }
+            Ending::Failed { error, .. } => {
+                let mut end = ended(RunStatus::Error, ThreadStatus::Error);
+                end.events.insert(0, NewEvent::new("error", error.clone()));
+                End {
+                    error: Some(error),
+                    ..end
+                }
+            }
+            Ending::Released { reason } => End {
+                after: After::Released,
+                thread_status: None,
+                events: vec![NewEvent::new(
+                    "drained",
+                    json!({"reason": reason, "attempt": self.attempt}),
+                )],
+                ..ended(RunStatus::Pending, ThreadStatus::Idle)
+            },
+            Ending::RolledBack => End {
+                after: After::RolledBack,
+                thread_status: None,
+                events: Vec::new(),
+                ..ended(RunStatus::Pending, ThreadStatus::Idle)
+            },
         }
     }
 
-    /// Records a failure. A `retryable` failure with attempts left puts the run back to `pending`,
-    /// due after [`retry_backoff`] of the attempts used; otherwise the run ends `error` with an
-    /// `error` event (its data is `error`) and an `end` event, and the thread rests in `error`.
-    ///
-    /// Returns the run's new status (`Pending` or `Error`).
+    /// Ends the run, alone: the claim is over whatever the answer.
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`].
-    pub async fn fail(
-        &self,
-        executor: impl PgExecutor<'_>,
-        error: &Value,
-        retryable: bool,
-    ) -> Result<RunStatus> {
-        let status = sqlx::query_scalar!(
-            r#"
-            -- Its thread before the run (see the lock order in this module's documentation).
-            with thread_locked as (
-                select thread_id
-                from mostrador.threads
-                where thread_id = $7
-                for no key update
-            ),
-            target as (
-                select
-                    run_id,
-                    $3 and attempt - drain_count < max_attempts as retry,
-                    least(
-                        $4 * power(2, greatest(attempt - drain_count - 1, 0)),
-                        $5
-                    ) as backoff_secs
-                from mostrador.runs
-                where run_id = $1
-                  and attempt = $2
-                  and status = 'running'
-                  -- Always true; evaluated once, before the run is locked.
-                  and (select count(*) from thread_locked) >= 0
-                for update
-            ),
-            failed as (
-                update mostrador.runs r
-                set status = case when t.retry then 'pending' else 'error' end::mostrador.run_status,
-                    available_at = case
-                        when t.retry then now() + make_interval(secs => t.backoff_secs)
-                        else r.available_at
-                    end,
-                    lease_owner = case when t.retry then null else r.lease_owner end,
-                    finished_at = case when t.retry then null else now() end,
-                    error = $6,
-                    updated_at = now(),
-                    event_seq = r.event_seq + case when t.retry then 0 else 2 end
-                from target t
-                where r.run_id = t.run_id
-                returning r.run_id, r.thread_id, r.status, r.event_seq
-            ),
-            ended as (
-                insert into mostrador.run_events (run_id, seq, event, data)
-                select run_id, event_seq - 1, 'error', $6
-                from failed
-                where status = 'error'
-                union all
-                select run_id, event_seq, 'end', '{"status": "error"}'::jsonb
-                from failed
-                where status = 'error'
-            ),
-            rested as (
-                update mostrador.threads t
-                set status = 'error',
-                    last_activity_at = now(),
-                    updated_at = now()
-                from failed f
-                where t.thread_id = f.thread_id
-                  and f.status = 'error'
-            )
-            select status as "status!: RunStatus"
-            from failed
-            "#,
-            self.run_id.0,
-            self.attempt,
-            retryable,
-            RETRY_BACKOFF_BASE.as_secs_f64(),
-            RETRY_BACKOFF_CAP.as_secs_f64(),
-            error,
-            self.thread_id.0,
-        )
-        .fetch_optional(executor)
-        .await?;
-        status.ok_or(self.lease().lost())
-    }
-
-    /// Gives the run back because this worker is draining: `pending` again, due at once and at
-    /// its old place in the queue, **without using up an attempt** (`drain_count + 1`), with a
-    /// `drained` event; claimers are woken so another worker resumes it from its checkpoint.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`].
-    pub async fn release(&self, executor: impl PgExecutor<'_>, reason: &str) -> Result {
-        let released = sqlx::query_scalar!(
-            r#"
-            -- N.B. `for update` waits for checkpoint writes in flight (see `checkpoint`).
-            with locked as (
-                select run_id
-                from mostrador.runs
-                where run_id = $1
-                  and attempt = $2
-                  and status = 'running'
-                for update
-            ),
-            released as (
-                update mostrador.runs
-                set status = 'pending',
-                    lease_owner = null,
-                    drain_count = drain_count + 1,
-                    updated_at = now(),
-                    event_seq = event_seq + 1
-                where run_id = (select run_id from locked)
-                  and attempt = $2
-                  and status = 'running'
-                returning run_id, graph_id, attempt, event_seq
-            ),
-            logged as (
-                insert into mostrador.run_events (run_id, seq, event, data)
-                select run_id, event_seq, 'drained', jsonb_build_object('reason', $3::text, 'attempt', attempt)
-                from released
-            )
-            select pg_notify($4, graph_id)::text as "woken"
-            from released
-            "#,
-            self.run_id.0,
-            self.attempt,
-            reason,
-            RUNS_CHANNEL,
-        )
-        .fetch_optional(executor)
-        .await?;
-        released.map(drop).ok_or(self.lease().lost())
-    }
-
-    /// Honours a `rollback` cancel: deletes the run, its events and the checkpoints (with their
-    /// writes) it made, as if it had never been created. Subscribers get a marker without `seq`,
-    /// re-read, and find the run gone.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`].
-    pub async fn roll_back(&self, executor: impl PgExecutor<'_>) -> Result {
-        let deleted = delete_runs(
-            executor,
-            self.thread_id,
-            &[self.run_id.0],
-            RunStatus::Running,
-            Some(self.attempt),
-        )
-        .await?;
-        if deleted.is_empty() {
-            Err(self.lease().lost())
+    /// [`Error::LeaseLost`] when the run was swept, released or ended behind this claim; nothing
+    /// was written.
+    pub async fn end(
+        self,
+        conn: impl Acquire<'_, Database = Postgres>,
+        ending: Ending,
+    ) -> Result<After> {
+        let end = self.ending(ending);
+        let mut conn = conn.acquire().await?;
+        let lost = end_many(&mut conn, std::slice::from_ref(&end)).await?;
+        if lost.is_empty() {
+            Ok(end.after)
         } else {
-            Ok(())
+            Err(end.lease.lost())
         }
     }
 }
 
 /// The delay before a run is tried again after a retryable failure, given the attempts it has
 /// used: [`RETRY_BACKOFF_BASE`] doubled per attempt after the first, at most
-/// [`RETRY_BACKOFF_CAP`]. Computed in SQL by [`ClaimedRun::fail`]; this is its twin for callers
-/// that report it.
+/// [`RETRY_BACKOFF_CAP`].
 pub fn retry_backoff(attempts_used: i32) -> Duration {
     let exponent = attempts_used.saturating_sub(1).clamp(0, 30) as u32;
     RETRY_BACKOFF_BASE

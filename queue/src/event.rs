@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 
-use crate::claim::{Completion, Lease, complete_many, lost_leases};
+use crate::claim::{End, Lease, end_many, lost_leases};
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
 use crate::saver::{Described, describe_many};
@@ -348,8 +348,8 @@ pub async fn now_on_thread(
 }
 
 /// What a worker's publisher writes at once, in one transaction: the described states of Python
-/// graphs' checkpoints, the events (a completion appends `end`, after which nothing may be
-/// appended), then the completions. Returns the leases found lost.
+/// graphs' checkpoints, the events, then the runs' endings (after which nothing may be appended).
+/// Returns the leases found lost.
 ///
 /// # Errors
 ///
@@ -358,7 +358,7 @@ pub async fn publish(
     pool: &PgPool,
     described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
-    completions: &[Completion],
+    ends: &[End],
 ) -> Result<Vec<Lease>> {
     let mut tx = pool.begin().await?;
     let mut lost = if described.is_empty() {
@@ -369,8 +369,8 @@ pub async fn publish(
     if !appends.is_empty() {
         lost.extend(append_many(&mut *tx, appends).await?.0);
     }
-    if !completions.is_empty() {
-        lost.extend(complete_many(&mut *tx, completions).await?);
+    if !ends.is_empty() {
+        lost.extend(end_many(&mut tx, ends).await?);
     }
     tx.commit().await?;
     Ok(lost)

@@ -13,8 +13,8 @@
 //! * [`enqueue`]: enqueueing runs one at a time (under the thread's lock: its multitask strategy,
 //!   the graph's queue limit, the caller's share and fair order) or in batches.
 //! * [`cancel`](mod@cancel): cancelling a pending or running run, or many at once.
-//! * [`claim`](mod@claim): `claim` and [`ClaimedRun`], whose methods are the fenced transitions of a claimed
-//!   run (`complete`, `fail`, `release`, `roll_back`), and `complete_many` for a batch.
+//! * [`claim`](mod@claim): `claim`, and the one way out of a claim: a [`ClaimedRun`]'s `Ending`
+//!   (success, pause, cancel, timeout, failure, release, rollback), written fenced by `end_many`.
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
 //! * [`cron`]: crons, and the scheduler's tick that enqueues their due runs.
 //! * [`effects`]: effects outside the state (a refund), recorded once per idempotency key.

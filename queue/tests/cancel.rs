@@ -1,9 +1,10 @@
 //! Cancelling a run: pending runs end at once, running runs are signalled to their holder.
 
 use mostrador_queue::cancel::{CancelOutcome, cancel};
+use mostrador_queue::claim::Ending;
 use mostrador_queue::listener::Control;
 use mostrador_queue::run;
-use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId, ThreadStatus};
+use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -102,9 +103,7 @@ async fn cancel_running_run_notifies_the_holder(pool: PgPool) -> anyhow::Result<
         vec![(claimed.lease(), CancelAction::Rollback)]
     );
 
-    claimed
-        .complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle)
-        .await?;
+    claimed.end(&pool, Ending::Cancelled).await?;
     Ok(())
 }
 
@@ -139,7 +138,7 @@ async fn a_rollback_deletes_its_runs_checkpoints_in_its_own_thread_only(
         .await
         .map_err(|err| anyhow::anyhow!(err))?;
 
-    claimed.roll_back(&pool).await?;
+    claimed.end(&pool, Ending::RolledBack).await?;
     let latest = |thread: ThreadId| {
         let reader = &reader;
         async move {

@@ -5,11 +5,12 @@ use mostrador_graph::stream::discard;
 use mostrador_graph::{
     Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START, StateGraph,
 };
+use mostrador_queue::claim::Ending;
 use std::time::Duration;
 
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
-use mostrador_queue::{Error, NewRun, PgCheckpointer, RunStatus, ThreadStatus};
+use mostrador_queue::{Error, NewRun, PgCheckpointer};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -194,7 +195,7 @@ async fn transitions_wait_for_checkpoint_writes_and_event_appends_do_not(
     // A checkpoint write in flight, as the fence locks.
     let mut writing = pool.begin().await?;
     sqlx::query("select 1 from mostrador.runs where run_id = $1 for key share")
-        .bind(lease.run_id.0)
+        .bind(lease.run_id().0)
         .execute(&mut *writing)
         .await?;
 
@@ -210,11 +211,7 @@ async fn transitions_wait_for_checkpoint_writes_and_event_appends_do_not(
 
     let completing = tokio::spawn({
         let pool = pool.clone();
-        async move {
-            claimed
-                .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-                .await
-        }
+        async move { claimed.end(&pool, Ending::Success).await }
     });
     assert!(
         another_session_waits_for_a_lock(&pool).await,
@@ -238,7 +235,7 @@ async fn deleting_a_thread_while_its_run_ends_does_not_deadlock(
         new_run(&pool).await;
         let worker = new_worker(&pool).await;
         let claimed = claim_one(&pool, &worker).await.expect("claimed");
-        let run_id = claimed.lease().run_id;
+        let run_id = claimed.lease().run_id();
 
         // The first half of a deletion: the thread's row.
         let mut deleting = pool.begin().await?;
@@ -251,13 +248,17 @@ async fn deleting_a_thread_while_its_run_ends_does_not_deadlock(
             async move {
                 if failing {
                     claimed
-                        .fail(&pool, &json!({"error": "boom"}), false)
+                        .end(
+                            &pool,
+                            Ending::Failed {
+                                error: json!({"error": "boom"}),
+                                retryable: false,
+                            },
+                        )
                         .await
                         .map(drop)
                 } else {
-                    claimed
-                        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-                        .await
+                    claimed.end(&pool, Ending::Success).await.map(drop)
                 }
             }
         });
@@ -366,14 +367,12 @@ async fn a_state_update_is_written_only_while_its_thread_is_idle_and_unchanged(
     assert_eq!(value(pool.clone()).await, json!(1));
     let worker = new_worker(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("the run");
-    assert_eq!(claimed.run_id, run.run_id);
+    assert_eq!(claimed.run_id(), run.run_id);
     let refused = graph
         .update_state(&idle(), id, json!({"v": 2}), None, None)
         .await;
     assert!(refused_as_busy(refused), "nor while it runs");
-    claimed
-        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    claimed.end(&pool, Ending::Success).await?;
 
     // The thread changed between the update's read and its write: nothing is written.
     let update = idle();

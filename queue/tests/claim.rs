@@ -4,11 +4,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mostrador_queue::claim::{Completion, complete_many};
-use mostrador_queue::listener::Queued;
+use mostrador_queue::claim::{End, Ending, end_many};
+use mostrador_queue::listener::{Queued, RUNS_CHANNEL};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{Listener, RunId, RunStatus, ThreadStatus, claim};
+use mostrador_queue::{Listener, RunId, claim};
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 
@@ -38,7 +38,7 @@ async fn concurrent_claims_never_double_claim(pool: PgPool) -> anyhow::Result<()
                 if claimed.is_empty() {
                     return anyhow::Ok(mine);
                 }
-                mine.extend(claimed.into_iter().map(|run| (run.run_id, run.attempt)));
+                mine.extend(claimed.into_iter().map(|run| (run.run_id(), run.attempt())));
             }
         });
     }
@@ -77,7 +77,8 @@ async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
         let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
         assert_eq!(claimed.len(), 1, "one run of the thread at a time");
         assert_eq!(
-            claimed[0].run_id, *expected,
+            claimed[0].run_id(),
+            *expected,
             "runs of a thread go in enqueue order"
         );
         assert!(
@@ -85,9 +86,8 @@ async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
                 .await?
                 .is_empty()
         );
-        claimed[0]
-            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-            .await?;
+        let claimed = claimed.into_iter().next().expect("claimed");
+        claimed.end(&pool, Ending::Success).await?;
     }
 
     // Under concurrent claimers: 40 threads with 5 runs each.
@@ -121,20 +121,18 @@ async fn one_running_run_per_thread(pool: PgPool) -> anyhow::Result<()> {
                     let fresh = running.lock().expect("lock").insert(run.thread_id);
                     assert!(fresh, "thread {} has two running runs", run.thread_id);
                 }
-                let completions: Vec<Completion> = claimed
+                let ends: Vec<End> = claimed
                     .iter()
-                    .map(|run| Completion {
-                        lease: run.lease(),
-                        status: RunStatus::Success,
-                        thread_status: ThreadStatus::Idle,
-                    })
+                    .map(|run| run.ending(Ending::Success))
                     .collect();
                 // Leave the set before the completion commits: another claimer can only take
                 // the thread's next run after that commit.
                 for run in &claimed {
                     running.lock().expect("lock").remove(&run.thread_id);
                 }
-                assert!(complete_many(&wide, &completions).await?.is_empty());
+                let mut tx = wide.begin().await?;
+                assert!(end_many(&mut tx, &ends).await?.is_empty());
+                tx.commit().await?;
                 done += claimed.len();
             }
             anyhow::Ok(done)
@@ -174,7 +172,7 @@ async fn claim_respects_priority_and_due_time(pool: PgPool) -> anyhow::Result<()
     let worker = new_worker(&pool).await;
 
     let claimed = claim(&pool, worker.worker_id, &graphs(), 10).await?;
-    let order: Vec<RunId> = claimed.iter().map(|run| run.run_id).collect();
+    let order: Vec<RunId> = claimed.iter().map(|run| run.run_id()).collect();
     assert_eq!(
         order,
         vec![urgent.run_id, normal.run_id],
@@ -283,7 +281,81 @@ async fn notify_wakes_a_waiting_claimer(pool: PgPool) -> anyhow::Result<()> {
     let enqueued = enqueue(&pool, NewRun::new(thread.thread_id, GRAPH)).await;
 
     let (claimed, wake_ups) = within(claimer).await??;
-    assert_eq!(claimed.run_id, enqueued.run_id);
+    assert_eq!(claimed.run_id(), enqueued.run_id);
     assert_eq!(wake_ups, 1, "one enqueue, one wake-up");
     Ok(())
+}
+
+/// Whatever way a run ends, the run queued behind it on its thread is claimable at once, and a
+/// waiting claimer is told so (a drain's release wakes it for the released run itself): no run
+/// waits for the poll because the one before it failed or was rolled back.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn every_ending_wakes_the_claimers_for_the_run_queued_behind(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let mut queued = listener.queued();
+    let worker = new_worker(&pool).await;
+    let endings = [
+        Ending::Success,
+        Ending::Paused,
+        Ending::Cancelled,
+        Ending::TimedOut,
+        Ending::Failed {
+            error: serde_json::json!({"error": "Fatal"}),
+            retryable: false,
+        },
+        Ending::RolledBack,
+        Ending::Released {
+            reason: "shutdown".into(),
+        },
+    ];
+    for ending in endings {
+        let thread = new_thread(&pool).await;
+        let mut run_ids = Vec::new();
+        for _ in 0..2 {
+            let new = NewRun {
+                multitask_strategy: MultitaskStrategy::Enqueue,
+                ..NewRun::new(thread.thread_id, GRAPH)
+            };
+            run_ids.push(enqueue(&pool, new).await.run_id);
+        }
+        let head = claim_one(&pool, &worker).await.expect("the thread's head");
+        assert_eq!(head.run_id(), run_ids[0]);
+        assert!(claim_one(&pool, &worker).await.is_none(), "the next waits");
+        // Notifications arrive in order: once this marker is in, the enqueues' are behind.
+        sqlx::query("select pg_notify($1, 'marker')")
+            .bind(RUNS_CHANNEL)
+            .execute(&pool)
+            .await?;
+        woken(&mut queued, "marker").await;
+
+        let released = matches!(ending, Ending::Released { .. });
+        head.end(&pool, ending.clone()).await?;
+        woken(&mut queued, GRAPH).await;
+        let next = claim_one(&pool, &worker).await.expect("claimable at once");
+        let expected = if released { run_ids[0] } else { run_ids[1] };
+        assert_eq!(next.run_id(), expected, "after {ending:?}");
+        // Out of the way of the next thread's runs.
+        next.end(&pool, Ending::RolledBack).await?;
+        if released {
+            let behind = claim_one(&pool, &worker).await.expect("the run behind");
+            behind.end(&pool, Ending::RolledBack).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Resolves when claimers of `graph` are woken.
+async fn woken(queued: &mut tokio::sync::broadcast::Receiver<Queued>, graph: &str) {
+    within(async {
+        loop {
+            match queued.recv().await.expect("listening") {
+                Queued::Graph(graph_id) if graph_id == graph => return,
+                Queued::Graph(_) => {}
+                Queued::Reconnected => panic!("the listener reconnected: wake-ups may be lost"),
+            }
+        }
+    })
+    .await;
 }

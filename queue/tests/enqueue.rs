@@ -1,12 +1,13 @@
 //! Enqueue: multitask strategies (what a new run does to the runs in flight on its thread),
 //! batches and backpressure.
 
+use mostrador_queue::claim::Ending;
 use std::time::Duration;
 
 use mostrador_queue::CancelOutcome;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{CancelAction, Error, RunStatus, Thread, ThreadStatus};
+use mostrador_queue::{CancelAction, Error, RunStatus, Thread};
 use sqlx::PgPool;
 
 use crate::support::{GRAPH, claim_one, count_runs, enqueue, event_names, new_thread, new_worker};
@@ -35,9 +36,7 @@ async fn reject_strategy_conflicts_with_a_run_in_flight(pool: PgPool) -> anyhow:
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
     let res = run::enqueue(&pool, &with(MultitaskStrategy::Reject, &thread), None).await;
     assert!(matches!(res, Err(Error::Conflict { .. })));
-    claimed
-        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    claimed.end(&pool, Ending::Success).await?;
     enqueue(&pool, with(MultitaskStrategy::Reject, &thread)).await;
     Ok(())
 }
@@ -56,13 +55,11 @@ async fn enqueue_strategy_queues_behind_the_run_in_flight(pool: PgPool) -> anyho
         "waits while the first runs"
     );
 
-    claimed
-        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    claimed.end(&pool, Ending::Success).await?;
     let next = claim_one(&pool, &worker)
         .await
         .expect("the queued run follows");
-    assert_eq!(next.run_id, second.run.run_id);
+    assert_eq!(next.run_id(), second.run.run_id);
     assert_eq!(
         run::get(&pool, thread.thread_id, first.run_id)
             .await?
@@ -112,11 +109,9 @@ async fn interrupt_strategy_cancels_the_run_in_flight(pool: PgPool) -> anyhow::R
         claim_one(&pool, &worker).await.is_none(),
         "the new run waits for the holder"
     );
-    claimed
-        .complete(&pool, RunStatus::Interrupted, ThreadStatus::Idle)
-        .await?;
+    claimed.end(&pool, Ending::Cancelled).await?;
     assert_eq!(
-        claim_one(&pool, &worker).await.expect("then runs").run_id,
+        claim_one(&pool, &worker).await.expect("then runs").run_id(),
         new.run.run_id
     );
     Ok(())
@@ -239,11 +234,9 @@ async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Resu
     let worker = new_worker(&pool).await;
     for (i, run_id) in run_ids.iter().enumerate() {
         let claimed = claim_one(&pool, &worker).await.expect("claimed");
-        assert_eq!(claimed.run_id, *run_id);
+        assert_eq!(claimed.run_id(), *run_id);
         assert_eq!(claimed.input, Some(serde_json::json!({"i": i})));
-        claimed
-            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-            .await?;
+        claimed.end(&pool, Ending::Success).await?;
     }
     Ok(())
 }
@@ -431,7 +424,7 @@ async fn a_callers_backlog_never_stands_before_another_callers_next_run(
     let worker = new_worker(&pool).await;
     let mut order = Vec::new();
     while let Some(claimed) = claim_one(&pool, &worker).await {
-        order.push(claimed.run_id);
+        order.push(claimed.run_id());
     }
     let ana: Vec<_> = ana.iter().map(|e| e.run.run_id).collect();
     assert_eq!(

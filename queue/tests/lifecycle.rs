@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::claim::{Completion, Lease, complete_many, retry_backoff};
+use mostrador_queue::claim::{After, Ending, end_many, retry_backoff};
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
@@ -30,20 +30,33 @@ async fn stale_worker_cannot_complete_reclaimed_run(pool: PgPool) -> anyhow::Res
     expire(&pool, &stale).await;
     assert_eq!(sweep(&pool).await?.requeued, vec![run.run_id]);
     let second = claim_one(&pool, &fresh).await.expect("claimed again");
-    assert_eq!((second.run_id, second.attempt), (run.run_id, 2));
+    assert_eq!((second.run_id(), second.attempt()), (run.run_id, 2));
 
+    let lease = first.lease();
+    let endings = [
+        Ending::Success,
+        Ending::Failed {
+            error: json!({"error": "x"}),
+            retryable: true,
+        },
+        Ending::Released {
+            reason: "drain".into(),
+        },
+    ];
+    for ending in endings {
+        let mut tx = pool.begin().await?;
+        assert_eq!(
+            end_many(&mut tx, &[first.ending(ending)]).await?,
+            vec![lease]
+        );
+        tx.commit().await?;
+    }
     assert!(lost(
-        first
-            .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-            .await
+        event::append(&pool, lease, &[NewEvent::new("values", json!({}))]).await
     ));
-    assert!(lost(first.fail(&pool, &json!({"error": "x"}), true).await));
-    assert!(lost(first.release(&pool, "drain").await));
-    assert!(lost(
-        event::append(&pool, first.lease(), &[NewEvent::new("values", json!({}))]).await
-    ));
-    let heartbeat = stale.heartbeat(&pool, &[first.lease()]).await?;
-    assert_eq!(heartbeat.lost, vec![first.lease()]);
+    let heartbeat = stale.heartbeat(&pool, &[lease]).await?;
+    assert_eq!(heartbeat.lost, vec![lease]);
+    assert!(lost(first.end(&pool, Ending::RolledBack).await));
 
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
     assert_eq!(now.status, RunStatus::Running);
@@ -61,9 +74,7 @@ async fn stale_worker_cannot_complete_reclaimed_run(pool: PgPool) -> anyhow::Res
             .lost
             .is_empty()
     );
-    second
-        .complete(&pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    second.end(&pool, Ending::Success).await?;
     Ok(())
 }
 
@@ -83,7 +94,14 @@ async fn drain_release_does_not_consume_attempt(pool: PgPool) -> anyhow::Result<
         let claimed = claim_one(&pool, &worker)
             .await
             .expect("released runs are claimable at once");
-        claimed.release(&pool, "sigterm").await?;
+        claimed
+            .end(
+                &pool,
+                Ending::Released {
+                    reason: "sigterm".into(),
+                },
+            )
+            .await?;
         let now = run::get(&pool, run.thread_id, run.run_id).await?;
         assert_eq!(now.status, RunStatus::Pending);
         assert_eq!(now.drain_count, drains);
@@ -96,9 +114,15 @@ async fn drain_release_does_not_consume_attempt(pool: PgPool) -> anyhow::Result<
     assert_eq!(claimed.attempts_used(), 1);
     assert_eq!(
         claimed
-            .fail(&pool, &json!({"error": "Flaky"}), true)
+            .end(
+                &pool,
+                Ending::Failed {
+                    error: json!({"error": "Flaky"}),
+                    retryable: true
+                }
+            )
             .await?,
-        RunStatus::Pending
+        After::Retrying
     );
     Ok(())
 }
@@ -185,8 +209,19 @@ async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> an
 
     for attempt in 1..=2 {
         let claimed = claim_one(&pool, &worker).await.expect("due run is claimed");
-        assert_eq!(claimed.attempt, attempt);
-        assert_eq!(claimed.fail(&pool, &error, true).await?, RunStatus::Pending);
+        assert_eq!(claimed.attempt(), attempt);
+        assert_eq!(
+            claimed
+                .end(
+                    &pool,
+                    Ending::Failed {
+                        error: error.clone(),
+                        retryable: true
+                    }
+                )
+                .await?,
+            After::Retrying
+        );
         let delay: f64 = sqlx::query_scalar(
             "select extract(epoch from available_at - now())::float8 from mostrador.runs where run_id = $1",
         )
@@ -209,8 +244,15 @@ async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> an
 
     let last = claim_one(&pool, &worker).await.expect("claimed");
     assert_eq!(
-        last.fail(&pool, &error, true).await?,
-        RunStatus::Error,
+        last.end(
+            &pool,
+            Ending::Failed {
+                error: error.clone(),
+                retryable: true
+            }
+        )
+        .await?,
+        After::Ended(RunStatus::Error),
         "no attempts left"
     );
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
@@ -227,8 +269,19 @@ async fn retry_schedules_backoff_then_errors_at_max_attempts(pool: PgPool) -> an
     // A failure that is not retryable ends the run at its first attempt.
     let fatal = new_run(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
-    assert_eq!(claimed.run_id, fatal.run_id);
-    assert_eq!(claimed.fail(&pool, &error, false).await?, RunStatus::Error);
+    assert_eq!(claimed.run_id(), fatal.run_id);
+    assert_eq!(
+        claimed
+            .end(
+                &pool,
+                Ending::Failed {
+                    error: error.clone(),
+                    retryable: false
+                }
+            )
+            .await?,
+        After::Ended(RunStatus::Error)
+    );
     Ok(())
 }
 
@@ -247,9 +300,7 @@ async fn complete_ends_run_and_rests_thread_together(pool: PgPool) -> anyhow::Re
         &[NewEvent::new("values", json!({"messages": []}))],
     )
     .await?;
-    claimed
-        .complete(&pool, RunStatus::Success, ThreadStatus::Interrupted)
-        .await?;
+    claimed.end(&pool, Ending::Paused).await?;
 
     let now = run::get(&pool, run.thread_id, run.run_id).await?;
     assert_eq!(now.status, RunStatus::Success);
@@ -349,33 +400,14 @@ async fn bad_input_is_a_typed_error_and_writes_nothing(pool: PgPool) -> anyhow::
         })
     ));
 
-    // A run that was never claimed, or a wrong attempt, is a lost lease.
+    // What a claim writes once it is over is refused: here its run was rolled back, and a run
+    // never claimed is left as it was.
+    new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let over = claim_one(&pool, &worker).await.expect("claimed");
+    let ghost = over.lease();
+    over.end(&pool, Ending::RolledBack).await?;
     let run = new_run(&pool).await;
-    let forged = Lease {
-        run_id: run.run_id,
-        attempt: 7,
-    };
-    let completion = Completion {
-        lease: forged,
-        status: RunStatus::Success,
-        thread_status: ThreadStatus::Idle,
-    };
-    assert_eq!(complete_many(&pool, &[completion]).await?, vec![forged]);
-    let wrong = Completion {
-        status: RunStatus::Error,
-        ..completion
-    };
-    assert!(matches!(
-        complete_many(&pool, &[wrong]).await,
-        Err(Error::Invalid {
-            field: "status",
-            ..
-        })
-    ));
-    let ghost = Lease {
-        run_id: unknown,
-        attempt: 1,
-    };
     assert!(matches!(
         event::append(&pool, ghost, &[NewEvent::new("values", json!(1))]).await,
         Err(Error::LeaseLost { .. })
@@ -404,24 +436,24 @@ async fn a_run_its_live_worker_does_not_hold_is_given_back(pool: PgPool) -> anyh
     sqlx::query(
         "update mostrador.runs set updated_at = now() - interval '1 hour' where run_id = any($1)",
     )
-    .bind(vec![forgotten.run_id.0, held.run_id.0])
+    .bind(vec![forgotten.run_id().0, held.run_id().0])
     .execute(&pool)
     .await?;
 
     let heartbeat = worker.heartbeat(&pool, &[held.lease()]).await?;
     assert!(heartbeat.lost.is_empty(), "{heartbeat:?}");
-    assert_eq!(sweep(&pool).await?.requeued, vec![forgotten.run_id]);
+    assert_eq!(sweep(&pool).await?.requeued, vec![forgotten.run_id()]);
     let now = |run: &mostrador_queue::Run| run::get(&pool, run.thread_id, run.run_id);
     assert_eq!(now(&forgotten_run).await?.status, RunStatus::Pending);
     for (run, lease) in [(&held_run, &held), (&fresh_run, &fresh)] {
         let now = now(run).await?;
         assert_eq!(
             (now.status, now.lease_owner, now.attempt),
-            (RunStatus::Running, Some(worker.worker_id), lease.attempt)
+            (RunStatus::Running, Some(worker.worker_id), lease.attempt())
         );
     }
     // Given back, it runs again: its attempt used up, as a lost worker's.
     let again = claim_one(&pool, &worker).await.expect("claimed again");
-    assert_eq!((again.run_id, again.attempt), (forgotten.run_id, 2));
+    assert_eq!((again.run_id(), again.attempt()), (forgotten.run_id(), 2));
     Ok(())
 }

@@ -1,10 +1,11 @@
 //! Retention deletes whole threads idle longer than their graph's policy, and nothing else.
 
+use mostrador_queue::claim::Ending;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::retention::{self, Report, Sweep};
 use mostrador_queue::run::NewRun;
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{RunStatus, ThreadId, ThreadStatus, claim};
+use mostrador_queue::{ThreadId, claim};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -34,9 +35,7 @@ async fn history(pool: &PgPool, graph: &str, days_idle: i32) -> Uuid {
     )
     .await
     .expect("events");
-    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
-        .await
-        .expect("complete");
+    held.end(pool, Ending::Success).await.expect("complete");
     let id = thread.thread_id.0;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "insert into mostrador.checkpoints (thread_id, checkpoint_id, step) values ('{id}', gen_random_uuid(), 1);

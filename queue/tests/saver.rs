@@ -2,12 +2,12 @@
 //! run's lease, and a thread's state is the newest one described while its run is in flight.
 
 use mostrador_queue::Error;
-use mostrador_queue::claim::{Completion, complete_many};
+use mostrador_queue::claim::Ending;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::saver::{
     self, Described, NewCheckpoint, Payload, PendingWrite, Saver, Write, describe_many,
 };
-use mostrador_queue::{ClaimedRun, RunStatus, ThreadStatus, WorkerLease};
+use mostrador_queue::{ClaimedRun, ThreadId, WorkerLease};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -42,22 +42,13 @@ async fn claimed_saver(pool: &PgPool) -> (WorkerLease, ClaimedRun, Saver) {
 }
 
 /// Ends the run `success`, as a worker does.
-async fn succeed(pool: &PgPool, claimed: &ClaimedRun) {
-    complete_many(
-        pool,
-        &[Completion {
-            lease: claimed.lease(),
-            status: RunStatus::Success,
-            thread_status: ThreadStatus::Idle,
-        }],
-    )
-    .await
-    .expect("complete");
+async fn succeed(pool: &PgPool, claimed: ClaimedRun) {
+    claimed.end(pool, Ending::Success).await.expect("complete");
 }
 
 /// The thread's latest state: its checkpoint id and described values (`None`: not described).
-async fn latest(pool: &PgPool, claimed: &ClaimedRun) -> Option<(Uuid, Option<Value>)> {
-    saver::snapshots(pool, claimed.thread_id.0, None, None, 1)
+async fn latest(pool: &PgPool, thread_id: ThreadId) -> Option<(Uuid, Option<Value>)> {
+    saver::snapshots(pool, thread_id.0, None, None, 1)
         .await
         .expect("snapshots")
         .pop()
@@ -80,20 +71,20 @@ async fn a_running_threads_state_is_the_newest_its_graph_described(
 
     put(&saver, first, None).await;
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         None,
         "saved, not yet described"
     );
     let lost = describe_many(&pool, &[(claimed.lease(), &[described(first, 1)])]).await?;
     assert!(lost.is_empty());
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         Some((first, Some(json!({"n": 1}))))
     );
 
     put(&saver, second, Some(first)).await;
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         Some((first, Some(json!({"n": 1})))),
         "the newer checkpoint waits for its description"
     );
@@ -101,7 +92,7 @@ async fn a_running_threads_state_is_the_newest_its_graph_described(
     let twice = [described(second, 2), described(second, 3)];
     describe_many(&pool, &[(claimed.lease(), &twice)]).await?;
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         Some((second, Some(json!({"n": 3}))))
     );
     Ok(())
@@ -118,7 +109,7 @@ async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Resul
     let lost = describe_many(&pool, &[(claimed.lease(), &[described(checkpoint, 1)])]).await?;
     assert_eq!(lost, vec![claimed.lease()]);
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         None,
         "undescribed while its run waits to be retried"
     );
@@ -128,9 +119,9 @@ async fn a_stale_workers_descriptions_are_refused(pool: PgPool) -> anyhow::Resul
     let worker = new_worker(&pool).await;
     let retried = claim_one(&pool, &worker).await.expect("claimed again");
     describe_many(&pool, &[(retried.lease(), &[described(checkpoint, 2)])]).await?;
-    succeed(&pool, &retried).await;
+    succeed(&pool, retried).await;
     assert_eq!(
-        latest(&pool, &claimed).await,
+        latest(&pool, claimed.thread_id).await,
         Some((checkpoint, Some(json!({"n": 2}))))
     );
     Ok(())
@@ -143,9 +134,10 @@ async fn a_checkpoint_never_described_is_served_once_its_run_ended(
     let (_worker, claimed, saver) = claimed_saver(&pool).await;
     let checkpoint = Uuid::now_v7();
     put(&saver, checkpoint, None).await;
-    succeed(&pool, &claimed).await;
+    let thread_id = claimed.thread_id;
+    succeed(&pool, claimed).await;
     // The api shows what the row itself says, rather than an older state.
-    assert_eq!(latest(&pool, &claimed).await, Some((checkpoint, None)));
+    assert_eq!(latest(&pool, thread_id).await, Some((checkpoint, None)));
     Ok(())
 }
 

@@ -15,10 +15,9 @@ use mostrador_graph::{
     RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode,
 };
 use mostrador_queue::PgPool;
-use mostrador_queue::claim::Completion;
+use mostrador_queue::claim::{After, Ending};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
-    ThreadStatus,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -79,6 +78,17 @@ pub enum Finish {
     LeaseLost,
 }
 
+impl From<After> for Finish {
+    fn from(after: After) -> Self {
+        match after {
+            After::Ended(status) => Finish::Ended(status),
+            After::Retrying => Finish::Retrying,
+            After::Released => Finish::Released,
+            After::RolledBack => Finish::RolledBack,
+        }
+    }
+}
+
 /// What executing runs needs from its worker: the database, the publisher that writes events and
 /// completions, and the metrics. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -109,15 +119,15 @@ impl Executor {
         self
     }
 
-    /// Executes one claimed run to its end. `timeout` bounds the whole run (it then ends
-    /// `timeout`).
+    /// Executes one claimed run to its end, which the claim does not outlive. `timeout` bounds
+    /// the whole run (it then ends `timeout`).
     ///
     /// # Errors
     ///
     /// A database failure during a transition; the run stays `running` until its lease expires.
     pub async fn execute(
         &self,
-        claimed: &ClaimedRun,
+        claimed: ClaimedRun,
         graph: &Graph,
         handle: &RunHandle,
         timeout: Option<Duration>,
@@ -127,11 +137,15 @@ impl Executor {
             // Cancelled while it waited (released by a drain): honour it before running anything.
             handle.cancel(action);
         }
+        let events = Arc::new(
+            self.publisher
+                .register(claimed.lease(), handle.control.clone()),
+        );
         let checkpointer = Timed::new(
             PgCheckpointer::fenced(pool.clone(), claimed.lease()),
             &self.telemetry,
         );
-        let options = match run_options(claimed, self.max_concurrency) {
+        let options = match run_options(&claimed, self.max_concurrency) {
             Ok(options) => RunOptions {
                 store: Some(Store::new(ThreadStore::new(
                     pool.clone(),
@@ -139,17 +153,12 @@ impl Executor {
                 ))),
                 ..options
             },
-            Err(message) => return fail(pool, claimed, "InvalidConfig", &message, false).await,
+            Err(message) => return fail(&events, claimed, "InvalidConfig", &message, false).await,
         };
-        let input = match run_input(graph, &checkpointer, claimed).await {
+        let input = match run_input(graph, &checkpointer, &claimed).await {
             Ok(input) => input,
-            Err(err) => return finish_error(pool, claimed, err).await,
+            Err(err) => return finish_error(&events, claimed, err).await,
         };
-
-        let events = Arc::new(
-            self.publisher
-                .register(claimed.lease(), handle.control.clone()),
-        );
         let sink = {
             let events = Arc::clone(&events);
             let superstep = self
@@ -204,51 +213,19 @@ impl Executor {
         }
 
         let Some(result) = result else {
-            tracing::info!(run_id = %claimed.run_id, "run timed out");
-            return complete(&events, claimed, RunStatus::Timeout, ThreadStatus::Error).await;
+            tracing::info!(run_id = %claimed.run_id(), "run timed out");
+            return end(&events, claimed, Ending::TimedOut).await;
         };
-        let outcome = match result {
-            Ok(result) => result.outcome,
-            Err(err) => {
-                return match events.flush().await? {
-                    true => finish_error(pool, claimed, err).await,
-                    false => Ok(Finish::LeaseLost),
-                };
-            }
+        let ending = match result {
+            Err(err) => return finish_error(&events, claimed, err).await,
+            Ok(result) => match result.outcome {
+                Outcome::Finished => Ending::Success,
+                Outcome::Interrupted(_) => Ending::Paused,
+                Outcome::Cancelled => cancelled(handle),
+                Outcome::Drained(reason) => Ending::Released { reason },
+            },
         };
-        match outcome {
-            Outcome::Finished => {
-                complete(&events, claimed, RunStatus::Success, ThreadStatus::Idle).await
-            }
-            Outcome::Interrupted(_) => {
-                complete(
-                    &events,
-                    claimed,
-                    RunStatus::Success,
-                    ThreadStatus::Interrupted,
-                )
-                .await
-            }
-            Outcome::Cancelled if handle.cancel_action() == Some(CancelAction::Interrupt) => {
-                complete(&events, claimed, RunStatus::Interrupted, ThreadStatus::Idle).await
-            }
-            Outcome::Cancelled if handle.cancel_action() == Some(CancelAction::Rollback) => {
-                // Its events go with it.
-                transition(claimed.roll_back(pool).await, Finish::RolledBack)
-            }
-            // Drained, or cancelled by the worker itself (its drain timeout): another worker
-            // resumes it.
-            Outcome::Drained(_) | Outcome::Cancelled => {
-                let reason = match outcome {
-                    Outcome::Drained(reason) => reason,
-                    _ => "drain timeout".to_owned(),
-                };
-                if !events.flush().await? {
-                    return Ok(Finish::LeaseLost);
-                }
-                transition(claimed.release(pool, &reason).await, Finish::Released)
-            }
-        }
+        end(&events, claimed, ending).await
     }
 }
 
@@ -282,7 +259,7 @@ fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<R
         .cloned()
         .unwrap_or_else(|| json!({}));
     if let Value::Object(map) = &mut configurable {
-        map.insert("run_id".into(), json!(claimed.run_id.0));
+        map.insert("run_id".into(), json!(claimed.run_id().0));
         map.insert("thread_id".into(), json!(claimed.thread_id.0));
         if let Some(trace_id) = &claimed.trace_id {
             map.insert("trace_id".into(), json!(trace_id));
@@ -330,7 +307,7 @@ async fn run_input(
     let state = graph
         .get_state(checkpointer, claimed.thread_id.0, None)
         .await?;
-    if state.metadata.get("run_id") == Some(&json!(claimed.run_id.0)) {
+    if state.metadata.get("run_id") == Some(&json!(claimed.run_id().0)) {
         return Ok(RunInput::Continue);
     }
     if let Some(resume) = claimed
@@ -445,45 +422,51 @@ fn wire_event(event: StreamEvent, subgraphs: bool) -> NewEvent {
     }
 }
 
-pub(crate) async fn complete(
+/// The ending of a cancelled run.
+pub(crate) fn cancelled(handle: &RunHandle) -> Ending {
+    match handle.cancel_action() {
+        Some(CancelAction::Interrupt) => Ending::Cancelled,
+        // Its events go with it.
+        Some(CancelAction::Rollback) => Ending::RolledBack,
+        // Cancelled by the worker itself (its drain timeout): another worker resumes it.
+        None => Ending::Released {
+            reason: "drain timeout".to_owned(),
+        },
+    }
+}
+
+/// Ends the run through the publisher, in the transaction of its last events: the claim ends
+/// here.
+pub(crate) async fn end(
     events: &RunEvents,
-    claimed: &ClaimedRun,
-    status: RunStatus,
-    thread_status: ThreadStatus,
+    claimed: ClaimedRun,
+    ending: Ending,
 ) -> Result<Finish, Error> {
-    let completion = Completion {
-        lease: claimed.lease(),
-        status,
-        thread_status,
-    };
-    Ok(match events.complete(completion).await? {
-        true => Finish::Ended(status),
+    let end = claimed.ending(ending);
+    let after = end.after();
+    Ok(match events.end(end).await? {
+        true => after.into(),
         false => Finish::LeaseLost,
     })
 }
 
 pub(crate) async fn fail(
-    pool: &PgPool,
-    claimed: &ClaimedRun,
+    events: &RunEvents,
+    claimed: ClaimedRun,
     kind: &str,
     message: &str,
     retryable: bool,
 ) -> Result<Finish, Error> {
     let error = json!({"error": kind, "message": message});
-    match claimed.fail(pool, &error, retryable).await {
-        Ok(RunStatus::Pending) => Ok(Finish::Retrying),
-        Ok(status) => Ok(Finish::Ended(status)),
-        Err(QueueError::LeaseLost { .. }) => Ok(Finish::LeaseLost),
-        Err(err) => Err(err.into()),
-    }
+    end(events, claimed, Ending::Failed { error, retryable }).await
 }
 
 /// Ends the run for an engine error: a lost lease writes nothing; failures that another attempt
 /// may not repeat (a node's retryable error, the database) are retryable within `max_attempts`;
 /// the others (a node's fatal error included) end the run `error` at once.
 async fn finish_error(
-    pool: &PgPool,
-    claimed: &ClaimedRun,
+    events: &RunEvents,
+    claimed: ClaimedRun,
     err: GraphError,
 ) -> Result<Finish, Error> {
     let (kind, retryable) = match &err {
@@ -500,14 +483,6 @@ async fn finish_error(
         | GraphError::UnknownNode(_)
         | GraphError::CheckpointNotFound => ("InvalidUpdateError", false),
     };
-    tracing::warn!(run_id = %claimed.run_id, error = %err, retryable, "run failed");
-    fail(pool, claimed, kind, &err.to_string(), retryable).await
-}
-
-pub(crate) fn transition(res: Result<(), QueueError>, finish: Finish) -> Result<Finish, Error> {
-    match res {
-        Ok(()) => Ok(finish),
-        Err(QueueError::LeaseLost { .. }) => Ok(Finish::LeaseLost),
-        Err(err) => Err(err.into()),
-    }
+    tracing::warn!(run_id = %claimed.run_id(), error = %err, retryable, "run failed");
+    fail(events, claimed, kind, &err.to_string(), retryable).await
 }

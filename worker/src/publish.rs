@@ -3,11 +3,11 @@
 //!
 //! A commit that NOTIFYs takes a global lock (Postgres serializes them), and every event append
 //! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
-//! So runs never write their events themselves. They buffer them; the publisher takes every
-//! buffer and every completion waiting at that moment and writes them with one `append_many` and
-//! one `complete_many` in one transaction. Events wait at most [`FLUSH_INTERVAL`] (model tokens
-//! above all); a run's first event and its completion are written at once, since clients wait
-//! for them. Whatever arrives while a transaction commits goes in the next one: a busy worker
+//! So runs never write their events, nor their endings, themselves. They buffer events; the
+//! publisher takes every buffer and every ending waiting at that moment and writes them with one
+//! `append_many` and one `end_many` in one transaction, so a run's last events and its ending
+//! always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
+//! run's first event and its ending are written at once, since clients wait for them. Whatever arrives while a transaction commits goes in the next one: a busy worker
 //! batches by itself, an idle one answers at the speed of one commit.
 //!
 //! Python graphs' runs also hand it the states their graphs described at checkpoints
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::RunControl;
-use mostrador_queue::claim::Completion;
+use mostrador_queue::claim::{After, End};
 use mostrador_queue::event;
 use mostrador_queue::saver::Described;
 use mostrador_queue::{Lease, NewEvent, RunId};
@@ -69,8 +69,8 @@ impl Drop for Gone {
 enum Request {
     /// A run has events that should not wait for the next tick.
     Wake,
-    /// Append the run's events, then complete it; `Ok(false)` when its lease was lost.
-    Complete(Completion, oneshot::Sender<Result<bool, Error>>),
+    /// Append the run's events, then end it; `Ok(false)` when its lease was lost.
+    End(End, oneshot::Sender<Result<bool, Error>>),
     /// Append everything buffered now; `Ok(false)` when the run's lease was lost.
     Flush(RunId, oneshot::Sender<Result<bool, Error>>),
 }
@@ -119,7 +119,7 @@ impl Buffer {
     }
 }
 
-/// A run's access to the publisher: buffer events, flush, complete. Unregisters on drop.
+/// A run's access to the publisher: buffer events, flush, end. Unregisters on drop.
 #[derive(Debug)]
 pub struct RunEvents {
     buffer: Arc<Buffer>,
@@ -171,7 +171,7 @@ impl Publisher {
         self.runs
             .lock()
             .expect("publisher lock is never poisoned")
-            .insert(lease.run_id, Arc::clone(&buffer));
+            .insert(lease.run_id(), Arc::clone(&buffer));
         RunEvents {
             buffer,
             publisher: self.clone(),
@@ -206,19 +206,18 @@ impl RunEvents {
     ///
     /// The database failed, [`TRIES`] times.
     pub async fn flush(&self) -> Result<bool, Error> {
-        self.request(|reply| Request::Flush(self.buffer.lease.run_id, reply))
+        self.request(|reply| Request::Flush(self.buffer.lease.run_id(), reply))
             .await
     }
 
-    /// Appends what is buffered and completes the run in the same transaction; `Ok(false)` when
-    /// the lease was lost.
+    /// Appends what is buffered and writes the run's ending in the same transaction (a rollback
+    /// drops what is buffered: its events go with it); `Ok(false)` when the lease was lost.
     ///
     /// # Errors
     ///
     /// The database failed, [`TRIES`] times.
-    pub async fn complete(&self, completion: Completion) -> Result<bool, Error> {
-        self.request(|reply| Request::Complete(completion, reply))
-            .await
+    pub async fn end(&self, end: End) -> Result<bool, Error> {
+        self.request(|reply| Request::End(end, reply)).await
     }
 
     async fn request(
@@ -241,14 +240,16 @@ impl Drop for RunEvents {
             .runs
             .lock()
             .expect("publisher lock is never poisoned")
-            .remove(&self.buffer.lease.run_id);
+            .remove(&self.buffer.lease.run_id());
     }
 }
 
 /// What one transaction carries out.
 #[derive(Default)]
 struct Batch {
-    completions: Vec<(Completion, oneshot::Sender<Result<bool, Error>>)>,
+    ends: Vec<End>,
+    /// Beside `ends`, in the same order.
+    ended: Vec<oneshot::Sender<Result<bool, Error>>>,
     flushes: Vec<(RunId, oneshot::Sender<Result<bool, Error>>)>,
     tries: u32,
 }
@@ -257,7 +258,10 @@ impl Batch {
     fn add(&mut self, request: Request) {
         match request {
             Request::Wake => {}
-            Request::Complete(completion, reply) => self.completions.push((completion, reply)),
+            Request::End(end, reply) => {
+                self.ends.push(end);
+                self.ended.push(reply);
+            }
             Request::Flush(run_id, reply) => self.flushes.push((run_id, reply)),
         }
     }
@@ -286,7 +290,7 @@ async fn publish(
     }
 }
 
-/// Writes every buffer and the batch's completions in one transaction, and answers the batch.
+/// Writes every buffer and the batch's endings in one transaction, and answers the batch.
 /// Returns what must be tried again.
 async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: Batch) -> Batch {
     let buffers: Vec<Arc<Buffer>> = runs
@@ -302,9 +306,16 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
             let pending = buffer.take();
             (buffer, pending)
         })
-        .filter(|(_, pending)| !pending.is_empty())
+        .filter(|(buffer, pending)| {
+            // A rolled back run's events go with it.
+            !pending.is_empty()
+                && !batch
+                    .ends
+                    .iter()
+                    .any(|end| end.lease() == buffer.lease && end.after() == After::RolledBack)
+        })
         .collect();
-    if taken.is_empty() && batch.completions.is_empty() {
+    if taken.is_empty() && batch.ends.is_empty() {
         for (_, reply) in batch.flushes {
             let _ = reply.send(Ok(true));
         }
@@ -321,8 +332,7 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
         .filter(|(_, pending)| !pending.described.is_empty())
         .map(|(buffer, pending)| (buffer.lease, pending.described.as_slice()))
         .collect();
-    let completions: Vec<Completion> = batch.completions.iter().map(|(c, _)| *c).collect();
-    match event::publish(pool, &described, &appends, &completions).await {
+    match event::publish(pool, &described, &appends, &batch.ends).await {
         Ok(lost) => {
             for (buffer, _) in &taken {
                 if lost.contains(&buffer.lease) {
@@ -331,15 +341,15 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
                 }
             }
             let is_lost = |run_id: RunId| {
-                lost.iter().any(|lease| lease.run_id == run_id)
+                lost.iter().any(|lease| lease.run_id() == run_id)
                     || runs
                         .lock()
                         .expect("publisher lock is never poisoned")
                         .get(&run_id)
                         .is_some_and(|buffer| buffer.lost.load(Ordering::SeqCst))
             };
-            for (completion, reply) in batch.completions {
-                let _ = reply.send(Ok(!is_lost(completion.lease.run_id)));
+            for (end, reply) in batch.ends.iter().zip(batch.ended) {
+                let _ = reply.send(Ok(!is_lost(end.lease().run_id())));
             }
             for (run_id, reply) in batch.flushes {
                 let _ = reply.send(Ok(!is_lost(run_id)));
@@ -357,7 +367,7 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
             }
             tracing::error!(error = %err, "publishing events failed");
             let message = err.to_string();
-            for (_, reply) in batch.completions {
+            for reply in batch.ended {
                 let _ = reply.send(Err(Error::Publish(message.clone())));
             }
             for (_, reply) in batch.flushes {
@@ -365,27 +375,5 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
             }
             Batch::default()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn runs_are_told_when_the_publisher_is_gone_and_the_worker_can_tell() {
-        // Never connected: nothing here reaches the database.
-        let pool = PgPool::connect_lazy("postgres://nobody@127.0.0.1:1/none").expect("pool");
-        let publisher = Publisher::start(pool);
-        let lease = Lease {
-            run_id: RunId(uuid::Uuid::now_v7()),
-            attempt: 1,
-        };
-        let events = publisher.register(lease, RunControl::new());
-        publisher.abort();
-        tokio::time::timeout(Duration::from_secs(5), publisher.stopped())
-            .await
-            .expect("the supervisor learns it");
-        assert!(matches!(events.flush().await, Err(Error::Publish(_))));
     }
 }

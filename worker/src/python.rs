@@ -5,15 +5,14 @@
 
 use std::time::Duration;
 
+use mostrador_queue::claim::Ending;
 use mostrador_queue::saver::{Saver, Write};
-use mostrador_queue::{
-    CancelAction, ClaimedRun, Error as QueueError, NewEvent, RunStatus, ThreadStatus,
-};
+use mostrador_queue::{ClaimedRun, Error as QueueError, NewEvent, RunId};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep_until};
 
 use crate::Error;
-use crate::execute::{Executor, Finish, RunHandle, complete, fail, transition};
+use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail};
 use crate::publish::RunEvents;
 use crate::runner::{self, CANCEL_GRACE, Runner, Runners};
 use crate::services::Services;
@@ -38,14 +37,15 @@ enum Gone {
 }
 
 impl Executor {
-    /// Executes one claimed run of a Python graph to its end. `timeout` bounds the whole run.
+    /// Executes one claimed run of a Python graph to its end, which the claim does not outlive.
+    /// `timeout` bounds the whole run.
     ///
     /// # Errors
     ///
     /// A database failure during a transition; the run stays `running` until its lease expires.
     pub async fn execute_python(
         &self,
-        claimed: &ClaimedRun,
+        claimed: ClaimedRun,
         runners: &Runners,
         handle: &RunHandle,
         timeout: Option<Duration>,
@@ -59,15 +59,20 @@ impl Executor {
             .publisher
             .register(claimed.lease(), handle.control.clone());
         if handle.control.is_cancelled() {
-            return self
-                .end(claimed, handle, &events, json!({"outcome": "cancelled"}))
-                .await;
+            return end(&events, claimed, cancelled(handle)).await;
         }
         let mut runner = match runners.take().await {
             Ok(runner) => runner,
             Err(err) => {
-                tracing::warn!(run_id = %claimed.run_id, error = %err, "no python runner");
-                return fail(pool, claimed, "PythonRunnerError", &err.to_string(), true).await;
+                tracing::warn!(run_id = %claimed.run_id(), error = %err, "no python runner");
+                return fail(
+                    &events,
+                    claimed,
+                    "PythonRunnerError",
+                    &err.to_string(),
+                    true,
+                )
+                .await;
             }
         };
         let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
@@ -75,7 +80,7 @@ impl Executor {
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let ended = drive(
             &mut runner,
-            claimed,
+            &claimed,
             handle,
             &events,
             (&saver, &mut services),
@@ -93,101 +98,52 @@ impl Executor {
                 } else {
                     runners.give_back(runner);
                 }
-                self.end(claimed, handle, &events, done).await
+                let ending = told(claimed.run_id(), handle, &done);
+                end(&events, claimed, ending).await
             }
             Ended::Gone(gone) => {
                 runner.kill().await;
                 match gone {
                     Gone::LeaseLost => Ok(Finish::LeaseLost),
-                    Gone::Cancelled => {
-                        self.end(claimed, handle, &events, json!({"outcome": "cancelled"}))
-                            .await
-                    }
+                    Gone::Cancelled => end(&events, claimed, cancelled(handle)).await,
                     Gone::TimedOut => {
-                        tracing::info!(run_id = %claimed.run_id, "run timed out");
-                        complete(&events, claimed, RunStatus::Timeout, ThreadStatus::Error).await
+                        tracing::info!(run_id = %claimed.run_id(), "run timed out");
+                        end(&events, claimed, Ending::TimedOut).await
                     }
                     Gone::Died(why) => {
-                        tracing::warn!(run_id = %claimed.run_id, why, "python runner died");
-                        if !events.flush().await? {
-                            return Ok(Finish::LeaseLost);
-                        }
+                        tracing::warn!(run_id = %claimed.run_id(), why, "python runner died");
                         // The next attempt resumes from the last checkpoint.
-                        fail(pool, claimed, "PythonRunnerDied", &why, true).await
+                        fail(&events, claimed, "PythonRunnerDied", &why, true).await
                     }
                     Gone::SaverFailed(why) => {
-                        tracing::warn!(run_id = %claimed.run_id, why, "checkpoint write failed");
-                        if !events.flush().await? {
-                            return Ok(Finish::LeaseLost);
-                        }
-                        fail(pool, claimed, "CheckpointerError", &why, true).await
+                        tracing::warn!(run_id = %claimed.run_id(), why, "checkpoint write failed");
+                        fail(&events, claimed, "CheckpointerError", &why, true).await
                     }
                 }
             }
         }
     }
+}
 
-    /// The transition for the runner's outcome.
-    async fn end(
-        &self,
-        claimed: &ClaimedRun,
-        handle: &RunHandle,
-        events: &RunEvents,
-        done: Value,
-    ) -> Result<Finish, Error> {
-        let pool = &self.pool;
-        if events.lost() {
-            return Ok(Finish::LeaseLost);
-        }
-        match done["outcome"].as_str().unwrap_or_default() {
-            "success" => complete(events, claimed, RunStatus::Success, ThreadStatus::Idle).await,
-            "interrupted" => {
-                complete(
-                    events,
-                    claimed,
-                    RunStatus::Success,
-                    ThreadStatus::Interrupted,
-                )
-                .await
-            }
-            "cancelled" => match handle.cancel_action() {
-                Some(CancelAction::Interrupt) => {
-                    complete(events, claimed, RunStatus::Interrupted, ThreadStatus::Idle).await
-                }
-                // Its events go with it.
-                Some(CancelAction::Rollback) => {
-                    transition(claimed.roll_back(pool).await, Finish::RolledBack)
-                }
-                // The worker's own drain timeout: another worker resumes it.
-                None => self.release(claimed, events, "drain timeout").await,
-            },
-            "drained" => {
-                let reason = done["reason"].as_str().unwrap_or("shutdown").to_owned();
-                self.release(claimed, events, &reason).await
-            }
-            _ => {
-                if !events.flush().await? {
-                    return Ok(Finish::LeaseLost);
-                }
-                let kind = done["error"].as_str().unwrap_or("Error");
-                let message = done["message"].as_str().unwrap_or_default();
-                let retryable = done["retryable"].as_bool().unwrap_or(false);
-                tracing::warn!(run_id = %claimed.run_id, kind, message, retryable, "run failed");
-                fail(pool, claimed, kind, message, retryable).await
+/// The ending the runner's outcome calls for.
+fn told(run_id: RunId, handle: &RunHandle, done: &Value) -> Ending {
+    match done["outcome"].as_str().unwrap_or_default() {
+        "success" => Ending::Success,
+        "interrupted" => Ending::Paused,
+        "cancelled" => cancelled(handle),
+        "drained" => Ending::Released {
+            reason: done["reason"].as_str().unwrap_or("shutdown").to_owned(),
+        },
+        _ => {
+            let kind = done["error"].as_str().unwrap_or("Error");
+            let message = done["message"].as_str().unwrap_or_default();
+            let retryable = done["retryable"].as_bool().unwrap_or(false);
+            tracing::warn!(%run_id, kind, message, retryable, "run failed");
+            Ending::Failed {
+                error: json!({"error": kind, "message": message}),
+                retryable,
             }
         }
-    }
-
-    async fn release(
-        &self,
-        claimed: &ClaimedRun,
-        events: &RunEvents,
-        reason: &str,
-    ) -> Result<Finish, Error> {
-        if !events.flush().await? {
-            return Ok(Finish::LeaseLost);
-        }
-        transition(claimed.release(&self.pool, reason).await, Finish::Released)
     }
 }
 

@@ -292,11 +292,11 @@ pub async fn run_message(
 fn run_spec(claimed: &ClaimedRun) -> Value {
     let config = &claimed.config;
     json!({
-        "run_id": claimed.run_id.0,
+        "run_id": claimed.run_id().0,
         "thread_id": claimed.thread_id.0,
         "graph_id": claimed.graph_id,
         "assistant_id": claimed.metadata.get("assistant_id").cloned().unwrap_or(json!(claimed.graph_id)),
-        "attempt": claimed.attempt,
+        "attempt": claimed.attempt(),
         "input": claimed.input,
         "command": claimed.command,
         "config": config,

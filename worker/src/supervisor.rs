@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
+use mostrador_queue::claim::{End, Ending, end_many};
 use mostrador_queue::db::claimer;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
@@ -187,7 +188,7 @@ struct Supervisor {
     /// Runs whose end could not be recorded (the database failed, or the task panicked): still
     /// `running` and ours, so no sweeper takes them back while this worker lives. Each heartbeat
     /// tries to fail them (retryable), until it succeeds.
-    stranded: Vec<ClaimedRun>,
+    stranded: Vec<End>,
     drain_deadline: Option<Instant>,
     cancelled_all: bool,
     /// When a heartbeat last reached the database.
@@ -208,7 +209,8 @@ enum Served {
 }
 
 struct InFlight {
-    claimed: ClaimedRun,
+    /// Its ending should the run's own not be recorded: a retryable failure.
+    stranded: End,
     lease: Lease,
     handle: RunHandle,
     graph: String,
@@ -315,7 +317,7 @@ impl Supervisor {
             Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
             Err(err) => {
                 tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
-                self.stranded.push(run.claimed);
+                self.stranded.push(run.stranded);
             }
         }
         self.telemetry
@@ -363,21 +365,20 @@ impl Supervisor {
     /// Fails the stranded runs (retryable: another attempt, if any is left, resumes from the
     /// last checkpoint).
     async fn fail_stranded(&mut self) {
-        let mut still = Vec::new();
-        for claimed in std::mem::take(&mut self.stranded) {
-            let error = serde_json::json!({
-                "error": "TransitionFailed",
-                "message": "the worker could not record how this attempt ended",
-            });
-            match claimed.fail(&self.pool, &error, true).await {
-                Ok(_) | Err(mostrador_queue::Error::LeaseLost { .. }) => {}
-                Err(err) => {
-                    tracing::warn!(run_id = %claimed.run_id, error = %err, "failing a stranded run failed");
-                    still.push(claimed);
-                }
+        if self.stranded.is_empty() {
+            return;
+        }
+        // A lost lease is as good as written: the run is no longer ours.
+        let written = match self.pool.acquire().await {
+            Ok(mut conn) => end_many(&mut conn, &self.stranded).await.map(drop),
+            Err(err) => Err(err.into()),
+        };
+        match written {
+            Ok(()) => self.stranded.clear(),
+            Err(err) => {
+                tracing::warn!(runs = self.stranded.len(), error = %err, "failing stranded runs failed");
             }
         }
-        self.stranded = still;
     }
 
     async fn heartbeat(&mut self) {
@@ -387,13 +388,13 @@ impl Supervisor {
                 for lease in report.lost {
                     // Also reported for a run that ended while the heartbeat ran: cancelling it
                     // then is a no-op, and `reap` reports real losses.
-                    if let Some(run) = self.in_flight.get(&lease.run_id) {
-                        tracing::debug!(run_id = %lease.run_id, "lease not held: stopping the run");
+                    if let Some(run) = self.in_flight.get(&lease.run_id()) {
+                        tracing::debug!(run_id = %lease.run_id(), "lease not held: stopping the run");
                         run.handle.control.cancel();
                     }
                 }
                 for (lease, action) in report.cancels {
-                    if let Some(run) = self.in_flight.get(&lease.run_id) {
+                    if let Some(run) = self.in_flight.get(&lease.run_id()) {
                         run.handle.cancel(action);
                     }
                 }
@@ -464,10 +465,17 @@ impl Supervisor {
             )),
         };
         let handle = RunHandle::new();
+        let stranded = claimed.ending(Ending::Failed {
+            error: serde_json::json!({
+                "error": "TransitionFailed",
+                "message": "the worker could not record how this attempt ended",
+            }),
+            retryable: true,
+        });
         self.in_flight.insert(
-            claimed.run_id,
+            claimed.run_id(),
             InFlight {
-                claimed: claimed.clone(),
+                stranded,
                 lease: claimed.lease(),
                 handle: handle.clone(),
                 graph: claimed.graph_id.clone(),
@@ -479,14 +487,14 @@ impl Supervisor {
             .runs_in_flight
             .set(self.in_flight.len() as i64);
         let (executor, timeout) = (self.executor.clone(), self.config.run_timeout);
-        tracing::info!(run_id = %claimed.run_id, attempt = claimed.attempt, graph = %claimed.graph_id, "run claimed");
-        let run_id = claimed.run_id;
+        let run_id = claimed.run_id();
+        tracing::info!(%run_id, attempt = claimed.attempt(), graph = %claimed.graph_id, "run claimed");
         // The run's span names its trace: the one of the request that created it.
         let span = tracing::info_span!(
             "run",
-            run_id = %claimed.run_id,
+            %run_id,
             graph = %claimed.graph_id,
-            attempt = claimed.attempt,
+            attempt = claimed.attempt(),
             trace_id = claimed.trace_id.as_deref().unwrap_or(""),
         );
         if let Some(trace_id) = &claimed.trace_id {
@@ -496,15 +504,15 @@ impl Supervisor {
             async move {
                 let finish = match graph {
                     Served::Rust(graph) => {
-                        executor.execute(&claimed, &graph, &handle, timeout).await
+                        executor.execute(claimed, &graph, &handle, timeout).await
                     }
                     Served::Python(runners) => {
                         executor
-                            .execute_python(&claimed, &runners, &handle, timeout)
+                            .execute_python(claimed, &runners, &handle, timeout)
                             .await
                     }
                 };
-                (claimed.run_id, finish)
+                (run_id, finish)
             }
             .instrument(span),
         );

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph, StreamMode};
+use mostrador_graph::{Command, NodeError, Reducer, RunControl, START, StateGraph, StreamMode};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{
-    CancelAction, ClaimedRun, Error as QueueError, RunStatus, ThreadStatus, WorkerLease, claim,
+    CancelAction, ClaimedRun, Error as QueueError, RunId, RunStatus, ThreadStatus, WorkerLease,
+    claim,
 };
+use mostrador_worker::publish::Publisher;
 use mostrador_worker::{Executor, Finish, RunHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -51,9 +53,9 @@ async fn claim_next(pool: &PgPool) -> ClaimedRun {
         .expect("a run to claim")
 }
 
-async fn events(pool: &PgPool, claimed: &ClaimedRun) -> Vec<(String, Value)> {
+async fn events(pool: &PgPool, run_id: RunId) -> Vec<(String, Value)> {
     sqlx::query_as("select event, data from mostrador.run_events where run_id = $1 order by seq")
-        .bind(claimed.run_id.0)
+        .bind(run_id.0)
         .fetch_all(pool)
         .await
         .expect("events")
@@ -69,9 +71,10 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
     })
     .await;
     let claimed = claim_next(&pool).await;
+    let (run_id, thread_id) = (claimed.run_id(), claimed.thread_id);
     let finish = executor(&pool)
         .execute(
-            &claimed,
+            claimed,
             &abc(&starts, Arc::new(Notify::new()), None),
             &RunHandle::new(),
             None,
@@ -79,7 +82,7 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
         .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
 
-    let events = events(&pool, &claimed).await;
+    let events = events(&pool, run_id).await;
     let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names.last(), Some(&"end"), "end comes last");
     assert!(
@@ -96,7 +99,7 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
         .find(|(name, _)| name == "values")
         .expect("values");
     assert_eq!(last_values.1, json!({"log": ["start", "a", "b", "c"]}));
-    let thread = thread::get(&pool, claimed.thread_id).await?;
+    let thread = thread::get(&pool, thread_id).await?;
     assert_eq!(thread.status, ThreadStatus::Idle);
     Ok(())
 }
@@ -123,9 +126,10 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     };
     let first = enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
+    let run_id = claimed.run_id();
     assert_eq!(
         executor(&pool)
-            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .execute(claimed, &graph, &RunHandle::new(), None)
             .await?,
         Finish::Ended(RunStatus::Success)
     );
@@ -133,7 +137,7 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
         thread::get(&pool, first.thread_id).await?.status,
         ThreadStatus::Interrupted
     );
-    let interrupt = events(&pool, &claimed)
+    let interrupt = events(&pool, run_id)
         .await
         .into_iter()
         .rev()
@@ -150,9 +154,10 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     })
     .await;
     let resumed = claim_next(&pool).await;
+    let resumed_id = resumed.run_id();
     assert_eq!(
         executor(&pool)
-            .execute(&resumed, &graph, &RunHandle::new(), None)
+            .execute(resumed, &graph, &RunHandle::new(), None)
             .await?,
         Finish::Ended(RunStatus::Success)
     );
@@ -160,7 +165,7 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
         thread::get(&pool, first.thread_id).await?.status,
         ThreadStatus::Idle
     );
-    let values = events(&pool, &resumed)
+    let values = events(&pool, resumed_id)
         .await
         .into_iter()
         .rev()
@@ -180,6 +185,7 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
     let gated = abc(&starts, Arc::clone(&started), Some(Arc::clone(&release)));
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
+    let run_id = claimed.run_id();
     let handle = RunHandle::new();
     let executor = executor(&pool);
     let drive = async {
@@ -187,9 +193,9 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
         handle.control.request_drain("sigterm");
         release.notify_one();
     };
-    let (finish, ()) = tokio::join!(executor.execute(&claimed, &gated, &handle, None), drive);
+    let (finish, ()) = tokio::join!(executor.execute(claimed, &gated, &handle, None), drive);
     assert_eq!(finish?, Finish::Released);
-    let names: Vec<String> = events(&pool, &claimed)
+    let names: Vec<String> = events(&pool, run_id)
         .await
         .into_iter()
         .map(|(name, _)| name)
@@ -197,14 +203,15 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
     assert_eq!(names.last().map(String::as_str), Some("drained"));
 
     let again = claim_next(&pool).await;
+    let again_id = again.run_id();
     assert_eq!(
-        (again.run_id, again.attempts_used()),
-        (claimed.run_id, 1),
+        (again_id, again.attempts_used()),
+        (run_id, 1),
         "no attempt used up by the drain"
     );
     let finish = executor
         .execute(
-            &again,
+            again,
             &abc(&starts, Arc::new(Notify::new()), None),
             &RunHandle::new(),
             None,
@@ -214,7 +221,7 @@ async fn drained_run_is_released_and_resumes_without_repeating_supersteps(
     for node in ["a", "b", "c"] {
         assert_eq!(starts.of(node), 1, "{node} ran once");
     }
-    let values = events(&pool, &again)
+    let values = events(&pool, again_id)
         .await
         .into_iter()
         .rev()
@@ -235,14 +242,15 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
         );
         enqueue(&pool, None, |new| new).await;
         let claimed = claim_next(&pool).await;
+        let (run_id, thread_id) = (claimed.run_id(), claimed.thread_id);
         let handle = RunHandle::new();
         let executor = executor(&pool);
         let drive = async {
             started.notified().await;
             handle.cancel(action);
         };
-        let (finish, ()) = tokio::join!(executor.execute(&claimed, &gated, &handle, None), drive);
-        let run = run::get(&pool, claimed.thread_id, claimed.run_id).await;
+        let (finish, ()) = tokio::join!(executor.execute(claimed, &gated, &handle, None), drive);
+        let run = run::get(&pool, thread_id, run_id).await;
         match action {
             CancelAction::Interrupt => {
                 assert_eq!(finish?, Finish::Ended(RunStatus::Interrupted));
@@ -250,7 +258,7 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
                 let checkpoints: i64 = sqlx::query_scalar(
                     "select count(*) from mostrador.checkpoints where run_id = $1",
                 )
-                .bind(claimed.run_id.0)
+                .bind(run_id.0)
                 .fetch_one(&pool)
                 .await?;
                 assert!(checkpoints > 0, "the last checkpoint stands");
@@ -261,7 +269,7 @@ async fn cancel_interrupt_and_rollback_end_a_running_run(pool: PgPool) -> anyhow
                 let checkpoints: i64 = sqlx::query_scalar(
                     "select count(*) from mostrador.checkpoints where thread_id = $1",
                 )
-                .bind(claimed.thread_id.0)
+                .bind(thread_id.0)
                 .fetch_one(&pool)
                 .await?;
                 assert_eq!(checkpoints, 0, "the run's checkpoints are gone");
@@ -287,9 +295,10 @@ async fn retryable_node_error_is_recorded_and_retried_within_max_attempts(
     })
     .await;
     let claimed = claim_next(&pool).await;
+    let thread_id = claimed.thread_id;
     assert_eq!(
         executor(&pool)
-            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .execute(claimed, &graph, &RunHandle::new(), None)
             .await?,
         Finish::Retrying
     );
@@ -297,13 +306,14 @@ async fn retryable_node_error_is_recorded_and_retried_within_max_attempts(
         .execute(&pool)
         .await?;
     let again = claim_next(&pool).await;
+    let again_id = again.run_id();
     assert_eq!(
         executor(&pool)
-            .execute(&again, &graph, &RunHandle::new(), None)
+            .execute(again, &graph, &RunHandle::new(), None)
             .await?,
         Finish::Ended(RunStatus::Error)
     );
-    let run = run::get(&pool, again.thread_id, again.run_id).await?;
+    let run = run::get(&pool, thread_id, again_id).await?;
     assert_eq!(
         run.error.as_ref().and_then(|e| e["error"].as_str()),
         Some("NodeError")
@@ -314,7 +324,7 @@ async fn retryable_node_error_is_recorded_and_retried_within_max_attempts(
             .and_then(|e| e["message"].as_str())
             .is_some_and(|m| m.contains("nonsense"))
     );
-    let names: Vec<String> = events(&pool, &again)
+    let names: Vec<String> = events(&pool, again_id)
         .await
         .into_iter()
         .map(|(name, _)| name)
@@ -339,7 +349,7 @@ async fn fatal_node_error_ends_the_run_at_once(pool: PgPool) -> anyhow::Result<(
     let claimed = claim_next(&pool).await;
     assert_eq!(
         executor(&pool)
-            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .execute(claimed, &graph, &RunHandle::new(), None)
             .await?,
         Finish::Ended(RunStatus::Error),
         "another attempt would fail the same way"
@@ -358,9 +368,10 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
         .compile()?;
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
+    let thread_id = claimed.thread_id;
     let finish = executor(&pool)
         .execute(
-            &claimed,
+            claimed,
             &graph,
             &RunHandle::new(),
             Some(Duration::from_millis(50)),
@@ -368,7 +379,7 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
         .await?;
     assert_eq!(finish, Finish::Ended(RunStatus::Timeout));
     assert_eq!(
-        thread::get(&pool, claimed.thread_id).await?.status,
+        thread::get(&pool, thread_id).await?.status,
         ThreadStatus::Error
     );
     Ok(())
@@ -378,15 +389,16 @@ async fn run_timeout_ends_run_as_timeout(pool: PgPool) -> anyhow::Result<()> {
 async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Result<()> {
     enqueue(&pool, None, |new| new).await;
     let stale = claim_next(&pool).await;
+    let stale_id = stale.run_id();
     sqlx::query("update mostrador.workers set expires_at = now() - interval '1 hour'")
         .execute(&pool)
         .await?;
     sweep(&pool).await?;
     let fresh = claim_next(&pool).await;
-    assert_eq!(fresh.attempt, 2);
+    assert_eq!(fresh.attempt(), 2);
     let finish = executor(&pool)
         .execute(
-            &stale,
+            stale,
             &abc(&Starts::default(), Arc::new(Notify::new()), None),
             &RunHandle::new(),
             None,
@@ -394,12 +406,12 @@ async fn lost_lease_stops_the_run_without_writing(pool: PgPool) -> anyhow::Resul
         .await?;
     assert_eq!(finish, Finish::LeaseLost);
     assert!(
-        events(&pool, &stale).await.is_empty(),
+        events(&pool, stale_id).await.is_empty(),
         "the stale worker wrote no event"
     );
     let checkpoints: i64 =
         sqlx::query_scalar("select count(*) from mostrador.checkpoints where thread_id = $1")
-            .bind(stale.thread_id.0)
+            .bind(fresh.thread_id.0)
             .fetch_one(&pool)
             .await?;
     assert_eq!(checkpoints, 0, "nor any checkpoint");
@@ -445,7 +457,7 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
     let (bounded, handle) = (executor(&pool).max_concurrency(Some(3)), RunHandle::new());
     enqueue(&pool, None, |new| new).await;
     let claimed = claim_next(&pool).await;
-    let run = bounded.execute(&claimed, &graph, &handle, None);
+    let run = bounded.execute(claimed, &graph, &handle, None);
     let finish = tokio::time::timeout(within, run).await??;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     assert_eq!(peak.load(Ordering::SeqCst), 3);
@@ -458,7 +470,7 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
     })
     .await;
     let claimed = claim_next(&pool).await;
-    let run = bounded.execute(&claimed, &graph, &handle, None);
+    let run = bounded.execute(claimed, &graph, &handle, None);
     let finish = tokio::time::timeout(within, run).await??;
     assert_eq!(finish, Finish::Ended(RunStatus::Success));
     assert_eq!(peak.load(Ordering::SeqCst), 3, "10 asked, 3 allowed");
@@ -504,11 +516,12 @@ async fn a_rust_nodes_store_is_its_threads_owners_across_threads(
         })
         .await;
         let claimed = claim_next(&pool).await;
+        let run_id = claimed.run_id();
         let finish = executor(&pool)
-            .execute(&claimed, &graph, &RunHandle::new(), None)
+            .execute(claimed, &graph, &RunHandle::new(), None)
             .await?;
         assert_eq!(finish, Finish::Ended(RunStatus::Success));
-        let events = events(&pool, &claimed).await;
+        let events = events(&pool, run_id).await;
         Ok(events
             .iter()
             .rev()
@@ -527,5 +540,24 @@ async fn a_rust_nodes_store_is_its_threads_owners_across_threads(
     let luis = run_on("luis", "water").await?;
     assert_eq!(luis["known"], json!(["water"]), "not ana's");
     assert_eq!(luis["note"], Value::Null);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn runs_are_told_when_the_publisher_is_gone_and_the_worker_can_tell(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let publisher = Publisher::start(pool.clone());
+    let events = publisher.register(claimed.lease(), RunControl::new());
+    publisher.abort();
+    tokio::time::timeout(Duration::from_secs(5), publisher.stopped())
+        .await
+        .expect("the supervisor learns it");
+    assert!(matches!(
+        events.flush().await,
+        Err(mostrador_worker::Error::Publish(_))
+    ));
     Ok(())
 }

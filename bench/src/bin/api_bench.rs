@@ -17,6 +17,7 @@
 //!   503 with `Retry-After` (never a 500), the api's memory is sampled throughout, and the 2,000
 //!   streams still get the next event.
 
+use mostrador_queue::claim::Ending;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use mostrador_queue::db::DbConfig;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::run::{NewRun, enqueue};
 use mostrador_queue::thread::{NewThread, create_many};
-use mostrador_queue::{RunStatus, ThreadStatus, WorkerLease, claim, schema};
+use mostrador_queue::{WorkerLease, claim, schema};
 use serde_json::{Value, json};
 use sqlx::migrate::MigrateDatabase;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -406,8 +407,7 @@ async fn fanout(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         .await?;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    held.end(pool, Ending::Success).await?;
     let mut all = Vec::new();
     while let Some(latencies) = clients.join_next().await {
         let latencies = latencies??;
@@ -588,8 +588,7 @@ async fn overload(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         done??;
         alive += 1;
     }
-    held.complete(pool, RunStatus::Success, ThreadStatus::Idle)
-        .await?;
+    held.end(pool, Ending::Success).await?;
 
     let count = |wanted: &dyn Fn(u16, bool) -> bool| -> usize {
         answers
