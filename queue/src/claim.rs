@@ -16,11 +16,10 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 
 use crate::cancel::delete_runs;
-use crate::event::NewEvent;
 use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, RunId, RunStatus};
@@ -129,9 +128,10 @@ pub struct End {
     thread_status: Option<ThreadStatus>,
     /// The retry's backoff.
     delay: Option<Duration>,
+    /// Recorded on the run, and, when it ends `error`, its `error` event's data.
     error: Option<Value>,
-    /// Appended to the run's log, in order.
-    events: Vec<NewEvent>,
+    /// A drain's: its `drained` event says why.
+    reason: Option<String>,
 }
 
 impl End {
@@ -291,7 +291,7 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
     let mut delays = Vec::with_capacity(ends.len());
     let mut released = Vec::with_capacity(ends.len());
     let mut errors = Vec::with_capacity(ends.len());
-    let mut events = Vec::with_capacity(ends.len());
+    let mut reasons = Vec::with_capacity(ends.len());
     for end in ends {
         run_ids.push(end.lease.run_id.0);
         attempts.push(end.lease.attempt);
@@ -303,12 +303,7 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
         delays.push(end.delay.map(|delay| delay.as_secs_f64()));
         released.push(end.after == After::Released);
         errors.push(end.error.clone());
-        events.push(Value::Array(
-            end.events
-                .iter()
-                .map(|event| json!({"event": event.event, "data": event.data}))
-                .collect(),
-        ));
+        reasons.push(end.reason.clone());
     }
 
     // N.B. A run enqueued on the thread after this statement's snapshot is not seen as queued,
@@ -320,8 +315,8 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
             select *
             from unnest(
                 $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[],
-                $5::float8[], $6::bool[], $7::jsonb[], $8::jsonb[]
-            ) as i(run_id, attempt, status, thread_status, delay_secs, released, error, events)
+                $5::float8[], $6::bool[], $7::jsonb[], $8::text[]
+            ) as i(run_id, attempt, status, thread_status, delay_secs, released, error, reason)
         ),
         -- Threads before runs, in one order: the order of the statements that lock a thread, then
         -- change its runs (deleting it, enqueueing with `interrupt` or `rollback`). The other
@@ -357,25 +352,35 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
                 drain_count = r.drain_count + i.released::int,
                 error = coalesce(i.error, r.error),
                 updated_at = now(),
-                event_seq = r.event_seq + jsonb_array_length(i.events)
+                -- Its events: `error` and `end` for an error, `end` for the other endings,
+                -- `drained` for a release, none for a retry.
+                event_seq = r.event_seq + case
+                    when i.status = 'error' then 2
+                    when i.status <> 'pending' or i.released then 1
+                    else 0
+                end
             from input i
             where r.run_id = i.run_id
               and r.run_id = any(array(select run_id from locked))
               and r.attempt = i.attempt
               and r.status = 'running'
             returning
-                r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, i.thread_status,
-                i.events, i.released
+                r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, r.attempt, r.error,
+                i.thread_status, i.released, i.reason
         ),
         logged as (
             insert into mostrador.run_events (run_id, seq, event, data)
-            select
-                e.run_id,
-                e.event_seq - jsonb_array_length(e.events) + x.n,
-                x.item ->> 'event',
-                x.item -> 'data'
-            from ended e
-            cross join lateral jsonb_array_elements(e.events) with ordinality as x(item, n)
+            select run_id, event_seq - 1, 'error', error
+            from ended
+            where status = 'error'
+            union all
+            select run_id, event_seq, 'end', jsonb_build_object('status', status)
+            from ended
+            where status <> 'pending'
+            union all
+            select run_id, event_seq, 'drained', jsonb_build_object('reason', reason, 'attempt', attempt)
+            from ended
+            where released
         ),
         rested as (
             update mostrador.threads t
@@ -408,7 +413,7 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
         &delays as &[Option<f64>],
         &released,
         &errors as &[Option<Value>],
-        &events,
+        &reasons as &[Option<String>],
         RUNS_CHANNEL,
     )
     .fetch_all(executor)
@@ -447,15 +452,16 @@ impl ClaimedRun {
 
     /// What `ending` writes for this run, to be written by [`end_many`] with others.
     pub fn ending(&self, ending: Ending) -> End {
-        let ended = |status: RunStatus, thread_status| End {
+        let end = |after, thread_status| End {
             lease: self.lease(),
             thread_id: self.thread_id,
-            after: After::Ended(status),
-            thread_status: Some(thread_status),
+            after,
+            thread_status,
             delay: None,
             error: None,
-            events: vec![NewEvent::new("end", json!({"status": status.as_str()}))],
+            reason: None,
         };
+        let ended = |status, thread_status| end(After::Ended(status), Some(thread_status));
         match ending {
             Ending::Success => ended(RunStatus::Success, ThreadStatus::Idle),
             Ending::Paused => ended(RunStatus::Success, ThreadStatus::Interrupted),
@@ -465,37 +471,20 @@ impl ClaimedRun {
                 if retryable && self.attempts_used() < self.max_attempts =>
             {
                 End {
-                    after: After::Retrying,
-                    thread_status: None,
                     delay: Some(retry_backoff(self.attempts_used())),
                     error: Some(error),
-                    events: Vec::new(),
-                    ..ended(RunStatus::Pending, ThreadStatus::Idle)
+                    ..end(After::Retrying, None)
                 }
             }
-            Ending::Failed { error, .. } => {
-                let mut end = ended(RunStatus::Error, ThreadStatus::Error);
-                end.events.insert(0, NewEvent::new("error", error.clone()));
-                End {
-                    error: Some(error),
-                    ..end
-                }
-            }
+            Ending::Failed { error, .. } => End {
+                error: Some(error),
+                ..ended(RunStatus::Error, ThreadStatus::Error)
+            },
             Ending::Released { reason } => End {
-                after: After::Released,
-                thread_status: None,
-                events: vec![NewEvent::new(
-                    "drained",
-                    json!({"reason": reason, "attempt": self.attempt}),
-                )],
-                ..ended(RunStatus::Pending, ThreadStatus::Idle)
+                reason: Some(reason),
+                ..end(After::Released, None)
             },
-            Ending::RolledBack => End {
-                after: After::RolledBack,
-                thread_status: None,
-                events: Vec::new(),
-                ..ended(RunStatus::Pending, ThreadStatus::Idle)
-            },
+            Ending::RolledBack => end(After::RolledBack, None),
         }
     }
 
