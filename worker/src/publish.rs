@@ -7,8 +7,9 @@
 //! publisher takes every buffer and every ending waiting at that moment and writes them with one
 //! `append_many` and one `end_many` in one transaction, so a run's last events and its ending
 //! always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
-//! run's first event and its ending are written at once, since clients wait for them. Whatever arrives while a transaction commits goes in the next one: a busy worker
-//! batches by itself, an idle one answers at the speed of one commit.
+//! run's first event and its ending are written at once, since clients wait for them. Whatever
+//! arrives while a transaction commits goes in the next one: a busy worker batches by itself, an
+//! idle one answers at the speed of one commit.
 //!
 //! Python graphs' runs also hand it the states their graphs described at checkpoints
 //! ([`RunEvents::describe`]): written in the same transaction, before the events sent after them.
