@@ -142,28 +142,60 @@ pub async fn enqueue<'a>(
             .await?;
         }
     }
+    // What the checks need, in one statement: the graph's pending runs and the caller's, each
+    // counted up to its bound (none without a limit), and the thread's runs in flight.
+    let delayed = !new.after.is_zero();
+    let seen = sqlx::query!(
+        r#"
+        select
+            (
+                select count(*)
+                from (
+                    select 1
+                    from mostrador.runs
+                    where status = 'pending'
+                      and graph_id = $2
+                      and (available_at > now()) = $3
+                    limit $4
+                ) p
+            ) as "graph_pending!",
+            (
+                select count(*)
+                from (
+                    select 1
+                    from mostrador.runs
+                    where status = 'pending'
+                      and owner = $5
+                    limit $6
+                ) p
+            ) as "caller_pending!",
+            array(
+                select run_id
+                from mostrador.runs
+                where thread_id = $1
+                  and status in ('pending', 'running')
+                order by seq
+            ) as "in_flight!"
+        "#,
+        new.thread_id.0,
+        new.graph_id,
+        delayed,
+        limit.map_or(0, |limit| limit.max_pending),
+        thread.owner,
+        limit.map_or(0, |limit| limit.max_pending_per_caller),
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     // A caller's run queues behind the runs of callers with fewer runs waiting: it comes after
     // as many priority levels as the caller has runs pending, so one caller's backlog never
     // stands before another caller's next run.
     let mut priority = new.priority;
     if let Some(limit) = limit {
-        check_limit(&mut tx, &new.graph_id, !new.after.is_zero(), 1, limit).await?;
-        let waiting = check_share(&mut tx, &thread.owner, limit).await?;
-        priority = priority.saturating_add(i32::try_from(waiting).unwrap_or(i32::MAX));
+        within_limit(&new.graph_id, seen.graph_pending, 1, limit)?;
+        within_share(&thread.owner, seen.caller_pending, limit)?;
+        priority = priority.saturating_add(i32::try_from(seen.caller_pending).unwrap_or(i32::MAX));
     }
-
-    let in_flight = sqlx::query_scalar!(
-        r#"
-        select run_id as "run_id: RunId"
-        from mostrador.runs
-        where thread_id = $1
-          and status in ('pending', 'running')
-        order by seq
-        "#,
-        new.thread_id.0
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+    let in_flight: Vec<RunId> = seen.in_flight.into_iter().map(RunId).collect();
     let cancelled = match (new.multitask_strategy, in_flight.first()) {
         (_, None) | (MultitaskStrategy::Enqueue, _) => Vec::new(),
         (MultitaskStrategy::Reject, Some(run_id)) => {
@@ -498,6 +530,12 @@ async fn check_limit(
     )
     .fetch_one(&mut *conn)
     .await?;
+    within_limit(graph_id, pending, adding, limit)
+}
+
+/// Fails with [`Error::Backpressure`] when `adding` runs to the graph's `pending` would pass its
+/// bound.
+fn within_limit(graph_id: &str, pending: i64, adding: i64, limit: QueueLimit) -> Result {
     if pending + adding > limit.max_pending {
         return Err(Error::Backpressure {
             graph_id: graph_id.to_owned(),
@@ -510,25 +548,9 @@ async fn check_limit(
 }
 
 /// Fails with [`Error::CallerShare`] when `owner` has their share of pending runs already (due
-/// or delayed, every graph); else how many they have. Counts at most the share's rows, through
-/// the index of pending runs by owner.
-async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) -> Result<i64> {
-    let pending = sqlx::query_scalar!(
-        r#"
-        select count(*) as "n!"
-        from (
-            select 1
-            from mostrador.runs
-            where status = 'pending'
-              and owner = $1
-            limit $2
-        ) p
-        "#,
-        owner,
-        limit.max_pending_per_caller,
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+/// or delayed, every graph), counted at most up to the share through the index of pending runs
+/// by owner.
+fn within_share(owner: &str, pending: i64, limit: QueueLimit) -> Result {
     if pending >= limit.max_pending_per_caller {
         return Err(Error::CallerShare {
             owner: owner.to_owned(),
@@ -537,5 +559,5 @@ async fn check_share(conn: &mut PgConnection, owner: &str, limit: QueueLimit) ->
             retry_after: limit.retry_after,
         });
     }
-    Ok(pending)
+    Ok(())
 }
