@@ -32,6 +32,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::claim::Lease;
+use crate::db::Connections;
 use crate::{Error, Result};
 
 mod idle;
@@ -43,6 +44,8 @@ pub use idle::IdleThreadCheckpointer;
 #[derive(Debug, Clone)]
 pub struct PgCheckpointer {
     pool: PgPool,
+    /// A fenced checkpointer's statements follow each other on one connection.
+    connections: Arc<Connections>,
     lease: Option<Lease>,
     /// `''` for the thread's graph; `node:task|node:task…` for a subgraph's.
     namespace: Arc<str>,
@@ -52,6 +55,7 @@ impl PgCheckpointer {
     /// A checkpointer for reads and for writes outside a run (`update_state`).
     pub fn new(pool: PgPool) -> Self {
         Self {
+            connections: Arc::new(Connections::pooled(pool.clone())),
             pool,
             lease: None,
             namespace: Arc::from(""),
@@ -61,6 +65,7 @@ impl PgCheckpointer {
     /// A checkpointer for a claimed run: every write is fenced by its lease.
     pub fn fenced(pool: PgPool, lease: Lease) -> Self {
         Self {
+            connections: Arc::new(Connections::kept(pool.clone())),
             lease: Some(lease),
             ..Self::new(pool)
         }
@@ -189,6 +194,7 @@ impl PgCheckpointer {
             }
         }
         let (run_id, attempt) = self.lease_parts();
+        let mut connection = self.connections.take().await?;
         let held = sqlx::query_scalar!(
             r#"
             with fence as (
@@ -245,8 +251,9 @@ impl PgCheckpointer {
             attempt,
             &*self.namespace,
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *connection)
         .await?;
+        connection.done();
         if held { Ok(()) } else { Err(self.lost()) }
     }
 
@@ -257,6 +264,7 @@ impl PgCheckpointer {
         limit: i64,
         before: Option<Uuid>,
     ) -> Result<Vec<Saved>> {
+        let mut connection = self.connections.take().await?;
         let rows = sqlx::query!(
             r#"
             select
@@ -312,8 +320,9 @@ impl PgCheckpointer {
             before,
             &*self.namespace,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *connection)
         .await?;
+        connection.done();
         rows.into_iter()
             .map(|row| {
                 let checkpoint = Checkpoint {
@@ -390,9 +399,12 @@ impl Checkpointer for PgCheckpointer {
         values: &State,
         changed: &[String],
     ) -> std::result::Result<(), BoxError> {
-        self.put_checkpoint(&self.pool, thread_id, checkpoint, values, changed)
+        let mut connection = self.connections.take().await.map_err(boxed)?;
+        self.put_checkpoint(&mut *connection, thread_id, checkpoint, values, changed)
             .await
-            .map_err(boxed)
+            .map_err(boxed)?;
+        connection.done();
+        Ok(())
     }
 
     async fn put_writes(

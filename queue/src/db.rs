@@ -4,9 +4,12 @@
 //! migrations take a session advisory lock, and sqlx's prepared statements return wrong results
 //! behind PgBouncer in transaction mode older than 1.21 (or without `max_prepared_statements`).
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{Connection, Postgres};
 
 use crate::Result;
 
@@ -17,6 +20,9 @@ pub const POOL_SIZE_DEFAULT: u32 = 10;
 pub const STATEMENT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 /// How long `acquire` waits for a free connection before failing.
 pub const ACQUIRE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// A pooled connection idle for longer is pinged before it is handed out; one used more recently
+/// is not (see [`pool_options`]).
+const PING_IDLE_AFTER: Duration = Duration::from_millis(500);
 
 /// How a process connects to Postgres.
 #[derive(Debug, Clone)]
@@ -73,9 +79,8 @@ impl DbConfig {
     ///
     /// A malformed URL.
     pub fn connect_lazy(&self) -> Result<PgPool> {
-        let pool = PgPoolOptions::new()
+        let pool = pool_options()
             .max_connections(self.pool_size)
-            .acquire_timeout(ACQUIRE_TIMEOUT_DEFAULT)
             .connect_lazy_with(self.connect_options()?);
         Ok(pool)
     }
@@ -95,8 +100,133 @@ pub fn claimer(pool: &PgPool) -> PgPool {
     let options = (*pool.connect_options())
         .clone()
         .options([("enable_sort", "off"), ("jit", "off")]);
+    pool_options().max_connections(1).connect_lazy_with(options)
+}
+
+/// How every pool here hands out its connections: a connection is pinged before use only when it
+/// has been idle for [`PING_IDLE_AFTER`].
+///
+/// N.B. sqlx's default pings a connection on every acquire, and the pool pings it again on every
+/// release: a statement run on the pool cost three round trips instead of one (the engine's
+/// checkpoint writes ran 35 % faster without the first ping, `bench/RESULTS.md`). The release's
+/// ping cannot be turned off, and it is what makes the acquire's redundant for a connection
+/// released moments ago: the same reasoning as HikariCP's 500 ms `aliveBypassWindowMs`. A
+/// connection that dies within the window fails its next statement with an I/O error, as one in
+/// use when the database goes away does, and is closed when it is released.
+fn pool_options() -> PgPoolOptions {
     PgPoolOptions::new()
-        .max_connections(1)
         .acquire_timeout(ACQUIRE_TIMEOUT_DEFAULT)
-        .connect_lazy_with(options)
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_IDLE_AFTER {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
+/// Where a sequence of statements gets its connections: from the pool for each statement, or
+/// ([`Connections::kept`], a claimed run's checkpoint writes and reads) one connection kept from
+/// one statement to the next for at most [`PING_IDLE_AFTER`], so that statements that follow each
+/// other closely cost one round trip each: a connection given back to the pool is pinged on its
+/// way in, a second round trip per statement.
+///
+/// Taking the kept connection while it is taken (concurrent tasks of one superstep) takes another
+/// from the pool; a statement that failed gives its connection back to the pool, which closes it
+/// if it is broken.
+///
+/// N.B. The connection is out of the pool while it is kept, so it is kept only for a moment: a run
+/// whose next statement comes later (its node calls a model) gives it back, and a pool smaller
+/// than the runs in flight makes statements wait at most that moment, never for ever.
+#[derive(Debug)]
+pub(crate) struct Connections {
+    pool: PgPool,
+    /// `None` when nothing is kept.
+    kept: Option<Arc<Mutex<Option<Kept>>>>,
+}
+
+/// A connection kept, and since when.
+type Kept = (PoolConnection<Postgres>, Instant);
+
+impl Connections {
+    /// A connection from the pool for each statement.
+    pub(crate) fn pooled(pool: PgPool) -> Self {
+        Self { pool, kept: None }
+    }
+
+    /// One connection kept from one statement to the next.
+    pub(crate) fn kept(pool: PgPool) -> Self {
+        Self {
+            pool,
+            kept: Some(Arc::default()),
+        }
+    }
+
+    /// The kept connection, or one from the pool; [`Taken::done`] after its statement succeeded.
+    pub(crate) async fn take(&self) -> Result<Taken<'_>> {
+        let kept = self
+            .kept
+            .as_ref()
+            .and_then(|kept| kept.lock().expect("never poisoned").take())
+            .filter(|(_, since)| since.elapsed() < PING_IDLE_AFTER);
+        let connection = match kept {
+            Some((connection, _)) => connection,
+            None => self.pool.acquire().await?,
+        };
+        Ok(Taken {
+            from: self,
+            connection,
+        })
+    }
+}
+
+/// A connection taken from [`Connections`]: dropped, it goes back to the pool.
+pub(crate) struct Taken<'a> {
+    from: &'a Connections,
+    connection: PoolConnection<Postgres>,
+}
+
+impl Taken<'_> {
+    /// Its statement succeeded: the connection is kept for the next, unless another is kept
+    /// already or nothing is, and given back to the pool if no statement takes it in time.
+    pub(crate) fn done(self) {
+        let Some(slot) = &self.from.kept else {
+            return;
+        };
+        let since = Instant::now();
+        {
+            let mut kept = slot.lock().expect("never poisoned");
+            if kept.is_some() {
+                return;
+            }
+            *kept = Some((self.connection, since));
+        }
+        let slot = Arc::downgrade(slot);
+        tokio::spawn(async move {
+            tokio::time::sleep(PING_IDLE_AFTER).await;
+            let Some(slot) = slot.upgrade() else {
+                return;
+            };
+            let mut kept = slot.lock().expect("never poisoned");
+            if kept.as_ref().is_some_and(|(_, at)| *at == since) {
+                kept.take();
+            }
+        });
+    }
+}
+
+impl std::ops::Deref for Taken<'_> {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.connection
+    }
+}
+
+impl std::ops::DerefMut for Taken<'_> {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.connection
+    }
 }

@@ -12,11 +12,14 @@
 //! running)` in the same statement, as [`crate::PgCheckpointer::fenced`] does, so a worker that
 //! lost its lease gets [`Error::LeaseLost`] and writes nothing.
 
+use std::sync::Arc;
+
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::claim::Lease;
+use crate::db::Connections;
 use crate::{Error, Result};
 
 mod states;
@@ -92,6 +95,8 @@ pub enum Write {
 #[derive(Debug, Clone)]
 pub struct Saver {
     pool: PgPool,
+    /// The run's statements follow each other on one connection.
+    connections: Arc<Connections>,
     thread_id: Uuid,
     lease: Lease,
 }
@@ -113,6 +118,7 @@ impl Saver {
 
     pub fn fenced(pool: PgPool, thread_id: Uuid, lease: Lease) -> Self {
         Self {
+            connections: Arc::new(Connections::kept(pool.clone())),
             pool,
             thread_id,
             lease,
@@ -137,11 +143,16 @@ impl Saver {
         checkpoint_ns: &str,
         checkpoint_id: Option<Uuid>,
     ) -> Result<Option<SavedCheckpoint>> {
-        let ids = self.ids(checkpoint_ns, checkpoint_id, None, 1).await?;
-        match ids.first() {
-            Some(id) => self.load(checkpoint_ns, *id).await,
-            None => Ok(None),
-        }
+        let mut connection = self.connections.take().await?;
+        let ids = self
+            .ids(&mut connection, checkpoint_ns, checkpoint_id, None, 1)
+            .await?;
+        let saved = match ids.first() {
+            Some(id) => self.load(&mut connection, checkpoint_ns, *id).await?,
+            None => None,
+        };
+        connection.done();
+        Ok(saved)
     }
 
     /// Up to `limit` checkpoints of a namespace, newest first, older than `before` if given.
@@ -155,17 +166,23 @@ impl Saver {
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<SavedCheckpoint>> {
+        let mut connection = self.connections.take().await?;
         let mut listed = Vec::new();
-        for id in self.ids(checkpoint_ns, None, before, limit).await? {
-            if let Some(checkpoint) = self.load(checkpoint_ns, id).await? {
+        for id in self
+            .ids(&mut connection, checkpoint_ns, None, before, limit)
+            .await?
+        {
+            if let Some(checkpoint) = self.load(&mut connection, checkpoint_ns, id).await? {
                 listed.push(checkpoint);
             }
         }
+        connection.done();
         Ok(listed)
     }
 
     async fn ids(
         &self,
+        connection: &mut PgConnection,
         checkpoint_ns: &str,
         checkpoint_id: Option<Uuid>,
         before: Option<Uuid>,
@@ -197,12 +214,13 @@ impl Saver {
             before,
             limit,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *connection)
         .await?)
     }
 
     async fn load(
         &self,
+        connection: &mut PgConnection,
         checkpoint_ns: &str,
         checkpoint_id: Uuid,
     ) -> Result<Option<SavedCheckpoint>> {
@@ -218,7 +236,7 @@ impl Saver {
             checkpoint_ns,
             checkpoint_id,
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *connection)
         .await?
         else {
             return Ok(None);
@@ -247,7 +265,7 @@ impl Saver {
             checkpoint_ns,
             versions,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *connection)
         .await?
         .into_iter()
         .map(|b| Blob {
@@ -273,7 +291,7 @@ impl Saver {
             checkpoint_ns,
             checkpoint_id,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *connection)
         .await?
         .into_iter()
         .map(|w| PendingWrite {
@@ -338,18 +356,22 @@ impl Saver {
         for (rows, _) in &mut statements {
             dedupe(rows);
         }
+        if statements.is_empty() {
+            return Ok(());
+        }
+        let mut connection = self.connections.take().await?;
         match statements.as_slice() {
-            [] => Ok(()),
-            [(rows, checkpoint)] => self.save(&self.pool, rows, *checkpoint).await,
+            [(rows, checkpoint)] => self.save(&mut *connection, rows, *checkpoint).await?,
             many => {
-                let mut tx = self.pool.begin().await?;
+                let mut tx = connection.begin().await?;
                 for (rows, checkpoint) in many {
                     self.save(&mut *tx, rows, *checkpoint).await?;
                 }
                 tx.commit().await?;
-                Ok(())
             }
         }
+        connection.done();
+        Ok(())
     }
 
     /// One statement: tasks' writes, then a checkpoint with the values of the channels it

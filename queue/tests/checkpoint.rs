@@ -3,7 +3,8 @@
 
 use mostrador_graph::stream::discard;
 use mostrador_graph::{
-    Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START, StateGraph,
+    Command, Durability, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START,
+    StateGraph,
 };
 use mostrador_queue::claim::Ending;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use mostrador_queue::lease::sweep;
 use mostrador_queue::{Error, NewRun, PgCheckpointer};
 use serde_json::json;
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 
 use crate::support::{
     GRAPH, another_session_waits_for_a_lock, claim_one, enqueue, expire, new_run, new_thread,
@@ -102,6 +104,54 @@ async fn checkpoint_writes_of_a_lost_lease_are_refused(pool: PgPool) -> anyhow::
             .len(),
         before,
         "nothing written"
+    );
+    Ok(())
+}
+
+/// A run's statements that follow each other share one connection, kept out of the pool (so each
+/// costs one round trip, not a ping on the way back in as well), and only for a moment: a pool of
+/// one connection, shared by the run and everyone else, still serves the others.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_follows(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let run = new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with((*pool.connect_options()).clone());
+    let fenced = PgCheckpointer::fenced(one.clone(), claimed.lease());
+    let options = RunOptions {
+        recursion_limit: 3,
+        durability: Durability::Sync,
+        ..RunOptions::default()
+    };
+    let res = counter_graph()
+        .run(
+            &fenced,
+            run.thread_id.0,
+            RunInput::Values(json!({})),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    assert!(matches!(res, Err(GraphError::RecursionLimit(3))), "{res:?}");
+    assert_eq!(
+        (one.size(), one.num_idle()),
+        (1, 0),
+        "the run's one connection is kept, out of the pool"
+    );
+    let written: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.checkpoints where thread_id = $1")
+            .bind(run.thread_id.0)
+            .fetch_one(&one)
+            .await?;
+    assert_eq!(
+        written, 4,
+        "the input and three supersteps, and the pool serves others"
     );
     Ok(())
 }
