@@ -21,7 +21,7 @@
 //! with it. Checkpoint writes therefore never queue behind the worker's event flushes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mostrador_graph::State;
 use mostrador_graph::checkpoint::{
@@ -46,16 +46,25 @@ pub struct PgCheckpointer {
     pool: PgPool,
     /// A fenced checkpointer's statements follow each other on one connection.
     connections: Arc<Connections>,
+    /// A fenced checkpointer's last read of its thread's latest checkpoint in a namespace, until
+    /// its next write: while the run holds its lease nothing else writes that thread's
+    /// checkpoints, so the worker's look at where a run starts and the engine's start share one
+    /// read.
+    latest: Arc<Mutex<Option<Latest>>>,
     lease: Option<Lease>,
     /// `''` for the thread's graph; `node:task|node:task…` for a subgraph's.
     namespace: Arc<str>,
 }
+
+/// A thread's latest checkpoint in a namespace, as read.
+type Latest = (Uuid, Arc<str>, Saved);
 
 impl PgCheckpointer {
     /// A checkpointer for reads and for writes outside a run (`update_state`).
     pub fn new(pool: PgPool) -> Self {
         Self {
             connections: Arc::new(Connections::pooled(pool.clone())),
+            latest: Arc::default(),
             pool,
             lease: None,
             namespace: Arc::from(""),
@@ -84,6 +93,27 @@ impl PgCheckpointer {
             run_id: lease.run_id,
             attempt: lease.attempt,
         }
+    }
+
+    /// The latest checkpoint this fenced checkpointer read of `thread_id` in its namespace, unless
+    /// it wrote since.
+    fn remembered(&self, thread_id: Uuid) -> Option<Saved> {
+        let latest = self.latest.lock().expect("never poisoned");
+        latest
+            .as_ref()
+            .filter(|(thread, namespace, _)| *thread == thread_id && *namespace == self.namespace)
+            .map(|(_, _, saved)| saved.clone())
+    }
+
+    fn remember(&self, thread_id: Uuid, saved: &Saved) {
+        if self.lease.is_some() {
+            *self.latest.lock().expect("never poisoned") =
+                Some((thread_id, Arc::clone(&self.namespace), saved.clone()));
+        }
+    }
+
+    fn forget(&self) {
+        self.latest.lock().expect("never poisoned").take();
     }
 
     /// One statement, so a superstep costs one commit.
@@ -399,6 +429,7 @@ impl Checkpointer for PgCheckpointer {
         values: &State,
         changed: &[String],
     ) -> std::result::Result<(), BoxError> {
+        self.forget();
         let mut connection = self.connections.take().await.map_err(boxed)?;
         self.put_checkpoint(&mut *connection, thread_id, checkpoint, values, changed)
             .await
@@ -413,6 +444,7 @@ impl Checkpointer for PgCheckpointer {
         checkpoint_id: Uuid,
         writes: &[TaskWrites],
     ) -> std::result::Result<(), BoxError> {
+        self.forget();
         self.put_task_writes(thread_id, checkpoint_id, writes)
             .await
             .map_err(boxed)
@@ -423,11 +455,20 @@ impl Checkpointer for PgCheckpointer {
         thread_id: Uuid,
         checkpoint_id: Option<Uuid>,
     ) -> std::result::Result<Option<Saved>, BoxError> {
-        let mut saved = self
+        if checkpoint_id.is_none()
+            && let Some(saved) = self.remembered(thread_id)
+        {
+            return Ok(Some(saved));
+        }
+        let saved = self
             .read(thread_id, checkpoint_id, 1, None)
             .await
-            .map_err(boxed)?;
-        Ok(saved.pop())
+            .map_err(boxed)?
+            .pop();
+        if let (None, Some(saved)) = (checkpoint_id, &saved) {
+            self.remember(thread_id, saved);
+        }
+        Ok(saved)
     }
 
     async fn list(
@@ -454,6 +495,7 @@ impl Checkpointer for PgCheckpointer {
 
     /// Every namespace of the thread's.
     async fn delete_thread(&self, thread_id: Uuid) -> std::result::Result<(), BoxError> {
+        self.forget();
         sqlx::query!(
             r#"
             with deleted_writes as (
@@ -477,6 +519,7 @@ impl Checkpointer for PgCheckpointer {
         thread_id: Uuid,
         keep_latest: usize,
     ) -> std::result::Result<(), BoxError> {
+        self.forget();
         let keep = i64::try_from(keep_latest).unwrap_or(i64::MAX);
         // N.B. The thread's graph's checkpoints only: a subgraph task's stay with the thread.
         // Safe by construction: every kept checkpoint names complete values, and a blob is

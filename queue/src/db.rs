@@ -128,10 +128,11 @@ fn pool_options() -> PgPoolOptions {
 }
 
 /// Where a sequence of statements gets its connections: from the pool for each statement, or
-/// ([`Connections::kept`], a claimed run's checkpoint writes and reads) one connection kept from
-/// one statement to the next for at most [`PING_IDLE_AFTER`], so that statements that follow each
-/// other closely cost one round trip each: a connection given back to the pool is pinged on its
-/// way in, a second round trip per statement.
+/// ([`Connections::kept`]: a claimed run's checkpoint writes and reads, a worker's claims, its
+/// publisher's transactions) one connection kept from one statement to the next for at most
+/// [`PING_IDLE_AFTER`], so that statements that follow each other closely cost one round trip
+/// each: a connection given back to the pool is pinged on its way in, a second round trip per
+/// statement.
 ///
 /// Taking the kept connection while it is taken (concurrent tasks of one superstep) takes another
 /// from the pool; a statement that failed gives its connection back to the pool, which closes it
@@ -141,7 +142,7 @@ fn pool_options() -> PgPoolOptions {
 /// whose next statement comes later (its node calls a model) gives it back, and a pool smaller
 /// than the runs in flight makes statements wait at most that moment, never for ever.
 #[derive(Debug)]
-pub(crate) struct Connections {
+pub struct Connections {
     pool: PgPool,
     /// `None` when nothing is kept.
     kept: Option<Arc<Mutex<Option<Kept>>>>,
@@ -152,20 +153,30 @@ type Kept = (PoolConnection<Postgres>, Instant);
 
 impl Connections {
     /// A connection from the pool for each statement.
-    pub(crate) fn pooled(pool: PgPool) -> Self {
+    pub fn pooled(pool: PgPool) -> Self {
         Self { pool, kept: None }
     }
 
     /// One connection kept from one statement to the next.
-    pub(crate) fn kept(pool: PgPool) -> Self {
+    pub fn kept(pool: PgPool) -> Self {
         Self {
             pool,
             kept: Some(Arc::default()),
         }
     }
 
+    /// Gives the kept connection back and closes the pool.
+    pub async fn close(self) {
+        drop(self.kept);
+        self.pool.close().await;
+    }
+
     /// The kept connection, or one from the pool; [`Taken::done`] after its statement succeeded.
-    pub(crate) async fn take(&self) -> Result<Taken<'_>> {
+    ///
+    /// # Errors
+    ///
+    /// The pool gave no connection.
+    pub async fn take(&self) -> Result<Taken<'_>> {
         let kept = self
             .kept
             .as_ref()
@@ -183,7 +194,8 @@ impl Connections {
 }
 
 /// A connection taken from [`Connections`]: dropped, it goes back to the pool.
-pub(crate) struct Taken<'a> {
+#[derive(Debug)]
+pub struct Taken<'a> {
     from: &'a Connections,
     connection: PoolConnection<Postgres>,
 }
@@ -191,7 +203,7 @@ pub(crate) struct Taken<'a> {
 impl Taken<'_> {
     /// Its statement succeeded: the connection is kept for the next, unless another is kept
     /// already or nothing is, and given back to the pool if no statement takes it in time.
-    pub(crate) fn done(self) {
+    pub fn done(self) {
         let Some(slot) = &self.from.kept else {
             return;
         };

@@ -6,9 +6,10 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{Connection, PgExecutor, PgPool};
 
 use crate::claim::{End, Lease, end_many, lost_leases};
+use crate::db::Connections;
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
 use crate::saver::{Described, describe_many};
@@ -349,18 +350,20 @@ pub async fn now_on_thread(
 
 /// What a worker's publisher writes at once, in one transaction: the described states of Python
 /// graphs' checkpoints, the events, then the runs' endings (after which nothing may be appended).
-/// Returns the leases found lost.
+/// Returns the leases found lost. The publisher's transactions follow each other on one
+/// [`Connections::kept`].
 ///
 /// # Errors
 ///
 /// The database failed: nothing was written.
 pub async fn publish(
-    pool: &PgPool,
+    connections: &Connections,
     described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
     ends: &[End],
 ) -> Result<Vec<Lease>> {
-    let mut tx = pool.begin().await?;
+    let mut connection = connections.take().await?;
+    let mut tx = connection.begin().await?;
     let mut lost = if described.is_empty() {
         Vec::new()
     } else {
@@ -373,5 +376,6 @@ pub async fn publish(
         lost.extend(end_many(&mut tx, ends).await?);
     }
     tx.commit().await?;
+    connection.done();
     Ok(lost)
 }

@@ -1,6 +1,7 @@
 //! The Postgres checkpointer: held to the engine's scenarios (the same the in-memory one passes),
 //! fenced by the run's lease, and writing a channel only when it changed.
 
+use mostrador_graph::checkpoint::Checkpointer;
 use mostrador_graph::stream::discard;
 use mostrador_graph::{
     Command, Durability, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START,
@@ -152,6 +153,66 @@ async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_f
     assert_eq!(
         written, 4,
         "the input and three supersteps, and the pool serves others"
+    );
+    Ok(())
+}
+
+/// A claimed run's checkpointer reads its thread's latest checkpoint once until it writes (the
+/// worker's look at where the run starts and the engine's start share it): while the run holds
+/// its lease, nothing else writes the thread's checkpoints.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let run = new_run(&pool).await;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let thread_id = run.thread_id.0;
+    let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let options = RunOptions {
+        recursion_limit: 1,
+        durability: Durability::Sync,
+        ..RunOptions::default()
+    };
+    let _ = counter_graph()
+        .run(
+            &fenced,
+            thread_id,
+            RunInput::Values(json!({})),
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await;
+    let latest = fenced
+        .get(thread_id, None)
+        .await
+        .expect("read")
+        .expect("saved");
+    // Behind the run's back (nothing does this while a run holds its lease):
+    sqlx::query("delete from mostrador.checkpoints where thread_id = $1")
+        .bind(thread_id)
+        .execute(&pool)
+        .await?;
+    assert_eq!(
+        fenced.get(thread_id, None).await.expect("read"),
+        Some(latest.clone()),
+        "read once"
+    );
+    let unfenced = PgCheckpointer::new(pool.clone());
+    assert_eq!(
+        unfenced.get(thread_id, None).await.expect("read"),
+        None,
+        "never remembered"
+    );
+    fenced
+        .put_writes(thread_id, latest.checkpoint.checkpoint_id, &[])
+        .await
+        .expect("written");
+    assert_eq!(
+        fenced.get(thread_id, None).await.expect("read"),
+        None,
+        "read again after a write"
     );
     Ok(())
 }

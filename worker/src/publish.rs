@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use mostrador_graph::RunControl;
 use mostrador_queue::claim::{After, End};
+use mostrador_queue::db::Connections;
 use mostrador_queue::event;
 use mostrador_queue::saver::Described;
 use mostrador_queue::{Lease, NewEvent, RunId};
@@ -137,7 +138,7 @@ impl Publisher {
             let runs = Arc::clone(&runs);
             async move {
                 let _gone = Gone(gone);
-                publish(pool, runs, receiver).await;
+                publish(Connections::kept(pool), runs, receiver).await;
             }
         });
         Self {
@@ -269,7 +270,7 @@ impl Batch {
 }
 
 async fn publish(
-    pool: PgPool,
+    connections: Connections,
     runs: Arc<Mutex<HashMap<RunId, Arc<Buffer>>>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
 ) {
@@ -287,13 +288,17 @@ async fn publish(
         while let Ok(request) = requests.try_recv() {
             batch.add(request);
         }
-        batch = flush(&pool, &runs, batch).await;
+        batch = flush(&connections, &runs, batch).await;
     }
 }
 
 /// Writes every buffer and the batch's endings in one transaction, and answers the batch.
 /// Returns what must be tried again.
-async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: Batch) -> Batch {
+async fn flush(
+    connections: &Connections,
+    runs: &Mutex<HashMap<RunId, Arc<Buffer>>>,
+    batch: Batch,
+) -> Batch {
     let buffers: Vec<Arc<Buffer>> = runs
         .lock()
         .expect("publisher lock is never poisoned")
@@ -333,7 +338,7 @@ async fn flush(pool: &PgPool, runs: &Mutex<HashMap<RunId, Arc<Buffer>>>, batch: 
         .filter(|(_, pending)| !pending.described.is_empty())
         .map(|(buffer, pending)| (buffer.lease, pending.described.as_slice()))
         .collect();
-    match event::publish(pool, &described, &appends, &batch.ends).await {
+    match event::publish(connections, &described, &appends, &batch.ends).await {
         Ok(lost) => {
             for (buffer, _) in &taken {
                 if lost.contains(&buffer.lease) {

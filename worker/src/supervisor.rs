@@ -13,7 +13,7 @@ use std::time::Duration;
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
 use mostrador_queue::claim::{End, Ending, end_many};
-use mostrador_queue::db::claimer;
+use mostrador_queue::db::{Connections, claimer};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};
@@ -70,7 +70,7 @@ pub async fn run(
             .max_concurrency(config.max_concurrency),
         queued: listener.queued(),
         control: listener.control(),
-        claimer: claimer(&pool),
+        claims: Connections::kept(claimer(&pool)),
         pool,
         config,
         registry,
@@ -111,7 +111,7 @@ pub async fn run(
     let _ = stop_listener.send(());
     listener.join().await;
     supervisor.lease.deregister(&supervisor.pool).await?;
-    supervisor.claimer.close().await;
+    supervisor.claims.close().await;
     if let Some(failed) = failed {
         tracing::error!(error = %failed, "worker stopped");
         return Err(failed);
@@ -170,8 +170,8 @@ async fn schedule_crons(
 
 struct Supervisor {
     pool: PgPool,
-    /// The claim's own connection (see [`claimer`]).
-    claimer: PgPool,
+    /// The claim's own connection (see [`claimer`]), kept from one claim to the next.
+    claims: Connections,
     /// The runner processes of the Python graphs, if any.
     runners: Option<Arc<Runners>>,
     config: WorkerConfig,
@@ -424,6 +424,19 @@ impl Supervisor {
         self.config.max_runs.saturating_sub(self.in_flight.len())
     }
 
+    async fn claim(&self, free: usize) -> mostrador_queue::Result<Vec<ClaimedRun>> {
+        let mut connection = self.claims.take().await?;
+        let claimed = claim(
+            &mut *connection,
+            self.lease.worker_id,
+            &self.config.graphs,
+            free as i64,
+        )
+        .await?;
+        connection.done();
+        Ok(claimed)
+    }
+
     /// Claims up to the free slots, again and again while claims come back full.
     async fn claim_while_full(&mut self) {
         loop {
@@ -431,14 +444,7 @@ impl Supervisor {
             if free == 0 {
                 return;
             }
-            let claimed = match claim(
-                &self.claimer,
-                self.lease.worker_id,
-                &self.config.graphs,
-                free as i64,
-            )
-            .await
-            {
+            let claimed = match self.claim(free).await {
                 Ok(claimed) => claimed,
                 Err(err) => {
                     tracing::warn!(error = %err, "claim failed");
