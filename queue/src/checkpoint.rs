@@ -56,8 +56,8 @@ pub struct PgCheckpointer {
     namespace: Arc<str>,
 }
 
-/// A thread's latest checkpoint in a namespace, as read.
-type Latest = (Uuid, Arc<str>, Saved);
+/// A thread's latest checkpoint in a namespace, as read (`None`: it had none).
+type Latest = (Uuid, Arc<str>, Option<Saved>);
 
 impl PgCheckpointer {
     /// A checkpointer for reads and for writes outside a run (`update_state`).
@@ -95,9 +95,9 @@ impl PgCheckpointer {
         }
     }
 
-    /// The latest checkpoint this fenced checkpointer read of `thread_id` in its namespace, unless
-    /// it wrote since.
-    fn remembered(&self, thread_id: Uuid) -> Option<Saved> {
+    /// The latest checkpoint this fenced checkpointer read of `thread_id` in its namespace, or that
+    /// it had none, unless it wrote since.
+    fn remembered(&self, thread_id: Uuid) -> Option<Option<Saved>> {
         let latest = self.latest.lock().expect("never poisoned");
         latest
             .as_ref()
@@ -105,10 +105,10 @@ impl PgCheckpointer {
             .map(|(_, _, saved)| saved.clone())
     }
 
-    fn remember(&self, thread_id: Uuid, saved: &Saved) {
+    fn remember(&self, thread_id: Uuid, saved: Option<&Saved>) {
         if self.lease.is_some() {
             *self.latest.lock().expect("never poisoned") =
-                Some((thread_id, Arc::clone(&self.namespace), saved.clone()));
+                Some((thread_id, Arc::clone(&self.namespace), saved.cloned()));
         }
     }
 
@@ -458,15 +458,15 @@ impl Checkpointer for PgCheckpointer {
         if checkpoint_id.is_none()
             && let Some(saved) = self.remembered(thread_id)
         {
-            return Ok(Some(saved));
+            return Ok(saved);
         }
         let saved = self
             .read(thread_id, checkpoint_id, 1, None)
             .await
             .map_err(boxed)?
             .pop();
-        if let (None, Some(saved)) = (checkpoint_id, &saved) {
-            self.remember(thread_id, saved);
+        if checkpoint_id.is_none() {
+            self.remember(thread_id, saved.as_ref());
         }
         Ok(saved)
     }

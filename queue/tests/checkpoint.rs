@@ -157,9 +157,9 @@ async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_f
     Ok(())
 }
 
-/// A claimed run's checkpointer reads its thread's latest checkpoint once until it writes (the
-/// worker's look at where the run starts and the engine's start share it): while the run holds
-/// its lease, nothing else writes the thread's checkpoints.
+/// A claimed run's checkpointer reads its thread's latest checkpoint (or that it has none) once
+/// until it writes (the worker's look at where the run starts and the engine's start share it):
+/// while the run holds its lease, nothing else writes the thread's checkpoints.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     pool: PgPool,
@@ -169,6 +169,9 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
     let thread_id = run.thread_id.0;
     let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let unfenced = PgCheckpointer::new(pool.clone());
+    assert_eq!(fenced.get(thread_id, None).await.expect("read"), None);
+    // Behind the run's back (nothing does this while a run holds its lease):
     let options = RunOptions {
         recursion_limit: 1,
         durability: Durability::Sync,
@@ -176,7 +179,7 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     };
     let _ = counter_graph()
         .run(
-            &fenced,
+            &unfenced,
             thread_id,
             RunInput::Values(json!({})),
             &options,
@@ -184,35 +187,38 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
             discard(),
         )
         .await;
-    let latest = fenced
+    assert_eq!(
+        fenced.get(thread_id, None).await.expect("read"),
+        None,
+        "that it had none, read once"
+    );
+    let latest = unfenced
         .get(thread_id, None)
         .await
         .expect("read")
         .expect("saved");
-    // Behind the run's back (nothing does this while a run holds its lease):
-    sqlx::query("delete from mostrador.checkpoints where thread_id = $1")
-        .bind(thread_id)
-        .execute(&pool)
-        .await?;
-    assert_eq!(
-        fenced.get(thread_id, None).await.expect("read"),
-        Some(latest.clone()),
-        "read once"
-    );
-    let unfenced = PgCheckpointer::new(pool.clone());
-    assert_eq!(
-        unfenced.get(thread_id, None).await.expect("read"),
-        None,
-        "never remembered"
-    );
     fenced
         .put_writes(thread_id, latest.checkpoint.checkpoint_id, &[])
         .await
         .expect("written");
     assert_eq!(
         fenced.get(thread_id, None).await.expect("read"),
-        None,
+        Some(latest.clone()),
         "read again after a write"
+    );
+    sqlx::query("delete from mostrador.checkpoints where thread_id = $1")
+        .bind(thread_id)
+        .execute(&pool)
+        .await?;
+    assert_eq!(
+        fenced.get(thread_id, None).await.expect("read"),
+        Some(latest),
+        "read once"
+    );
+    assert_eq!(
+        unfenced.get(thread_id, None).await.expect("read"),
+        None,
+        "never remembered"
     );
     Ok(())
 }
