@@ -1,0 +1,2 @@
+-- A bare one-row durable commit.
+insert into t (v) values (1);
