@@ -4,7 +4,7 @@
 //! migrations take a session advisory lock, and sqlx's prepared statements return wrong results
 //! behind PgBouncer in transaction mode older than 1.21 (or without `max_prepared_statements`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
@@ -145,11 +145,18 @@ fn pool_options() -> PgPoolOptions {
 pub struct Connections {
     pool: PgPool,
     /// `None` when nothing is kept.
-    kept: Option<Arc<Mutex<Option<Kept>>>>,
+    kept: Option<Arc<Mutex<Slot>>>,
 }
 
-/// A connection kept, and since when.
-type Kept = (PoolConnection<Postgres>, Instant);
+/// Where the kept connection waits for the next statement.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The connection, and since when it waits.
+    kept: Option<(PoolConnection<Postgres>, Instant)>,
+    /// A task gives it back to the pool once it has waited [`PING_IDLE_AFTER`]: one at a time,
+    /// so a statement does not cost a task of its own.
+    timer: bool,
+}
 
 impl Connections {
     /// A connection from the pool for each statement.
@@ -180,7 +187,7 @@ impl Connections {
         let kept = self
             .kept
             .as_ref()
-            .and_then(|kept| kept.lock().expect("never poisoned").take())
+            .and_then(|slot| slot.lock().expect("never poisoned").kept.take())
             .filter(|(_, since)| since.elapsed() < PING_IDLE_AFTER);
         let connection = match kept {
             Some((connection, _)) => connection,
@@ -209,23 +216,36 @@ impl Taken<'_> {
         };
         let since = Instant::now();
         {
-            let mut kept = slot.lock().expect("never poisoned");
-            if kept.is_some() {
+            let mut slot = slot.lock().expect("never poisoned");
+            if slot.kept.is_some() {
                 return;
             }
-            *kept = Some((self.connection, since));
+            slot.kept = Some((self.connection, since));
+            if std::mem::replace(&mut slot.timer, true) {
+                return;
+            }
         }
-        let slot = Arc::downgrade(slot);
-        tokio::spawn(async move {
-            tokio::time::sleep(PING_IDLE_AFTER).await;
-            let Some(slot) = slot.upgrade() else {
+        tokio::spawn(give_back(Arc::downgrade(slot), since + PING_IDLE_AFTER));
+    }
+}
+
+/// Gives the kept connection back to the pool once it has waited [`PING_IDLE_AFTER`], sleeping
+/// again while the one kept is younger; ends when nothing is kept.
+async fn give_back(slot: Weak<Mutex<Slot>>, mut due: Instant) {
+    loop {
+        tokio::time::sleep_until(due.into()).await;
+        let Some(slot) = slot.upgrade() else {
+            return;
+        };
+        let mut slot = slot.lock().expect("never poisoned");
+        match &slot.kept {
+            Some((_, since)) if since.elapsed() < PING_IDLE_AFTER => due = *since + PING_IDLE_AFTER,
+            _ => {
+                slot.kept = None;
+                slot.timer = false;
                 return;
-            };
-            let mut kept = slot.lock().expect("never poisoned");
-            if kept.as_ref().is_some_and(|(_, at)| *at == since) {
-                kept.take();
             }
-        });
+        }
     }
 }
 
