@@ -234,15 +234,15 @@ impl Taken<'_> {
 async fn give_back(slot: Weak<Mutex<Slot>>, mut due: Instant) {
     loop {
         tokio::time::sleep_until(due.into()).await;
-        let Some(slot) = slot.upgrade() else {
+        let Some(strong) = slot.upgrade() else {
             return;
         };
-        let mut slot = slot.lock().expect("never poisoned");
-        match &slot.kept {
+        let mut guard = strong.lock().expect("never poisoned");
+        match &guard.kept {
             Some((_, since)) if since.elapsed() < PING_IDLE_AFTER => due = *since + PING_IDLE_AFTER,
             _ => {
-                slot.kept = None;
-                slot.timer = false;
+                guard.kept = None;
+                guard.timer = false;
                 return;
             }
         }
