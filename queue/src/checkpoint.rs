@@ -21,7 +21,7 @@
 //! with it. Checkpoint writes therefore never queue behind the worker's event flushes.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mostrador_graph::State;
 use mostrador_graph::checkpoint::{
@@ -36,8 +36,10 @@ use crate::db::Connections;
 use crate::{Error, Result};
 
 mod idle;
+mod latest;
 
 pub use idle::IdleThreadCheckpointer;
+use latest::LatestRead;
 
 /// Checkpoints in Postgres, for one process (unfenced) or one claimed run (fenced), of a thread's
 /// graph or of one of its subgraphs' tasks (a `checkpoint_ns`).
@@ -46,25 +48,19 @@ pub struct PgCheckpointer {
     pool: PgPool,
     /// A fenced checkpointer's statements follow each other on one connection.
     connections: Arc<Connections>,
-    /// A fenced checkpointer's last read of its thread's latest checkpoint in a namespace, until
-    /// its next write: while the run holds its lease nothing else writes that thread's
-    /// checkpoints, so the worker's look at where a run starts and the engine's start share one
-    /// read.
-    latest: Arc<Mutex<Option<Latest>>>,
+    /// A fenced checkpointer's last read of where its thread is, until its next write.
+    latest: Option<Arc<LatestRead>>,
     lease: Option<Lease>,
     /// `''` for the thread's graph; `node:task|node:task…` for a subgraph's.
     namespace: Arc<str>,
 }
-
-/// A thread's latest checkpoint in a namespace, as read (`None`: it had none).
-type Latest = (Uuid, Arc<str>, Option<Saved>);
 
 impl PgCheckpointer {
     /// A checkpointer for reads and for writes outside a run (`update_state`).
     pub fn new(pool: PgPool) -> Self {
         Self {
             connections: Arc::new(Connections::pooled(pool.clone())),
-            latest: Arc::default(),
+            latest: None,
             pool,
             lease: None,
             namespace: Arc::from(""),
@@ -75,6 +71,7 @@ impl PgCheckpointer {
     pub fn fenced(pool: PgPool, lease: Lease) -> Self {
         Self {
             connections: Arc::new(Connections::kept(pool.clone())),
+            latest: Some(Arc::default()),
             lease: Some(lease),
             ..Self::new(pool)
         }
@@ -95,25 +92,11 @@ impl PgCheckpointer {
         }
     }
 
-    /// The latest checkpoint this fenced checkpointer read of `thread_id` in its namespace, or that
-    /// it had none, unless it wrote since.
-    fn remembered(&self, thread_id: Uuid) -> Option<Option<Saved>> {
-        let latest = self.latest.lock().expect("never poisoned");
-        latest
-            .as_ref()
-            .filter(|(thread, namespace, _)| *thread == thread_id && *namespace == self.namespace)
-            .map(|(_, _, saved)| saved.clone())
-    }
-
-    fn remember(&self, thread_id: Uuid, saved: Option<&Saved>) {
-        if self.lease.is_some() {
-            *self.latest.lock().expect("never poisoned") =
-                Some((thread_id, Arc::clone(&self.namespace), saved.cloned()));
-        }
-    }
-
+    /// Before any write: what it read of where the thread is may be stale after it.
     fn forget(&self) {
-        self.latest.lock().expect("never poisoned").take();
+        if let Some(latest) = &self.latest {
+            latest.forget();
+        }
     }
 
     /// One statement, so a superstep costs one commit.
@@ -455,9 +438,8 @@ impl Checkpointer for PgCheckpointer {
         thread_id: Uuid,
         checkpoint_id: Option<Uuid>,
     ) -> std::result::Result<Option<Saved>, BoxError> {
-        if checkpoint_id.is_none()
-            && let Some(saved) = self.remembered(thread_id)
-        {
+        let latest = self.latest.as_deref().filter(|_| checkpoint_id.is_none());
+        if let Some(saved) = latest.and_then(|latest| latest.get(thread_id, &self.namespace)) {
             return Ok(saved);
         }
         let saved = self
@@ -465,8 +447,8 @@ impl Checkpointer for PgCheckpointer {
             .await
             .map_err(boxed)?
             .pop();
-        if checkpoint_id.is_none() {
-            self.remember(thread_id, saved.as_ref());
+        if let Some(latest) = latest {
+            latest.set(thread_id, &self.namespace, saved.as_ref());
         }
         Ok(saved)
     }
@@ -577,6 +559,7 @@ impl Checkpointer for PgCheckpointer {
 
     /// Every namespace of the thread's.
     async fn copy_thread(&self, from: Uuid, to: Uuid) -> std::result::Result<(), BoxError> {
+        self.forget();
         sqlx::query!(
             r#"
             with copied_blobs as (

@@ -4,7 +4,7 @@
 use mostrador_graph::checkpoint::Checkpointer;
 use mostrador_graph::stream::discard;
 use mostrador_graph::{
-    Command, Durability, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, START,
+    Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, RunResult, START,
     StateGraph,
 };
 use mostrador_queue::claim::Ending;
@@ -41,28 +41,39 @@ fn counter_graph() -> mostrador_graph::Graph {
         .expect("valid graph")
 }
 
+/// Runs the counter graph on `thread_id` until its recursion limit of `supersteps` stops it (it
+/// loops), checkpoints saved synchronously.
+async fn run_counter(
+    checkpointer: &impl Checkpointer,
+    thread_id: uuid::Uuid,
+    input: RunInput,
+    supersteps: usize,
+) -> Result<RunResult, GraphError> {
+    let options = RunOptions {
+        recursion_limit: supersteps,
+        ..RunOptions::default()
+    };
+    counter_graph()
+        .run(
+            checkpointer,
+            thread_id,
+            input,
+            &options,
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn checkpoint_writes_of_a_lost_lease_are_refused(pool: PgPool) -> anyhow::Result<()> {
     let run = new_run(&pool).await;
     let stale = new_worker(&pool).await;
     let claimed = claim_one(&pool, &stale).await.expect("claimed");
     let graph = counter_graph();
-    let options = RunOptions {
-        recursion_limit: 2,
-        ..RunOptions::default()
-    };
     let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
     let thread_id = run.thread_id.0;
-    let res = graph
-        .run(
-            &fenced,
-            thread_id,
-            RunInput::Values(json!({})),
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let res = run_counter(&fenced, thread_id, RunInput::Values(json!({})), 2).await;
     assert!(
         matches!(res, Err(GraphError::RecursionLimit(2))),
         "the holder writes"
@@ -76,16 +87,7 @@ async fn checkpoint_writes_of_a_lost_lease_are_refused(pool: PgPool) -> anyhow::
         .get_history(&fenced, thread_id, 100, None)
         .await?
         .len();
-    let res = graph
-        .run(
-            &fenced,
-            thread_id,
-            RunInput::Continue,
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let res = run_counter(&fenced, thread_id, RunInput::Continue, 2).await;
     match res {
         Err(GraphError::Checkpointer(err)) => {
             assert!(
@@ -124,21 +126,7 @@ async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_f
         .acquire_timeout(Duration::from_secs(5))
         .connect_lazy_with((*pool.connect_options()).clone());
     let fenced = PgCheckpointer::fenced(one.clone(), claimed.lease());
-    let options = RunOptions {
-        recursion_limit: 3,
-        durability: Durability::Sync,
-        ..RunOptions::default()
-    };
-    let res = counter_graph()
-        .run(
-            &fenced,
-            run.thread_id.0,
-            RunInput::Values(json!({})),
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let res = run_counter(&fenced, run.thread_id.0, RunInput::Values(json!({})), 3).await;
     assert!(matches!(res, Err(GraphError::RecursionLimit(3))), "{res:?}");
     assert_eq!(
         (one.size(), one.num_idle()),
@@ -172,21 +160,7 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     let unfenced = PgCheckpointer::new(pool.clone());
     assert_eq!(fenced.get(thread_id, None).await.expect("read"), None);
     // Behind the run's back (nothing does this while a run holds its lease):
-    let options = RunOptions {
-        recursion_limit: 1,
-        durability: Durability::Sync,
-        ..RunOptions::default()
-    };
-    let _ = counter_graph()
-        .run(
-            &unfenced,
-            thread_id,
-            RunInput::Values(json!({})),
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let _ = run_counter(&unfenced, thread_id, RunInput::Values(json!({})), 1).await;
     assert_eq!(
         fenced.get(thread_id, None).await.expect("read"),
         None,
@@ -228,21 +202,8 @@ async fn a_superstep_writes_only_the_channels_it_changed(pool: PgPool) -> anyhow
     let checkpointer = PgCheckpointer::new(pool.clone());
     let graph = counter_graph();
     let thread_id = uuid::Uuid::now_v7();
-    let options = RunOptions {
-        recursion_limit: 10,
-        ..RunOptions::default()
-    };
     let input = RunInput::Values(json!({"static": "big".repeat(1000)}));
-    let _ = graph
-        .run(
-            &checkpointer,
-            thread_id,
-            input,
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let _ = run_counter(&checkpointer, thread_id, input, 10).await;
     let blobs: Vec<(String, i64)> = sqlx::query_as(
         "select channel, count(*) from mostrador.checkpoint_blobs where thread_id = $1 group by channel order by channel",
     )
@@ -272,20 +233,13 @@ async fn saving_a_checkpoint_restarts_the_retention_clock(pool: PgPool) -> anyho
         .execute(&pool)
         .await?;
     let checkpointer = PgCheckpointer::new(pool.clone());
-    let options = RunOptions {
-        recursion_limit: 1,
-        ..RunOptions::default()
-    };
-    let _ = counter_graph()
-        .run(
-            &checkpointer,
-            run.thread_id.0,
-            RunInput::Values(json!({})),
-            &options,
-            &RunControl::new(),
-            discard(),
-        )
-        .await;
+    let _ = run_counter(
+        &checkpointer,
+        run.thread_id.0,
+        RunInput::Values(json!({})),
+        1,
+    )
+    .await;
     let idle_days: f64 = sqlx::query_scalar(
         "select extract(epoch from now() - last_activity_at)::float8 / 86400 from mostrador.threads where thread_id = $1",
     )
