@@ -2,7 +2,7 @@
 //! filtered by stream mode, ended by `end`; and `join` answering the final state. The events are
 //! written with the queue's own functions, as a worker writes them.
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::claim::{After, Ending};
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
@@ -254,6 +254,55 @@ async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     assert_eq!(
         body,
         json!({"__error__": {"error": "NodeError", "message": "kaboom"}})
+    );
+}
+
+/// The answer says how the attempt that ended the run ended: an earlier attempt's retried
+/// failure is not the error of a run that then timed out.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn join_answers_a_timeout_not_an_earlier_attempts_error(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let thread = new_thread(&api, &ana).await;
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    let first = claimed(&api).await;
+    assert!(first.max_attempts > 1, "the run may be tried again");
+    let after = first
+        .end(
+            api.state.pool(),
+            Ending::Failed {
+                error: json!({"error": "Flaky", "message": "try again"}),
+                retryable: true,
+            },
+        )
+        .await
+        .expect("fail");
+    assert_eq!(after, After::Retrying);
+    sqlx::query("update mostrador.runs set available_at = now()")
+        .execute(api.state.pool())
+        .await
+        .expect("due now");
+    claimed(&api)
+        .await
+        .end(api.state.pool(), Ending::TimedOut)
+        .await
+        .expect("time out");
+    let join = format!(
+        "/threads/{thread}/runs/{}/join",
+        run["run_id"].as_str().expect("id")
+    );
+    let (status, _, body) = api.send(api.request("GET", &join, &ana, "")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"__error__": {"error": "Timeout", "message": "the run timed out"}})
     );
 }
 

@@ -88,59 +88,58 @@ pub async fn enqueue<'a>(
     // The thread's row lock serializes enqueues on one thread, so two `reject` runs cannot both
     // see an empty thread, and `seq` follows the order of their decisions. The runs in flight are
     // read by the next statement, whose snapshot is taken after the lock is held.
+    // The thread's first run binds it, under the lock (a thread bound while this statement waited
+    // for the lock is seen bound, its newest version being what the lock returns), and its
+    // metadata names the graph and the run's assistant, as the official server's does (clients
+    // list a graph's threads by them); what the metadata says already stays. A run of another
+    // graph binds nothing and fails below.
     // N.B. The claimers' wake-up is sent here to save a round trip: notifications are delivered at
     // commit, and discarded if the enqueue fails. A delayed run wakes nobody now: the claimers'
     // poll finds it when it is due.
     let thread = sqlx::query!(
         r#"
+        with thread as (
+            select graph_id, owner
+            from mostrador.threads
+            where thread_id = $1
+              and deleted_at is null
+            for no key update
+        ),
+        bound as (
+            update mostrador.threads t
+            set graph_id = $4,
+                metadata = jsonb_strip_nulls(jsonb_build_object(
+                    'graph_id', $4::text,
+                    'assistant_id', $5::jsonb -> 'assistant_id'
+                )) || t.metadata,
+                updated_at = now()
+            from thread
+            where t.thread_id = $1
+              and thread.graph_id is null
+        )
         select
             graph_id,
-            owner,
+            owner as "owner!",
             case when $2 then pg_notify($3, $4)::text end as "woken"
-        from mostrador.threads
-        where thread_id = $1
-          and deleted_at is null
-        for no key update
+        from thread
         "#,
         new.thread_id.0,
         new.after.is_zero(),
         RUNS_CHANNEL,
         new.graph_id,
+        new.metadata,
     )
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ThreadNotFound(new.thread_id))?;
-    match thread.graph_id {
-        Some(thread_graph_id) if thread_graph_id != new.graph_id => {
-            return Err(Error::GraphMismatch {
-                thread_id: new.thread_id,
-                thread_graph_id,
-                graph_id: new.graph_id.clone(),
-            });
-        }
-        Some(_) => {}
-        // The thread's first run binds it (under the row lock just taken), and its metadata
-        // names the graph and the run's assistant, as the official server's does (clients list
-        // a graph's threads by them); what the metadata says already stays.
-        None => {
-            sqlx::query!(
-                r#"
-                update mostrador.threads
-                set graph_id = $2,
-                    metadata = jsonb_strip_nulls(jsonb_build_object(
-                        'graph_id', $2::text,
-                        'assistant_id', $3::jsonb -> 'assistant_id'
-                    )) || metadata,
-                    updated_at = now()
-                where thread_id = $1
-                "#,
-                new.thread_id.0,
-                new.graph_id,
-                new.metadata,
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
+    if let Some(thread_graph_id) = thread.graph_id
+        && thread_graph_id != new.graph_id
+    {
+        return Err(Error::GraphMismatch {
+            thread_id: new.thread_id,
+            thread_graph_id,
+            graph_id: new.graph_id.clone(),
+        });
     }
     // What the checks need, in one statement: the graph's pending runs and the caller's, each
     // counted up to its bound (none without a limit), and the thread's runs in flight.

@@ -240,26 +240,53 @@ impl EventFollower {
         }
     }
 
+    /// Reads the log after the last delivered event, and in the same statement whether the run
+    /// is still there when the log holds nothing newer (a rolled-back run is deleted with its
+    /// events, and a follower that subscribed after the deletion is told of nothing).
     async fn reread(&mut self) -> Result {
         let run_id = self.subscription.run_id();
-        let events = read_since(&self.pool, run_id, self.last_seq, READ_PAGE).await?;
-        if events.is_empty() && !run_exists(&self.pool, run_id).await? {
+        // N.B. The page, or else one row without an event that says whether the run exists.
+        let rows = sqlx::query!(
+            r#"
+            with page as (
+                select seq, event, data
+                from mostrador.run_events
+                where run_id = $1
+                  and seq > $2
+                order by seq
+                limit $3
+            )
+            select seq as "seq?", event as "event?", data as "data?", true as "run_exists!"
+            from page
+            union all
+            select null, null, null, exists (select 1 from mostrador.runs where run_id = $1)
+            where not exists (select 1 from page)
+            order by 1
+            "#,
+            run_id.0,
+            self.last_seq,
+            READ_PAGE,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.iter().any(|row| !row.run_exists) {
             return Err(Error::RunNotFound(run_id));
         }
+        let events: Vec<RunEvent> = rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(RunEvent {
+                    run_id,
+                    seq: row.seq?,
+                    event: row.event?,
+                    data: row.data?,
+                })
+            })
+            .collect();
         self.more_in_log = events.len() as i64 == READ_PAGE;
         self.backlog.extend(events);
         Ok(())
     }
-}
-
-async fn run_exists(executor: impl PgExecutor<'_>, run_id: RunId) -> Result<bool> {
-    let exists = sqlx::query_scalar!(
-        r#"select exists (select 1 from mostrador.runs where run_id = $1) as "exists!""#,
-        run_id.0
-    )
-    .fetch_one(executor)
-    .await?;
-    Ok(exists)
 }
 
 /// Where a run stands in its thread's queue, for following a thread's runs one after another.

@@ -234,7 +234,10 @@ async fn until_ended(state: &AppState, run: &Run) -> Result<RunResult, ApiError>
             }
         };
         match next.map_err(queue_error)? {
-            Some(event) if event.event == "end" => break,
+            Some(event) if event.event == "end" => {
+                result.ended = event.data["status"].as_str().and_then(RunStatus::from_name);
+                break;
+            }
             Some(event) => result.absorb(event.event, event.data),
             None => {
                 return Err(ApiError::new(
@@ -248,12 +251,18 @@ async fn until_ended(state: &AppState, run: &Run) -> Result<RunResult, ApiError>
 }
 
 /// The answer of an ended run.
-async fn answer(state: &AppState, run: &Run, result: RunResult) -> Result<Value, ApiError> {
-    let ended = run::get(state.pool(), run.thread_id, run.run_id)
-        .await
-        .map_err(queue_error)?;
-    if ended.status == RunStatus::Error || ended.status == RunStatus::Timeout {
-        let error = ended
+async fn answer(state: &AppState, run: &Run, mut result: RunResult) -> Result<Value, ApiError> {
+    // The `end` event says how the run ended, and an `error` event before it why; a log that
+    // does not is read from the run.
+    if result.ended.is_none() {
+        let ended = run::get(state.pool(), run.thread_id, run.run_id)
+            .await
+            .map_err(queue_error)?;
+        result.ended = Some(ended.status);
+        result.error = result.error.or(ended.error);
+    }
+    if matches!(result.ended, Some(RunStatus::Error | RunStatus::Timeout)) {
+        let error = result
             .error
             .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
         return Ok(json!({"__error__": error}));
@@ -275,17 +284,27 @@ async fn answer(state: &AppState, run: &Run, result: RunResult) -> Result<Value,
     Ok(Value::Object(values))
 }
 
-/// What a Python graph's run answers a wait, as on the official server: the chunks that carried
-/// interrupts (their interrupts together, when several did), or else its last `values` chunk.
+/// What a run's events say of its end: its status and error, and what a Python graph's run
+/// answers a wait, as on the official server: the chunks that carried interrupts (their
+/// interrupts together, when several did), or else its last `values` chunk.
 #[derive(Debug, Default)]
 struct RunResult {
+    /// The status of its `end` event.
+    ended: Option<RunStatus>,
+    /// Its `error` event's data.
+    error: Option<Value>,
     interrupted: Vec<Value>,
     latest: Option<Value>,
 }
 
 impl RunResult {
-    /// Takes the run's root `values` and `updates` events (not its subgraphs').
+    /// Takes the run's `error` event, and its root `values` and `updates` events (not its
+    /// subgraphs').
     fn absorb(&mut self, event: String, data: Value) {
+        if event == "error" {
+            self.error = Some(data);
+            return;
+        }
         let interrupts = data
             .get(INTERRUPT)
             .and_then(Value::as_array)
