@@ -77,7 +77,7 @@ async fn run_each(
 
     let start = Instant::now();
     for run in &claimed {
-        let checkpointer = PgCheckpointer::fenced(pool.clone(), run.lease());
+        let checkpointer = PgCheckpointer::fenced(pool.clone(), run);
         let input = RunInput::Values(json!({}));
         let result = graph
             .run(

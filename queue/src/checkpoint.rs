@@ -31,7 +31,7 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::claim::Lease;
+use crate::claim::{ClaimedRun, Lease};
 use crate::db::Connections;
 use crate::{Error, Result};
 
@@ -67,14 +67,21 @@ impl PgCheckpointer {
         }
     }
 
-    /// A checkpointer for a claimed run: every write is fenced by its lease.
-    pub fn fenced(pool: PgPool, lease: Lease) -> Self {
-        Self {
+    /// A checkpointer for a claimed run: every write is fenced by its lease. Of a thread that had
+    /// no checkpoint when the run was claimed, it knows there is none without reading.
+    pub fn fenced(pool: PgPool, claimed: &ClaimedRun) -> Self {
+        let fenced = Self {
             connections: Arc::new(Connections::kept(pool.clone())),
             latest: Some(Arc::default()),
-            lease: Some(lease),
+            lease: Some(claimed.lease()),
             ..Self::new(pool)
+        };
+        if !claimed.checkpointed
+            && let Some(latest) = &fenced.latest
+        {
+            latest.set(claimed.thread_id.0, &fenced.namespace, None);
         }
+        fenced
     }
 
     fn lease_parts(&self) -> (Option<Uuid>, i32) {

@@ -76,6 +76,11 @@ pub struct ClaimedRun {
     pub trace_id: Option<String>,
     /// The stream modes whose events are stored.
     pub stream_mode: Vec<String>,
+    /// Its thread had a checkpoint when the run was claimed. One that had none has none until the
+    /// run writes one: while a run of a thread is pending or running, only that run writes its
+    /// checkpoints (the api changes a thread's state only when it has none in flight, checked
+    /// under the lock every enqueue takes), so the run starts from nothing without reading.
+    pub checkpointed: bool,
 }
 
 /// Every way a claimed run leaves its holder.
@@ -223,7 +228,12 @@ pub async fn claim(
             drain_count,
             cancel_action as "cancel_action: CancelAction",
             trace_id,
-            stream_mode
+            stream_mode,
+            exists (
+                select 1
+                from mostrador.checkpoints c
+                where c.thread_id = claimed.thread_id
+            ) as "checkpointed!"
         from claimed
         -- In queue order, as the candidates were chosen.
         order by priority, available_at, seq

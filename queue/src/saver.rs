@@ -13,12 +13,13 @@
 //! lost its lease gets [`Error::LeaseLost`] and writes nothing.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::claim::Lease;
+use crate::claim::{ClaimedRun, Lease};
 use crate::db::Connections;
 use crate::{Error, Result};
 
@@ -99,6 +100,9 @@ pub struct Saver {
     connections: Arc<Connections>,
     thread_id: Uuid,
     lease: Lease,
+    /// The thread had no checkpoint when the run was claimed, and the run has written none since:
+    /// there is nothing to read (see [`ClaimedRun::checkpointed`]).
+    blank: Arc<AtomicBool>,
 }
 
 impl Saver {
@@ -116,13 +120,19 @@ impl Saver {
         self.lease
     }
 
-    pub fn fenced(pool: PgPool, thread_id: Uuid, lease: Lease) -> Self {
+    pub fn fenced(pool: PgPool, claimed: &ClaimedRun) -> Self {
         Self {
             connections: Arc::new(Connections::kept(pool.clone())),
             pool,
-            thread_id,
-            lease,
+            thread_id: claimed.thread_id.0,
+            lease: claimed.lease(),
+            blank: Arc::new(AtomicBool::new(!claimed.checkpointed)),
         }
+    }
+
+    /// Nothing to read: the thread had no checkpoint at the claim, and none was written since.
+    fn blank(&self) -> bool {
+        self.blank.load(Ordering::Acquire)
     }
 
     fn lost(&self) -> Error {
@@ -143,6 +153,9 @@ impl Saver {
         checkpoint_ns: &str,
         checkpoint_id: Option<Uuid>,
     ) -> Result<Option<SavedCheckpoint>> {
+        if self.blank() {
+            return Ok(None);
+        }
         let mut connection = self.connections.take().await?;
         let ids = self
             .ids(&mut connection, checkpoint_ns, checkpoint_id, None, 1)
@@ -166,6 +179,9 @@ impl Saver {
         before: Option<Uuid>,
         limit: i64,
     ) -> Result<Vec<SavedCheckpoint>> {
+        if self.blank() {
+            return Ok(Vec::new());
+        }
         let mut connection = self.connections.take().await?;
         let mut listed = Vec::new();
         for id in self
@@ -359,6 +375,8 @@ impl Saver {
         if statements.is_empty() {
             return Ok(());
         }
+        // Whether or not it lands, what there is to read is for the database to say now.
+        self.blank.store(false, Ordering::Release);
         let mut connection = self.connections.take().await?;
         match statements.as_slice() {
             [(rows, checkpoint)] => self.save(&mut *connection, rows, *checkpoint).await?,

@@ -126,7 +126,7 @@ async fn a_rollback_deletes_its_runs_checkpoints_in_its_own_thread_only(
         metadata: serde_json::json!({}),
         created_at: chrono::Utc::now(),
     };
-    PgCheckpointer::fenced(pool.clone(), claimed.lease())
+    PgCheckpointer::fenced(pool.clone(), &claimed)
         .put(run.thread_id.0, &checkpoint, &Default::default(), &[])
         .await
         .map_err(|err| anyhow::anyhow!(err))?;

@@ -71,7 +71,7 @@ async fn checkpoint_writes_of_a_lost_lease_are_refused(pool: PgPool) -> anyhow::
     let stale = new_worker(&pool).await;
     let claimed = claim_one(&pool, &stale).await.expect("claimed");
     let graph = counter_graph();
-    let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let fenced = PgCheckpointer::fenced(pool.clone(), &claimed);
     let thread_id = run.thread_id.0;
     let res = run_counter(&fenced, thread_id, RunInput::Values(json!({})), 2).await;
     assert!(
@@ -125,7 +125,7 @@ async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_f
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(5))
         .connect_lazy_with((*pool.connect_options()).clone());
-    let fenced = PgCheckpointer::fenced(one.clone(), claimed.lease());
+    let fenced = PgCheckpointer::fenced(one.clone(), &claimed);
     let res = run_counter(&fenced, run.thread_id.0, RunInput::Values(json!({})), 3).await;
     assert!(matches!(res, Err(GraphError::RecursionLimit(3))), "{res:?}");
     assert_eq!(
@@ -145,9 +145,10 @@ async fn a_run_keeps_its_connection_between_writes_and_gives_it_back_when_none_f
     Ok(())
 }
 
-/// A claimed run's checkpointer reads its thread's latest checkpoint (or that it has none) once
-/// until it writes (the worker's look at where the run starts and the engine's start share it):
-/// while the run holds its lease, nothing else writes the thread's checkpoints.
+/// A claimed run's checkpointer reads its thread's latest checkpoint once until it writes (the
+/// worker's look at where the run starts and the engine's start share it), and not at all when
+/// the claim found the thread without one: while the run is pending or holds its lease, nothing
+/// else writes the thread's checkpoints.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     pool: PgPool,
@@ -155,16 +156,16 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
     let run = new_run(&pool).await;
     let worker = new_worker(&pool).await;
     let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    assert!(!claimed.checkpointed, "a new thread");
     let thread_id = run.thread_id.0;
-    let fenced = PgCheckpointer::fenced(pool.clone(), claimed.lease());
+    let fenced = PgCheckpointer::fenced(pool.clone(), &claimed);
     let unfenced = PgCheckpointer::new(pool.clone());
-    assert_eq!(fenced.get(thread_id, None).await.expect("read"), None);
     // Behind the run's back (nothing does this while a run holds its lease):
     let _ = run_counter(&unfenced, thread_id, RunInput::Values(json!({})), 1).await;
     assert_eq!(
         fenced.get(thread_id, None).await.expect("read"),
         None,
-        "that it had none, read once"
+        "that it had none, known from the claim"
     );
     let latest = unfenced
         .get(thread_id, None)
@@ -194,6 +195,20 @@ async fn a_runs_checkpointer_reads_the_latest_once_until_it_writes(
         None,
         "never remembered"
     );
+
+    // The thread's next run, claimed with a checkpoint there, reads it.
+    let _ = run_counter(&unfenced, thread_id, RunInput::Values(json!({})), 1).await;
+    claimed.end(&pool, Ending::Success).await?;
+    let next = enqueue(&pool, NewRun::new(run.thread_id, GRAPH)).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    assert_eq!(claimed.run_id(), next.run_id);
+    assert!(claimed.checkpointed);
+    let fenced = PgCheckpointer::fenced(pool.clone(), &claimed);
+    assert_eq!(
+        fenced.get(thread_id, None).await.expect("read"),
+        unfenced.get(thread_id, None).await.expect("read"),
+    );
+    assert!(fenced.get(thread_id, None).await.expect("read").is_some());
     Ok(())
 }
 

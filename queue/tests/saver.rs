@@ -37,7 +37,7 @@ async fn claimed_saver(pool: &PgPool) -> (WorkerLease, ClaimedRun, Saver) {
     new_run(pool).await;
     let worker = new_worker(pool).await;
     let claimed = claim_one(pool, &worker).await.expect("claimed");
-    let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+    let saver = Saver::fenced(pool.clone(), &claimed);
     (worker, claimed, saver)
 }
 
@@ -95,6 +95,30 @@ async fn a_running_threads_state_is_the_newest_its_graph_described(
         latest(&pool, claimed.thread_id).await,
         Some((second, Some(json!({"n": 3}))))
     );
+    Ok(())
+}
+
+/// A run claimed on a thread without checkpoints reads none until it writes one: while it is
+/// pending or holds its lease, nothing else writes them.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_saver_of_a_thread_without_checkpoints_reads_nothing_until_it_writes(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let (_worker, mut claimed, saver) = claimed_saver(&pool).await;
+    assert!(!claimed.checkpointed);
+    // Behind its back (nothing does this while a run holds its lease):
+    claimed.checkpointed = true;
+    let behind = Saver::fenced(pool.clone(), &claimed);
+    let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
+    put(&behind, first, None).await;
+    assert!(behind.get("", None).await?.is_some());
+    assert!(saver.get("", None).await?.is_none(), "known from the claim");
+    assert!(saver.list("", None, 10).await?.is_empty());
+
+    put(&saver, second, Some(first)).await;
+    let latest = saver.get("", None).await?.expect("read after its write");
+    assert_eq!(latest.checkpoint_id, second);
+    assert_eq!(saver.list("", None, 10).await?.len(), 2);
     Ok(())
 }
 

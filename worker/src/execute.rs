@@ -142,7 +142,7 @@ impl Executor {
                 .register(claimed.lease(), handle.control.clone()),
         );
         let checkpointer = Timed::new(
-            PgCheckpointer::fenced(pool.clone(), claimed.lease()),
+            PgCheckpointer::fenced(pool.clone(), &claimed),
             &self.telemetry,
         );
         let options = match run_options(&claimed, self.max_concurrency) {

@@ -75,7 +75,7 @@ impl Executor {
                 .await;
             }
         };
-        let saver = Saver::fenced(pool.clone(), claimed.thread_id.0, claimed.lease());
+        let saver = Saver::fenced(pool.clone(), &claimed);
         let mut services = runners.services(saver.clone());
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let ended = drive(

@@ -328,7 +328,7 @@ async fn engine_only(pool: &PgPool, steps: usize, runs: usize) -> anyhow::Result
                 let Some(run) = queue.lock().expect("lock").pop() else {
                     return anyhow::Ok(());
                 };
-                let checkpointer = PgCheckpointer::fenced(pool.clone(), run.lease());
+                let checkpointer = PgCheckpointer::fenced(pool.clone(), &run);
                 graph
                     .run(
                         &checkpointer,
