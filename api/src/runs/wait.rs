@@ -267,7 +267,10 @@ async fn answer(state: &AppState, run: &Run, mut result: RunResult) -> Result<Va
             .unwrap_or_else(|| json!({"error": "Timeout", "message": "the run timed out"}));
         return Ok(json!({"__error__": error}));
     }
-    if state.is_python(&run.graph_id)
+    // A Rust graph's run that waits for an answer answers its values with the interrupts in
+    // them, read from the thread; else, as a Python graph's, what it streamed last (its last
+    // `values` chunk is its last checkpoint's state).
+    if (state.is_python(&run.graph_id) || result.interrupted.is_empty())
         && let Some(answer) = result.answer()
     {
         return Ok(answer);
