@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 runs=${1:-400}
 export PGHOST=127.0.0.1 PGUSER=postgres
 db=bench_statements
-bin=target/release/mostrador-e2e
+bin=${BIN:-target/release/mostrador-e2e}
 python=${SDK_PYTHON:-target/sdk-venv/bin/python}
 [ -x "$python" ] || { python3 -m venv target/sdk-venv && target/sdk-venv/bin/pip install -q "langgraph-sdk==0.4.*"; }
 psql -qX -d postgres -c "create extension if not exists pg_stat_statements" >/dev/null

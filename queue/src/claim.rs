@@ -229,11 +229,14 @@ pub async fn claim(
             cancel_action as "cancel_action: CancelAction",
             trace_id,
             stream_mode,
-            exists (
-                select 1
+            -- N.B. A scalar subquery, probed per claimed run through `checkpoints_latest_idx`:
+            -- as `exists`, the generic plan hashes a scan of every checkpoint.
+            (
+                select true
                 from mostrador.checkpoints c
                 where c.thread_id = claimed.thread_id
-            ) as "checkpointed!"
+                limit 1
+            ) is not null as "checkpointed!"
         from claimed
         -- In queue order, as the candidates were chosen.
         order by priority, available_at, seq
