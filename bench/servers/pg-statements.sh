@@ -11,7 +11,7 @@
 # (and `alter system reset shared_preload_libraries` and a restart to undo it).
 #
 #   cargo build --release -p mostrador-tests --bin mostrador-e2e
-#   bench/servers/pg-statements.sh [RUNS]      # RUNS: 400
+#   bench/servers/pg-statements.sh [RUNS]      # RUNS: 400; BIN=path/to/mostrador-e2e for another build
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-400}
