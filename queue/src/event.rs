@@ -389,6 +389,16 @@ pub async fn publish(
     appends: &[(Lease, &[NewEvent])],
     ends: &[End],
 ) -> Result<Vec<Lease>> {
+    if described.is_empty() && ends.is_empty() {
+        if appends.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Events alone are one statement, a transaction of its own: no `begin` and `commit`.
+        let mut connection = connections.take().await?;
+        let (lost, _) = append_many(&mut *connection, appends).await?;
+        connection.done();
+        return Ok(lost);
+    }
     let mut connection = connections.take().await?;
     let mut tx = connection.begin().await?;
     let mut lost = if described.is_empty() {
