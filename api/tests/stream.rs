@@ -11,7 +11,7 @@ use mostrador_queue::{ClaimedRun, WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{Api, caller, new_thread};
+use crate::support::{Api, caller, new_run, new_thread};
 
 /// The SSE events of a body: `(event, id, data)`.
 fn parse(body: &str) -> Vec<(String, Option<String>, Value)> {
@@ -218,19 +218,20 @@ async fn messages_mode_accumulates_chunks_even_after_last_event_id(pool: PgPool)
     );
 }
 
+/// What `GET /threads/{thread}/runs/{run_id}/join` answers the caller of `token` once the run ended.
+async fn join(api: &Api, token: &str, thread: &str, run: &Value) -> (StatusCode, Value) {
+    let run_id = run["run_id"].as_str().expect("id");
+    let join = format!("/threads/{thread}/runs/{run_id}/join");
+    let (status, _, body) = api.send(api.request("GET", &join, token, "")).await;
+    (status, body)
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let held = claimed(&api).await;
     held.end(
         api.state.pool(),
@@ -241,11 +242,7 @@ async fn join_answers_the_error_of_a_failed_run(pool: PgPool) {
     )
     .await
     .expect("fail");
-    let join = format!(
-        "/threads/{thread}/runs/{}/join",
-        run["run_id"].as_str().expect("id")
-    );
-    let (status, _, body) = api.send(api.request("GET", &join, &ana, "")).await;
+    let (status, body) = join(&api, &ana, &thread, &run).await;
     assert_eq!(
         status,
         StatusCode::OK,
@@ -264,14 +261,7 @@ async fn join_answers_a_timeout_not_an_earlier_attempts_error(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let first = claimed(&api).await;
     assert!(first.max_attempts > 1, "the run may be tried again");
     let after = first
@@ -294,11 +284,7 @@ async fn join_answers_a_timeout_not_an_earlier_attempts_error(pool: PgPool) {
         .end(api.state.pool(), Ending::TimedOut)
         .await
         .expect("time out");
-    let join = format!(
-        "/threads/{thread}/runs/{}/join",
-        run["run_id"].as_str().expect("id")
-    );
-    let (status, _, body) = api.send(api.request("GET", &join, &ana, "")).await;
+    let (status, body) = join(&api, &ana, &thread, &run).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
@@ -311,14 +297,7 @@ async fn draining_api_reports_not_ready_and_ends_sse_streams(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     // Nobody runs it: its stream would wait forever, until the pod drains.
     let request = api.request(
         "GET",
@@ -368,14 +347,7 @@ async fn streams_over_the_subscriber_limit_get_503_with_retry_after(pool: PgPool
     .await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let path = format!(
         "/threads/{thread}/runs/{}/stream",
         run["run_id"].as_str().expect("id")
@@ -448,14 +420,7 @@ async fn join_keeps_the_client_waiting_with_blank_lines(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let join = format!(
         "/threads/{thread}/runs/{}/join",
         run["run_id"].as_str().expect("id")
@@ -490,14 +455,7 @@ async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPo
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let path = format!(
         "/threads/{thread}/runs/{}/stream",
         run["run_id"].as_str().expect("id")
@@ -576,14 +534,7 @@ async fn slow_client_does_not_stall_others(pool: PgPool) {
     .await;
     let ana = api.token_for(&caller("ana", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let path = format!(
         "/threads/{thread}/runs/{}/stream",
         run["run_id"].as_str().expect("id")
@@ -702,14 +653,7 @@ async fn one_caller_cannot_take_every_stream_and_wait_slot(pool: PgPool) {
     let ana = api.token_for(&caller("ana", "customer", None));
     let luis = api.token_for(&caller("luis", "customer", None));
     let thread = new_thread(&api, &ana).await;
-    let (_, _, run) = api
-        .send(api.request(
-            "POST",
-            &format!("/threads/{thread}/runs"),
-            &ana,
-            r#"{"assistant_id": "agent"}"#,
-        ))
-        .await;
+    let run = new_run(&api, &ana, &thread).await;
     let run_id = run["run_id"].as_str().expect("id");
     let stream = format!("/threads/{thread}/runs/{run_id}/stream");
     let join = format!("/threads/{thread}/runs/{run_id}/join");

@@ -181,6 +181,20 @@ pub async fn new_thread(api: &Api, token: &str) -> String {
     thread["thread_id"].as_str().expect("id").to_owned()
 }
 
+/// A run of the `agent` graph on `thread`, created by the caller of `token`; the answer.
+pub async fn new_run(api: &Api, token: &str, thread: &str) -> Value {
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            token,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    run
+}
+
 /// Runs in the database, of every thread.
 pub async fn runs(api: &Api) -> i64 {
     sqlx::query_scalar("select count(*) from mostrador.runs")

@@ -70,18 +70,12 @@ impl PgCheckpointer {
     /// A checkpointer for a claimed run: every write is fenced by its lease. Of a thread that had
     /// no checkpoint when the run was claimed, it knows there is none without reading.
     pub fn fenced(pool: PgPool, claimed: &ClaimedRun) -> Self {
-        let fenced = Self {
+        Self {
             connections: Arc::new(Connections::kept(pool.clone())),
-            latest: Some(Arc::default()),
+            latest: Some(Arc::new(LatestRead::of_claim(claimed))),
             lease: Some(claimed.lease()),
             ..Self::new(pool)
-        };
-        if !claimed.checkpointed
-            && let Some(latest) = &fenced.latest
-        {
-            latest.set(claimed.thread_id.0, &fenced.namespace, None);
         }
-        fenced
     }
 
     fn lease_parts(&self) -> (Option<Uuid>, i32) {

@@ -139,32 +139,6 @@ pub async fn append_many(
     Ok((lost, last_seqs))
 }
 
-/// Reads up to `limit` events of a run with `seq > after_seq`, in order.
-pub async fn read_since(
-    executor: impl PgExecutor<'_>,
-    run_id: RunId,
-    after_seq: i64,
-    limit: i64,
-) -> Result<Vec<RunEvent>> {
-    let events = sqlx::query_as!(
-        RunEvent,
-        r#"
-        select run_id as "run_id: RunId", seq, event, data
-        from mostrador.run_events
-        where run_id = $1
-          and seq > $2
-        order by seq
-        limit $3
-        "#,
-        run_id.0,
-        after_seq,
-        limit,
-    )
-    .fetch_all(executor)
-    .await?;
-    Ok(events)
-}
-
 /// Follows one run's events from a `seq` on: first what the log holds, then live events as they
 /// are notified, each exactly once and in order, across listener reconnects and lagging.
 ///

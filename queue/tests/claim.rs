@@ -18,12 +18,7 @@ use crate::support::{self, GRAPH, claim_one, enqueue, graphs, new_thread, new_wo
 async fn concurrent_claims_never_double_claim(pool: PgPool) -> anyhow::Result<()> {
     const RUNS: usize = 5_000;
     const CLAIMERS: usize = 8;
-    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); RUNS]).await?;
-    let news: Vec<NewRun> = threads
-        .iter()
-        .map(|t| NewRun::new(t.thread_id, GRAPH))
-        .collect();
-    let enqueued = run::enqueue_batch(&pool, &news, None).await?;
+    let enqueued = support::new_runs(&pool, RUNS).await;
     assert_eq!(enqueued.len(), RUNS);
 
     let wide = support::wide_pool(&pool, CLAIMERS as u32 + 1).await;
@@ -194,12 +189,7 @@ async fn a_claim_reads_the_queue_in_order_whatever_the_statistics(
     sqlx::query("alter table mostrador.runs set (autovacuum_enabled = off)")
         .execute(&pool)
         .await?;
-    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); PENDING]).await?;
-    let news: Vec<NewRun> = threads
-        .iter()
-        .map(|t| NewRun::new(t.thread_id, GRAPH))
-        .collect();
-    run::enqueue_batch(&pool, &news, None).await?;
+    support::new_runs(&pool, PENDING).await;
     let analyzed: bool = sqlx::query_scalar(
         "select coalesce(last_analyze, last_autoanalyze) is not null
          from pg_stat_user_tables where schemaname = 'mostrador' and relname = 'runs'",
@@ -243,12 +233,7 @@ async fn a_claim_reads_the_queue_in_order_whatever_the_statistics(
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_claim_reads_no_table_whole_however_small(pool: PgPool) -> anyhow::Result<()> {
     const PENDING: usize = 150;
-    let threads = thread::create_many(&pool, &vec![NewThread::new(GRAPH, "ana"); PENDING]).await?;
-    let news: Vec<NewRun> = threads
-        .iter()
-        .map(|t| NewRun::new(t.thread_id, GRAPH))
-        .collect();
-    run::enqueue_batch(&pool, &news, None).await?;
+    support::new_runs(&pool, PENDING).await;
     sqlx::query("analyze mostrador.runs").execute(&pool).await?;
     let worker = new_worker(&pool).await;
     // The claim in a transaction rolled back, with the runs read by scans of the whole table.

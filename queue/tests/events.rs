@@ -101,8 +101,10 @@ async fn follower_replays_after_last_event_id_then_streams_live(
 
     let seqs = within(following).await??;
     assert_eq!(seqs, (11..=1202).collect::<Vec<_>>());
-    let stored = event::read_since(&pool, run.run_id, 1200, 10).await?;
-    assert_eq!(stored[0].data["text"].as_str().map(str::len), Some(20_000));
+    let mut stored = EventFollower::start(pool.clone(), &listener, run.run_id, 1200).await?;
+    let big = stored.next().await?.expect("stored");
+    assert_eq!(big.seq, 1201);
+    assert_eq!(big.data["text"].as_str().map(str::len), Some(20_000));
     Ok(())
 }
 

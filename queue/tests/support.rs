@@ -34,6 +34,20 @@ pub async fn new_run(pool: &PgPool) -> Run {
     enqueue(pool, NewRun::new(thread.thread_id, GRAPH)).await
 }
 
+/// `n` runs, each on a thread of its own, enqueued in one batch.
+pub async fn new_runs(pool: &PgPool, n: usize) -> Vec<RunId> {
+    let threads = thread::create_many(pool, &vec![NewThread::new(GRAPH, "ana"); n])
+        .await
+        .expect("create threads");
+    let news: Vec<NewRun> = threads
+        .iter()
+        .map(|t| NewRun::new(t.thread_id, GRAPH))
+        .collect();
+    run::enqueue_batch(pool, &news, None)
+        .await
+        .expect("enqueue")
+}
+
 pub async fn new_worker(pool: &PgPool) -> WorkerLease {
     let worker = WorkerLease::new("test-worker", graphs(), Duration::from_secs(30));
     worker.register(pool).await.expect("register worker");

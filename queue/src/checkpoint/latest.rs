@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 use mostrador_graph::checkpoint::Saved;
 use uuid::Uuid;
 
+use crate::claim::ClaimedRun;
+
 /// A claimed run's checkpointer's last read of its thread's latest checkpoint in a namespace,
 /// until its next write: while the run holds its lease nothing else writes that thread's
 /// checkpoints, so the worker's look at where a run starts and the engine's start share one read.
@@ -15,6 +17,15 @@ pub(super) struct LatestRead(Mutex<Option<Read>>);
 type Read = (Uuid, Arc<str>, Option<Saved>);
 
 impl LatestRead {
+    /// What the claim said: a thread without a checkpoint has none in its root namespace.
+    pub(super) fn of_claim(claimed: &ClaimedRun) -> Self {
+        let latest = Self::default();
+        if !claimed.checkpointed {
+            latest.set(claimed.thread_id.0, &Arc::from(""), None);
+        }
+        latest
+    }
+
     /// The latest checkpoint read of `thread_id` in `namespace` (`Some(None)`: it had none).
     pub(super) fn get(&self, thread_id: Uuid, namespace: &str) -> Option<Option<Saved>> {
         let read = self.0.lock().expect("never poisoned");
