@@ -502,15 +502,17 @@ async fn stream_loses_and_repeats_nothing_across_a_listener_reconnect(pool: PgPo
     assert_eq!(ids, expected, "every event once, in order");
 }
 
-/// Reads frames of `body` into `seen` until it contains `needle`.
+/// Reads frames of `body` into `seen` until it contains `needle`, within 10 s however many
+/// keep-alive comments come before it.
 async fn read_until(
     body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
     seen: &mut String,
     needle: &str,
 ) {
     use futures_util::StreamExt;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !seen.contains(needle) {
-        let frame = tokio::time::timeout(Duration::from_secs(10), body.next())
+        let frame = tokio::time::timeout_at(deadline, body.next())
             .await
             .expect("in time")
             .expect("open")
