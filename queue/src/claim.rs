@@ -20,6 +20,7 @@ use serde_json::Value;
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 
 use crate::cancel::delete_runs;
+use crate::event::NewEvent;
 use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, RunId, RunStatus};
@@ -253,18 +254,34 @@ pub async fn claim(
 /// Writes many claimed runs' endings: one statement for every ending but rollbacks (each run's
 /// status, its events, its thread's resting status and `last_activity_at`), then one per
 /// rollback. Claimers are woken for a released run, and for threads that have a run queued
-/// behind one that ended. Run it in a transaction to commit it with other writes (the worker's
-/// publisher commits it with the runs' last events); outside one, each statement commits by
-/// itself.
+/// behind one that ended. Run it in a transaction to commit it with other writes; outside one,
+/// each statement commits by itself.
 ///
 /// Returns the leases that were lost; those runs were left untouched.
 pub async fn end_many(conn: &mut PgConnection, ends: &[End]) -> Result<Vec<Lease>> {
+    write(conn, &[], ends).await
+}
+
+/// Writes held runs' events and their endings as [`end_many`] does, the events in the same
+/// statement as the endings, before them: a run's last events and its ending commit together,
+/// and without rollbacks the whole write is that one statement, a transaction of its own.
+///
+/// Returns the leases that were lost; nothing was written for those runs.
+pub async fn write(
+    conn: &mut PgConnection,
+    appends: &[(Lease, &[NewEvent])],
+    ends: &[End],
+) -> Result<Vec<Lease>> {
     let (rollbacks, updates): (Vec<&End>, Vec<&End>) =
         ends.iter().partition(|end| end.after == After::RolledBack);
-    let mut done = if updates.is_empty() {
+    let mut done: Vec<RunId> = if appends.is_empty() && updates.is_empty() {
         Vec::new()
     } else {
-        set_ended(&mut *conn, &updates).await?
+        write_runs(&mut *conn, appends, &updates)
+            .await?
+            .into_iter()
+            .map(|(run_id, _)| run_id)
+            .collect()
     };
     for end in rollbacks {
         let deleted = delete_runs(
@@ -292,11 +309,32 @@ pub async fn end_many(conn: &mut PgConnection, ends: &[End]) -> Result<Vec<Lease
         }
         done.extend(deleted);
     }
-    Ok(lost_leases(ends.iter().map(End::lease), &done))
+    let leases = appends.iter().map(|(lease, _)| *lease);
+    Ok(lost_leases(
+        leases.chain(ends.iter().map(End::lease)),
+        &done,
+    ))
 }
 
-/// The one statement of [`end_many`]: every ending that leaves the run in the table.
-async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<RunId>> {
+/// The one statement of [`write`]: runs' events, and every ending that leaves its run in the
+/// table. Returns each run written, with the `seq` of its last event.
+pub(crate) async fn write_runs(
+    executor: impl PgExecutor<'_>,
+    appends: &[(Lease, &[NewEvent])],
+    ends: &[&End],
+) -> Result<Vec<(RunId, i64)>> {
+    let mut event_runs = Vec::new();
+    let mut event_attempts = Vec::new();
+    let mut names = Vec::new();
+    let mut datas = Vec::new();
+    for (lease, events) in appends {
+        for event in *events {
+            event_runs.push(lease.run_id.0);
+            event_attempts.push(lease.attempt);
+            names.push(event.event.as_str());
+            datas.push(&event.data);
+        }
+    }
     let mut run_ids = Vec::with_capacity(ends.len());
     let mut attempts = Vec::with_capacity(ends.len());
     let mut statuses = Vec::with_capacity(ends.len());
@@ -319,17 +357,51 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
         reasons.push(end.reason.clone());
     }
 
+    // N.B. Bumping `runs.event_seq` both hands out each run's next `seq` numbers and fences the
+    // write: the update takes the run's row lock, so a concurrent sweep or release either commits
+    // first (and the fence matches nothing) or waits for this one.
     // N.B. A run enqueued on the thread after this statement's snapshot is not seen as queued,
     // so no wake-up is sent for it here; its own enqueue notified, and the claimers' poll covers
     // the window in which that wake-up found the thread still busy.
-    let ended = sqlx::query!(
+    let written = sqlx::query!(
         r#"
-        with input as (
+        with events as (
+            select *
+            from unnest($1::uuid[], $2::int[], $3::text[], $4::jsonb[]) with ordinality
+                as e(run_id, attempt, event, data, ord)
+        ),
+        ends as (
             select *
             from unnest(
-                $1::uuid[], $2::int[], $3::mostrador.run_status[], $4::mostrador.thread_status[],
-                $5::float8[], $6::bool[], $7::jsonb[], $8::text[]
+                $5::uuid[], $6::int[], $7::mostrador.run_status[], $8::mostrador.thread_status[],
+                $9::float8[], $10::bool[], $11::jsonb[], $12::text[]
             ) as i(run_id, attempt, status, thread_status, delay_secs, released, error, reason)
+        ),
+        -- Each run written: how many events it gets, and its ending if it ends (with `ending`, the
+        -- events the ending itself logs: `error` and `end` for an error, `end` for the other
+        -- endings, `drained` for a release, none for a retry).
+        input as (
+            select
+                run_id,
+                attempt,
+                coalesce(c.n, 0) as n,
+                i.status,
+                i.thread_status,
+                i.delay_secs,
+                coalesce(i.released, false) as released,
+                i.error,
+                i.reason,
+                case
+                    when i.status = 'error' then 2
+                    when i.status <> 'pending' or i.released then 1
+                    else 0
+                end as ending
+            from (
+                select run_id, attempt, count(*) as n
+                from events
+                group by run_id, attempt
+            ) c
+            full join ends i using (run_id, attempt)
         ),
         -- Threads before runs, in one order: the order of the statements that lock a thread, then
         -- change its runs (deleting it, enqueueing with `interrupt` or `rollback`). The other
@@ -341,84 +413,99 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
                 select r.thread_id
                 from mostrador.runs r
                 join input i on i.run_id = r.run_id
+                where i.status is not null
             )
             order by t.thread_id
             for no key update of t
         ),
-        -- N.B. `for update`, not the plain update's `for no key update`: it must wait for
-        -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`).
+        -- N.B. `for update`, not the plain update's `for no key update`: an ending must wait for
+        -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`). Events
+        -- alone need not.
         locked as (
             select r.run_id
             from mostrador.runs r
             join input i on i.run_id = r.run_id and i.attempt = r.attempt
             where r.status = 'running'
+              and i.status is not null
               -- Always true; evaluated once, before any run is locked.
               and (select count(*) from threads_locked) >= 0
             for update of r
         ),
-        ended as (
+        written as (
             update mostrador.runs r
-            set status = i.status,
-                finished_at = case when i.status = 'pending' then null else now() end,
+            set status = coalesce(i.status, r.status),
+                finished_at = case
+                    when i.status is null then r.finished_at
+                    when i.status = 'pending' then null
+                    else now()
+                end,
                 available_at = coalesce(now() + make_interval(secs => i.delay_secs), r.available_at),
                 lease_owner = case when i.status = 'pending' then null else r.lease_owner end,
                 drain_count = r.drain_count + i.released::int,
                 error = coalesce(i.error, r.error),
-                updated_at = now(),
-                -- Its events: `error` and `end` for an error, `end` for the other endings,
-                -- `drained` for a release, none for a retry.
-                event_seq = r.event_seq + case
-                    when i.status = 'error' then 2
-                    when i.status <> 'pending' or i.released then 1
-                    else 0
-                end
+                updated_at = case when i.status is null then r.updated_at else now() end,
+                event_seq = r.event_seq + i.n + i.ending
             from input i
             where r.run_id = i.run_id
-              and r.run_id = any(array(select run_id from locked))
               and r.attempt = i.attempt
               and r.status = 'running'
+              and (i.status is null or r.run_id = any(array(select run_id from locked)))
             returning
-                r.run_id, r.thread_id, r.graph_id, r.status, r.event_seq, r.attempt, r.error,
-                i.thread_status, i.released, i.reason
+                r.run_id, r.thread_id, r.graph_id, r.attempt, r.error, r.event_seq,
+                r.event_seq - i.n - i.ending as base, i.status as ended, i.thread_status,
+                i.released, i.reason
         ),
         logged as (
             insert into mostrador.run_events (run_id, seq, event, data)
-            select run_id, event_seq - 1, 'error', error
-            from ended
-            where status = 'error'
+            select
+                e.run_id,
+                w.base + row_number() over (partition by e.run_id order by e.ord),
+                e.event,
+                e.data
+            from events e
+            join written w on w.run_id = e.run_id
             union all
-            select run_id, event_seq, 'end', jsonb_build_object('status', status)
-            from ended
-            where status <> 'pending'
+            select run_id, event_seq - 1, 'error', error
+            from written
+            where ended = 'error'
+            union all
+            select run_id, event_seq, 'end', jsonb_build_object('status', ended)
+            from written
+            where ended <> 'pending'
             union all
             select run_id, event_seq, 'drained', jsonb_build_object('reason', reason, 'attempt', attempt)
-            from ended
+            from written
             where released
         ),
         rested as (
             update mostrador.threads t
-            set status = e.thread_status,
+            set status = w.thread_status,
                 last_activity_at = now(),
                 updated_at = now()
-            from ended e
-            where t.thread_id = e.thread_id
-              and e.thread_status is not null
+            from written w
+            where t.thread_id = w.thread_id
+              and w.thread_status is not null
         )
         select
-            e.run_id as "run_id!: RunId",
+            w.run_id as "run_id!: RunId",
+            w.event_seq as "last_seq!",
             case
-                when e.released or (
-                    e.status <> 'pending'
+                when w.released or (
+                    w.ended <> 'pending'
                     and exists (
                         select 1
                         from mostrador.runs q
-                        where q.thread_id = e.thread_id
+                        where q.thread_id = w.thread_id
                           and q.status = 'pending'
                     )
-                ) then pg_notify($9, e.graph_id)::text
+                ) then pg_notify($13, w.graph_id)::text
             end as "woken"
-        from ended e
+        from written w
         "#,
+        &event_runs,
+        &event_attempts,
+        &names as &[&str],
+        &datas as &[&Value],
         &run_ids,
         &attempts,
         &statuses as &[RunStatus],
@@ -431,14 +518,21 @@ async fn set_ended(executor: impl PgExecutor<'_>, ends: &[&End]) -> Result<Vec<R
     )
     .fetch_all(executor)
     .await?;
-    Ok(ended.into_iter().map(|row| row.run_id).collect())
+    Ok(written
+        .into_iter()
+        .map(|row| (row.run_id, row.last_seq))
+        .collect())
 }
 
 /// The leases among `leases` whose run is not in `done`.
 pub(crate) fn lost_leases(leases: impl Iterator<Item = Lease>, done: &[RunId]) -> Vec<Lease> {
-    leases
-        .filter(|lease| !done.contains(&lease.run_id))
-        .collect()
+    let mut lost = Vec::new();
+    for lease in leases {
+        if !done.contains(&lease.run_id) && !lost.contains(&lease) {
+            lost.push(lease);
+        }
+    }
+    lost
 }
 
 impl ClaimedRun {

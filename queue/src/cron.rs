@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::enqueue::{QueueLimit, enqueue};
+use crate::enqueue::{QueueLimit, enqueue_on};
 use crate::run::{MultitaskStrategy, NewRun};
 use crate::thread::{self, NewThread, ThreadId};
 use crate::{Error, Result};
@@ -524,6 +524,6 @@ async fn enqueue_for(
         .get("webhook")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    enqueue(&mut *tx, &new, limit).await?;
+    enqueue_on(&mut *tx, &new, limit).await?;
     Ok(())
 }

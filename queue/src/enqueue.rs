@@ -65,17 +65,30 @@ pub struct Enqueued {
     pub cancelled: Vec<(RunId, CancelOutcome)>,
 }
 
-/// Enqueues one run, in one transaction: lock the thread, check the graph's queue limit, apply the
-/// multitask strategy to the thread's runs in flight, insert, then NOTIFY the claimers.
+/// Enqueues one run. With the `enqueue` strategy it is one statement, a transaction of its own:
+/// lock the thread, check the queue's limits, insert, bind the thread to the graph by its first
+/// run, NOTIFY the claimers. With another strategy, in one transaction: lock the thread, read its
+/// runs in flight, refuse or cancel them, then that statement.
 ///
 /// Pass a pool, a connection or an open transaction (the enqueue then commits with it).
 ///
 /// # Errors
 ///
 /// [`Error::ThreadNotFound`], [`Error::GraphMismatch`], [`Error::Conflict`] (`reject`),
-/// [`Error::Backpressure`], [`Error::Invalid`]. On any error nothing was written.
+/// [`Error::Backpressure`], [`Error::CallerShare`], [`Error::Invalid`]. On any error nothing was
+/// written.
 pub async fn enqueue<'a>(
     db: impl Acquire<'a, Database = Postgres>,
+    new: &NewRun,
+    limit: Option<QueueLimit>,
+) -> Result<Enqueued> {
+    let mut conn = db.acquire().await?;
+    enqueue_on(&mut conn, new, limit).await
+}
+
+/// [`enqueue`] on a connection (or in a transaction, as a savepoint of it).
+pub(crate) async fn enqueue_on(
+    conn: &mut PgConnection,
     new: &NewRun,
     limit: Option<QueueLimit>,
 ) -> Result<Enqueued> {
@@ -83,56 +96,34 @@ pub async fn enqueue<'a>(
     if let Some(limit) = limit {
         limit.check_delay(new)?;
     }
-    let mut tx = db.begin().await?;
+    if new.multitask_strategy == MultitaskStrategy::Enqueue {
+        // Queued behind whatever the thread has in flight: nothing to read first.
+        let run = insert(conn, new, limit).await?;
+        return Ok(Enqueued {
+            run,
+            cancelled: Vec::new(),
+        });
+    }
 
+    let mut tx = conn.begin().await?;
     // The thread's row lock serializes enqueues on one thread, so two `reject` runs cannot both
     // see an empty thread, and `seq` follows the order of their decisions. The runs in flight are
     // read by the next statement, whose snapshot is taken after the lock is held.
-    // The thread's first run binds it, under the lock (a thread bound while this statement waited
-    // for the lock is seen bound, its newest version being what the lock returns), and its
-    // metadata names the graph and the run's assistant, as the official server's does (clients
-    // list a graph's threads by them); what the metadata says already stays. A run of another
-    // graph binds nothing and fails below.
-    // N.B. The claimers' wake-up is sent here to save a round trip: notifications are delivered at
-    // commit, and discarded if the enqueue fails. A delayed run wakes nobody now: the claimers'
-    // poll finds it when it is due.
-    let thread = sqlx::query!(
+    let thread_graph_id = sqlx::query_scalar!(
         r#"
-        with thread as (
-            select graph_id, owner
-            from mostrador.threads
-            where thread_id = $1
-              and deleted_at is null
-            for no key update
-        ),
-        bound as (
-            update mostrador.threads t
-            set graph_id = $4,
-                metadata = jsonb_strip_nulls(jsonb_build_object(
-                    'graph_id', $4::text,
-                    'assistant_id', $5::jsonb -> 'assistant_id'
-                )) || t.metadata,
-                updated_at = now()
-            from thread
-            where t.thread_id = $1
-              and thread.graph_id is null
-        )
-        select
-            graph_id,
-            owner as "owner!",
-            case when $2 then pg_notify($3, $4)::text end as "woken"
-        from thread
+        select graph_id
+        from mostrador.threads
+        where thread_id = $1
+          and deleted_at is null
+        for no key update
         "#,
         new.thread_id.0,
-        new.after.is_zero(),
-        RUNS_CHANNEL,
-        new.graph_id,
-        new.metadata,
     )
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ThreadNotFound(new.thread_id))?;
-    if let Some(thread_graph_id) = thread.graph_id
+    // Checked before any run of the thread is cancelled for it.
+    if let Some(thread_graph_id) = thread_graph_id
         && thread_graph_id != new.graph_id
     {
         return Err(Error::GraphMismatch {
@@ -141,60 +132,21 @@ pub async fn enqueue<'a>(
             graph_id: new.graph_id.clone(),
         });
     }
-    // What the checks need, in one statement: the graph's pending runs and the caller's, each
-    // counted up to its bound (none without a limit), and the thread's runs in flight.
-    let delayed = !new.after.is_zero();
-    let seen = sqlx::query!(
+    let in_flight: Vec<RunId> = sqlx::query_scalar!(
         r#"
-        select
-            (
-                select count(*)
-                from (
-                    select 1
-                    from mostrador.runs
-                    where status = 'pending'
-                      and graph_id = $2
-                      and (available_at > now()) = $3
-                    limit $4
-                ) p
-            ) as "graph_pending!",
-            (
-                select count(*)
-                from (
-                    select 1
-                    from mostrador.runs
-                    where status = 'pending'
-                      and owner = $5
-                    limit $6
-                ) p
-            ) as "caller_pending!",
-            array(
-                select run_id
-                from mostrador.runs
-                where thread_id = $1
-                  and status in ('pending', 'running')
-                order by seq
-            ) as "in_flight!"
+        select run_id as "run_id!"
+        from mostrador.runs
+        where thread_id = $1
+          and status in ('pending', 'running')
+        order by seq
         "#,
         new.thread_id.0,
-        new.graph_id,
-        delayed,
-        limit.map_or(0, |limit| limit.max_pending),
-        thread.owner,
-        limit.map_or(0, |limit| limit.max_pending_per_caller),
     )
-    .fetch_one(&mut *tx)
-    .await?;
-    // A caller's run queues behind the runs of callers with fewer runs waiting: it comes after
-    // as many priority levels as the caller has runs pending, so one caller's backlog never
-    // stands before another caller's next run.
-    let mut priority = new.priority;
-    if let Some(limit) = limit {
-        within_limit(&new.graph_id, seen.graph_pending, 1, limit)?;
-        within_share(&thread.owner, seen.caller_pending, limit)?;
-        priority = priority.saturating_add(i32::try_from(seen.caller_pending).unwrap_or(i32::MAX));
-    }
-    let in_flight: Vec<RunId> = seen.in_flight.into_iter().map(RunId).collect();
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(RunId)
+    .collect();
     let cancelled = match (new.multitask_strategy, in_flight.first()) {
         (_, None) | (MultitaskStrategy::Enqueue, _) => Vec::new(),
         (MultitaskStrategy::Reject, Some(run_id)) => {
@@ -210,64 +162,220 @@ pub async fn enqueue<'a>(
             cancel_in_tx(&mut tx, new.thread_id, &in_flight, CancelAction::Rollback).await?
         }
     };
-
-    let run = sqlx::query_as!(
-        Run,
-        r#"
-        insert into mostrador.runs (
-            run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-            priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook
-        )
-        values (
-            $1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10), $11,
-            -- Every run has a trace: its creator's, or one of its own.
-            coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, $14, $15
-        )
-        returning
-            run_id as "run_id: RunId",
-            thread_id as "thread_id: ThreadId",
-            graph_id,
-            status as "status: RunStatus",
-            input,
-            command,
-            config,
-            metadata,
-            multitask_strategy as "multitask_strategy: MultitaskStrategy",
-            priority,
-            available_at,
-            attempt,
-            max_attempts,
-            drain_count,
-            lease_owner as "lease_owner: WorkerId",
-            cancel_action as "cancel_action: CancelAction",
-            error,
-            trace_id,
-            stream_mode,
-            created_at,
-            updated_at,
-            started_at,
-            finished_at
-        "#,
-        Uuid::now_v7(),
-        new.thread_id.0,
-        new.graph_id,
-        new.input,
-        new.command,
-        new.config,
-        new.metadata,
-        new.multitask_strategy as MultitaskStrategy,
-        priority,
-        new.after.as_secs_f64(),
-        new.max_attempts,
-        new.trace_id,
-        &new.stream_mode_names(),
-        thread.owner,
-        new.webhook,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let run = insert(&mut tx, new, limit).await?;
     tx.commit().await?;
     Ok(Enqueued { run, cancelled })
+}
+
+/// How often [`insert`] tries again when its checks refused a run and a look after finds nothing
+/// to refuse it for (what it counted changed in between).
+const INSERT_TRIES: u32 = 3;
+
+/// Inserts the run behind whatever its thread has in flight, in one statement, refused when its
+/// thread is missing or of another graph, or when a bound of `limit` is reached.
+async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>) -> Result<Run> {
+    let delayed = !new.after.is_zero();
+    for _ in 0..INSERT_TRIES {
+        // The thread's row lock serializes this run's insert with the api's state updates (which
+        // check under it that no run is in flight) and with other enqueues on the thread. A
+        // thread bound while the statement waited for the lock is seen bound (its newest version
+        // being what the lock returns); the counts are the statement's snapshot, as loose as any
+        // count of other threads' runs.
+        // The thread's first run binds it, and its metadata names the graph and the run's
+        // assistant, as the official server's does (clients list a graph's threads by them); what
+        // the metadata says already stays.
+        // A caller's run queues behind the runs of callers with fewer runs waiting: it comes after
+        // as many priority levels as the caller has runs pending, so one caller's backlog never
+        // stands before another caller's next run.
+        // N.B. A delayed run wakes nobody now: the claimers' poll finds it when it is due.
+        let run = sqlx::query_as!(
+            Run,
+            r#"
+            with thread as (
+                select graph_id, owner
+                from mostrador.threads
+                where thread_id = $2
+                  and deleted_at is null
+                for no key update
+            ),
+            seen as (
+                select
+                    (
+                        select count(*)
+                        from (
+                            select 1
+                            from mostrador.runs
+                            where status = 'pending'
+                              and graph_id = $3
+                              and (available_at > now()) = $15
+                            limit $16
+                        ) p
+                    ) as graph_pending,
+                    (
+                        select count(*)
+                        from (
+                            select 1
+                            from mostrador.runs
+                            where status = 'pending'
+                              and owner = (select owner from thread)
+                            limit $17
+                        ) p
+                    ) as caller_pending
+            ),
+            inserted as (
+                insert into mostrador.runs (
+                    run_id, thread_id, graph_id, input, command, config, metadata,
+                    multitask_strategy, priority, available_at, max_attempts, trace_id, stream_mode,
+                    owner, webhook
+                )
+                select
+                    $1, $2, $3, $4, $5, $6, $7, $8,
+                    least($9::int + seen.caller_pending, 2147483647)::int,
+                    now() + make_interval(secs => $10), $11,
+                    -- Every run has a trace: its creator's, or one of its own.
+                    coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, thread.owner,
+                    $14
+                from thread, seen
+                where (thread.graph_id is null or thread.graph_id = $3)
+                  and (not $18 or (seen.graph_pending < $16 and seen.caller_pending < $17))
+                returning
+                    run_id, thread_id, graph_id, status, input, command, config, metadata,
+                    multitask_strategy, priority, available_at, attempt, max_attempts,
+                    drain_count, lease_owner, cancel_action, error, trace_id, stream_mode,
+                    created_at, updated_at, started_at, finished_at,
+                    case when not $15 then pg_notify($19, graph_id)::text end as woken
+            ),
+            bound as (
+                update mostrador.threads t
+                set graph_id = $3,
+                    metadata = jsonb_strip_nulls(jsonb_build_object(
+                        'graph_id', $3::text,
+                        'assistant_id', $7::jsonb -> 'assistant_id'
+                    )) || t.metadata,
+                    updated_at = now()
+                from thread
+                where t.thread_id = $2
+                  and thread.graph_id is null
+                  and exists (select 1 from inserted)
+            )
+            select
+                run_id as "run_id!: RunId",
+                thread_id as "thread_id!: ThreadId",
+                graph_id as "graph_id!",
+                status as "status!: RunStatus",
+                input,
+                command,
+                config as "config!",
+                metadata as "metadata!",
+                multitask_strategy as "multitask_strategy!: MultitaskStrategy",
+                priority as "priority!",
+                available_at as "available_at!",
+                attempt as "attempt!",
+                max_attempts as "max_attempts!",
+                drain_count as "drain_count!",
+                lease_owner as "lease_owner: WorkerId",
+                cancel_action as "cancel_action: CancelAction",
+                error,
+                trace_id,
+                stream_mode as "stream_mode!",
+                created_at as "created_at!",
+                updated_at as "updated_at!",
+                started_at,
+                finished_at
+            from inserted
+            "#,
+            Uuid::now_v7(),
+            new.thread_id.0,
+            new.graph_id,
+            new.input,
+            new.command,
+            new.config,
+            new.metadata,
+            new.multitask_strategy as MultitaskStrategy,
+            new.priority,
+            new.after.as_secs_f64(),
+            new.max_attempts,
+            new.trace_id,
+            &new.stream_mode_names(),
+            new.webhook,
+            delayed,
+            limit.map_or(0, |limit| limit.max_pending),
+            limit.map_or(0, |limit| limit.max_pending_per_caller),
+            limit.is_some(),
+            RUNS_CHANNEL,
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        if let Some(run) = run {
+            return Ok(run);
+        }
+        refusal(&mut *conn, new, limit).await?;
+    }
+    // What was counted kept changing: the queue is busy, try again.
+    let limit = limit.unwrap_or_else(|| QueueLimit::new(0));
+    Err(Error::Backpressure {
+        graph_id: new.graph_id.clone(),
+        pending: limit.max_pending,
+        limit: limit.max_pending,
+        retry_after: limit.retry_after,
+    })
+}
+
+/// Why [`insert`] refused `new`, looked at again: the error, or `Ok` when nothing refuses it now.
+async fn refusal(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>) -> Result {
+    let seen = sqlx::query!(
+        r#"
+        select
+            graph_id,
+            owner,
+            (
+                select count(*)
+                from (
+                    select 1
+                    from mostrador.runs
+                    where status = 'pending'
+                      and graph_id = $2
+                      and (available_at > now()) = $3
+                    limit $4
+                ) p
+            ) as "graph_pending!",
+            (
+                select count(*)
+                from (
+                    select 1
+                    from mostrador.runs r
+                    where r.status = 'pending'
+                      and r.owner = t.owner
+                    limit $5
+                ) p
+            ) as "caller_pending!"
+        from mostrador.threads t
+        where thread_id = $1
+          and deleted_at is null
+        "#,
+        new.thread_id.0,
+        new.graph_id,
+        !new.after.is_zero(),
+        limit.map_or(0, |limit| limit.max_pending),
+        limit.map_or(0, |limit| limit.max_pending_per_caller),
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(Error::ThreadNotFound(new.thread_id))?;
+    if let Some(thread_graph_id) = seen.graph_id
+        && thread_graph_id != new.graph_id
+    {
+        return Err(Error::GraphMismatch {
+            thread_id: new.thread_id,
+            thread_graph_id,
+            graph_id: new.graph_id.clone(),
+        });
+    }
+    if let Some(limit) = limit {
+        within_limit(&new.graph_id, seen.graph_pending, 1, limit)?;
+        within_share(&seen.owner, seen.caller_pending, limit)?;
+    }
+    Ok(())
 }
 
 /// Creates each run's thread, with the id the run names, and enqueues the run on it: all in one
@@ -290,7 +398,7 @@ pub async fn enqueue_on_new_threads<'a>(
         else {
             return Ok(None);
         };
-        let run = enqueue(&mut *tx, new_run, limit).await?;
+        let run = enqueue_on(&mut tx, new_run, limit).await?;
         enqueued.push((thread, run));
     }
     tx.commit().await?;

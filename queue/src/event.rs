@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use sqlx::{Connection, PgExecutor, PgPool};
 
-use crate::claim::{End, Lease, end_many, lost_leases};
+use crate::claim::{After, End, Lease, lost_leases, write, write_runs};
 use crate::db::Connections;
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
@@ -73,69 +73,9 @@ pub async fn append_many(
     executor: impl PgExecutor<'_>,
     batches: &[(Lease, &[NewEvent])],
 ) -> Result<(Vec<Lease>, Vec<(RunId, i64)>)> {
-    let mut run_ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut names = Vec::new();
-    let mut datas = Vec::new();
-    for (lease, events) in batches {
-        for event in *events {
-            run_ids.push(lease.run_id.0);
-            attempts.push(lease.attempt);
-            names.push(event.event.as_str());
-            datas.push(&event.data);
-        }
-    }
-    // N.B. Bumping `runs.event_seq` both hands out the run's next `seq` numbers and fences the
-    // append: the update takes the run's row lock, so a concurrent sweep or release either
-    // commits first (and the fence matches nothing) or waits for this append.
-    let appended = sqlx::query!(
-        r#"
-        with input as (
-            select *
-            from unnest($1::uuid[], $2::int[], $3::text[], $4::jsonb[]) with ordinality
-                as i(run_id, attempt, event, data, ord)
-        ),
-        counts as (
-            select run_id, attempt, count(*) as n
-            from input
-            group by run_id, attempt
-        ),
-        bumped as (
-            update mostrador.runs r
-            set event_seq = r.event_seq + c.n
-            from counts c
-            where r.run_id = c.run_id
-              and r.attempt = c.attempt
-              and r.status = 'running'
-            returning r.run_id, r.event_seq - c.n as base, r.event_seq as last_seq
-        ),
-        inserted as (
-            insert into mostrador.run_events (run_id, seq, event, data)
-            select
-                i.run_id,
-                b.base + row_number() over (partition by i.run_id order by i.ord),
-                i.event,
-                i.data
-            from input i
-            join bumped b on b.run_id = i.run_id
-            order by i.run_id, i.ord
-        )
-        select run_id as "run_id!: RunId", last_seq as "last_seq!"
-        from bumped
-        "#,
-        &run_ids,
-        &attempts,
-        &names as &[&str],
-        &datas as &[&Value],
-    )
-    .fetch_all(executor)
-    .await?;
-    let done: Vec<RunId> = appended.iter().map(|row| row.run_id).collect();
+    let last_seqs = write_runs(executor, batches, &[]).await?;
+    let done: Vec<RunId> = last_seqs.iter().map(|(run_id, _)| *run_id).collect();
     let lost = lost_leases(batches.iter().map(|(lease, _)| *lease), &done);
-    let last_seqs = appended
-        .into_iter()
-        .map(|row| (row.run_id, row.last_seq))
-        .collect();
     Ok((lost, last_seqs))
 }
 
@@ -363,30 +303,25 @@ pub async fn publish(
     appends: &[(Lease, &[NewEvent])],
     ends: &[End],
 ) -> Result<Vec<Lease>> {
-    if described.is_empty() && ends.is_empty() {
-        if appends.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Events alone are one statement, a transaction of its own: no `begin` and `commit`.
-        let mut connection = connections.take().await?;
-        let (lost, _) = append_many(&mut *connection, appends).await?;
-        connection.done();
-        return Ok(lost);
+    if appends.is_empty() && ends.is_empty() && described.is_empty() {
+        return Ok(Vec::new());
     }
     let mut connection = connections.take().await?;
-    let mut tx = connection.begin().await?;
-    let mut lost = if described.is_empty() {
-        Vec::new()
+    // Events and endings but rollbacks are one statement, a transaction of its own.
+    let alone = described.is_empty() && ends.iter().all(|end| end.after() != After::RolledBack);
+    let lost = if alone {
+        write(&mut connection, appends, ends).await?
     } else {
-        describe_many(&mut *tx, described).await?
+        let mut tx = connection.begin().await?;
+        let mut lost = if described.is_empty() {
+            Vec::new()
+        } else {
+            describe_many(&mut *tx, described).await?
+        };
+        lost.extend(write(&mut tx, appends, ends).await?);
+        tx.commit().await?;
+        lost
     };
-    if !appends.is_empty() {
-        lost.extend(append_many(&mut *tx, appends).await?.0);
-    }
-    if !ends.is_empty() {
-        lost.extend(end_many(&mut tx, ends).await?);
-    }
-    tx.commit().await?;
     connection.done();
     Ok(lost)
 }

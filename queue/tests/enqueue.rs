@@ -253,18 +253,28 @@ async fn unbound_thread_is_bound_by_its_first_run(pool: PgPool) -> anyhow::Resul
 
     let listener = mostrador_queue::Listener::start(pool.clone(), std::future::pending()).await?;
     let mut queued = listener.queued();
-    run::enqueue(&pool, &NewRun::new(thread.thread_id, GRAPH), None).await?;
-    assert_eq!(
-        thread::get(&pool, thread.thread_id)
-            .await?
-            .graph_id
-            .as_deref(),
-        Some(GRAPH)
-    );
+    // A run refused by the queue's limit binds nothing and wakes nobody.
+    let refused = NewRun {
+        multitask_strategy: MultitaskStrategy::Enqueue,
+        ..NewRun::new(thread.thread_id, "fichas")
+    };
+    let res = run::enqueue(&pool, &refused, Some(QueueLimit::new(0))).await;
+    assert!(matches!(res, Err(Error::Backpressure { .. })), "{res:?}");
+    assert_eq!(thread::get(&pool, thread.thread_id).await?.graph_id, None);
+
+    let first = NewRun {
+        multitask_strategy: MultitaskStrategy::Enqueue,
+        ..NewRun::new(thread.thread_id, GRAPH)
+    };
+    run::enqueue(&pool, &first, None).await?;
+    let bound = thread::get(&pool, thread.thread_id).await?;
+    assert_eq!(bound.graph_id.as_deref(), Some(GRAPH));
+    assert_eq!(bound.metadata["graph_id"], GRAPH, "{bound:?}");
     let woken = tokio::time::timeout(Duration::from_secs(5), queued.recv()).await?;
-    assert!(
-        woken.is_ok(),
-        "claimers are woken for the first run too: {woken:?}"
+    assert_eq!(
+        woken?,
+        mostrador_queue::listener::Queued::Graph(GRAPH.into()),
+        "claimers are woken for the first run too, and not for the refused one before it"
     );
 
     let other = NewRun {

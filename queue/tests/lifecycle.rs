@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::claim::{After, Ending, end_many, retry_backoff};
+use mostrador_queue::claim::{After, Ending, end_many, retry_backoff, write};
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
@@ -455,5 +455,116 @@ async fn a_run_its_live_worker_does_not_hold_is_given_back(pool: PgPool) -> anyh
     // Given back, it runs again: its attempt used up, as a lost worker's.
     let again = claim_one(&pool, &worker).await.expect("claimed again");
     assert_eq!((again.run_id(), again.attempt()), (forgotten.run_id(), 2));
+    Ok(())
+}
+
+/// What a worker's publisher writes at once, in one statement: each run's events numbered on from
+/// its log, then what its ending logs; a run given events only goes on running; a lost lease gets
+/// neither its events nor its ending, and is reported once.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn events_and_endings_written_together_are_numbered_in_order_and_fenced_together(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    for _ in 0..4 {
+        new_run(&pool).await;
+    }
+    let worker = new_worker(&pool).await;
+    let mut claimed =
+        mostrador_queue::claim(&pool, worker.worker_id, &crate::support::graphs(), 4).await?;
+    assert_eq!(claimed.len(), 4);
+    let stale = claimed.pop().expect("four");
+    let failing = claimed.pop().expect("three");
+    let streaming = claimed.pop().expect("two");
+    let ending = claimed.pop().expect("one");
+    let value = |n: i64| NewEvent::new("values", json!({"n": n}));
+    event::append(&pool, ending.lease(), &[value(1)]).await?;
+    assert!(
+        end_many(
+            &mut *pool.acquire().await?,
+            &[stale.ending(Ending::Success)]
+        )
+        .await?
+        .is_empty()
+    );
+
+    let (first, stale_events) = ([value(2), value(3)], [value(9)]);
+    let more = [value(4)];
+    let appends = [
+        (ending.lease(), &first[..]),
+        (streaming.lease(), &more[..]),
+        (stale.lease(), &stale_events[..]),
+    ];
+    let ends = [
+        ending.ending(Ending::Success),
+        failing.ending(Ending::Failed {
+            error: json!({"error": "boom"}),
+            retryable: false,
+        }),
+        stale.ending(Ending::Success),
+    ];
+    let lost = write(&mut *pool.acquire().await?, &appends, &ends).await?;
+    assert_eq!(lost, vec![stale.lease()], "the stale lease, once");
+
+    let log = |run_id: RunId| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (i64, String, serde_json::Value)>(
+                "select seq, event, data from mostrador.run_events where run_id = $1 order by seq",
+            )
+            .bind(run_id.0)
+            .fetch_all(&pool)
+            .await
+            .expect("log")
+        }
+    };
+    assert_eq!(
+        log(ending.run_id()).await,
+        [
+            (1, "values".into(), json!({"n": 1})),
+            (2, "values".into(), json!({"n": 2})),
+            (3, "values".into(), json!({"n": 3})),
+            (4, "end".into(), json!({"status": "success"})),
+        ]
+    );
+    assert_eq!(
+        log(streaming.run_id()).await,
+        [(1, "values".into(), json!({"n": 4}))]
+    );
+    assert_eq!(
+        log(failing.run_id()).await,
+        [
+            (1, "error".into(), json!({"error": "boom"})),
+            (2, "end".into(), json!({"status": "error"})),
+        ]
+    );
+    assert_eq!(
+        log(stale.run_id()).await,
+        [(1, "end".into(), json!({"status": "success"}))],
+        "nothing after the ending"
+    );
+
+    let status = |run_id: RunId| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (RunStatus, i64, ThreadStatus)>(
+                "select r.status, r.event_seq, t.status from mostrador.runs r
+                 join mostrador.threads t using (thread_id) where r.run_id = $1",
+            )
+            .bind(run_id.0)
+            .fetch_one(&pool)
+            .await
+            .expect("status")
+        }
+    };
+    assert_eq!(
+        status(ending.run_id()).await,
+        (RunStatus::Success, 4, ThreadStatus::Idle)
+    );
+    let (run_status, event_seq, _) = status(streaming.run_id()).await;
+    assert_eq!((run_status, event_seq), (RunStatus::Running, 1));
+    assert_eq!(
+        status(failing.run_id()).await,
+        (RunStatus::Error, 2, ThreadStatus::Error)
+    );
     Ok(())
 }

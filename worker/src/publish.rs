@@ -5,8 +5,7 @@
 //! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
 //! So runs never write their events, nor their endings, themselves. They buffer events; the
 //! publisher takes every buffer and every ending waiting at that moment and writes them with one
-//! `append_many` and one `end_many` in one transaction, so a run's last events and its ending
-//! always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
+//! statement (`claim::write`), so a run's last events and its ending always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
 //! run's first event and its ending are written at once, since clients wait for them. Whatever
 //! arrives while a transaction commits goes in the next one: a busy worker batches by itself, an
 //! idle one answers at the speed of one commit.
