@@ -406,15 +406,16 @@ pub(crate) async fn write_runs(
         -- Threads before runs, in one order: the order of the statements that lock a thread, then
         -- change its runs (deleting it, enqueueing with `interrupt` or `rollback`). The other
         -- order deadlocks with them (see the lock order in this module's documentation).
+        -- N.B. Runs and threads are found by primary key through arrays, in this statement's
+        -- generic plan too (joined, the plan made while `runs` was small scans it whole).
         threads_locked as (
             select t.thread_id
             from mostrador.threads t
-            where t.thread_id in (
+            where t.thread_id = any(array(
                 select r.thread_id
                 from mostrador.runs r
-                join input i on i.run_id = r.run_id
-                where i.status is not null
-            )
+                where r.run_id = any($5::uuid[])
+            ))
             order by t.thread_id
             for no key update of t
         ),
@@ -424,9 +425,9 @@ pub(crate) async fn write_runs(
         locked as (
             select r.run_id
             from mostrador.runs r
-            join input i on i.run_id = r.run_id and i.attempt = r.attempt
-            where r.status = 'running'
-              and i.status is not null
+            join ends i on i.run_id = r.run_id and i.attempt = r.attempt
+            where r.run_id = any($5::uuid[])
+              and r.status = 'running'
               -- Always true; evaluated once, before any run is locked.
               and (select count(*) from threads_locked) >= 0
             for update of r
@@ -446,7 +447,8 @@ pub(crate) async fn write_runs(
                 updated_at = case when i.status is null then r.updated_at else now() end,
                 event_seq = r.event_seq + i.n + i.ending
             from input i
-            where r.run_id = i.run_id
+            where r.run_id = any(array(select run_id from input))
+              and r.run_id = i.run_id
               and r.attempt = i.attempt
               and r.status = 'running'
               and (i.status is null or r.run_id = any(array(select run_id from locked)))

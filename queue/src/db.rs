@@ -108,6 +108,18 @@ pub fn claimer(pool: &PgPool) -> PgPool {
     pool_options().max_connections(1).connect_lazy_with(options)
 }
 
+/// A pool of one connection for a worker's publisher ([`crate::claim::write`]), with `pool`'s
+/// options, whose plans scan no table whole: its statement finds the runs it writes and their
+/// threads by primary key, whatever the tables' statistics said when its generic plan was made
+/// (one made while `runs` and `threads` were small scans both whole on every write, as the
+/// claimer's did; see [`claimer`]).
+pub fn publisher(pool: &PgPool) -> PgPool {
+    let options = (*pool.connect_options())
+        .clone()
+        .options([("enable_seqscan", "off"), ("jit", "off")]);
+    pool_options().max_connections(1).connect_lazy_with(options)
+}
+
 /// How every pool here hands out its connections: a connection is pinged before use only when it
 /// has been idle for [`PING_IDLE_AFTER`].
 ///

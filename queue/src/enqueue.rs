@@ -198,7 +198,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                   and deleted_at is null
                 for no key update
             ),
-            seen as (
+            seen as materialized (
                 select
                     (
                         select count(*)

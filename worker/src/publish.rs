@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use mostrador_graph::RunControl;
 use mostrador_queue::claim::{After, End};
-use mostrador_queue::db::Connections;
+use mostrador_queue::db::{self, Connections};
 use mostrador_queue::event;
 use mostrador_queue::saver::Described;
 use mostrador_queue::{Lease, NewEvent, RunId};
@@ -137,7 +137,7 @@ impl Publisher {
             let runs = Arc::clone(&runs);
             async move {
                 let _gone = Gone(gone);
-                publish(Connections::kept(pool), runs, receiver).await;
+                publish(Connections::kept(db::publisher(&pool)), runs, receiver).await;
             }
         });
         Self {
