@@ -24,6 +24,7 @@ use crate::event::NewEvent;
 use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, RunId, RunStatus};
+use crate::saver::Described;
 use crate::thread::{ThreadId, ThreadStatus};
 use crate::{Error, Result};
 
@@ -259,25 +260,27 @@ pub async fn claim(
 ///
 /// Returns the leases that were lost; those runs were left untouched.
 pub async fn end_many(conn: &mut PgConnection, ends: &[End]) -> Result<Vec<Lease>> {
-    write(conn, &[], ends).await
+    write(conn, &[], &[], ends).await
 }
 
-/// Writes held runs' events and their endings as [`end_many`] does, the events in the same
-/// statement as the endings, before them: a run's last events and its ending commit together,
-/// and without rollbacks the whole write is that one statement, a transaction of its own.
+/// Writes held runs' described states, events and endings as [`end_many`] does, in the same
+/// statement, in that order: a run's last events and its ending commit together, and a client
+/// that sees an event reads a state at least as new. Without rollbacks the whole write is that
+/// one statement, a transaction of its own.
 ///
 /// Returns the leases that were lost; nothing was written for those runs.
 pub async fn write(
     conn: &mut PgConnection,
+    described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
     ends: &[End],
 ) -> Result<Vec<Lease>> {
     let (rollbacks, updates): (Vec<&End>, Vec<&End>) =
         ends.iter().partition(|end| end.after == After::RolledBack);
-    let mut done: Vec<RunId> = if appends.is_empty() && updates.is_empty() {
+    let mut done: Vec<RunId> = if described.is_empty() && appends.is_empty() && updates.is_empty() {
         Vec::new()
     } else {
-        write_runs(&mut *conn, appends, &updates)
+        write_runs(&mut *conn, described, appends, &updates)
             .await?
             .into_iter()
             .map(|(run_id, _)| run_id)
@@ -309,20 +312,35 @@ pub async fn write(
         }
         done.extend(deleted);
     }
-    let leases = appends.iter().map(|(lease, _)| *lease);
-    Ok(lost_leases(
-        leases.chain(ends.iter().map(End::lease)),
-        &done,
-    ))
+    let leases = described
+        .iter()
+        .map(|(lease, _)| *lease)
+        .chain(appends.iter().map(|(lease, _)| *lease))
+        .chain(ends.iter().map(End::lease));
+    Ok(lost_leases(leases, &done))
 }
 
-/// The one statement of [`write`]: runs' events, and every ending that leaves its run in the
-/// table. Returns each run written, with the `seq` of its last event.
+/// The one statement of [`write`]: runs' described states and events, and every ending that
+/// leaves its run in the table. Returns each run written, with the `seq` of its last event (none
+/// for a run that only described states).
 pub(crate) async fn write_runs(
     executor: impl PgExecutor<'_>,
+    described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
     ends: &[&End],
-) -> Result<Vec<(RunId, i64)>> {
+) -> Result<Vec<(RunId, Option<i64>)>> {
+    let mut described_runs = Vec::new();
+    let mut described_attempts = Vec::new();
+    let mut checkpoint_ids = Vec::new();
+    let mut snapshots = Vec::new();
+    for (lease, states) in described {
+        for state in *states {
+            described_runs.push(lease.run_id.0);
+            described_attempts.push(lease.attempt);
+            checkpoint_ids.push(state.checkpoint_id);
+            snapshots.push(&state.snapshot);
+        }
+    }
     let mut event_runs = Vec::new();
     let mut event_attempts = Vec::new();
     let mut names = Vec::new();
@@ -419,6 +437,37 @@ pub(crate) async fn write_runs(
             order by t.thread_id
             for no key update of t
         ),
+        -- The states Python graphs described at their checkpoints, as the api will serve them,
+        -- written before the events sent after them. Where a run describes a checkpoint twice,
+        -- the last description wins.
+        -- N.B. As the checkpoint writes, the fence holds each run's row lock (`for key share`)
+        -- for the statement, so no transition out of `running` commits between the check and
+        -- the write.
+        states as (
+            select distinct on (run_id, checkpoint_id) run_id, attempt, checkpoint_id, snapshot
+            from unnest($14::uuid[], $15::int[], $16::uuid[], $17::jsonb[]) with ordinality
+                as d(run_id, attempt, checkpoint_id, snapshot, ord)
+            order by run_id, checkpoint_id, ord desc
+        ),
+        held as (
+            select r.run_id, r.attempt, r.thread_id
+            from mostrador.runs r
+            where r.run_id = any($14::uuid[])
+              and (r.run_id, r.attempt) in (select run_id, attempt from states)
+              and r.status = 'running'
+              -- Always true; evaluated once, before any run is locked (threads first).
+              and (select count(*) from threads_locked) >= 0
+            for key share
+        ),
+        recorded as (
+            update mostrador.checkpoints c
+            set snapshot = d.snapshot
+            from states d
+            join held h on h.run_id = d.run_id and h.attempt = d.attempt
+            where c.thread_id = h.thread_id
+              and c.checkpoint_ns = ''
+              and c.checkpoint_id = d.checkpoint_id
+        ),
         -- N.B. `for update`, not the plain update's `for no key update`: an ending must wait for
         -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`). Events
         -- alone need not.
@@ -452,6 +501,9 @@ pub(crate) async fn write_runs(
               and r.attempt = i.attempt
               and r.status = 'running'
               and (i.status is null or r.run_id = any(array(select run_id from locked)))
+              -- Always true; evaluated once, before any run is updated: a run this statement has
+              -- updated can no longer be locked by it, and its state would go unrecorded.
+              and (select count(*) from held) >= 0
             returning
                 r.run_id, r.thread_id, r.graph_id, r.attempt, r.error, r.event_seq,
                 r.event_seq - i.n - i.ending as base, i.status as ended, i.thread_status,
@@ -490,7 +542,7 @@ pub(crate) async fn write_runs(
         )
         select
             w.run_id as "run_id!: RunId",
-            w.event_seq as "last_seq!",
+            w.event_seq as "last_seq?",
             case
                 when w.released or (
                     w.ended <> 'pending'
@@ -503,6 +555,11 @@ pub(crate) async fn write_runs(
                 ) then pg_notify($13, w.graph_id)::text
             end as "woken"
         from written w
+        union all
+        -- Runs that only described states.
+        select h.run_id, null, null
+        from held h
+        where not exists (select 1 from written w where w.run_id = h.run_id)
         "#,
         &event_runs,
         &event_attempts,
@@ -517,6 +574,10 @@ pub(crate) async fn write_runs(
         &errors as &[Option<Value>],
         &reasons as &[Option<String>],
         RUNS_CHANNEL,
+        &described_runs,
+        &described_attempts,
+        &checkpoint_ids,
+        &snapshots as &[&Value],
     )
     .fetch_all(executor)
     .await?;

@@ -12,7 +12,7 @@ use crate::claim::{After, End, Lease, lost_leases, write, write_runs};
 use crate::db::Connections;
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
-use crate::saver::{Described, describe_many};
+use crate::saver::Described;
 use crate::{Error, Result};
 
 /// How many events [`EventFollower`] reads per query when it catches up.
@@ -73,7 +73,11 @@ pub async fn append_many(
     executor: impl PgExecutor<'_>,
     batches: &[(Lease, &[NewEvent])],
 ) -> Result<(Vec<Lease>, Vec<(RunId, i64)>)> {
-    let last_seqs = write_runs(executor, batches, &[]).await?;
+    let last_seqs: Vec<(RunId, i64)> = write_runs(executor, &[], batches, &[])
+        .await?
+        .into_iter()
+        .filter_map(|(run_id, last_seq)| Some((run_id, last_seq?)))
+        .collect();
     let done: Vec<RunId> = last_seqs.iter().map(|(run_id, _)| *run_id).collect();
     let lost = lost_leases(batches.iter().map(|(lease, _)| *lease), &done);
     Ok((lost, last_seqs))
@@ -289,10 +293,10 @@ pub async fn now_on_thread(
     })
 }
 
-/// What a worker's publisher writes at once, in one transaction: the described states of Python
-/// graphs' checkpoints, the events, then the runs' endings (after which nothing may be appended).
-/// Returns the leases found lost. The publisher's transactions follow each other on one
-/// [`Connections::kept`].
+/// What a worker's publisher writes at once, in one statement ([`crate::claim::write`]; one
+/// transaction when a run is rolled back): the described states of Python graphs' checkpoints,
+/// the events, then the runs' endings (after which nothing may be appended). Returns the leases
+/// found lost. The publisher's writes follow each other on one [`Connections::kept`].
 ///
 /// # Errors
 ///
@@ -307,18 +311,12 @@ pub async fn publish(
         return Ok(Vec::new());
     }
     let mut connection = connections.take().await?;
-    // Events and endings but rollbacks are one statement, a transaction of its own.
-    let alone = described.is_empty() && ends.iter().all(|end| end.after() != After::RolledBack);
-    let lost = if alone {
-        write(&mut connection, appends, ends).await?
+    // One statement, a transaction of its own, unless a run is rolled back.
+    let lost = if ends.iter().all(|end| end.after() != After::RolledBack) {
+        write(&mut connection, described, appends, ends).await?
     } else {
         let mut tx = connection.begin().await?;
-        let mut lost = if described.is_empty() {
-            Vec::new()
-        } else {
-            describe_many(&mut *tx, described).await?
-        };
-        lost.extend(write(&mut tx, appends, ends).await?);
+        let lost = write(&mut tx, described, appends, ends).await?;
         tx.commit().await?;
         lost
     };

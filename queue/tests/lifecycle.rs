@@ -502,7 +502,7 @@ async fn events_and_endings_written_together_are_numbered_in_order_and_fenced_to
         }),
         stale.ending(Ending::Success),
     ];
-    let lost = write(&mut *pool.acquire().await?, &appends, &ends).await?;
+    let lost = write(&mut *pool.acquire().await?, &[], &appends, &ends).await?;
     assert_eq!(lost, vec![stale.lease()], "the stale lease, once");
 
     let log = |run_id: RunId| {

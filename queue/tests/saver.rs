@@ -2,7 +2,8 @@
 //! run's lease, and a thread's state is the newest one described while its run is in flight.
 
 use mostrador_queue::Error;
-use mostrador_queue::claim::Ending;
+use mostrador_queue::claim::{Ending, write};
+use mostrador_queue::event::NewEvent;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::saver::{
     self, Described, NewCheckpoint, Payload, PendingWrite, Saver, Write, describe_many,
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{claim_one, expire, make_due, new_run, new_worker};
+use crate::support::{claim_one, event_names, expire, make_due, new_run, new_worker};
 
 fn checkpoint(checkpoint_id: Uuid, parent: Option<Uuid>) -> Write {
     Write::Checkpoint(NewCheckpoint {
@@ -219,4 +220,53 @@ async fn saved(pool: &PgPool) -> (i64, i64) {
     .fetch_one(pool)
     .await
     .expect("count")
+}
+
+/// A run's last described state, its last events and its ending are one write: the state is
+/// there with the run's end, and a write under the lease once it is over records none of them.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_runs_last_state_events_and_ending_are_written_together_and_fenced_together(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let (_worker, claimed, saver) = claimed_saver(&pool).await;
+    let checkpoint = Uuid::now_v7();
+    put(&saver, checkpoint, None).await;
+    let lease = claimed.lease();
+    let events = [NewEvent::new("values", json!({"n": 1}))];
+    let end = [claimed.ending(Ending::Success)];
+    let lost = write(
+        &mut *pool.acquire().await?,
+        &[(lease, &[described(checkpoint, 1)])],
+        &[(lease, &events)],
+        &end,
+    )
+    .await?;
+    assert!(lost.is_empty(), "{lost:?}");
+    assert_eq!(
+        latest(&pool, claimed.thread_id).await,
+        Some((checkpoint, Some(json!({"n": 1}))))
+    );
+    assert_eq!(
+        event_names(&pool, claimed.run_id()).await,
+        ["values", "end"]
+    );
+
+    let lost = write(
+        &mut *pool.acquire().await?,
+        &[(lease, &[described(checkpoint, 2)])],
+        &[(lease, &events)],
+        &end,
+    )
+    .await?;
+    assert_eq!(lost, [lease], "reported once");
+    assert_eq!(
+        latest(&pool, claimed.thread_id).await,
+        Some((checkpoint, Some(json!({"n": 1})))),
+        "the state described under an ended lease is not recorded"
+    );
+    assert_eq!(
+        event_names(&pool, claimed.run_id()).await,
+        ["values", "end"]
+    );
+    Ok(())
 }

@@ -7,7 +7,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::Result;
-use crate::claim::Lease;
+use crate::RunId;
+use crate::claim::{Lease, lost_leases, write_runs};
 
 /// The state at a checkpoint, as the api serves it.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,8 +30,8 @@ pub struct Described {
 }
 
 /// Records the states that runs' graphs described, each fenced by its run's lease, in one
-/// statement: the worker's publisher writes them in the transaction of the events sent after
-/// them, so a client that sees an event reads a state at least as new. Where a run describes a
+/// statement: the worker's publisher writes them in the statement of the events sent after them
+/// ([`crate::claim::write`]), so a client that sees an event reads a state at least as new. Where a run describes a
 /// checkpoint twice, the last description wins. Returns the leases found lost (nothing of theirs
 /// was written).
 ///
@@ -41,63 +42,12 @@ pub async fn describe_many(
     executor: impl sqlx::PgExecutor<'_>,
     batches: &[(Lease, &[Described])],
 ) -> Result<Vec<Lease>> {
-    let mut run_ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut checkpoint_ids = Vec::new();
-    let mut snapshots = Vec::new();
-    for (lease, described) in batches {
-        for one in *described {
-            run_ids.push(lease.run_id.0);
-            attempts.push(lease.attempt);
-            checkpoint_ids.push(one.checkpoint_id);
-            snapshots.push(&one.snapshot);
-        }
-    }
-    // N.B. As the checkpoint writes, the fence holds each run's row lock (`for key share`) for
-    // the statement, so no transition out of `running` commits between the check and the write.
-    let held = sqlx::query!(
-        r#"
-        with input as (
-            select distinct on (run_id, checkpoint_id) run_id, attempt, checkpoint_id, snapshot
-            from unnest($1::uuid[], $2::int[], $3::uuid[], $4::jsonb[]) with ordinality
-                as i(run_id, attempt, checkpoint_id, snapshot, ord)
-            order by run_id, checkpoint_id, ord desc
-        ),
-        held as (
-            select r.run_id, r.attempt, r.thread_id
-            from mostrador.runs r
-            where (r.run_id, r.attempt) in (select run_id, attempt from input)
-              and r.status = 'running'
-            for key share
-        ),
-        described as (
-            update mostrador.checkpoints c
-            set snapshot = i.snapshot
-            from input i
-            join held h on h.run_id = i.run_id and h.attempt = i.attempt
-            where c.thread_id = h.thread_id
-              and c.checkpoint_ns = ''
-              and c.checkpoint_id = i.checkpoint_id
-        )
-        select run_id as "run_id!", attempt as "attempt!"
-        from held
-        "#,
-        &run_ids,
-        &attempts,
-        &checkpoint_ids,
-        &snapshots as &[&Value],
-    )
-    .fetch_all(executor)
-    .await?;
-    Ok(batches
-        .iter()
-        .map(|(lease, _)| *lease)
-        .filter(|lease| {
-            !held
-                .iter()
-                .any(|row| row.run_id == lease.run_id.0 && row.attempt == lease.attempt)
-        })
-        .collect())
+    let done: Vec<RunId> = write_runs(executor, batches, &[], &[])
+        .await?
+        .into_iter()
+        .map(|(run_id, _)| run_id)
+        .collect();
+    Ok(lost_leases(batches.iter().map(|(lease, _)| *lease), &done))
 }
 
 /// A thread's root-namespace states, newest first: the one at `checkpoint_id` (or the latest),
