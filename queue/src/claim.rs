@@ -459,14 +459,22 @@ pub(crate) async fn write_runs(
               and (select count(*) from threads_locked) >= 0
             for key share
         ),
+        -- N.B. Each checkpoint by its whole primary key: with the run's thread and the
+        -- checkpoint in one relation (`offset 0` keeps it one), the plan cannot probe by the
+        -- checkpoint's id alone, reading every thread's entries (as a generic plan made on small
+        -- tables did).
         recorded as (
             update mostrador.checkpoints c
-            set snapshot = d.snapshot
-            from states d
-            join held h on h.run_id = d.run_id and h.attempt = d.attempt
-            where c.thread_id = h.thread_id
+            set snapshot = t.snapshot
+            from (
+                select h.thread_id, d.checkpoint_id, d.snapshot
+                from states d
+                join held h on h.run_id = d.run_id and h.attempt = d.attempt
+                offset 0
+            ) t
+            where c.thread_id = t.thread_id
               and c.checkpoint_ns = ''
-              and c.checkpoint_id = d.checkpoint_id
+              and c.checkpoint_id = t.checkpoint_id
         ),
         -- N.B. `for update`, not the plain update's `for no key update`: an ending must wait for
         -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`). Events
