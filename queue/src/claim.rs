@@ -552,13 +552,18 @@ pub(crate) async fn write_runs(
             w.run_id as "run_id!: RunId",
             w.event_seq as "last_seq?",
             case
+                -- N.B. Probed through `runs_thread_active_idx`, the one index whose predicate
+                -- this one implies: as `status = 'pending'`, a generic plan made on a small table
+                -- read every pending run's entry of `runs_pending_owner_idx` on every ending. (The
+                -- snapshot still sees the ended run running; a thread runs one run at a time.)
                 when w.released or (
                     w.ended <> 'pending'
                     and exists (
                         select 1
                         from mostrador.runs q
                         where q.thread_id = w.thread_id
-                          and q.status = 'pending'
+                          and q.status in ('pending', 'running')
+                          and q.run_id <> w.run_id
                     )
                 ) then pg_notify($13, w.graph_id)::text
             end as "woken"
