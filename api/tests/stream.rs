@@ -2,7 +2,7 @@
 //! filtered by stream mode, ended by `end`; and `join` answering the final state. The events are
 //! written with the queue's own functions, as a worker writes them.
 
-use mostrador_queue::claim::{After, Ending};
+use mostrador_queue::ending::{After, Ending};
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};

@@ -2,7 +2,7 @@
 //! visible only to whoever sees the thread. The events are written with the queue's own functions,
 //! as a worker writes them.
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use std::time::Duration;
 
 use axum::body::BodyDataStream;

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use mostrador_queue::claim::{End, Ending, end_many};
 use mostrador_queue::db::{DbConfig, claimer};
+use mostrador_queue::ending::{End, Ending, end_many};
 use mostrador_queue::listener::Queued;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread, Thread};

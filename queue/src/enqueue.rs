@@ -1,9 +1,8 @@
 //! Enqueueing runs: one at a time (locking the thread, applying its multitask strategy, bounded
-//! by the graph's queue limit) or in batches of one statement, waking the claimers.
+//! by the graph's queue limit) or in batches of one statement ([`batch`]), waking the claimers.
 
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::{Acquire, PgConnection, Postgres};
 use uuid::Uuid;
 
@@ -13,6 +12,10 @@ use crate::listener::RUNS_CHANNEL;
 use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus};
 use crate::thread::{NewThread, Thread, ThreadId};
 use crate::{Error, Result};
+
+mod batch;
+
+pub use batch::enqueue_batch;
 
 /// The bounds a caller's runs are enqueued under: a per-graph bound on pending runs, for those due
 /// now and, apart, for those delayed to later (over it, [`Error::Backpressure`]); each caller's
@@ -96,14 +99,20 @@ pub(crate) async fn enqueue_on(
     if let Some(limit) = limit {
         limit.check_delay(new)?;
     }
-    if new.multitask_strategy == MultitaskStrategy::Enqueue {
-        // Queued behind whatever the thread has in flight: nothing to read first.
-        let run = insert(conn, new, limit).await?;
-        return Ok(Enqueued {
-            run,
-            cancelled: Vec::new(),
-        });
-    }
+    // What the strategy does to the runs the thread has in flight: none refuses the run.
+    let action = match new.multitask_strategy {
+        MultitaskStrategy::Enqueue => {
+            // Queued behind whatever the thread has in flight: nothing to read first.
+            let run = insert(conn, new, limit).await?;
+            return Ok(Enqueued {
+                run,
+                cancelled: Vec::new(),
+            });
+        }
+        MultitaskStrategy::Reject => None,
+        MultitaskStrategy::Interrupt => Some(CancelAction::Interrupt),
+        MultitaskStrategy::Rollback => Some(CancelAction::Rollback),
+    };
 
     let mut tx = conn.begin().await?;
     // The thread's row lock serializes enqueues on one thread, so two `reject` runs cannot both
@@ -147,20 +156,15 @@ pub(crate) async fn enqueue_on(
     .into_iter()
     .map(RunId)
     .collect();
-    let cancelled = match (new.multitask_strategy, in_flight.first()) {
-        (_, None) | (MultitaskStrategy::Enqueue, _) => Vec::new(),
-        (MultitaskStrategy::Reject, Some(run_id)) => {
+    let cancelled = match (action, in_flight.first()) {
+        (_, None) => Vec::new(),
+        (None, Some(run_id)) => {
             return Err(Error::Conflict {
                 thread_id: new.thread_id,
                 run_id: *run_id,
             });
         }
-        (MultitaskStrategy::Interrupt, Some(_)) => {
-            cancel_in_tx(&mut tx, new.thread_id, &in_flight, CancelAction::Interrupt).await?
-        }
-        (MultitaskStrategy::Rollback, Some(_)) => {
-            cancel_in_tx(&mut tx, new.thread_id, &in_flight, CancelAction::Rollback).await?
-        }
+        (Some(action), Some(_)) => cancel_in_tx(&mut tx, new.thread_id, &in_flight, action).await?,
     };
     let run = insert(&mut tx, new, limit).await?;
     tx.commit().await?;
@@ -403,241 +407,6 @@ pub async fn enqueue_on_new_threads<'a>(
     }
     tx.commit().await?;
     Ok(Some(enqueued))
-}
-
-/// Enqueues many runs with one insert statement and one NOTIFY per graph, for batch schedulers.
-/// Runs queue behind whatever their threads have in flight (the `enqueue` strategy), whatever
-/// their `multitask_strategy` says. `limit` bounds the graphs' queues and the delays; the callers'
-/// shares are [`enqueue`]'s, for runs callers ask for one by one.
-///
-/// # Errors
-///
-/// [`Error::ThreadNotFound`] or [`Error::GraphMismatch`] for the first run whose thread is
-/// missing or of another graph, [`Error::Backpressure`] when the batch would take any graph over
-/// `limit`, [`Error::Invalid`]. On any error nothing was written.
-pub async fn enqueue_batch<'a>(
-    db: impl Acquire<'a, Database = Postgres>,
-    news: &[NewRun],
-    limit: Option<QueueLimit>,
-) -> Result<Vec<RunId>> {
-    let n = news.len();
-    let mut run_ids = Vec::with_capacity(n);
-    let mut thread_ids = Vec::with_capacity(n);
-    let mut graph_ids = Vec::with_capacity(n);
-    let mut inputs = Vec::with_capacity(n);
-    let mut commands = Vec::with_capacity(n);
-    let mut configs = Vec::with_capacity(n);
-    let mut metadatas = Vec::with_capacity(n);
-    let mut strategies = Vec::with_capacity(n);
-    let mut priorities = Vec::with_capacity(n);
-    let mut afters = Vec::with_capacity(n);
-    let mut max_attempts = Vec::with_capacity(n);
-    let mut trace_ids = Vec::with_capacity(n);
-    let mut stream_modes = Vec::with_capacity(n);
-    let mut webhooks = Vec::with_capacity(n);
-    for new in news {
-        new.validate()?;
-        run_ids.push(Uuid::now_v7());
-        thread_ids.push(new.thread_id.0);
-        graph_ids.push(new.graph_id.clone());
-        inputs.push(new.input.clone());
-        commands.push(new.command.clone());
-        configs.push(new.config.clone());
-        metadatas.push(new.metadata.clone());
-        strategies.push(new.multitask_strategy);
-        priorities.push(new.priority);
-        afters.push(new.after.as_secs_f64());
-        max_attempts.push(new.max_attempts);
-        trace_ids.push(new.trace_id.clone());
-        // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
-        stream_modes.push(new.stream_mode_names().join(","));
-        webhooks.push(new.webhook.clone());
-    }
-
-    let mut tx = db.begin().await?;
-    if let Some(limit) = limit {
-        for new in news {
-            limit.check_delay(new)?;
-        }
-        // Due and delayed runs count against budgets of their own, per graph.
-        let mut per_graph: Vec<(&str, bool, i64)> = Vec::new();
-        for new in news {
-            let delayed = !new.after.is_zero();
-            match per_graph
-                .iter_mut()
-                .find(|(g, d, _)| *g == new.graph_id && *d == delayed)
-            {
-                Some((_, _, count)) => *count += 1,
-                None => per_graph.push((&new.graph_id, delayed, 1)),
-            }
-        }
-        for (graph_id, delayed, count) in per_graph {
-            check_limit(&mut tx, graph_id, delayed, count, limit).await?;
-        }
-    }
-
-    // The join drops runs whose thread is missing, deleted or of another graph; the count tells.
-    // `order by ord` keeps `seq` in input order, so runs of one thread run in the order given.
-    let inserted = sqlx::query_scalar!(
-        r#"
-        with input as (
-            select *
-            from unnest(
-                $1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[],
-                $7::jsonb[], $8::mostrador.multitask_strategy[], $9::int[], $10::float8[],
-                $11::int[], $12::text[], $13::text[], $14::text[]
-            ) with ordinality as i(
-                run_id, thread_id, graph_id, input, command, config, metadata,
-                multitask_strategy, priority, after_secs, max_attempts, trace_id, stream_mode,
-                webhook, ord
-            )
-        ),
-        inserted as (
-            insert into mostrador.runs (
-                run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-                priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook
-            )
-            select
-                i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
-                i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
-                i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
-                string_to_array(i.stream_mode, ','), t.owner, i.webhook
-            from input i
-            -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
-            -- generic plan of this prepared statement may probe threads by graph_id instead
-            -- (measured: 30 times slower with 20,000 threads of one graph).
-            cross join lateral (
-                select t.graph_id, t.owner
-                from mostrador.threads t
-                where t.thread_id = i.thread_id
-                  and t.deleted_at is null
-                offset 0
-            ) t
-            where t.graph_id = i.graph_id
-            order by i.ord
-            returning 1
-        )
-        select count(*) as "n!"
-        from inserted
-        "#,
-        &run_ids,
-        &thread_ids,
-        &graph_ids,
-        &inputs as &[Option<Value>],
-        &commands as &[Option<Value>],
-        &configs,
-        &metadatas,
-        &strategies as &[MultitaskStrategy],
-        &priorities,
-        &afters,
-        &max_attempts,
-        &trace_ids as &[Option<String>],
-        &stream_modes,
-        &webhooks as &[Option<String>],
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-
-    if inserted != n as i64 {
-        // Find the first offender to name it; the transaction rolls back on return.
-        for new in news {
-            let thread_graph_id = sqlx::query_scalar!(
-                r#"
-                select graph_id
-                from mostrador.threads
-                where thread_id = $1
-                  and deleted_at is null
-                "#,
-                new.thread_id.0
-            )
-            .fetch_optional(&mut *tx)
-            .await?;
-            match thread_graph_id {
-                None => return Err(Error::ThreadNotFound(new.thread_id)),
-                Some(None) => {
-                    return Err(Error::Invalid {
-                        field: "runs",
-                        reason: format!(
-                            "thread {} has no graph yet: a batch only enqueues on threads created \
-                             with a graph or bound by a run",
-                            new.thread_id
-                        ),
-                    });
-                }
-                Some(Some(thread_graph_id)) if thread_graph_id != new.graph_id => {
-                    return Err(Error::GraphMismatch {
-                        thread_id: new.thread_id,
-                        thread_graph_id,
-                        graph_id: new.graph_id.clone(),
-                    });
-                }
-                Some(Some(_)) => {}
-            }
-        }
-        // Every thread checks out now although one did not during the insert: it changed in
-        // between. Nothing was written; the caller may retry.
-        return Err(Error::Invalid {
-            field: "runs",
-            reason: "a thread changed while the batch was enqueued; retry".into(),
-        });
-    }
-    let mut woken: Vec<&str> = news
-        .iter()
-        .filter(|new| new.after.is_zero())
-        .map(|new| new.graph_id.as_str())
-        .collect();
-    woken.sort_unstable();
-    woken.dedup();
-    notify_queued(&mut tx, &woken).await?;
-    tx.commit().await?;
-    Ok(run_ids.into_iter().map(RunId).collect())
-}
-
-/// Wakes the claimers of these graphs when the transaction commits.
-async fn notify_queued(conn: &mut PgConnection, graph_ids: &[&str]) -> Result {
-    if graph_ids.is_empty() {
-        return Ok(());
-    }
-    sqlx::query!(
-        "select pg_notify($1, graph_id) from unnest($2::text[]) as graph_id",
-        RUNS_CHANNEL,
-        graph_ids as &[&str],
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Fails with [`Error::Backpressure`] when `adding` more pending runs would take `graph_id` over
-/// its limit. Runs due now and runs delayed to later (`delayed`) have a budget each, so a flood
-/// of delayed runs never holds up the runs due now. Counts at most `max_pending` rows, so the
-/// check costs the limit, not the backlog.
-async fn check_limit(
-    conn: &mut PgConnection,
-    graph_id: &str,
-    delayed: bool,
-    adding: i64,
-    limit: QueueLimit,
-) -> Result {
-    let pending = sqlx::query_scalar!(
-        r#"
-        select count(*) as "n!"
-        from (
-            select 1
-            from mostrador.runs
-            where status = 'pending'
-              and graph_id = $1
-              and (available_at > now()) = $3
-            limit $2
-        ) p
-        "#,
-        graph_id,
-        limit.max_pending,
-        delayed,
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    within_limit(graph_id, pending, adding, limit)
 }
 
 /// Fails with [`Error::Backpressure`] when `adding` runs to the graph's `pending` would pass its

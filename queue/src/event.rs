@@ -8,8 +8,9 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use sqlx::{Connection, PgExecutor, PgPool};
 
-use crate::claim::{After, End, Lease, lost_leases, write, write_runs};
+use crate::claim::Lease;
 use crate::db::Connections;
+use crate::ending::{After, End, lost_leases, write, write_runs};
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
 use crate::saver::Described;
@@ -293,7 +294,7 @@ pub async fn now_on_thread(
     })
 }
 
-/// What a worker's publisher writes at once, in one statement ([`crate::claim::write`]; one
+/// What a worker's publisher writes at once, in one statement ([`crate::ending::write`]; one
 /// transaction when a run is rolled back): the described states of Python graphs' checkpoints,
 /// the events, then the runs' endings (after which nothing may be appended). Returns the leases
 /// found lost. The publisher's writes follow each other on one [`Connections::kept`].

@@ -13,8 +13,10 @@
 //! * [`enqueue`]: enqueueing runs one at a time (under the thread's lock: its multitask strategy,
 //!   the graph's queue limit, the caller's share and fair order) or in batches.
 //! * [`cancel`](mod@cancel): cancelling a pending or running run, or many at once.
-//! * [`claim`](mod@claim): `claim`, and the one way out of a claim: a [`ClaimedRun`]'s `Ending`
-//!   (success, pause, cancel, timeout, failure, release, rollback), written fenced by `end_many`.
+//! * [`claim`](mod@claim): `claim`, the one statement that makes a [`ClaimedRun`] and its [`Lease`].
+//! * [`ending`]: the one way out of a claim: a [`ClaimedRun`]'s `Ending` (success, pause, cancel,
+//!   timeout, failure, release, rollback), written fenced by `end_many`, or by the publisher's
+//!   `write` with events and described states in one statement.
 //! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
 //! * [`cron`]: crons, and the scheduler's tick that enqueues their due runs.
 //! * [`effects`]: effects outside the state (a refund), recorded once per idempotency key.
@@ -50,6 +52,7 @@ pub mod claim;
 pub mod cron;
 pub mod db;
 pub mod effects;
+pub mod ending;
 pub mod enqueue;
 pub mod event;
 pub mod files;

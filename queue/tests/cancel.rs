@@ -1,7 +1,7 @@
 //! Cancelling a run: pending runs end at once, running runs are signalled to their holder.
 
 use mostrador_queue::cancel::{CancelOutcome, cancel};
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use mostrador_queue::listener::Control;
 use mostrador_queue::run;
 use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId};

@@ -7,7 +7,7 @@ use mostrador_graph::{
     Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, RunResult, START,
     StateGraph,
 };
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use std::time::Duration;
 
 use mostrador_queue::event::{self, NewEvent};

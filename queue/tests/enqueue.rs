@@ -1,7 +1,7 @@
 //! Enqueue: multitask strategies (what a new run does to the runs in flight on its thread),
 //! batches and backpressure.
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use std::time::Duration;
 
 use mostrador_queue::CancelOutcome;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::claim::{After, Ending, end_many, retry_backoff, write};
+use mostrador_queue::ending::{After, Ending, end_many, retry_backoff, write};
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::run::{self, NewRun};

@@ -1,6 +1,6 @@
 //! Retention deletes whole threads idle longer than their graph's policy, and nothing else.
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::retention::{self, Report, Sweep};
 use mostrador_queue::run::NewRun;

@@ -2,7 +2,7 @@
 //! run's lease, and a thread's state is the newest one described while its run is in flight.
 
 use mostrador_queue::Error;
-use mostrador_queue::claim::{Ending, write};
+use mostrador_queue::ending::{Ending, write};
 use mostrador_queue::event::NewEvent;
 use mostrador_queue::lease::sweep;
 use mostrador_queue::saver::{

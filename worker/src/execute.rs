@@ -15,7 +15,7 @@ use mostrador_graph::{
     RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode,
 };
 use mostrador_queue::PgPool;
-use mostrador_queue::claim::{After, Ending};
+use mostrador_queue::ending::{After, Ending};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
 };

@@ -5,7 +5,7 @@
 //! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
 //! So runs never write their events, nor their endings, themselves. They buffer events; the
 //! publisher takes every buffer and every ending waiting at that moment and writes them with one
-//! statement (`claim::write`), so a run's last events and its ending always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
+//! statement (`ending::write`), so a run's last events and its ending always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
 //! run's first event and its ending are written at once, since clients wait for them. Whatever
 //! arrives while a transaction commits goes in the next one: a busy worker batches by itself, an
 //! idle one answers at the speed of one commit.
@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::RunControl;
-use mostrador_queue::claim::{After, End};
 use mostrador_queue::db::{self, Connections};
+use mostrador_queue::ending::{After, End};
 use mostrador_queue::event;
 use mostrador_queue::saver::Described;
 use mostrador_queue::{Lease, NewEvent, RunId};

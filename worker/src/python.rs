@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use mostrador_queue::saver::{Saver, Write};
 use mostrador_queue::{ClaimedRun, Error as QueueError, NewEvent, RunId};
 use serde_json::{Value, json};

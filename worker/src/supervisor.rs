@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
-use mostrador_queue::claim::{End, Ending, end_many};
 use mostrador_queue::db::{Connections, claimer};
+use mostrador_queue::ending::{End, Ending, end_many};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};

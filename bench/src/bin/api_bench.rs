@@ -17,7 +17,7 @@
 //!   503 with `Retry-After` (never a 500), the api's memory is sampled throughout, and the 2,000
 //!   streams still get the next event.
 
-use mostrador_queue::claim::Ending;
+use mostrador_queue::ending::Ending;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
