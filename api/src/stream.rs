@@ -14,6 +14,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use mostrador_queue::event::EventFollower;
+use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::{CancelAction, Error as QueueError, Run};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -163,14 +164,14 @@ pub fn events(
     state: &AppState,
     slot: Subscriber,
     run: &Run,
-    after_seq: i64,
+    start: Start,
     modes: Option<Vec<String>>,
     messages: Messages,
     on_disconnect: OnDisconnect,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
     let (state, run) = (state.clone(), run.clone());
     respond(slot, move |sender| async move {
-        let gone = follow(&state, &run, after_seq, modes, messages, sender).await;
+        let gone = follow(&state, &run, start, modes, messages, sender).await;
         if gone {
             on_disconnect.client_gone(&state, &run).await;
         }
@@ -220,11 +221,40 @@ pub(crate) async fn send(
     }
 }
 
+/// Where a follower of a run's events starts.
+#[derive(Debug)]
+pub enum Start {
+    /// After this `seq` of the run's log (0: at its first event): the log is read first.
+    After(i64),
+    /// At its first event, subscribed to before the run was enqueued: nothing to read first (a
+    /// run's `wait` or `stream` as it is created).
+    New(RunSubscription),
+}
+
+impl Start {
+    /// A follower of `run`'s events from here.
+    pub(crate) async fn follower(
+        self,
+        state: &AppState,
+        run: &Run,
+    ) -> Result<EventFollower, QueueError> {
+        match self {
+            Start::After(seq) => {
+                EventFollower::start(state.pool().clone(), state.listener(), run.run_id, seq).await
+            }
+            Start::New(subscription) => Ok(EventFollower::of_new_run(
+                state.pool().clone(),
+                subscription,
+            )),
+        }
+    }
+}
+
 /// Sends the run's events until `end`, a shutdown, or a client that went away (`true`).
 async fn follow(
     state: &AppState,
     run: &Run,
-    after_seq: i64,
+    start: Start,
     modes: Option<Vec<String>>,
     messages: Messages,
     sender: mpsc::Sender<Event>,
@@ -241,15 +271,12 @@ async fn follow(
     // Partial messages accumulate every chunk of a message: a resumed stream re-reads the log
     // from the start and sends only what follows `after_seq`.
     let mut partial = (messages == Messages::Partial).then(Accumulated::default);
-    let from = if partial.is_some() { 0 } else { after_seq };
-    let mut follower = match EventFollower::start(
-        state.pool().clone(),
-        state.listener(),
-        run.run_id,
-        from,
-    )
-    .await
-    {
+    let (after_seq, start) = match start {
+        Start::After(seq) if partial.is_some() => (seq, Start::After(0)),
+        Start::After(seq) => (seq, Start::After(seq)),
+        Start::New(subscription) => (0, Start::New(subscription)),
+    };
+    let mut follower = match start.follower(state, run).await {
         Ok(follower) => follower,
         Err(err) => {
             let _ = sender.send(error_event(&err)).await;

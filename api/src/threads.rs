@@ -94,17 +94,18 @@ pub async fn create(
         tenant: caller.tenant.clone(),
         metadata: Value::Object(metadata),
     };
+    // A thread this request created had no state when it was created: nothing to read.
     let Some(thread_id) = chosen else {
         let thread = thread::create(state.pool(), &new)
             .await
             .map_err(crate::runs::queue_error)?;
-        return Ok(Json(thread_answer(&state, &thread).await?));
+        return Ok(Json(thread_without_state(&thread)));
     };
     if let Some(thread) = thread::create_with_id(state.pool(), thread_id, &new)
         .await
         .map_err(crate::runs::queue_error)?
     {
-        return Ok(Json(thread_answer(&state, &thread).await?));
+        return Ok(Json(thread_without_state(&thread)));
     }
     // Taken. `do_nothing` answers the caller's own thread as it is; whoever else's it is, the
     // answer is the same conflict, which says nothing but "taken".

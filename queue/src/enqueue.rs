@@ -288,7 +288,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                 finished_at
             from inserted
             "#,
-            Uuid::now_v7(),
+            new.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0),
             new.thread_id.0,
             new.graph_id,
             new.input,

@@ -125,6 +125,22 @@ impl EventFollower {
         Ok(follower)
     }
 
+    /// Follows a run from its first event without reading its log: `subscription` was made
+    /// before the run was enqueued (with the id the caller chose, [`crate::NewRun::run_id`]), so
+    /// the log held nothing the subscription will not be told of. Every event the run commits is
+    /// notified after the subscription, and one the listener misses (a reconnect, a lag, a
+    /// notification too large to carry its event) makes the follower re-read, as [`Self::start`]'s
+    /// does.
+    pub fn of_new_run(pool: PgPool, subscription: RunSubscription) -> Self {
+        Self {
+            pool,
+            subscription,
+            last_seq: 0,
+            backlog: VecDeque::new(),
+            more_in_log: false,
+        }
+    }
+
     /// The `seq` of the last event delivered.
     pub fn last_seq(&self) -> i64 {
         self.last_seq

@@ -154,6 +154,10 @@ pub struct Run {
 /// What a caller decides about a new run.
 #[derive(Debug, Clone)]
 pub struct NewRun {
+    /// The id the caller chose: its follower subscribed to the run's events before the run
+    /// existed, and reads no log ([`crate::event::EventFollower::of_new_run`]). `None`: a new one.
+    /// Enqueueing the same id twice is refused by the table's primary key, as a bug.
+    pub run_id: Option<RunId>,
     pub thread_id: ThreadId,
     pub graph_id: String,
     pub input: Option<Value>,
@@ -176,6 +180,7 @@ pub struct NewRun {
 impl NewRun {
     pub fn new(thread_id: ThreadId, graph_id: impl Into<String>) -> Self {
         Self {
+            run_id: None,
             thread_id,
             graph_id: graph_id.into(),
             input: None,

@@ -2,12 +2,14 @@
 
 use mostrador_queue::event::{self, EventFollower, NewEvent};
 use mostrador_queue::listener::Queued;
-use mostrador_queue::{Listener, RunEvent};
+use mostrador_queue::run::RunId;
+use mostrador_queue::{Listener, NewRun, RunEvent};
 use serde_json::json;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
+use uuid::Uuid;
 
-use crate::support::{claim_one, new_run, new_worker, within};
+use crate::support::{GRAPH, claim_one, enqueue, new_run, new_thread, new_worker, within};
 
 /// Follows a run until `last` and returns the `seq`s received.
 fn follow_until(
@@ -123,5 +125,56 @@ async fn follower_of_a_rolled_back_run_ends_with_not_found(pool: PgPool) -> anyh
     assert_eq!(outcome, mostrador_queue::CancelOutcome::Deleted);
     let res = within(follower.next()).await;
     assert!(matches!(res, Err(mostrador_queue::Error::RunNotFound(id)) if id == run.run_id));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_follower_subscribed_before_its_run_existed_reads_no_log_and_misses_nothing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let thread = new_thread(&pool).await;
+    let run_id = RunId(Uuid::now_v7());
+    // Subscribed before the run exists; its follower's pool is closed, so a read would fail.
+    let subscription = listener.subscribe_run(run_id);
+    let closed = PgPool::connect_lazy_with((*pool.connect_options()).clone());
+    closed.close().await;
+    let mut unread = EventFollower::of_new_run(closed, subscription);
+    let run = enqueue(
+        &pool,
+        NewRun {
+            run_id: Some(run_id),
+            ..NewRun::new(thread.thread_id, GRAPH)
+        },
+    )
+    .await;
+    assert_eq!(run.run_id, run_id, "the run has the id its caller chose");
+    // A second follower of the same kind, with a pool that reads: it is made to re-read by an
+    // event too large for its notification and by a listener reconnect, and still gets each once.
+    let rereading = EventFollower::of_new_run(pool.clone(), listener.subscribe_run(run_id));
+    let following = tokio::spawn(follow_until(rereading, 4));
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    for n in 1..=2 {
+        event::append(
+            &pool,
+            claimed.lease(),
+            &[NewEvent::new("custom", json!({"n": n}))],
+        )
+        .await?;
+        let event = within(unread.next()).await?.expect("an event");
+        assert_eq!((event.seq, event.data["n"].as_i64()), (n, Some(n)));
+    }
+    let big = NewEvent::new("values", json!({"text": "x".repeat(20_000)}));
+    event::append(&pool, claimed.lease(), &[big]).await?;
+    let mut reconnects = listener.queued();
+    let killed: bool = sqlx::query_scalar("select pg_terminate_backend($1)")
+        .bind(listener.backend_pid())
+        .fetch_one(&pool)
+        .await?;
+    assert!(killed);
+    event::append(&pool, claimed.lease(), &[NewEvent::new("end", json!(null))]).await?;
+    while within(reconnects.recv()).await? != Queued::Reconnected {}
+    assert_eq!(within(following).await??, vec![1, 2, 3, 4]);
     Ok(())
 }

@@ -7,7 +7,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_graph::{Graph, StreamMode};
-use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
+use mostrador_queue::listener::RunSubscription;
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
 use mostrador_queue::thread::NewThread;
 use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
 use serde::{Deserialize, Serialize};
@@ -26,7 +27,7 @@ use crate::authorize::{may_decide, may_start, may_write, visible_thread};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::openapi::fields;
-use crate::stream;
+use crate::stream::{self, Start};
 use crate::wire;
 
 /// One stream mode or a list of them.
@@ -155,6 +156,8 @@ pub struct Accepted {
     pub thread: Thread,
     pub assistant: Assistant,
     pub run: Run,
+    /// Its events, subscribed to before it was enqueued: a follower of them reads no log first.
+    pub events: RunSubscription,
 }
 
 /// Validates, authorizes and enqueues a run on a thread.
@@ -196,7 +199,7 @@ pub async fn accept(
         if resumes(&new) {
             return Err(nothing_to_resume());
         }
-        return create_and_enqueue(state, caller, assistant, &new).await;
+        return create_and_enqueue(state, caller, assistant, new).await;
     };
     let names_one = [&body.checkpoint_id, &body.checkpoint]
         .into_iter()
@@ -237,6 +240,7 @@ pub async fn accept(
     if !answers {
         may_write(caller, &thread)?;
     }
+    let (new, events) = subscribed(state, new);
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
     let run = enqueued.map_err(|err| refused(state, caller, err))?.run;
     state.metrics().runs_created.inc();
@@ -244,7 +248,20 @@ pub async fn accept(
         thread,
         assistant,
         run,
+        events,
     })
+}
+
+/// The run `new` will be, with an id chosen here and its events subscribed to before it is
+/// enqueued.
+fn subscribed(state: &AppState, new: NewRun) -> (NewRun, RunSubscription) {
+    let run_id = RunId(Uuid::now_v7());
+    let events = state.listener().subscribe_run(run_id);
+    let new = NewRun {
+        run_id: Some(run_id),
+        ..new
+    };
+    (new, events)
 }
 
 /// Whether the run answers an interrupt (`command.resume`).
@@ -286,28 +303,27 @@ async fn create_and_enqueue(
     state: &AppState,
     caller: &Caller,
     assistant: Assistant,
-    new: &NewRun,
+    new: NewRun,
 ) -> Result<Accepted, ApiError> {
+    let (new, events) = subscribed(state, new);
     let owned = NewThread {
         graph_id: None,
         owner: caller.subject.clone(),
         tenant: caller.tenant.clone(),
         metadata: json!({}),
     };
-    let mut created = run::enqueue_on_new_threads(
-        state.pool(),
-        &[(owned, new.clone())],
-        Some(state.queue_limit()),
-    )
-    .await
-    .map_err(|err| refused(state, caller, err))?
-    .ok_or_else(crate::threads::thread_taken)?;
+    let mut created =
+        run::enqueue_on_new_threads(state.pool(), &[(owned, new)], Some(state.queue_limit()))
+            .await
+            .map_err(|err| refused(state, caller, err))?
+            .ok_or_else(crate::threads::thread_taken)?;
     let (thread, enqueued) = created.pop().expect("one run");
     state.metrics().runs_created.inc();
     Ok(Accepted {
         thread,
         assistant,
         run: enqueued.run,
+        events,
     })
 }
 
@@ -345,6 +361,7 @@ async fn accept_stateless(
     state.within_share(caller)?;
     let mut runs = Vec::with_capacity(bodies.len());
     let mut assistants = Vec::with_capacity(bodies.len());
+    let mut subscriptions = Vec::with_capacity(bodies.len());
     for body in bodies {
         let assistant = resolve_assistant(state, caller, &body).await?;
         if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
@@ -371,8 +388,10 @@ async fn accept_stateless(
             graph,
             None,
         )?;
+        let (new, events) = subscribed(state, new);
         runs.push((new_thread, new));
         assistants.push(assistant);
+        subscriptions.push(events);
     }
     let created = run::enqueue_on_new_threads(state.pool(), &runs, Some(state.queue_limit()))
         .await
@@ -382,10 +401,12 @@ async fn accept_stateless(
     Ok(created
         .into_iter()
         .zip(assistants)
-        .map(|((thread, enqueued), assistant)| Accepted {
+        .zip(subscriptions)
+        .map(|(((thread, enqueued), assistant), events)| Accepted {
             thread,
             assistant,
             run: enqueued.run,
+            events,
         })
         .collect())
 }
@@ -425,9 +446,16 @@ pub async fn wait_stateless(
     let delete = delete_on_completion(&body)?;
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let mut accepted = accept_stateless(&state, &caller, vec![body]).await?;
-    let run = accepted.remove(0).run;
-    Ok(waiting(state, slot, run, delete, on_disconnect))
+    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let Accepted { run, events, .. } = accepted.into_iter().next().expect("one run");
+    Ok(waiting(
+        state,
+        slot,
+        run,
+        Start::New(events),
+        delete,
+        on_disconnect,
+    ))
 }
 
 /// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
@@ -441,9 +469,10 @@ pub async fn stream_stateless(
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
     let accepted = accept_stateless(&state, &caller, vec![body]).await?;
-    let run = &accepted[0].run;
-    let events = stream::events(&state, slot, run, 0, None, messages, on_disconnect);
-    Ok((rejoin_location(run, "stream"), events).into_response())
+    let Accepted { run, events, .. } = accepted.into_iter().next().expect("one run");
+    let start = Start::New(events);
+    let events = stream::events(&state, slot, &run, start, None, messages, on_disconnect);
+    Ok((rejoin_location(&run, "stream"), events).into_response())
 }
 
 /// `rust`: the graph, when the Rust engine runs it (the nodes and channels a run names must be

@@ -6,7 +6,6 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_graph::checkpoint::INTERRUPT;
-use mostrador_queue::event::EventFollower;
 use mostrador_queue::run::{self};
 use mostrador_queue::thread::{self};
 use mostrador_queue::{Run, RunStatus};
@@ -18,7 +17,7 @@ use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Body;
-use crate::stream;
+use crate::stream::{self, Start};
 
 pub async fn create_and_stream(
     State(state): State<AppState>,
@@ -35,7 +34,7 @@ pub async fn create_and_stream(
         &state,
         slot,
         &accepted.run,
-        0,
+        Start::New(accepted.events),
         None,
         messages,
         on_disconnect,
@@ -58,7 +57,15 @@ pub async fn join_stream(
     let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
     let slot = stream::slot(&state, &caller)?;
-    let events = stream::events(&state, slot, &run, after, modes, messages, on_disconnect);
+    let events = stream::events(
+        &state,
+        slot,
+        &run,
+        Start::After(after),
+        modes,
+        messages,
+        on_disconnect,
+    );
     // Where the SDK reconnects by itself should this connection drop too.
     Ok((rejoin_location(&run, "stream"), events).into_response())
 }
@@ -120,7 +127,15 @@ pub async fn create_and_wait(
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
     let accepted = accept(&state, &caller, &thread_id, body).await?;
-    Ok(waiting(state, slot, accepted.run, false, on_disconnect))
+    let start = Start::New(accepted.events);
+    Ok(waiting(
+        state,
+        slot,
+        accepted.run,
+        start,
+        false,
+        on_disconnect,
+    ))
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: wait for the end, answer the final state;
@@ -134,7 +149,14 @@ pub async fn join(
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
     let on_disconnect = cancel_on_disconnect(query.as_deref());
     let slot = stream::slot(&state, &caller)?;
-    Ok(waiting(state, slot, run, false, on_disconnect))
+    Ok(waiting(
+        state,
+        slot,
+        run,
+        Start::After(0),
+        false,
+        on_disconnect,
+    ))
 }
 
 /// How often a waiting answer sends a blank line, so the client (it gives up after 300 s of
@@ -148,13 +170,14 @@ pub(super) fn waiting(
     state: AppState,
     slot: Subscriber,
     run: Run,
+    start: Start,
     delete_thread: bool,
     on_disconnect: stream::OnDisconnect,
 ) -> Response {
     let headers = rejoin_location(&run, "join");
     let (sender, receiver) = tokio::sync::mpsc::channel::<axum::body::Bytes>(4);
     tokio::spawn(async move {
-        let result = until_ended(&state, &run);
+        let result = until_ended(&state, &run, start);
         tokio::pin!(result);
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + WAIT_KEEP_ALIVE,
@@ -212,15 +235,13 @@ pub(super) fn waiting(
 /// Waits for the run's `end`, then answers as the official server does: the thread's values,
 /// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
 pub(crate) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {
-    let result = until_ended(state, run).await?;
+    let result = until_ended(state, run, Start::After(0)).await?;
     answer(state, run, result).await
 }
 
 /// What the run streamed, once it ended. An error: it may not have (the api shuts down).
-async fn until_ended(state: &AppState, run: &Run) -> Result<RunResult, ApiError> {
-    let mut follower = EventFollower::start(state.pool().clone(), state.listener(), run.run_id, 0)
-        .await
-        .map_err(queue_error)?;
+async fn until_ended(state: &AppState, run: &Run, start: Start) -> Result<RunResult, ApiError> {
+    let mut follower = start.follower(state, run).await.map_err(queue_error)?;
     let mut shutdown = state.shutdown_signal();
     let mut result = RunResult::default();
     loop {

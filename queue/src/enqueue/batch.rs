@@ -42,7 +42,7 @@ pub async fn enqueue_batch<'a>(
     let mut webhooks = Vec::with_capacity(n);
     for new in news {
         new.validate()?;
-        run_ids.push(Uuid::now_v7());
+        run_ids.push(new.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0));
         thread_ids.push(new.thread_id.0);
         graph_ids.push(new.graph_id.clone());
         inputs.push(new.input.clone());
