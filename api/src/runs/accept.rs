@@ -156,11 +156,20 @@ pub struct Accepted {
     pub thread: Thread,
     pub assistant: Assistant,
     pub run: Run,
-    /// Its events, subscribed to before it was enqueued: a follower of them reads no log first.
-    pub events: RunSubscription,
+    /// Its events, subscribed to before it was enqueued when the request follows it: a follower
+    /// of them reads no log first.
+    pub events: Option<RunSubscription>,
 }
 
-/// Validates, authorizes and enqueues a run on a thread.
+impl Accepted {
+    /// Where a follower of the run's events starts.
+    pub fn start(&mut self) -> Start {
+        self.events.take().map_or(Start::After(0), Start::New)
+    }
+}
+
+/// Validates, authorizes and enqueues a run on a thread; `follows` when the request follows the
+/// run it creates (a wait, a stream).
 ///
 /// # Errors
 ///
@@ -172,6 +181,7 @@ pub async fn accept(
     caller: &Caller,
     thread_id: &str,
     body: CreateRun,
+    follows: bool,
 ) -> Result<Accepted, ApiError> {
     let create = body.if_not_exists.as_deref() == Some("create");
     let found = visible_thread(state, caller, thread_id).await;
@@ -199,7 +209,7 @@ pub async fn accept(
         if resumes(&new) {
             return Err(nothing_to_resume());
         }
-        return create_and_enqueue(state, caller, assistant, new).await;
+        return create_and_enqueue(state, caller, assistant, new, follows).await;
     };
     let names_one = [&body.checkpoint_id, &body.checkpoint]
         .into_iter()
@@ -240,7 +250,7 @@ pub async fn accept(
     if !answers {
         may_write(caller, &thread)?;
     }
-    let (new, events) = subscribed(state, new);
+    let (new, events) = subscribed(state, new, follows);
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
     let run = enqueued.map_err(|err| refused(state, caller, err))?.run;
     state.metrics().runs_created.inc();
@@ -252,16 +262,20 @@ pub async fn accept(
     })
 }
 
-/// The run `new` will be, with an id chosen here and its events subscribed to before it is
-/// enqueued.
-fn subscribed(state: &AppState, new: NewRun) -> (NewRun, RunSubscription) {
+/// The run `new` will be, and, when the request `follows` it, its events subscribed to before it
+/// is enqueued, with an id chosen here. (A subscription holds a channel: none for a run nobody
+/// follows.)
+fn subscribed(state: &AppState, new: NewRun, follows: bool) -> (NewRun, Option<RunSubscription>) {
+    if !follows {
+        return (new, None);
+    }
     let run_id = RunId(Uuid::now_v7());
     let events = state.listener().subscribe_run(run_id);
     let new = NewRun {
         run_id: Some(run_id),
         ..new
     };
-    (new, events)
+    (new, Some(events))
 }
 
 /// Whether the run answers an interrupt (`command.resume`).
@@ -304,8 +318,9 @@ async fn create_and_enqueue(
     caller: &Caller,
     assistant: Assistant,
     new: NewRun,
+    follows: bool,
 ) -> Result<Accepted, ApiError> {
-    let (new, events) = subscribed(state, new);
+    let (new, events) = subscribed(state, new, follows);
     let owned = NewThread {
         graph_id: None,
         owner: caller.subject.clone(),
@@ -352,11 +367,12 @@ fn delete_on_completion(body: &CreateRun) -> Result<bool, ApiError> {
 }
 
 /// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
-/// all or nothing.
+/// all or nothing; `follows` when the request follows the run it creates (a wait, a stream).
 async fn accept_stateless(
     state: &AppState,
     caller: &Caller,
     bodies: Vec<CreateRun>,
+    follows: bool,
 ) -> Result<Vec<Accepted>, ApiError> {
     state.within_share(caller)?;
     let mut runs = Vec::with_capacity(bodies.len());
@@ -388,7 +404,7 @@ async fn accept_stateless(
             graph,
             None,
         )?;
-        let (new, events) = subscribed(state, new);
+        let (new, events) = subscribed(state, new, follows);
         runs.push((new_thread, new));
         assistants.push(assistant);
         subscriptions.push(events);
@@ -417,7 +433,7 @@ pub async fn create_stateless(
     caller: Caller,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
-    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
+    let accepted = accept_stateless(&state, &caller, vec![body], false).await?;
     let run = &accepted[0].run;
     Ok((content_location(run), Json(run_answer(run))).into_response())
 }
@@ -431,7 +447,7 @@ pub async fn batch(
     if bodies.is_empty() || bodies.len() > 1000 {
         return Err(unprocessable("a batch holds 1 to 1000 runs"));
     }
-    let accepted = accept_stateless(&state, &caller, bodies).await?;
+    let accepted = accept_stateless(&state, &caller, bodies, false).await?;
     Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))
 }
 
@@ -446,13 +462,14 @@ pub async fn wait_stateless(
     let delete = delete_on_completion(&body)?;
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
-    let Accepted { run, events, .. } = accepted.into_iter().next().expect("one run");
+    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let mut accepted = accepted.into_iter().next().expect("one run");
+    let start = accepted.start();
     Ok(waiting(
         state,
         slot,
-        run,
-        Start::New(events),
+        accepted.run,
+        start,
         delete,
         on_disconnect,
     ))
@@ -468,11 +485,19 @@ pub async fn stream_stateless(
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body]).await?;
-    let Accepted { run, events, .. } = accepted.into_iter().next().expect("one run");
-    let start = Start::New(events);
-    let events = stream::events(&state, slot, &run, start, None, messages, on_disconnect);
-    Ok((rejoin_location(&run, "stream"), events).into_response())
+    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let mut accepted = accepted.into_iter().next().expect("one run");
+    let start = accepted.start();
+    let events = stream::events(
+        &state,
+        slot,
+        &accepted.run,
+        start,
+        None,
+        messages,
+        on_disconnect,
+    );
+    Ok((rejoin_location(&accepted.run, "stream"), events).into_response())
 }
 
 /// `rust`: the graph, when the Rust engine runs it (the nodes and channels a run names must be

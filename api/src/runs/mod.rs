@@ -148,7 +148,7 @@ pub async fn create(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
-    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    let accepted = accept(&state, &caller, &thread_id, body, false).await?;
     Ok((
         content_location(&accepted.run),
         Json(run_answer(&accepted.run)),

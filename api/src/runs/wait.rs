@@ -28,13 +28,14 @@ pub async fn create_and_stream(
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept(&state, &caller, &thread_id, body).await?;
+    let mut accepted = accept(&state, &caller, &thread_id, body, true).await?;
     let headers = rejoin_location(&accepted.run, "stream");
+    let start = accepted.start();
     let events = stream::events(
         &state,
         slot,
         &accepted.run,
-        Start::New(accepted.events),
+        start,
         None,
         messages,
         on_disconnect,
@@ -126,8 +127,8 @@ pub async fn create_and_wait(
 ) -> Result<Response, ApiError> {
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept(&state, &caller, &thread_id, body).await?;
-    let start = Start::New(accepted.events);
+    let mut accepted = accept(&state, &caller, &thread_id, body, true).await?;
+    let start = accepted.start();
     Ok(waiting(
         state,
         slot,
