@@ -2,10 +2,7 @@
 
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use mostrador_graph::{Graph, StreamMode};
 use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
@@ -18,17 +15,14 @@ use uuid::Uuid;
 
 use super::config::{acting_for, limits, run_config, under};
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
-use super::wait::waiting;
-use super::{content_location, queue_error, rejoin_location, run_answer, unprocessable};
+use super::{queue_error, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
 use crate::authorize::{may_decide, may_start, may_write, visible_thread};
 use crate::error::ApiError;
-use crate::extract::Body;
 use crate::openapi::fields;
 use crate::stream::{self, Start};
-use crate::wire;
 
 /// One stream mode or a list of them.
 #[derive(Debug, Deserialize)]
@@ -131,6 +125,21 @@ pub struct CreateRun {
 }
 
 impl CreateRun {
+    /// Whether it answers an interrupt (`command.resume`).
+    pub(super) fn resumes(&self) -> bool {
+        self.command.as_ref().is_some_and(|c| c.resume.is_some())
+    }
+
+    /// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by
+    /// default).
+    pub(super) fn deletes_on_completion(&self) -> Result<bool, ApiError> {
+        match self.on_completion.as_deref() {
+            None | Some("delete") => Ok(true),
+            Some("keep") => Ok(false),
+            Some(_) => Err(unprocessable("on_completion must be delete or keep")),
+        }
+    }
+
     /// What the client's going away does to the run it streams or waits for.
     ///
     /// # Errors
@@ -265,7 +274,11 @@ pub async fn accept(
 /// The run `new` will be, and, when the request `follows` it, its events subscribed to before it
 /// is enqueued, with an id chosen here. (A subscription holds a channel: none for a run nobody
 /// follows.)
-fn subscribed(state: &AppState, new: NewRun, follows: bool) -> (NewRun, Option<RunSubscription>) {
+pub(super) fn subscribed(
+    state: &AppState,
+    new: NewRun,
+    follows: bool,
+) -> (NewRun, Option<RunSubscription>) {
     if !follows {
         return (new, None);
     }
@@ -286,7 +299,11 @@ fn resumes(new: &NewRun) -> bool {
 }
 
 /// The graph of a Rust assistant, for checking what a run names of it.
-fn rust_graph<'a>(state: &'a AppState, python: bool, assistant: &Assistant) -> Option<&'a Graph> {
+pub(super) fn rust_graph<'a>(
+    state: &'a AppState,
+    python: bool,
+    assistant: &Assistant,
+) -> Option<&'a Graph> {
     (!python)
         .then(|| state.graph(&assistant.graph_id))
         .flatten()
@@ -299,7 +316,7 @@ fn nothing_to_resume() -> ApiError {
     )
 }
 
-fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
+pub(super) fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
     match &err {
         QueueError::Backpressure { .. } => {
             state.metrics().backpressure_rejections.inc();
@@ -343,7 +360,7 @@ async fn create_and_enqueue(
 }
 
 /// The assistant a run names: a graph's own, or one the caller created.
-async fn resolve_assistant(
+pub(super) async fn resolve_assistant(
     state: &AppState,
     caller: &Caller,
     body: &CreateRun,
@@ -357,154 +374,11 @@ async fn resolve_assistant(
     Ok(assistant)
 }
 
-/// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by default).
-fn delete_on_completion(body: &CreateRun) -> Result<bool, ApiError> {
-    match body.on_completion.as_deref() {
-        None | Some("delete") => Ok(true),
-        Some("keep") => Ok(false),
-        Some(_) => Err(unprocessable("on_completion must be delete or keep")),
-    }
-}
-
-/// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
-/// all or nothing; `follows` when the request follows the run it creates (a wait, a stream).
-async fn accept_stateless(
-    state: &AppState,
-    caller: &Caller,
-    bodies: Vec<CreateRun>,
-    follows: bool,
-) -> Result<Vec<Accepted>, ApiError> {
-    state.within_share(caller)?;
-    let mut runs = Vec::with_capacity(bodies.len());
-    let mut assistants = Vec::with_capacity(bodies.len());
-    let mut subscriptions = Vec::with_capacity(bodies.len());
-    for body in bodies {
-        let assistant = resolve_assistant(state, caller, &body).await?;
-        if body.command.as_ref().is_some_and(|c| c.resume.is_some()) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "You must provide a thread_id when resuming.",
-            ));
-        }
-        delete_on_completion(&body)?;
-        let new_thread = NewThread {
-            graph_id: Some(assistant.graph_id.clone()),
-            owner: caller.subject.clone(),
-            tenant: caller.tenant.clone(),
-            metadata: json!({}),
-        };
-        let python = state.is_python(&assistant.graph_id);
-        let graph = rust_graph(state, python, &assistant);
-        let new = new_run(
-            state,
-            caller,
-            ThreadId(Uuid::now_v7()),
-            &assistant,
-            body,
-            graph,
-            None,
-        )?;
-        let (new, events) = subscribed(state, new, follows);
-        runs.push((new_thread, new));
-        assistants.push(assistant);
-        subscriptions.push(events);
-    }
-    let created = run::enqueue_on_new_threads(state.pool(), &runs, Some(state.queue_limit()))
-        .await
-        .map_err(|err| refused(state, caller, err))?
-        .ok_or_else(|| ApiError::failed("a new thread's id was taken"))?;
-    state.metrics().runs_created.inc_by(created.len() as u64);
-    Ok(created
-        .into_iter()
-        .zip(assistants)
-        .zip(subscriptions)
-        .map(|(((thread, enqueued), assistant), events)| Accepted {
-            thread,
-            assistant,
-            run: enqueued.run,
-            events,
-        })
-        .collect())
-}
-
-/// `POST /runs`: a background run on a new thread (kept: retention deletes it).
-pub async fn create_stateless(
-    State(state): State<AppState>,
-    caller: Caller,
-    Body(body): Body<CreateRun>,
-) -> Result<Response, ApiError> {
-    let accepted = accept_stateless(&state, &caller, vec![body], false).await?;
-    let run = &accepted[0].run;
-    Ok((content_location(run), Json(run_answer(run))).into_response())
-}
-
-/// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
-pub async fn batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Body(bodies): Body<Vec<CreateRun>>,
-) -> Result<Json<Vec<wire::Run>>, ApiError> {
-    if bodies.is_empty() || bodies.len() > 1000 {
-        return Err(unprocessable("a batch holds 1 to 1000 runs"));
-    }
-    let accepted = accept_stateless(&state, &caller, bodies, false).await?;
-    Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))
-}
-
-/// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then
-/// deleted unless `on_completion` is `keep`; a wait the api cuts short (it shuts down) leaves the
-/// run going and its thread, for the client to join again.
-pub async fn wait_stateless(
-    State(state): State<AppState>,
-    caller: Caller,
-    Body(body): Body<CreateRun>,
-) -> Result<Response, ApiError> {
-    let delete = delete_on_completion(&body)?;
-    let on_disconnect = body.on_disconnect()?;
-    let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
-    let mut accepted = accepted.into_iter().next().expect("one run");
-    let start = accepted.start();
-    Ok(waiting(
-        state,
-        slot,
-        accepted.run,
-        start,
-        delete,
-        on_disconnect,
-    ))
-}
-
-/// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
-/// joined again after a disconnect); retention deletes it.
-pub async fn stream_stateless(
-    State(state): State<AppState>,
-    caller: Caller,
-    Body(body): Body<CreateRun>,
-) -> Result<Response, ApiError> {
-    let messages = body.messages_form();
-    let on_disconnect = body.on_disconnect()?;
-    let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
-    let mut accepted = accepted.into_iter().next().expect("one run");
-    let start = accepted.start();
-    let events = stream::events(
-        &state,
-        slot,
-        &accepted.run,
-        start,
-        None,
-        messages,
-        on_disconnect,
-    );
-    Ok((rejoin_location(&accepted.run, "stream"), events).into_response())
-}
-
 /// `rust`: the graph, when the Rust engine runs it (the nodes and channels a run names must be
 /// its own); else LangGraph does, and says what it refuses. A run that names a past checkpoint
 /// starts a new branch there; naming a Rust graph's latest checkpoint, `head`, is the same as
 /// naming none.
-fn new_run(
+pub(super) fn new_run(
     state: &AppState,
     caller: &Caller,
     thread_id: ThreadId,

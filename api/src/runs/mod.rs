@@ -8,14 +8,13 @@
 pub mod accept;
 pub mod config;
 mod rust;
+mod stateless;
 pub(crate) mod wait;
 
 use wait::final_state;
 
-pub use accept::{
-    Accepted, CreateRun, RunCommand, StreamModes, accept, batch, create_stateless,
-    stream_stateless, wait_stateless,
-};
+pub use accept::{Accepted, CreateRun, RunCommand, StreamModes, accept};
+pub use stateless::{batch, create_stateless, stream_stateless, wait_stateless};
 pub use wait::{create_and_stream, create_and_wait, join, join_stream};
 
 use axum::Json;

@@ -11,7 +11,7 @@ use mostrador_queue::thread::{self};
 use mostrador_queue::{Run, RunStatus};
 use serde_json::{Value, json};
 
-use super::accept::{CreateRun, StreamModes, accept};
+use super::accept::{Accepted, CreateRun, StreamModes, accept};
 use super::{queue_error, rejoin_location, visible_run};
 use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
@@ -28,11 +28,21 @@ pub async fn create_and_stream(
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let mut accepted = accept(&state, &caller, &thread_id, body, true).await?;
-    let headers = rejoin_location(&accepted.run, "stream");
+    let accepted = accept(&state, &caller, &thread_id, body, true).await?;
+    Ok(streaming(&state, slot, accepted, messages, on_disconnect))
+}
+
+/// Streams the events of a run this request created, each stream mode it stores, from its first.
+pub(super) fn streaming(
+    state: &AppState,
+    slot: Subscriber,
+    mut accepted: Accepted,
+    messages: stream::Messages,
+    on_disconnect: stream::OnDisconnect,
+) -> Response {
     let start = accepted.start();
     let events = stream::events(
-        &state,
+        state,
         slot,
         &accepted.run,
         start,
@@ -40,7 +50,7 @@ pub async fn create_and_stream(
         messages,
         on_disconnect,
     );
-    Ok((headers, events).into_response())
+    (rejoin_location(&accepted.run, "stream"), events).into_response()
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: the run's events after `Last-Event-ID`,

@@ -1,0 +1,148 @@
+//! Stateless runs (`/runs`, `/runs/batch`, `/runs/wait`, `/runs/stream`): each on a new thread
+//! of the caller, bound to its graph.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mostrador_queue::ThreadId;
+use mostrador_queue::run;
+use mostrador_queue::thread::NewThread;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::accept::{
+    Accepted, CreateRun, new_run, refused, resolve_assistant, rust_graph, subscribed,
+};
+use super::wait::{streaming, waiting};
+use super::{content_location, run_answer, unprocessable};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::stream;
+use crate::wire;
+
+/// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
+/// all or nothing; `follows` when the request follows the run it creates (a wait, a stream).
+async fn accept_stateless(
+    state: &AppState,
+    caller: &Caller,
+    bodies: Vec<CreateRun>,
+    follows: bool,
+) -> Result<Vec<Accepted>, ApiError> {
+    state.within_share(caller)?;
+    let mut runs = Vec::with_capacity(bodies.len());
+    let mut assistants = Vec::with_capacity(bodies.len());
+    let mut subscriptions = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let assistant = resolve_assistant(state, caller, &body).await?;
+        if body.resumes() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "You must provide a thread_id when resuming.",
+            ));
+        }
+        body.deletes_on_completion()?;
+        let new_thread = NewThread {
+            graph_id: Some(assistant.graph_id.clone()),
+            owner: caller.subject.clone(),
+            tenant: caller.tenant.clone(),
+            metadata: json!({}),
+        };
+        let python = state.is_python(&assistant.graph_id);
+        let graph = rust_graph(state, python, &assistant);
+        let new = new_run(
+            state,
+            caller,
+            ThreadId(Uuid::now_v7()),
+            &assistant,
+            body,
+            graph,
+            None,
+        )?;
+        let (new, events) = subscribed(state, new, follows);
+        runs.push((new_thread, new));
+        assistants.push(assistant);
+        subscriptions.push(events);
+    }
+    let created = run::enqueue_on_new_threads(state.pool(), &runs, Some(state.queue_limit()))
+        .await
+        .map_err(|err| refused(state, caller, err))?
+        .ok_or_else(|| ApiError::failed("a new thread's id was taken"))?;
+    state.metrics().runs_created.inc_by(created.len() as u64);
+    Ok(created
+        .into_iter()
+        .zip(assistants)
+        .zip(subscriptions)
+        .map(|(((thread, enqueued), assistant), events)| Accepted {
+            thread,
+            assistant,
+            run: enqueued.run,
+            events,
+        })
+        .collect())
+}
+
+/// `POST /runs`: a background run on a new thread (kept: retention deletes it).
+pub async fn create_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let accepted = accept_stateless(&state, &caller, vec![body], false).await?;
+    let run = &accepted[0].run;
+    Ok((content_location(run), Json(run_answer(run))).into_response())
+}
+
+/// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
+pub async fn batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(bodies): Body<Vec<CreateRun>>,
+) -> Result<Json<Vec<wire::Run>>, ApiError> {
+    if bodies.is_empty() || bodies.len() > 1000 {
+        return Err(unprocessable("a batch holds 1 to 1000 runs"));
+    }
+    let accepted = accept_stateless(&state, &caller, bodies, false).await?;
+    Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))
+}
+
+/// `POST /runs/wait`: a run on a new thread; the final state once it ended. The thread is then
+/// deleted unless `on_completion` is `keep`; a wait the api cuts short (it shuts down) leaves the
+/// run going and its thread, for the client to join again.
+pub async fn wait_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let delete = body.deletes_on_completion()?;
+    let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state, &caller)?;
+    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let mut accepted = accepted.into_iter().next().expect("one run");
+    let start = accepted.start();
+    Ok(waiting(
+        state,
+        slot,
+        accepted.run,
+        start,
+        delete,
+        on_disconnect,
+    ))
+}
+
+/// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
+/// joined again after a disconnect); retention deletes it.
+pub async fn stream_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<CreateRun>,
+) -> Result<Response, ApiError> {
+    let messages = body.messages_form();
+    let on_disconnect = body.on_disconnect()?;
+    let slot = stream::slot(&state, &caller)?;
+    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let accepted = accepted.into_iter().next().expect("one run");
+    Ok(streaming(&state, slot, accepted, messages, on_disconnect))
+}
