@@ -21,7 +21,7 @@ use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use crate::Result;
 use crate::cancel::delete_runs;
 use crate::claim::{ClaimedRun, Lease};
-use crate::event::NewEvent;
+use crate::event::{NewEvent, append_runs};
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{RunId, RunStatus};
 use crate::saver::Described;
@@ -168,13 +168,21 @@ pub async fn write(
 
 /// The one statement of [`write`]: runs' described states and events, and every ending that
 /// leaves its run in the table. Returns each run written, with the `seq` of its last event (none
-/// for a run that only described states).
+/// for a run that only described states). Events alone go through a statement of their own
+/// ([`crate::event::append_runs`]), which spares PostgreSQL the rest of this one.
 pub(crate) async fn write_runs(
     executor: impl PgExecutor<'_>,
     described: &[(Lease, &[Described])],
     appends: &[(Lease, &[NewEvent])],
     ends: &[&End],
 ) -> Result<Vec<(RunId, Option<i64>)>> {
+    if described.is_empty() && ends.is_empty() {
+        let written = append_runs(executor, appends).await?;
+        return Ok(written
+            .into_iter()
+            .map(|(run_id, last_seq)| (run_id, Some(last_seq)))
+            .collect());
+    }
     let mut described_runs = Vec::new();
     let mut described_attempts = Vec::new();
     let mut checkpoint_ids = Vec::new();
