@@ -21,7 +21,7 @@ use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use crate::Result;
 use crate::cancel::delete_runs;
 use crate::claim::{ClaimedRun, Lease};
-use crate::event::{NewEvent, append_runs};
+use crate::event::{EventColumns, NewEvent, append_runs};
 use crate::listener::RUNS_CHANNEL;
 use crate::run::{RunId, RunStatus};
 use crate::saver::Described;
@@ -195,18 +195,7 @@ pub(crate) async fn write_runs(
             snapshots.push(&state.snapshot);
         }
     }
-    let mut event_runs = Vec::new();
-    let mut event_attempts = Vec::new();
-    let mut names = Vec::new();
-    let mut datas = Vec::new();
-    for (lease, events) in appends {
-        for event in *events {
-            event_runs.push(lease.run_id.0);
-            event_attempts.push(lease.attempt);
-            names.push(event.event.as_str());
-            datas.push(&event.data);
-        }
-    }
+    let events = EventColumns::of(appends);
     let mut run_ids = Vec::with_capacity(ends.len());
     let mut attempts = Vec::with_capacity(ends.len());
     let mut statuses = Vec::with_capacity(ends.len());
@@ -428,10 +417,10 @@ pub(crate) async fn write_runs(
         from held h
         where not exists (select 1 from written w where w.run_id = h.run_id)
         "#,
-        &event_runs,
-        &event_attempts,
-        &names as &[&str],
-        &datas as &[&Value],
+        &events.run_ids,
+        &events.attempts,
+        &events.names as &[&str],
+        &events.datas as &[&Value],
         &run_ids,
         &attempts,
         &statuses as &[RunStatus],

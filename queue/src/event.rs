@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 use sqlx::{Connection, PgExecutor, PgPool};
+use uuid::Uuid;
 
 use crate::claim::Lease;
 use crate::db::Connections;
@@ -92,18 +93,7 @@ pub(crate) async fn append_runs(
     executor: impl PgExecutor<'_>,
     batches: &[(Lease, &[NewEvent])],
 ) -> Result<Vec<(RunId, i64)>> {
-    let mut run_ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut names = Vec::new();
-    let mut datas = Vec::new();
-    for (lease, events) in batches {
-        for event in *events {
-            run_ids.push(lease.run_id.0);
-            attempts.push(lease.attempt);
-            names.push(event.event.as_str());
-            datas.push(&event.data);
-        }
-    }
+    let columns = EventColumns::of(batches);
     // N.B. As in `write_runs`: bumping `event_seq` hands out the numbers and fences the append
     // (the update holds the run's row lock until commit), and the run is found by primary key
     // through the array whatever the plan.
@@ -142,10 +132,10 @@ pub(crate) async fn append_runs(
         select run_id as "run_id!: RunId", event_seq as "last_seq!"
         from written
         "#,
-        &run_ids,
-        &attempts,
-        &names as &[&str],
-        &datas as &[&Value],
+        &columns.run_ids,
+        &columns.attempts,
+        &columns.names as &[&str],
+        &columns.datas as &[&Value],
     )
     .fetch_all(executor)
     .await?;
@@ -153,6 +143,34 @@ pub(crate) async fn append_runs(
         .into_iter()
         .map(|row| (row.run_id, row.last_seq))
         .collect())
+}
+
+/// Held runs' events as the columns a statement unnests, one row per event in order.
+pub(crate) struct EventColumns<'a> {
+    pub run_ids: Vec<Uuid>,
+    pub attempts: Vec<i32>,
+    pub names: Vec<&'a str>,
+    pub datas: Vec<&'a Value>,
+}
+
+impl<'a> EventColumns<'a> {
+    pub fn of(batches: &[(Lease, &'a [NewEvent])]) -> Self {
+        let mut columns = Self {
+            run_ids: Vec::new(),
+            attempts: Vec::new(),
+            names: Vec::new(),
+            datas: Vec::new(),
+        };
+        for (lease, events) in batches {
+            for event in *events {
+                columns.run_ids.push(lease.run_id.0);
+                columns.attempts.push(lease.attempt);
+                columns.names.push(event.event.as_str());
+                columns.datas.push(&event.data);
+            }
+        }
+        columns
+    }
 }
 
 /// Follows one run's events from a `seq` on: first what the log holds, then live events as they
