@@ -173,16 +173,22 @@ pub(crate) async fn cancel_in_tx(
             // The `end` event insert notifies its subscribers through the run_events trigger.
             let interrupted = sqlx::query_scalar!(
                 r#"
-                with interrupted as (
+                -- Locked by their ids alone, then checked (see `crate::db`).
+                with locked as materialized (
+                    select run_id, status
+                    from mostrador.runs
+                    where run_id = any($1)
+                      and thread_id = $2
+                    for no key update
+                ),
+                interrupted as (
                     update mostrador.runs
                     set status = 'interrupted',
                         cancel_action = 'interrupt',
                         finished_at = now(),
                         updated_at = now(),
                         event_seq = event_seq + 1
-                    where run_id = any($1)
-                      and thread_id = $2
-                      and status = 'pending'
+                    where run_id = any(array(select run_id from locked where status = 'pending'))
                     returning run_id, event_seq
                 ),
                 ended as (
@@ -218,15 +224,21 @@ pub(crate) async fn cancel_in_tx(
     // N.B. `rollback` is the stronger action: a later `interrupt` does not weaken it.
     let signalled = sqlx::query!(
         r#"
+        -- Locked by their ids alone, then checked (see `crate::db`).
+        with locked as materialized (
+            select run_id, status
+            from mostrador.runs
+            where run_id = any($1)
+              and thread_id = $2
+            for no key update
+        )
         update mostrador.runs
         set cancel_action = case
                 when cancel_action = 'rollback' then cancel_action
                 else $3
             end,
             updated_at = now()
-        where run_id = any($1)
-          and thread_id = $2
-          and status = 'running'
+        where run_id = any(array(select run_id from locked where status = 'running'))
         returning
             run_id as "run_id: RunId",
             lease_owner as "lease_owner: WorkerId",

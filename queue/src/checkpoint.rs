@@ -11,6 +11,8 @@
 //! `(run_id, attempt, status = running)` in the same statement, so a worker that lost its lease
 //! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit).
 //!
+//! N.B. The fence checks the status on the row it locked, not in the scan (see [`crate::db`]).
+//!
 //! A [`IdleThreadCheckpointer`] writes a change made outside any run (the api's state update): its
 //! checkpoint only while the thread has no run in flight and has not changed since the change read
 //! it, checked in the write's transaction under the thread's row lock, which every enqueue takes.
@@ -126,16 +128,16 @@ impl PgCheckpointer {
         // and the writes.
         let held = sqlx::query_scalar!(
             r#"
-            with fence as (
-                select 1
+            with fence as materialized (
+                select status
                 from mostrador.runs
                 where run_id = $13
                   and attempt = $14
-                  and status = 'running'
                 for key share
             ),
             allowed as (
-                select $13::uuid is null or exists (select 1 from fence) as ok
+                select $13::uuid is null
+                    or exists (select 1 from fence where status = 'running') as ok
             ),
             blobs as (
                 insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
@@ -211,16 +213,16 @@ impl PgCheckpointer {
         let mut connection = self.connections.take().await?;
         let held = sqlx::query_scalar!(
             r#"
-            with fence as (
-                select 1
+            with fence as materialized (
+                select status
                 from mostrador.runs
                 where run_id = $7
                   and attempt = $8
-                  and status = 'running'
                 for key share
             ),
             allowed as (
-                select $7::uuid is null or exists (select 1 from fence) as ok
+                select $7::uuid is null
+                    or exists (select 1 from fence where status = 'running') as ok
             ),
             input as (
                 select *

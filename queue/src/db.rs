@@ -3,6 +3,16 @@
 //! N.B. Connect directly to Postgres or through a pooler in session mode. LISTEN needs a session,
 //! migrations take a session advisory lock, and sqlx's prepared statements return wrong results
 //! behind PgBouncer in transaction mode older than 1.21 (or without `max_prepared_statements`).
+//!
+//! N.B. Every connection keeps the generic plan its first execution of a statement made, and a
+//! new deployment's connections make theirs on tables of a few rows, never analyzed. A statement
+//! that finds a run or a thread by id therefore checks what the row must be (`running`, not
+//! deleted) on what it read or locked, not in the scan beside the id: there, `status = 'running'`
+//! or `deleted_at is null` lets the plan walk a partial index with that predicate whole
+//! (`runs_one_running_per_thread`, whose dead entries stay until a vacuum;
+//! `threads_retention_idx`, every live thread) instead of the primary key. The test
+//! `a_runs_statements_read_no_more_pages_with_thousands_of_runs_behind_them` holds a run's
+//! statements to it.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};

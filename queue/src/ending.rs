@@ -292,15 +292,21 @@ pub(crate) async fn write_runs(
                 as d(run_id, attempt, checkpoint_id, snapshot, ord)
             order by run_id, checkpoint_id, ord desc
         ),
-        held as (
-            select r.run_id, r.attempt, r.thread_id
+        -- N.B. Each run's status is checked on the row its lock returned, not in the scan (see
+        -- `crate::db`).
+        described_locked as materialized (
+            select r.run_id, r.attempt, r.thread_id, r.status
             from mostrador.runs r
             where r.run_id = any($14::uuid[])
               and (r.run_id, r.attempt) in (select run_id, attempt from states)
-              and r.status = 'running'
               -- Always true; evaluated once, before any run is locked (threads first).
               and (select count(*) from threads_locked) >= 0
             for key share
+        ),
+        held as (
+            select run_id, attempt, thread_id
+            from described_locked
+            where status = 'running'
         ),
         -- N.B. Each checkpoint by its whole primary key: with the run's thread and the
         -- checkpoint in one relation (`offset 0` keeps it one), the plan cannot probe by the
@@ -322,15 +328,24 @@ pub(crate) async fn write_runs(
         -- N.B. `for update`, not the plain update's `for no key update`: an ending must wait for
         -- checkpoint writes in flight, which lock `for key share` (see `checkpoint`). Events
         -- alone need not.
-        locked as (
-            select r.run_id
+        ending_locked as materialized (
+            select r.run_id, r.status
             from mostrador.runs r
             join ends i on i.run_id = r.run_id and i.attempt = r.attempt
             where r.run_id = any($5::uuid[])
-              and r.status = 'running'
               -- Always true; evaluated once, before any run is locked.
               and (select count(*) from threads_locked) >= 0
             for update of r
+        ),
+        -- Runs that only get events, locked as the update locks them.
+        appending_locked as materialized (
+            select r.run_id, r.status
+            from mostrador.runs r
+            join input i on i.run_id = r.run_id and i.attempt = r.attempt
+            where r.run_id = any(array(select run_id from input where status is null))
+              -- Always true; evaluated once, before any run is locked.
+              and (select count(*) from threads_locked) >= 0
+            for no key update of r
         ),
         written as (
             update mostrador.runs r
@@ -347,11 +362,12 @@ pub(crate) async fn write_runs(
                 updated_at = case when i.status is null then r.updated_at else now() end,
                 event_seq = r.event_seq + i.n + i.ending
             from input i
-            where r.run_id = any(array(select run_id from input))
+            where r.run_id = any(array(
+                    select run_id from ending_locked where status = 'running'
+                    union all
+                    select run_id from appending_locked where status = 'running'
+                ))
               and r.run_id = i.run_id
-              and r.attempt = i.attempt
-              and r.status = 'running'
-              and (i.status is null or r.run_id = any(array(select run_id from locked)))
               -- Always true; evaluated once, before any run is updated: a run this statement has
               -- updated can no longer be locked by it, and its state would go unrecorded.
               and (select count(*) from held) >= 0

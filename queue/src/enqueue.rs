@@ -120,11 +120,16 @@ pub(crate) async fn enqueue_on(
     // read by the next statement, whose snapshot is taken after the lock is held.
     let thread_graph_id = sqlx::query_scalar!(
         r#"
+        -- By its id alone, then checked (see `crate::db`).
+        with locked as materialized (
+            select graph_id, deleted_at
+            from mostrador.threads
+            where thread_id = $1
+            for no key update
+        )
         select graph_id
-        from mostrador.threads
-        where thread_id = $1
-          and deleted_at is null
-        for no key update
+        from locked
+        where deleted_at is null
         "#,
         new.thread_id.0,
     )
@@ -195,12 +200,17 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
         let run = sqlx::query_as!(
             Run,
             r#"
-            with thread as (
-                select graph_id, owner
+            -- By its id alone, then checked (see `crate::db`).
+            with locked as materialized (
+                select graph_id, owner, deleted_at
                 from mostrador.threads
                 where thread_id = $2
-                  and deleted_at is null
                 for no key update
+            ),
+            thread as (
+                select graph_id, owner
+                from locked
+                where deleted_at is null
             ),
             seen as materialized (
                 select
@@ -353,9 +363,9 @@ async fn refusal(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit
                     limit $5
                 ) p
             ) as "caller_pending!"
-        from mostrador.threads t
-        where thread_id = $1
-          and deleted_at is null
+        -- By its id alone (see `crate::db`).
+        from (select * from mostrador.threads where thread_id = $1 offset 0) t
+        where deleted_at is null
         "#,
         new.thread_id.0,
         new.graph_id,

@@ -94,9 +94,9 @@ pub(crate) async fn append_runs(
     batches: &[(Lease, &[NewEvent])],
 ) -> Result<Vec<(RunId, i64)>> {
     let columns = EventColumns::of(batches);
-    // N.B. As in `write_runs`: bumping `event_seq` hands out the numbers and fences the append
-    // (the update holds the run's row lock until commit), and the run is found by primary key
-    // through the array whatever the plan.
+    // N.B. As in `write_runs`: the run's row lock (`for no key update`, as the update takes it,
+    // held until commit) fences the append, its status checked on the locked row, and bumping
+    // `event_seq` hands out the numbers.
     let written = sqlx::query!(
         r#"
         with events as (
@@ -109,14 +109,20 @@ pub(crate) async fn append_runs(
             from events
             group by run_id, attempt
         ),
+        -- Locked as the update locks them, then checked (see `crate::db`).
+        locked as materialized (
+            select r.run_id, r.status
+            from mostrador.runs r
+            join counts c on c.run_id = r.run_id and c.attempt = r.attempt
+            where r.run_id = any($1::uuid[])
+            for no key update of r
+        ),
         written as (
             update mostrador.runs r
             set event_seq = r.event_seq + c.n
             from counts c
-            where r.run_id = any($1::uuid[])
+            where r.run_id = any(array(select run_id from locked where status = 'running'))
               and r.run_id = c.run_id
-              and r.attempt = c.attempt
-              and r.status = 'running'
             returning r.run_id, r.event_seq, r.event_seq - c.n as base
         ),
         logged as (

@@ -205,12 +205,14 @@ pub async fn write(
     .await?;
     let held = sqlx::query_scalar!(
         r#"
-        select exists (
-            select 1
+        -- The status checked on the locked row (see `crate::db`).
+        with fence as materialized (
+            select status
             from mostrador.runs
-            where run_id = $1 and attempt = $2 and status = 'running' and thread_id = $3
+            where run_id = $1 and attempt = $2 and thread_id = $3
             for key share
-        ) as "held!"
+        )
+        select exists (select 1 from fence where status = 'running') as "held!"
         "#,
         lease.run_id.0,
         lease.attempt,

@@ -127,14 +127,17 @@ impl WorkerLease {
             select
                 h.run_id as "run_id!: RunId",
                 h.attempt as "attempt!",
-                r.run_id is not null as "held!",
+                coalesce(r.status = 'running' and r.lease_owner = $1, false) as "held!",
                 r.cancel_action as "cancel_action: CancelAction"
             from unnest($5::uuid[], $6::int[]) as h(run_id, attempt)
-            left join mostrador.runs r
-              on r.run_id = h.run_id
-             and r.attempt = h.attempt
-             and r.status = 'running'
-             and r.lease_owner = $1
+            -- By its id alone, then checked (see `crate::db`).
+            left join lateral (
+                select r.status, r.lease_owner, r.cancel_action
+                from mostrador.runs r
+                where r.run_id = h.run_id
+                  and r.attempt = h.attempt
+                offset 0
+            ) r on true
             "#,
             self.worker_id.0,
             self.name,

@@ -429,16 +429,15 @@ impl Saver {
         // share`) for the statement, so no transition commits between the check and the writes.
         let held = sqlx::query_scalar!(
             r#"
-            with fence as (
-                select 1
+            with fence as materialized (
+                select status
                 from mostrador.runs
                 where run_id = $1
                   and attempt = $2
-                  and status = 'running'
                 for key share
             ),
             allowed as (
-                select exists (select 1 from fence) as ok
+                select exists (select 1 from fence where status = 'running') as ok
             ),
             written as (
                 insert into mostrador.checkpoint_writes (

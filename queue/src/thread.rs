@@ -227,9 +227,9 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result<T
             t.created_at,
             t.updated_at,
             t.last_activity_at
-        from mostrador.threads t
-        where t.thread_id = $1
-          and t.deleted_at is null
+        -- By its id alone (see `crate::db`).
+        from (select * from mostrador.threads where thread_id = $1 offset 0) t
+        where t.deleted_at is null
         "#,
         thread_id.0
     )
@@ -246,10 +246,17 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result<T
 pub async fn touch(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result {
     let res = sqlx::query!(
         r#"
+        -- Locked by its id alone, then checked (see `crate::db`).
+        with locked as materialized (
+            select deleted_at
+            from mostrador.threads
+            where thread_id = $1
+            for no key update
+        )
         update mostrador.threads
         set last_activity_at = now(), updated_at = now()
         where thread_id = $1
-          and deleted_at is null
+          and exists (select 1 from locked where deleted_at is null)
         "#,
         thread_id.0
     )
@@ -272,11 +279,18 @@ pub async fn delete<'a>(db: impl Acquire<'a, Database = Postgres>, thread_id: Th
     let mut tx = db.begin().await?;
     let deleted = sqlx::query_scalar!(
         r#"
+        -- Locked by its id alone, then checked (see `crate::db`).
+        with locked as materialized (
+            select deleted_at
+            from mostrador.threads
+            where thread_id = $1
+            for no key update
+        )
         update mostrador.threads
         set deleted_at = now(),
             updated_at = now()
         where thread_id = $1
-          and deleted_at is null
+          and exists (select 1 from locked where deleted_at is null)
         returning thread_id
         "#,
         thread_id.0
@@ -333,12 +347,17 @@ pub async fn update_metadata(
     // The merged metadata is bounded too: many small updates do not grow it without end.
     let done = sqlx::query!(
         r#"
-        with current as (
-            select thread_id, metadata || $2 as merged
+        -- Locked by its id alone, then checked (see `crate::db`).
+        with locked as materialized (
+            select thread_id, metadata, deleted_at
             from mostrador.threads
             where thread_id = $1
-              and deleted_at is null
             for update
+        ),
+        current as (
+            select thread_id, metadata || $2 as merged
+            from locked
+            where deleted_at is null
         ),
         updated as (
             update mostrador.threads t

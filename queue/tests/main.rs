@@ -10,6 +10,7 @@ mod effects;
 mod enqueue;
 mod events;
 mod files;
+mod history;
 mod lifecycle;
 mod retention;
 mod saver;

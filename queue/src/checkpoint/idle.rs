@@ -50,11 +50,16 @@ impl IdleThreadCheckpointer {
         // held the row before it committed.
         sqlx::query_scalar!(
             r#"
+            -- Locked by its id alone, then checked (see `crate::db`).
+            with locked as materialized (
+                select thread_id, deleted_at
+                from mostrador.threads
+                where thread_id = $1
+                for no key update
+            )
             select thread_id
-            from mostrador.threads
-            where thread_id = $1
-              and deleted_at is null
-            for no key update
+            from locked
+            where deleted_at is null
             "#,
             thread_id,
         )
