@@ -11,8 +11,6 @@
 //! `(run_id, attempt, status = running)` in the same statement, so a worker that lost its lease
 //! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit).
 //!
-//! N.B. The fence checks the status on the row it locked, not in the scan (see [`crate::db`]).
-//!
 //! A [`IdleThreadCheckpointer`] writes a change made outside any run (the api's state update): its
 //! checkpoint only while the thread has no run in flight and has not changed since the change read
 //! it, checked in the write's transaction under the thread's row lock, which every enqueue takes.

@@ -368,6 +368,7 @@ pub(crate) async fn write_runs(
                     select run_id from appending_locked where status = 'running'
                 ))
               and r.run_id = i.run_id
+              and r.attempt = i.attempt
               -- Always true; evaluated once, before any run is updated: a run this statement has
               -- updated can no longer be locked by it, and its state would go unrecorded.
               and (select count(*) from held) >= 0

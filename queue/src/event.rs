@@ -123,6 +123,7 @@ pub(crate) async fn append_runs(
             from counts c
             where r.run_id = any(array(select run_id from locked where status = 'running'))
               and r.run_id = c.run_id
+              and r.attempt = c.attempt
             returning r.run_id, r.event_seq, r.event_seq - c.n as base
         ),
         logged as (
