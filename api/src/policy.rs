@@ -340,7 +340,7 @@ mod tests {
             metadata: serde_json::json!({}),
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),
-            last_activity_at: chrono::Utc::now(),
+            state_updated_at: chrono::Utc::now(),
         }
     }
 

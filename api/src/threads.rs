@@ -375,7 +375,7 @@ fn thread_without_state(thread: &Thread) -> wire::Thread {
         thread_id: thread.thread_id.0,
         created_at: thread.created_at,
         updated_at: thread.updated_at,
-        state_updated_at: thread.last_activity_at,
+        state_updated_at: thread.state_updated_at,
         metadata,
         status: thread.status.as_str(),
         config: Map::new(),

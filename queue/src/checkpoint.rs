@@ -148,7 +148,7 @@ impl PgCheckpointer {
             -- spares most supersteps a write of the thread row.
             touched as (
                 update mostrador.threads
-                set last_activity_at = now()
+                set last_activity_at = now(), state_updated_at = now()
                 where thread_id = $1
                   and last_activity_at < now() - interval '1 minute'
                   and (select ok from allowed)

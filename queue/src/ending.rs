@@ -402,8 +402,14 @@ pub(crate) async fn write_runs(
         rested as (
             update mostrador.threads t
             set status = w.thread_status,
-                last_activity_at = now(),
-                updated_at = now()
+                state_updated_at = now(),
+                updated_at = now(),
+                -- The retention clock, restarted at most once a minute: unchanged, the thread's
+                -- indexes are too, and the update stays on its page (migration 0018).
+                last_activity_at = case
+                    when t.last_activity_at < now() - interval '1 minute' then now()
+                    else t.last_activity_at
+                end
             from written w
             where t.thread_id = w.thread_id
               and w.thread_status is not null

@@ -254,6 +254,7 @@ pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
             update mostrador.threads t
             set status = 'error',
                 last_activity_at = now(),
+                state_updated_at = now(),
                 updated_at = now()
             from swept s
             where t.thread_id = s.thread_id

@@ -468,7 +468,7 @@ impl Saver {
             ),
             touched as (
                 update mostrador.threads
-                set last_activity_at = now()
+                set last_activity_at = now(), state_updated_at = now()
                 where thread_id = $3
                   and $17::uuid is not null
                   and last_activity_at < now() - interval '1 minute'

@@ -72,7 +72,9 @@ pub struct Thread {
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    pub last_activity_at: DateTime<Utc>,
+    /// When its state last changed as the api tells it (a run's end, a state update; a
+    /// running graph's checkpoints at most once a minute).
+    pub state_updated_at: DateTime<Utc>,
 }
 
 /// What a caller decides about a new thread; the id and times are the server's.
@@ -136,7 +138,7 @@ pub async fn create_with_id(
             metadata,
             created_at,
             updated_at,
-            last_activity_at
+            state_updated_at as "state_updated_at!"
         "#,
         thread_id,
         new.graph_id,
@@ -187,7 +189,7 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
             metadata,
             created_at,
             updated_at,
-            last_activity_at
+            state_updated_at as "state_updated_at!"
         "#,
         &thread_ids,
         &graph_ids as &[Option<String>],
@@ -226,7 +228,7 @@ pub async fn get(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result<T
             t.metadata,
             t.created_at,
             t.updated_at,
-            t.last_activity_at
+            coalesce(t.state_updated_at, t.last_activity_at) as "state_updated_at!"
         -- By its id alone (see `crate::db`).
         from (select * from mostrador.threads where thread_id = $1 offset 0) t
         where t.deleted_at is null
@@ -254,7 +256,7 @@ pub async fn touch(executor: impl PgExecutor<'_>, thread_id: ThreadId) -> Result
             for no key update
         )
         update mostrador.threads
-        set last_activity_at = now(), updated_at = now()
+        set last_activity_at = now(), state_updated_at = now(), updated_at = now()
         where thread_id = $1
           and exists (select 1 from locked where deleted_at is null)
         "#,

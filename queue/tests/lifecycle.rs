@@ -308,7 +308,7 @@ async fn complete_ends_run_and_rests_thread_together(pool: PgPool) -> anyhow::Re
     assert_eq!(event_names(&pool, run.run_id).await, vec!["values", "end"]);
     let thread = thread::get(&pool, run.thread_id).await?;
     assert_eq!(thread.status, ThreadStatus::Interrupted);
-    assert!(thread.last_activity_at >= now.started_at.expect("started"));
+    assert!(thread.state_updated_at >= now.started_at.expect("started"));
     Ok(())
 }
 
@@ -566,5 +566,71 @@ async fn events_and_endings_written_together_are_numbered_in_order_and_fenced_to
         status(failing.run_id()).await,
         (RunStatus::Error, 2, ThreadStatus::Error)
     );
+    Ok(())
+}
+
+/// A run's end tells when the thread's state changed to the instant, and leaves the thread's
+/// indexes alone: its retention clock (the one indexed time) moves only when a minute old, so the
+/// thread's new version stays on its page (a HOT update, no index entry written).
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_runs_end_dates_the_state_exactly_and_writes_no_index_entry_of_its_thread(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let clock = |thread_id: ThreadId| {
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+            "select last_activity_at from mostrador.threads where thread_id = $1",
+        )
+        .bind(thread_id.0)
+        .fetch_one(&pool)
+    };
+    let worker = new_worker(&pool).await;
+
+    let run = new_run(&pool).await;
+    let before = clock(run.thread_id).await?;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let mut tx = pool.begin().await?;
+    assert!(
+        end_many(&mut tx, &[claimed.ending(Ending::Success)])
+            .await?
+            .is_empty()
+    );
+    let (updated, hot): (i64, i64) = sqlx::query_as(
+        "select pg_stat_get_xact_tuples_updated('mostrador.threads'::regclass),
+                pg_stat_get_xact_tuples_hot_updated('mostrador.threads'::regclass)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    assert_eq!(
+        (updated, hot),
+        (1, 1),
+        "the thread's update wrote index entries"
+    );
+    let ended = run::get(&pool, run.thread_id, run.run_id).await?;
+    let thread = thread::get(&pool, run.thread_id).await?;
+    assert_eq!(thread.status, ThreadStatus::Idle);
+    assert!(thread.state_updated_at >= ended.finished_at.expect("finished"));
+    assert_eq!(clock(run.thread_id).await?, before, "a fresh clock moved");
+
+    // A clock more than a minute old is restarted by the end.
+    let run = new_run(&pool).await;
+    sqlx::query(
+        "update mostrador.threads set last_activity_at = now() - interval '30 days'
+         where thread_id = $1",
+    )
+    .bind(run.thread_id.0)
+    .execute(&pool)
+    .await?;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    assert!(
+        end_many(
+            &mut *pool.acquire().await?,
+            &[claimed.ending(Ending::Success)]
+        )
+        .await?
+        .is_empty()
+    );
+    let ended = run::get(&pool, run.thread_id, run.run_id).await?;
+    assert!(clock(run.thread_id).await? >= ended.finished_at.expect("finished"));
     Ok(())
 }

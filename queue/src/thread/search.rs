@@ -131,7 +131,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
             s.metadata as "metadata!",
             s.created_at as "created_at!",
             s.updated_at as "updated_at!",
-            s.last_activity_at as "last_activity_at!"
+            s.state_updated_at as "state_updated_at!"
         from (
             select
                 t.thread_id,
@@ -150,7 +150,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
                 t.metadata,
                 t.created_at,
                 t.updated_at,
-                t.last_activity_at
+                coalesce(t.state_updated_at, t.last_activity_at) as state_updated_at
             from mostrador.threads t
             where t.deleted_at is null
               and (t.owner = $1 or ($2::text is not null and t.tenant = $2
@@ -164,14 +164,14 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
                 case $8
                     when 'created_at' then s.created_at
                     when 'updated_at' then s.updated_at
-                    else s.last_activity_at
+                    else s.state_updated_at
                 end
             end asc,
             case when not $9 and $8 <> 'thread_id' and $8 <> 'status' then
                 case $8
                     when 'created_at' then s.created_at
                     when 'updated_at' then s.updated_at
-                    else s.last_activity_at
+                    else s.state_updated_at
                 end
             end desc,
             case when $9 and $8 = 'status' then s.status::text end asc,
