@@ -39,6 +39,12 @@ pub const EVENTS_CHANNEL: &str = "mostrador_run_events";
 /// Wake-ups buffered per queue or control subscriber; a subscriber that lags behind is told to
 /// re-read rather than given stale wake-ups.
 const BROADCAST_CAPACITY: usize = 1024;
+/// What the api listens to: runs' events, queue wake-ups (a thread's stream waits for its next
+/// run) and cancels.
+const EVERY_CHANNEL: &[&str] = &[RUNS_CHANNEL, CONTROL_CHANNEL, EVENTS_CHANNEL];
+/// What a worker listens to. It follows no run's events; listening to them, it would be sent
+/// every event of every run in the database, and parse each.
+const WORKER_CHANNELS: &[&str] = &[RUNS_CHANNEL, CONTROL_CHANNEL];
 /// Live events buffered per followed run before its subscribers are told to re-read the log.
 const RUN_CAPACITY: usize = 256;
 const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
@@ -94,6 +100,7 @@ struct Shared {
     runs: Mutex<HashMap<RunId, broadcast::Sender<RunSignal>>>,
     backend_pid: AtomicI32,
     task: Mutex<Option<JoinHandle<()>>>,
+    channels: &'static [&'static str],
 }
 
 impl Listener {
@@ -108,12 +115,34 @@ impl Listener {
         pool: PgPool,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Listener> {
+        Self::start_on(pool, EVERY_CHANNEL, shutdown).await
+    }
+
+    /// A worker's listener, as [`Listener::start`] but for queue wake-ups and cancels only: it
+    /// cannot follow a run's events ([`Listener::subscribe_run`] panics).
+    ///
+    /// # Errors
+    ///
+    /// The first connection failed (later failures are retried for ever).
+    pub async fn start_for_worker(
+        pool: PgPool,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Listener> {
+        Self::start_on(pool, WORKER_CHANNELS, shutdown).await
+    }
+
+    async fn start_on(
+        pool: PgPool,
+        channels: &'static [&'static str],
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Listener> {
         let shared = Arc::new(Shared {
             queued: broadcast::channel(BROADCAST_CAPACITY).0,
             control: broadcast::channel(BROADCAST_CAPACITY).0,
             runs: Mutex::new(HashMap::new()),
             backend_pid: AtomicI32::new(0),
             task: Mutex::new(None),
+            channels,
         });
         let connection = connect(&pool, &shared).await?;
         let task = tokio::spawn(listen(Arc::clone(&shared), pool, connection, shutdown));
@@ -136,7 +165,15 @@ impl Listener {
 
     /// Live events of one run. Prefer [`crate::event::EventFollower`], which adds the replay and
     /// the de-duplication that make the stream exact.
+    ///
+    /// # Panics
+    ///
+    /// On a worker's listener ([`Listener::start_for_worker`]), which hears no run's events.
     pub fn subscribe_run(&self, run_id: RunId) -> RunSubscription {
+        assert!(
+            self.shared.channels.contains(&EVENTS_CHANNEL),
+            "a worker's listener hears no run's events"
+        );
         let mut runs = self
             .shared
             .runs
@@ -302,7 +339,7 @@ async fn connect(pool: &PgPool, shared: &Shared) -> Result<PgListener> {
     // Reconnection is ours: it must be followed by the re-read signals.
     connection.eager_reconnect(false);
     connection
-        .listen_all([RUNS_CHANNEL, CONTROL_CHANNEL, EVENTS_CHANNEL])
+        .listen_all(shared.channels.iter().copied())
         .await?;
     let pid = sqlx::query_scalar!(r#"select pg_backend_pid() as "pid!""#)
         .fetch_one(&mut connection)

@@ -2,13 +2,13 @@
 
 use mostrador_queue::cancel::{CancelOutcome, cancel};
 use mostrador_queue::ending::Ending;
-use mostrador_queue::listener::Control;
+use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::run;
 use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{claim_one, event_names, new_run, new_worker, within};
+use crate::support::{self, claim_one, event_names, new_run, new_worker, within};
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
@@ -58,6 +58,31 @@ async fn cancel_pending_run(pool: PgPool) -> anyhow::Result<()> {
     )
     .await;
     assert!(matches!(res, Err(Error::RunNotFound(_))));
+    Ok(())
+}
+
+/// A worker's listener hears what a worker acts on, queue wake-ups and cancels, and no run's
+/// events (it follows none; every event of every run would be sent to it and parsed).
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_workers_listener_hears_wake_ups_and_cancels_and_follows_no_run(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let listener = Listener::start_for_worker(pool.clone(), std::future::pending()).await?;
+    let (mut queued, mut control) = (listener.queued(), listener.control());
+    let run = new_run(&pool).await;
+    assert_eq!(
+        within(queued.recv()).await?,
+        Queued::Graph(support::GRAPH.into())
+    );
+    let worker = new_worker(&pool).await;
+    claim_one(&pool, &worker).await.expect("claimed");
+    cancel(&pool, run.thread_id, run.run_id, CancelAction::Interrupt).await?;
+    assert!(matches!(
+        within(control.recv()).await?,
+        Control::Cancel { run_id, .. } if run_id == run.run_id
+    ));
+    let following = std::panic::catch_unwind(|| listener.subscribe_run(run.run_id));
+    assert!(following.is_err(), "a worker's listener followed a run");
     Ok(())
 }
 
@@ -131,7 +156,7 @@ async fn a_rollback_deletes_its_runs_checkpoints_in_its_own_thread_only(
         .await
         .map_err(|err| anyhow::anyhow!(err))?;
     // A copy of the thread holds the same checkpoint, made by the same run.
-    let copy = crate::support::new_thread(&pool).await;
+    let copy = support::new_thread(&pool).await;
     let reader = PgCheckpointer::new(pool.clone());
     reader
         .copy_thread(run.thread_id.0, copy.thread_id.0)

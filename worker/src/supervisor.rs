@@ -60,7 +60,8 @@ pub async fn run(
     lease.register(&pool).await?;
     let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
     let listener =
-        Listener::start(pool.clone(), async { listener_stopped.await.unwrap_or(()) }).await?;
+        Listener::start_for_worker(pool.clone(), async { listener_stopped.await.unwrap_or(()) })
+            .await?;
     tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
     telemetry.set_ready(true);
 
