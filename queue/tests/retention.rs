@@ -1,16 +1,17 @@
-//! Retention deletes whole threads idle longer than their graph's policy, and nothing else.
+//! Retention deletes whole threads idle longer than their graph's policy, and nothing else; a
+//! thread's retention clock, and the exact date of its state beside it.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::ending::{Ending, end_many};
 use mostrador_queue::event::{self, NewEvent};
 use mostrador_queue::retention::{self, Report, Sweep};
-use mostrador_queue::run::NewRun;
+use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{ThreadId, claim};
+use mostrador_queue::{ThreadId, ThreadStatus, claim};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{enqueue, new_worker};
+use crate::support::{claim_one, enqueue, new_run, new_worker};
 
 /// A thread of `graph` with a finished run, its three events (with `end`) and a checkpoint, last active `days_idle`
 /// days ago.
@@ -218,4 +219,70 @@ async fn retention_purges_threads_the_api_deleted_and_unbound_idle_ones(pool: Pg
     )
     .await;
     assert!(unknown.is_err(), "a graph without a policy is an error");
+}
+
+/// A run's end tells when the thread's state changed to the instant, and leaves the thread's
+/// indexes alone: its retention clock (the one indexed time) moves only when a minute old, so the
+/// thread's new version stays on its page (a HOT update, no index entry written).
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_runs_end_dates_the_state_exactly_and_writes_no_index_entry_of_its_thread(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let clock = |thread_id: ThreadId| {
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+            "select last_activity_at from mostrador.threads where thread_id = $1",
+        )
+        .bind(thread_id.0)
+        .fetch_one(&pool)
+    };
+    let worker = new_worker(&pool).await;
+
+    let run = new_run(&pool).await;
+    let before = clock(run.thread_id).await?;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let mut tx = pool.begin().await?;
+    assert!(
+        end_many(&mut tx, &[claimed.ending(Ending::Success)])
+            .await?
+            .is_empty()
+    );
+    let (updated, hot): (i64, i64) = sqlx::query_as(
+        "select pg_stat_get_xact_tuples_updated('mostrador.threads'::regclass),
+                pg_stat_get_xact_tuples_hot_updated('mostrador.threads'::regclass)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    assert_eq!(
+        (updated, hot),
+        (1, 1),
+        "the thread's update wrote index entries"
+    );
+    let ended = run::get(&pool, run.thread_id, run.run_id).await?;
+    let thread = thread::get(&pool, run.thread_id).await?;
+    assert_eq!(thread.status, ThreadStatus::Idle);
+    assert!(thread.state_updated_at >= ended.finished_at.expect("finished"));
+    assert_eq!(clock(run.thread_id).await?, before, "a fresh clock moved");
+
+    // A clock more than a minute old is restarted by the end.
+    let run = new_run(&pool).await;
+    sqlx::query(
+        "update mostrador.threads set last_activity_at = now() - interval '30 days'
+         where thread_id = $1",
+    )
+    .bind(run.thread_id.0)
+    .execute(&pool)
+    .await?;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    assert!(
+        end_many(
+            &mut *pool.acquire().await?,
+            &[claimed.ending(Ending::Success)]
+        )
+        .await?
+        .is_empty()
+    );
+    let ended = run::get(&pool, run.thread_id, run.run_id).await?;
+    assert!(clock(run.thread_id).await? >= ended.finished_at.expect("finished"));
+    Ok(())
 }
