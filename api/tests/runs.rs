@@ -466,6 +466,40 @@ async fn streams_and_waits_say_where_to_rejoin_them(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn only_a_run_its_request_streams_has_its_first_event_written_at_once(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    for (path, streamed) in [
+        ("/threads/{t}/runs/stream", true),
+        ("/runs/stream", true),
+        ("/threads/{t}/runs/wait", false),
+        ("/runs/wait", false),
+        ("/threads/{t}/runs", false),
+        ("/runs", false),
+    ] {
+        let path = path.replace("{t}", &new_thread(&api, &ana).await);
+        let (status, headers) = api
+            .head_of(api.request(
+                "POST",
+                &path,
+                &ana,
+                r#"{"assistant_id": "agent", "input": {}, "on_completion": "keep"}"#,
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        let run = headers[header::CONTENT_LOCATION].to_str().expect("ascii");
+        let run_id = Uuid::parse_str(run.rsplit('/').next().expect("an id")).expect("uuid");
+        let marked: bool =
+            sqlx::query_scalar("select streamed from mostrador.runs where run_id = $1")
+                .bind(run_id)
+                .fetch_one(api.state.pool())
+                .await
+                .expect("the run");
+        assert_eq!(marked, streamed, "{path}");
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_checkpoint_that_names_none_is_the_latest(pool: PgPool) {
     let api = Api::new(pool).await;
     let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));

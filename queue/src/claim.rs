@@ -55,6 +55,8 @@ pub struct ClaimedRun {
     pub trace_id: Option<String>,
     /// The stream modes whose events are stored.
     pub stream_mode: Vec<String>,
+    /// A client streams its events as they come: its first is written at once.
+    pub streamed: bool,
     /// Its thread had a checkpoint when the run was claimed. One that had none has none until the
     /// run writes one: while a run of a thread is pending or running, only that run writes its
     /// checkpoints (the api changes a thread's state only when it has none in flight, checked
@@ -126,7 +128,7 @@ pub async fn claim(
             returning
                 r.run_id, r.attempt, r.thread_id, r.graph_id, r.input, r.command, r.config,
                 r.metadata, r.max_attempts, r.drain_count, r.cancel_action, r.trace_id,
-                r.stream_mode, r.priority, r.available_at, r.seq
+                r.stream_mode, r.streamed, r.priority, r.available_at, r.seq
         )
         select
             run_id as "run_id: RunId",
@@ -142,6 +144,7 @@ pub async fn claim(
             cancel_action as "cancel_action: CancelAction",
             trace_id,
             stream_mode,
+            streamed,
             -- N.B. A scalar subquery, probed per claimed run through `checkpoints_latest_idx`:
             -- as `exists`, the generic plan hashes a scan of every checkpoint.
             (

@@ -240,7 +240,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                 insert into mostrador.runs (
                     run_id, thread_id, graph_id, input, command, config, metadata,
                     multitask_strategy, priority, available_at, max_attempts, trace_id, stream_mode,
-                    owner, webhook
+                    owner, webhook, streamed
                 )
                 select
                     $1, $2, $3, $4, $5, $6, $7, $8,
@@ -248,7 +248,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                     now() + make_interval(secs => $10), $11,
                     -- Every run has a trace: its creator's, or one of its own.
                     coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, thread.owner,
-                    $14
+                    $14, $20
                 from thread, seen
                 where (thread.graph_id is null or thread.graph_id = $3)
                   and (not $18 or (seen.graph_pending < $16 and seen.caller_pending < $17))
@@ -317,6 +317,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             limit.map_or(0, |limit| limit.max_pending_per_caller),
             limit.is_some(),
             RUNS_CHANNEL,
+            new.streamed,
         )
         .fetch_optional(&mut *conn)
         .await?;

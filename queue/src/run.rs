@@ -173,6 +173,9 @@ pub struct NewRun {
     pub trace_id: Option<String>,
     /// The stream modes whose events the worker stores; other events are not kept.
     pub stream_mode: Vec<StreamMode>,
+    /// A client streams its events as they come (`runs.stream`): its worker writes its first
+    /// event at once. Others' first events wait for the worker's next flush or the run's end.
+    pub streamed: bool,
     /// Where its end is announced ([`crate::webhooks`]); the caller checks it is allowed.
     pub webhook: Option<String>,
 }
@@ -193,6 +196,7 @@ impl NewRun {
             max_attempts: MAX_ATTEMPTS_DEFAULT,
             trace_id: None,
             stream_mode: vec![StreamMode::Values],
+            streamed: false,
             webhook: None,
         }
     }

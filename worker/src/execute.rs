@@ -111,6 +111,14 @@ impl Executor {
         }
     }
 
+    /// Buffered events wait at most `interval` to be written ([`crate::publish::FLUSH_INTERVAL`]
+    /// otherwise): starts a publisher of its own.
+    #[must_use]
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.publisher = Publisher::flushing_every(self.pool.clone(), interval);
+        self
+    }
+
     /// A superstep's tasks at once (the engine's default otherwise): what runs whose
     /// configuration sets no `max_concurrency` get, and the most any run may ask for.
     #[must_use]
@@ -137,10 +145,11 @@ impl Executor {
             // Cancelled while it waited (released by a drain): honour it before running anything.
             handle.cancel(action);
         }
-        let events = Arc::new(
-            self.publisher
-                .register(claimed.lease(), handle.control.clone()),
-        );
+        let events = Arc::new(self.publisher.register(
+            claimed.lease(),
+            handle.control.clone(),
+            claimed.streamed,
+        ));
         let checkpointer = Timed::new(
             PgCheckpointer::fenced(pool.clone(), &claimed),
             &self.telemetry,

@@ -5,8 +5,11 @@
 //! notifies subscribers: notifying commits, not statements, are what limit a worker's throughput.
 //! So runs never write their events, nor their endings, themselves. They buffer events; the
 //! publisher takes every buffer and every ending waiting at that moment and writes them with one
-//! statement (`ending::write`), so a run's last events and its ending always commit together. Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a
-//! run's first event and its ending are written at once, since clients wait for them. Whatever
+//! statement (`ending::write`), so a run's last events and its ending always commit together.
+//! Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a run's ending is written at
+//! once, and so is the first event of a run a client streams from its start (`streamed`), since
+//! they wait for them. A run nobody streams (a wait, a background run) has its first events go
+//! with the next flush or its end: a short run's events and its end are one commit. Whatever
 //! arrives while a transaction commits goes in the next one: a busy worker batches by itself, an
 //! idle one answers at the speed of one commit.
 //!
@@ -82,6 +85,8 @@ struct Buffer {
     lease: Lease,
     control: RunControl,
     pending: Mutex<Pending>,
+    /// Set once a pushed event no longer wakes the publisher: after a streamed run's first, from
+    /// the start for a run nobody streams.
     woke: AtomicBool,
     lost: AtomicBool,
 }
@@ -130,6 +135,11 @@ pub struct RunEvents {
 impl Publisher {
     /// Starts the publisher task; it ends once every handle is dropped and its last flush is done.
     pub fn start(pool: PgPool) -> Self {
+        Self::flushing_every(pool, FLUSH_INTERVAL)
+    }
+
+    /// As [`Publisher::start`], with buffered events waiting at most `interval`.
+    pub fn flushing_every(pool: PgPool, interval: Duration) -> Self {
         let (requests, receiver) = mpsc::unbounded_channel();
         let (gone, stopped) = watch::channel(false);
         let runs = Arc::default();
@@ -137,7 +147,13 @@ impl Publisher {
             let runs = Arc::clone(&runs);
             async move {
                 let _gone = Gone(gone);
-                publish(Connections::kept(db::publisher(&pool)), runs, receiver).await;
+                publish(
+                    Connections::kept(db::publisher(&pool)),
+                    runs,
+                    receiver,
+                    interval,
+                )
+                .await;
             }
         });
         Self {
@@ -160,13 +176,14 @@ impl Publisher {
         self.task.abort();
     }
 
-    /// Registers a held run; `control` is cancelled if its lease turns out lost.
-    pub fn register(&self, lease: Lease, control: RunControl) -> RunEvents {
+    /// Registers a held run; `control` is cancelled if its lease turns out lost. A `streamed`
+    /// run's first event is written at once; another's waits for the next flush or its end.
+    pub fn register(&self, lease: Lease, control: RunControl, streamed: bool) -> RunEvents {
         let buffer = Arc::new(Buffer {
             lease,
             control,
             pending: Mutex::default(),
-            woke: AtomicBool::new(false),
+            woke: AtomicBool::new(!streamed),
             lost: AtomicBool::new(false),
         });
         self.runs
@@ -185,7 +202,8 @@ impl RunEvents {
     pub fn push(&self, event: NewEvent) {
         self.buffer.lock().events.push(event);
         if !self.buffer.woke.swap(true, Ordering::SeqCst) {
-            // The run's first event: the client waits for it, don't let it wait for the tick.
+            // A streamed run's first event: its client waits for it, don't let it wait for the
+            // tick.
             let _ = self.publisher.requests.send(Request::Wake);
         }
     }
@@ -272,8 +290,9 @@ async fn publish(
     connections: Connections,
     runs: Arc<Mutex<HashMap<RunId, Arc<Buffer>>>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
+    every: Duration,
 ) {
-    let mut tick = interval(FLUSH_INTERVAL);
+    let mut tick = interval(every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut batch = Batch::default();
     loop {

@@ -55,9 +55,9 @@ impl Executor {
             // Cancelled while it waited (released by a drain): honour it before running anything.
             handle.cancel(action);
         }
-        let events = self
-            .publisher
-            .register(claimed.lease(), handle.control.clone());
+        let events =
+            self.publisher
+                .register(claimed.lease(), handle.control.clone(), claimed.streamed);
         if handle.control.is_cancelled() {
             return end(&events, claimed, cancelled(handle)).await;
         }

@@ -177,8 +177,19 @@ impl Accepted {
     }
 }
 
-/// Validates, authorizes and enqueues a run on a thread; `follows` when the request follows the
-/// run it creates (a wait, a stream).
+/// What the request that creates a run does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Nothing: a background run.
+    No,
+    /// Waits for its end.
+    Waits,
+    /// Streams its events as they come.
+    Streams,
+}
+
+/// Validates, authorizes and enqueues a run on a thread; `follow` says what the request does
+/// with the run it creates.
 ///
 /// # Errors
 ///
@@ -190,7 +201,7 @@ pub async fn accept(
     caller: &Caller,
     thread_id: &str,
     body: CreateRun,
-    follows: bool,
+    follow: Follow,
 ) -> Result<Accepted, ApiError> {
     let create = body.if_not_exists.as_deref() == Some("create");
     let found = visible_thread(state, caller, thread_id).await;
@@ -218,7 +229,7 @@ pub async fn accept(
         if resumes(&new) {
             return Err(nothing_to_resume());
         }
-        return create_and_enqueue(state, caller, assistant, new, follows).await;
+        return create_and_enqueue(state, caller, assistant, new, follow).await;
     };
     let names_one = [&body.checkpoint_id, &body.checkpoint]
         .into_iter()
@@ -259,7 +270,7 @@ pub async fn accept(
     if !answers {
         may_write(caller, &thread)?;
     }
-    let (new, events) = subscribed(state, new, follows);
+    let (new, events) = subscribed(state, new, follow);
     let enqueued = run::enqueue(state.pool(), &new, Some(state.queue_limit())).await;
     let run = enqueued.map_err(|err| refused(state, caller, err))?.run;
     state.metrics().runs_created.inc();
@@ -271,21 +282,22 @@ pub async fn accept(
     })
 }
 
-/// The run `new` will be, and, when the request `follows` it, its events subscribed to before it
+/// The run `new` will be, and, when the request follows it, its events subscribed to before it
 /// is enqueued, with an id chosen here. (A subscription holds a channel: none for a run nobody
-/// follows.)
+/// follows.) A streamed run's worker writes its first event at once.
 pub(super) fn subscribed(
     state: &AppState,
     new: NewRun,
-    follows: bool,
+    follow: Follow,
 ) -> (NewRun, Option<RunSubscription>) {
-    if !follows {
+    if follow == Follow::No {
         return (new, None);
     }
     let run_id = RunId(Uuid::now_v7());
     let events = state.listener().subscribe_run(run_id);
     let new = NewRun {
         run_id: Some(run_id),
+        streamed: follow == Follow::Streams,
         ..new
     };
     (new, Some(events))
@@ -335,9 +347,9 @@ async fn create_and_enqueue(
     caller: &Caller,
     assistant: Assistant,
     new: NewRun,
-    follows: bool,
+    follow: Follow,
 ) -> Result<Accepted, ApiError> {
-    let (new, events) = subscribed(state, new, follows);
+    let (new, events) = subscribed(state, new, follow);
     let owned = NewThread {
         graph_id: None,
         owner: caller.subject.clone(),

@@ -13,7 +13,7 @@ pub(crate) mod wait;
 
 use wait::final_state;
 
-pub use accept::{Accepted, CreateRun, RunCommand, StreamModes, accept};
+pub use accept::{Accepted, CreateRun, Follow, RunCommand, StreamModes, accept};
 pub use stateless::{batch, create_stateless, stream_stateless, wait_stateless};
 pub use wait::{create_and_stream, create_and_wait, join, join_stream};
 
@@ -147,7 +147,7 @@ pub async fn create(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
-    let accepted = accept(&state, &caller, &thread_id, body, false).await?;
+    let accepted = accept(&state, &caller, &thread_id, body, Follow::No).await?;
     Ok((
         content_location(&accepted.run),
         Json(run_answer(&accepted.run)),

@@ -12,7 +12,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::accept::{
-    Accepted, CreateRun, new_run, refused, resolve_assistant, rust_graph, subscribed,
+    Accepted, CreateRun, Follow, new_run, refused, resolve_assistant, rust_graph, subscribed,
 };
 use super::wait::{streaming, waiting};
 use super::{content_location, run_answer, unprocessable};
@@ -24,12 +24,12 @@ use crate::stream;
 use crate::wire;
 
 /// Validates and enqueues stateless runs, each on a new thread of the caller bound to its graph,
-/// all or nothing; `follows` when the request follows the run it creates (a wait, a stream).
+/// all or nothing; `follow` says what the request does with the runs it creates.
 async fn accept_stateless(
     state: &AppState,
     caller: &Caller,
     bodies: Vec<CreateRun>,
-    follows: bool,
+    follow: Follow,
 ) -> Result<Vec<Accepted>, ApiError> {
     state.within_share(caller)?;
     let mut runs = Vec::with_capacity(bodies.len());
@@ -61,7 +61,7 @@ async fn accept_stateless(
             graph,
             None,
         )?;
-        let (new, events) = subscribed(state, new, follows);
+        let (new, events) = subscribed(state, new, follow);
         runs.push((new_thread, new));
         assistants.push(assistant);
         subscriptions.push(events);
@@ -90,7 +90,7 @@ pub async fn create_stateless(
     caller: Caller,
     Body(body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
-    let accepted = accept_stateless(&state, &caller, vec![body], false).await?;
+    let accepted = accept_stateless(&state, &caller, vec![body], Follow::No).await?;
     let run = &accepted[0].run;
     Ok((content_location(run), Json(run_answer(run))).into_response())
 }
@@ -104,7 +104,7 @@ pub async fn batch(
     if bodies.is_empty() || bodies.len() > 1000 {
         return Err(unprocessable("a batch holds 1 to 1000 runs"));
     }
-    let accepted = accept_stateless(&state, &caller, bodies, false).await?;
+    let accepted = accept_stateless(&state, &caller, bodies, Follow::No).await?;
     Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))
 }
 
@@ -119,7 +119,7 @@ pub async fn wait_stateless(
     let delete = body.deletes_on_completion()?;
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let accepted = accept_stateless(&state, &caller, vec![body], Follow::Waits).await?;
     let mut accepted = accepted.into_iter().next().expect("one run");
     let start = accepted.start();
     Ok(waiting(
@@ -142,7 +142,7 @@ pub async fn stream_stateless(
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept_stateless(&state, &caller, vec![body], true).await?;
+    let accepted = accept_stateless(&state, &caller, vec![body], Follow::Streams).await?;
     let accepted = accepted.into_iter().next().expect("one run");
     Ok(streaming(&state, slot, accepted, messages, on_disconnect))
 }

@@ -11,7 +11,7 @@ use mostrador_queue::thread::{self};
 use mostrador_queue::{Run, RunStatus};
 use serde_json::{Value, json};
 
-use super::accept::{Accepted, CreateRun, StreamModes, accept};
+use super::accept::{Accepted, CreateRun, Follow, StreamModes, accept};
 use super::{queue_error, rejoin_location, visible_run};
 use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
@@ -28,7 +28,7 @@ pub async fn create_and_stream(
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let accepted = accept(&state, &caller, &thread_id, body, true).await?;
+    let accepted = accept(&state, &caller, &thread_id, body, Follow::Streams).await?;
     Ok(streaming(&state, slot, accepted, messages, on_disconnect))
 }
 
@@ -137,7 +137,7 @@ pub async fn create_and_wait(
 ) -> Result<Response, ApiError> {
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
-    let mut accepted = accept(&state, &caller, &thread_id, body, true).await?;
+    let mut accepted = accept(&state, &caller, &thread_id, body, Follow::Waits).await?;
     let start = accepted.start();
     Ok(waiting(
         state,

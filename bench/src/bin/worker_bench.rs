@@ -10,8 +10,8 @@
 //!   6-superstep runs of no-op nodes; runs/s and supersteps/s. Beside it, `engine-only`: the same
 //!   graphs run by the engine in this process on the fenced Postgres checkpointer, 32 at a time,
 //!   with no claim, no events and no transitions: what the queue costs on top of the engine.
-//! * `pickup`: one idle worker; from the enqueue call to the run's first event (its NOTIFY), p50
-//!   and p99, one run at a time.
+//! * `pickup`: one idle worker; from the enqueue call to the first event (its NOTIFY) of a run
+//!   a client streams, p50 and p99, one run at a time.
 //! * `drain`: one worker with 16 runs in flight whose supersteps take S; SIGTERM to exit.
 //! * `memory`: one worker's RSS with 0, 1, 100 and 1,000 runs parked in a sleeping node.
 
@@ -361,7 +361,11 @@ async fn pickup(args: &Args, pool: &PgPool) -> anyhow::Result<(Duration, Duratio
     .await?;
     let mut samples = Vec::new();
     for (i, thread) in threads.iter().enumerate() {
-        let new = NewRun::new(thread.thread_id, "bench_linear_1");
+        // As `runs.stream` creates it: its first event is written at once.
+        let new = NewRun {
+            streamed: true,
+            ..NewRun::new(thread.thread_id, "bench_linear_1")
+        };
         let start = Instant::now();
         let run_id = enqueue(pool, &new, None).await?.run.run_id.0.to_string();
         let mut first = None;

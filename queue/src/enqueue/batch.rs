@@ -40,6 +40,7 @@ pub async fn enqueue_batch<'a>(
     let mut trace_ids = Vec::with_capacity(n);
     let mut stream_modes = Vec::with_capacity(n);
     let mut webhooks = Vec::with_capacity(n);
+    let mut streamed = Vec::with_capacity(n);
     for new in news {
         new.validate()?;
         run_ids.push(new.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0));
@@ -56,6 +57,7 @@ pub async fn enqueue_batch<'a>(
         trace_ids.push(new.trace_id.clone());
         // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
         stream_modes.push(new.stream_mode_names().join(","));
+        streamed.push(new.streamed);
         webhooks.push(new.webhook.clone());
     }
 
@@ -90,23 +92,24 @@ pub async fn enqueue_batch<'a>(
             from unnest(
                 $1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[],
                 $7::jsonb[], $8::mostrador.multitask_strategy[], $9::int[], $10::float8[],
-                $11::int[], $12::text[], $13::text[], $14::text[]
+                $11::int[], $12::text[], $13::text[], $14::text[], $15::bool[]
             ) with ordinality as i(
                 run_id, thread_id, graph_id, input, command, config, metadata,
                 multitask_strategy, priority, after_secs, max_attempts, trace_id, stream_mode,
-                webhook, ord
+                webhook, streamed, ord
             )
         ),
         inserted as (
             insert into mostrador.runs (
                 run_id, thread_id, graph_id, input, command, config, metadata, multitask_strategy,
-                priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook
+                priority, available_at, max_attempts, trace_id, stream_mode, owner, webhook,
+                streamed
             )
             select
                 i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
                 i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
                 i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
-                string_to_array(i.stream_mode, ','), t.owner, i.webhook
+                string_to_array(i.stream_mode, ','), t.owner, i.webhook, i.streamed
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
             -- generic plan of this prepared statement may probe threads by graph_id instead
@@ -139,6 +142,7 @@ pub async fn enqueue_batch<'a>(
         &trace_ids as &[Option<String>],
         &stream_modes,
         &webhooks as &[Option<String>],
+        &streamed,
     )
     .fetch_one(&mut *tx)
     .await?;
