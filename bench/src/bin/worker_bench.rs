@@ -278,7 +278,7 @@ async fn throughput(
     let graph = format!("bench_linear_{steps}");
     enqueue_many(pool, &graph, args.runs, json!({})).await?;
     // Each run's end is heard, not polled for: a count of runs by status every 10 ms was a scan
-    // of the table, a tenth of PostgreSQL's CPU taken from the workers measured.
+    // of the table, 15 % of PostgreSQL's execution, taken from the workers measured.
     let mut events = PgListener::connect_with(pool).await?;
     events.listen(EVENTS_CHANNEL).await?;
     let start = Instant::now();
