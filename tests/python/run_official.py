@@ -30,11 +30,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerExited(RuntimeError):
+    pass
+
+
 def wait_ok(url: str, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            raise ServerExited(f"server exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(url + "/ok", timeout=2) as resp:
                 if resp.status == 200:
@@ -43,6 +47,18 @@ def wait_ok(url: str, proc: subprocess.Popen, timeout: float) -> None:
             pass
         time.sleep(0.5)
     raise RuntimeError(f"server not ready after {timeout}s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ends the server's process group (what it started too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
 
 
 def main() -> int:
@@ -60,31 +76,38 @@ def main() -> int:
         shutil.copy(HERE / "langgraph.json", tmp)
         log_path = Path(args.log) if args.log else Path(tmp) / "server.log"
         env = dict(os.environ, LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", NO_COLOR="1")
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [args.langgraph, "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"],
-                cwd=tmp,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        log_path.write_text("")
+        proc = None
         try:
-            wait_ok(url, proc, timeout=90)
+            # `langgraph dev` has died while starting, before writing a line (SIGSEGV, once in
+            # many CI runs): one that exits before it answers is started again, twice at most.
+            for attempt in range(3):
+                with open(log_path, "a") as log:
+                    proc = subprocess.Popen(
+                        [args.langgraph, "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"],
+                        cwd=tmp,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                try:
+                    wait_ok(url, proc, timeout=90)
+                    break
+                except ServerExited as exited:
+                    if attempt == 2:
+                        raise
+                    stop(proc)
+                    shutil.rmtree(Path(tmp) / ".langgraph_api", ignore_errors=True)
+                    print(f"official {exited} before it answered: starting it again", file=sys.stderr)
             print(f"official server up at {url} (pid {proc.pid})", file=sys.stderr)
             return subprocess.call([sys.executable, str(HERE / "compare.py"), "--url", url, "--out", args.out])
         except Exception:
             sys.stderr.write(log_path.read_text()[-4000:])
             raise
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            except ProcessLookupError:
-                pass
+            if proc is not None:
+                stop(proc)
 
 
 if __name__ == "__main__":
