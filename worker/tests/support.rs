@@ -1,14 +1,56 @@
-//! What the worker tests share: a node-start counter and a three-node graph with a gate.
+//! What the worker tests share: enqueueing and claiming a run, an executor, a node-start counter
+//! and a three-node graph with a gate.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::{Command, Graph, Reducer, START, StateGraph};
+use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::thread::{self, NewThread};
+use mostrador_queue::{ClaimedRun, ThreadId, WorkerLease, claim};
+use mostrador_worker::Executor;
 use serde_json::json;
+use sqlx::PgPool;
 use tokio::sync::Notify;
 
 pub const GRAPH: &str = "test";
+
+/// Enqueues a run of [`GRAPH`] (`new` shapes it) on `thread_id`, or on a new thread of Ana's.
+pub async fn enqueue(
+    pool: &PgPool,
+    thread_id: Option<ThreadId>,
+    new: impl FnOnce(NewRun) -> NewRun,
+) -> NewRun {
+    let thread_id = match thread_id {
+        Some(id) => id,
+        None => {
+            thread::create(pool, &NewThread::new(GRAPH, "ana"))
+                .await
+                .expect("thread")
+                .thread_id
+        }
+    };
+    let new = new(NewRun::new(thread_id, GRAPH));
+    run::enqueue(pool, &new, None).await.expect("enqueue");
+    new
+}
+
+/// An executor with its publisher and default metrics.
+pub fn executor(pool: &PgPool) -> Executor {
+    Executor::new(pool.clone(), Arc::default())
+}
+
+/// Claims the next run of [`GRAPH`] for a new worker.
+pub async fn claim_next(pool: &PgPool) -> ClaimedRun {
+    let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
+    worker.register(pool).await.expect("register");
+    claim(pool, worker.worker_id, &worker.graphs, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a run to claim")
+}
 
 /// Counts node starts.
 #[derive(Clone, Default)]
