@@ -1,6 +1,7 @@
 mod api_keys;
 mod assistants;
 mod auth;
+mod cancel;
 mod crons;
 mod dashboard;
 mod decide;
