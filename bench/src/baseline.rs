@@ -7,6 +7,8 @@ use sqlx::PgPool;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
+use mostrador_queue::thread::Thread;
+
 use crate::Args;
 
 pub async fn reset(pool: &PgPool) -> anyhow::Result<()> {
@@ -43,6 +45,41 @@ pub async fn enqueue_batch(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
         insert(pool, args.batch_size).await?;
     }
     Ok(args.batch_runs as f64 / start.elapsed().as_secs_f64())
+}
+
+/// `enqueue-batch`'s runs, one per thread, inserted straight into `mostrador.runs`: the columns
+/// `run::enqueue_batch` writes (the others take their defaults), `--batch-size` rows a statement.
+pub async fn table_enqueue_batch(
+    pool: &PgPool,
+    threads: &[Thread],
+    args: &Args,
+) -> anyhow::Result<f64> {
+    let input = &args.batch_input;
+    let start = Instant::now();
+    for chunk in threads.chunks(args.batch_size) {
+        let run_ids: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
+        let thread_ids: Vec<Uuid> = chunk.iter().map(|thread| thread.thread_id.0).collect();
+        let graph_ids: Vec<&str> = chunk
+            .iter()
+            .map(|thread| thread.graph_id.as_deref().unwrap_or_default())
+            .collect();
+        let inputs = vec![input; chunk.len()];
+        let owners: Vec<&str> = chunk.iter().map(|thread| thread.owner.as_str()).collect();
+        let trace_ids: Vec<String> = run_ids.iter().map(|id| id.simple().to_string()).collect();
+        sqlx::query(
+            "insert into mostrador.runs (run_id, thread_id, graph_id, input, owner, trace_id)
+             select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::text[], $6::text[])",
+        )
+        .bind(&run_ids)
+        .bind(&thread_ids)
+        .bind(&graph_ids)
+        .bind(&inputs)
+        .bind(&owners)
+        .bind(&trace_ids)
+        .execute(pool)
+        .await?;
+    }
+    Ok(threads.len() as f64 / start.elapsed().as_secs_f64())
 }
 
 pub async fn claim_complete(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {

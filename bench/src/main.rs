@@ -14,6 +14,9 @@
 //!   minimal jobs table (one partial index, delete on completion, no thread, no event), the
 //!   ceiling a Postgres queue can reach on this machine. Run side by side with ours, their ratio
 //!   is what to compare across machines. (The only SQL outside `mostrador-queue`, on purpose.)
+//! * `table-enqueue-batch`: the runs of `enqueue-batch` inserted straight into `runs` in raw SQL,
+//!   the same columns in statements of the same size, with no thread checked, no limit and no
+//!   NOTIFY: what the table and its indexes cost, the floor under `enqueue-batch`.
 //! * `baseline-pickup`: the raw-SQL queue's pickup latency (insert + NOTIFY in one statement, an
 //!   idle claimer on LISTEN), timed like `pickup`.
 //! * `python-linear`, `python-linear1`: the Python graphs of `bench/servers/langgraph.json`
@@ -69,6 +72,14 @@ struct Args {
     batch_runs: usize,
     #[arg(long, default_value_t = 1_000)]
     batch_size: usize,
+    /// Each run's input in `enqueue-batch` and `table-enqueue-batch` (a peer's job payload, to
+    /// compare the same work).
+    #[arg(
+        long,
+        default_value = r#"{"messages": [{"role": "user", "content": "hola"}]}"#,
+        value_parser = |json: &str| serde_json::from_str::<serde_json::Value>(json)
+    )]
+    batch_input: serde_json::Value,
     #[arg(long, default_value_t = 50_000)]
     drain_runs: usize,
     #[arg(long, default_value_t = 16)]
@@ -124,15 +135,19 @@ async fn main() -> anyhow::Result<()> {
                 "enqueue-single" => {
                     Measure::Rate(enqueue_single(&pool, args.single_runs).await?, "runs/s")
                 }
-                "enqueue-batch" => Measure::Rate(
-                    enqueue_batch(&pool, args.batch_runs, args.batch_size).await?,
-                    "runs/s",
-                ),
+                "enqueue-batch" => Measure::Rate(enqueue_batch(&pool, &args).await?, "runs/s"),
                 "claim-complete" => {
                     Measure::Rate(claim_complete(&pool, &args, true).await?, "runs/s")
                 }
                 "claim-complete-stale" => {
                     Measure::Rate(claim_complete(&pool, &args, false).await?, "runs/s")
+                }
+                "table-enqueue-batch" => {
+                    let threads = threads(&pool, args.batch_runs).await?;
+                    Measure::Rate(
+                        baseline::table_enqueue_batch(&plain, &threads, &args).await?,
+                        "runs/s",
+                    )
                 }
                 "baseline-enqueue-batch" => {
                     Measure::Rate(baseline::enqueue_batch(&plain, &args).await?, "runs/s")
@@ -275,17 +290,25 @@ async fn enqueue_single(pool: &PgPool, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn enqueue_batch(pool: &PgPool, n: usize, batch_size: usize) -> anyhow::Result<f64> {
-    let threads = threads(pool, n).await?;
+async fn enqueue_batch(pool: &PgPool, args: &Args) -> anyhow::Result<f64> {
+    let threads = threads(pool, args.batch_runs).await?;
     let batches: Vec<Vec<NewRun>> = threads
-        .chunks(batch_size)
-        .map(|chunk| chunk.iter().map(run_on).collect())
+        .chunks(args.batch_size)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .map(|thread| NewRun {
+                    input: Some(args.batch_input.clone()),
+                    ..NewRun::new(thread.thread_id, GRAPH)
+                })
+                .collect()
+        })
         .collect();
     let start = Instant::now();
     for batch in &batches {
         run::enqueue_batch(pool, batch, None).await?;
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok(args.batch_runs as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Drains the backlog; with `analyzed` false the statistics of `runs` stay the empty table's.

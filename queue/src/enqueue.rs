@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use sqlx::{Acquire, PgConnection, Postgres};
-use uuid::Uuid;
 
 use crate::cancel::{CancelOutcome, cancel_in_tx};
 use crate::lease::WorkerId;
@@ -184,6 +183,7 @@ const INSERT_TRIES: u32 = 3;
 /// thread is missing or of another graph, or when a bound of `limit` is reached.
 async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>) -> Result<Run> {
     let delayed = !new.after.is_zero();
+    let (run_id, trace_id) = new.id_and_trace();
     for _ in 0..INSERT_TRIES {
         // The thread's row lock serializes this run's insert with the api's state updates (which
         // check under it that no run is in flight) and with other enqueues on the thread. A
@@ -246,8 +246,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                     $1, $2, $3, $4, $5, $6, $7, $8,
                     least($9::int + seen.caller_pending, 2147483647)::int,
                     now() + make_interval(secs => $10), $11,
-                    -- Every run has a trace: its creator's, or one of its own.
-                    coalesce($12, replace(gen_random_uuid()::text, '-', '')), $13, thread.owner,
+                    $12, $13, thread.owner,
                     $14, $20
                 from thread, seen
                 where (thread.graph_id is null or thread.graph_id = $3)
@@ -298,7 +297,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
                 finished_at
             from inserted
             "#,
-            new.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0),
+            run_id,
             new.thread_id.0,
             new.graph_id,
             new.input,
@@ -309,7 +308,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             new.priority,
             new.after.as_secs_f64(),
             new.max_attempts,
-            new.trace_id,
+            trace_id,
             &new.stream_mode_names(),
             new.webhook,
             delayed,

@@ -116,6 +116,23 @@ pub fn metadata_max_bytes() -> usize {
     METADATA_MAX_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The length of `value` as compact JSON, counted without writing it anywhere.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value serializes");
+    count.0
+}
+
 /// Metadata is a JSON object of at most [`metadata_max_bytes`].
 ///
 /// # Errors
@@ -129,7 +146,7 @@ pub(crate) fn check_metadata(metadata: &serde_json::Value) -> Result {
         });
     }
     let most = metadata_max_bytes();
-    if metadata.to_string().len() > most {
+    if json_len(metadata) > most {
         return Err(Error::Invalid {
             field: "metadata",
             reason: format!("must be at most {most} bytes of JSON"),

@@ -4,6 +4,7 @@
 use mostrador_queue::ending::Ending;
 use std::time::Duration;
 
+use mostrador_graph::StreamMode;
 use mostrador_queue::CancelOutcome;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit};
 use mostrador_queue::thread::{self, NewThread};
@@ -238,6 +239,40 @@ async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Resu
         assert_eq!(claimed.input, Some(serde_json::json!({"i": i})));
         claimed.end(&pool, Ending::Success).await?;
     }
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_batched_run_keeps_what_its_caller_gave_it(pool: PgPool) -> anyhow::Result<()> {
+    let (first, second) = (new_thread(&pool).await, new_thread(&pool).await);
+    let given = NewRun {
+        config: serde_json::json!({"configurable": {"model": "m"}}),
+        metadata: serde_json::json!({"source": "nightly"}),
+        stream_mode: vec![StreamMode::Values, StreamMode::Updates],
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        ..NewRun::new(first.thread_id, GRAPH)
+    };
+    let defaults = NewRun::new(second.thread_id, GRAPH);
+    let run_ids = run::enqueue_batch(&pool, &[given, defaults], None).await?;
+
+    let given = run::get(&pool, first.thread_id, run_ids[0]).await?;
+    assert_eq!(
+        given.config,
+        serde_json::json!({"configurable": {"model": "m"}})
+    );
+    assert_eq!(given.metadata, serde_json::json!({"source": "nightly"}));
+    assert_eq!(given.stream_mode, ["values", "updates"]);
+    assert_eq!(
+        given.trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+
+    // Empty objects stay objects; a run nobody traced has a trace of its own, its id's digits.
+    let defaults = run::get(&pool, second.thread_id, run_ids[1]).await?;
+    assert_eq!(defaults.config, serde_json::json!({}));
+    assert_eq!(defaults.metadata, serde_json::json!({}));
+    assert_eq!(defaults.stream_mode, ["values"]);
+    assert_eq!(defaults.trace_id, Some(run_ids[1].0.simple().to_string()));
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 use sqlx::{Acquire, PgConnection, Postgres};
-use uuid::Uuid;
 
 use super::{QueueLimit, within_limit};
 use crate::listener::RUNS_CHANNEL;
@@ -43,22 +42,30 @@ pub async fn enqueue_batch<'a>(
     let mut streamed = Vec::with_capacity(n);
     for new in news {
         new.validate()?;
-        run_ids.push(new.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0));
+        let (run_id, trace_id) = new.id_and_trace();
+        run_ids.push(run_id);
         thread_ids.push(new.thread_id.0);
-        graph_ids.push(new.graph_id.clone());
-        inputs.push(new.input.clone());
-        commands.push(new.command.clone());
-        configs.push(new.config.clone());
-        metadatas.push(new.metadata.clone());
+        graph_ids.push(new.graph_id.as_str());
+        inputs.push(new.input.as_ref());
+        commands.push(new.command.as_ref());
+        configs.push(unless_empty(&new.config));
+        metadatas.push(unless_empty(&new.metadata));
         strategies.push(new.multitask_strategy);
         priorities.push(new.priority);
         afters.push(new.after.as_secs_f64());
         max_attempts.push(new.max_attempts);
-        trace_ids.push(new.trace_id.clone());
+        trace_ids.push(trace_id);
         // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
-        stream_modes.push(new.stream_mode_names().join(","));
+        let mut modes = String::new();
+        for mode in &new.stream_mode {
+            if !modes.is_empty() {
+                modes.push(',');
+            }
+            modes.push_str(mode.as_str());
+        }
+        stream_modes.push(modes);
         streamed.push(new.streamed);
-        webhooks.push(new.webhook.clone());
+        webhooks.push(new.webhook.as_deref());
     }
 
     let mut tx = db.begin().await?;
@@ -106,9 +113,9 @@ pub async fn enqueue_batch<'a>(
                 streamed
             )
             select
-                i.run_id, i.thread_id, i.graph_id, i.input, i.command, i.config, i.metadata,
-                i.multitask_strategy, i.priority, now() + make_interval(secs => i.after_secs),
-                i.max_attempts, coalesce(i.trace_id, replace(gen_random_uuid()::text, '-', '')),
+                i.run_id, i.thread_id, i.graph_id, i.input, i.command, coalesce(i.config, '{}'),
+                coalesce(i.metadata, '{}'), i.multitask_strategy, i.priority,
+                now() + make_interval(secs => i.after_secs), i.max_attempts, i.trace_id,
                 string_to_array(i.stream_mode, ','), t.owner, i.webhook, i.streamed
             from input i
             -- N.B. `offset 0` keeps this a primary-key lookup per run. Flattened into a join, the
@@ -130,18 +137,18 @@ pub async fn enqueue_batch<'a>(
         "#,
         &run_ids,
         &thread_ids,
-        &graph_ids,
-        &inputs as &[Option<Value>],
-        &commands as &[Option<Value>],
-        &configs,
-        &metadatas,
+        &graph_ids as &[&str],
+        &inputs as &[Option<&Value>],
+        &commands as &[Option<&Value>],
+        &configs as &[Option<&Value>],
+        &metadatas as &[Option<&Value>],
         &strategies as &[MultitaskStrategy],
         &priorities,
         &afters,
         &max_attempts,
-        &trace_ids as &[Option<String>],
+        &trace_ids,
         &stream_modes,
-        &webhooks as &[Option<String>],
+        &webhooks as &[Option<&str>],
         &streamed,
     )
     .fetch_one(&mut *tx)
@@ -200,6 +207,16 @@ pub async fn enqueue_batch<'a>(
     notify_queued(&mut tx, &woken).await?;
     tx.commit().await?;
     Ok(run_ids.into_iter().map(RunId).collect())
+}
+
+/// `value`, or none when it is an empty object: PostgreSQL parses each JSON value of a statement,
+/// and a run's config and metadata are mostly empty (`coalesce` in the statement puts the object
+/// back).
+fn unless_empty(value: &Value) -> Option<&Value> {
+    match value {
+        Value::Object(object) if object.is_empty() => None,
+        value => Some(value),
+    }
 }
 
 /// Wakes the claimers of these graphs when the transaction commits.
