@@ -1,13 +1,13 @@
 //! The raw-SQL baseline: a minimal jobs table and the statements the fastest Postgres queues use
-//! (batched `unnest` insert, one-statement `SKIP LOCKED` claim, delete on completion).
+//! (batched `unnest` insert, one-statement `SKIP LOCKED` claim, delete on completion); and the
+//! runs table's own floor, runs inserted into it with no check.
 
 use std::time::Instant;
 
+use mostrador_queue::thread::Thread;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 use uuid::Uuid;
-
-use mostrador_queue::thread::Thread;
 
 use crate::Args;
 

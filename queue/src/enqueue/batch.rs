@@ -56,14 +56,8 @@ pub async fn enqueue_batch<'a>(
         max_attempts.push(new.max_attempts);
         trace_ids.push(trace_id);
         // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
-        let mut modes = String::new();
-        for mode in &new.stream_mode {
-            if !modes.is_empty() {
-                modes.push(',');
-            }
-            modes.push_str(mode.as_str());
-        }
-        stream_modes.push(modes);
+        let modes: Vec<&str> = new.stream_mode.iter().map(|mode| mode.as_str()).collect();
+        stream_modes.push(modes.join(","));
         streamed.push(new.streamed);
         webhooks.push(new.webhook.as_deref());
     }
