@@ -202,9 +202,9 @@ impl NewRun {
     }
 
     /// The run's id (the caller's, or a new one) and its trace: its creator's, or one of its own,
-    /// the id's 32 hex digits (a run id is unique, and its last 62 bits are random, the bits a
-    /// trace's sampler reads). Made here, not by PostgreSQL: `gen_random_uuid()` and its text were
-    /// a fifth of a batched enqueue's execution (bench/RESULTS.md).
+    /// the id's 32 hex digits (unique, as the id is). Made here, not by PostgreSQL:
+    /// `gen_random_uuid()` and its text were a fifth of a batched enqueue's execution
+    /// (bench/RESULTS.md).
     pub(crate) fn id_and_trace(&self) -> (Uuid, String) {
         let run_id = self.run_id.map_or_else(Uuid::now_v7, |run_id| run_id.0);
         let trace_id = self
