@@ -33,7 +33,7 @@ use mostrador_queue::{Lease, NewEvent, RunId};
 use crate::Error;
 use mostrador_queue::PgPool;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::time::{MissedTickBehavior, interval};
+use tokio::time::{Instant, MissedTickBehavior, interval_at};
 
 /// How long a buffered event may wait to be appended.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
@@ -292,7 +292,9 @@ async fn publish(
     mut requests: mpsc::UnboundedReceiver<Request>,
     every: Duration,
 ) {
-    let mut tick = interval(every);
+    // N.B. The first tick a whole period after the start, not at once as `interval`'s: a run
+    // registered meanwhile would have its first events written alone, though nobody streams it.
+    let mut tick = interval_at(Instant::now() + every, every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut batch = Batch::default();
     loop {
