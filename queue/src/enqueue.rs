@@ -309,7 +309,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             new.after.as_secs_f64(),
             new.max_attempts,
             trace_id,
-            &new.stream_mode_names(),
+            &new.stream_mode_names() as &[&str],
             new.webhook,
             delayed,
             limit.map_or(0, |limit| limit.max_pending),

@@ -214,11 +214,8 @@ impl NewRun {
         (run_id, trace_id)
     }
 
-    pub(crate) fn stream_mode_names(&self) -> Vec<String> {
-        self.stream_mode
-            .iter()
-            .map(|mode| mode.as_str().to_owned())
-            .collect()
+    pub(crate) fn stream_mode_names(&self) -> Vec<&'static str> {
+        self.stream_mode.iter().map(|mode| mode.as_str()).collect()
     }
 
     pub(crate) fn validate(&self) -> Result {

@@ -56,8 +56,7 @@ pub async fn enqueue_batch<'a>(
         max_attempts.push(new.max_attempts);
         trace_ids.push(trace_id);
         // One text per run (unnest flattens arrays of arrays); mode names hold no comma.
-        let modes: Vec<&str> = new.stream_mode.iter().map(|mode| mode.as_str()).collect();
-        stream_modes.push(modes.join(","));
+        stream_modes.push(new.stream_mode_names().join(","));
         streamed.push(new.streamed);
         webhooks.push(new.webhook.as_deref());
     }
