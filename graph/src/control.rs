@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
+use crate::stream::StreamModes;
 
 /// Supersteps one run may execute before it fails, when the caller sets no limit.
 pub const RECURSION_LIMIT_DEFAULT: usize = 25;
@@ -62,6 +63,10 @@ pub struct RunOptions {
     pub interrupt_after: Breakpoints,
     /// Long-term memory its nodes reach ([`NodeContext::store`](crate::NodeContext::store)).
     pub store: Option<Store>,
+    /// The modes whose events the run builds and sends to its sink (`debug` implies building
+    /// `tasks` and `checkpoints`, which it wraps). Events of the other modes are never made: a
+    /// run streamed in `values` alone does not copy its state into the others.
+    pub stream_modes: StreamModes,
 }
 
 impl Default for RunOptions {
@@ -74,6 +79,7 @@ impl Default for RunOptions {
             interrupt_before: Breakpoints::None,
             interrupt_after: Breakpoints::None,
             store: None,
+            stream_modes: StreamModes::ALL,
         }
     }
 }

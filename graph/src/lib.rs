@@ -39,7 +39,7 @@ pub use node::{Command, END, Goto, NodeContext, NodeError, RetryPolicy, START, S
 pub use run::{Outcome, Resume, RunInput, RunResult};
 pub use state::{StateSnapshot, TaskState};
 pub use store::{Item, Store, StoreBackend, StoreError, StoreFuture};
-pub use stream::{EventSink, StreamEvent, StreamMode};
+pub use stream::{EventSink, StreamEvent, StreamMode, StreamModes};
 pub use task::Interrupt;
 
 /// `Result` with the engine's [`Error`].

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::channel::State;
 use crate::store::Store;
-use crate::stream::{EventSink, StreamEvent, StreamMode};
+use crate::stream::{EventSink, StreamEvent, StreamMode, StreamModes};
 
 /// The name of the virtual node before the first superstep.
 pub const START: &str = "__start__";
@@ -155,6 +155,8 @@ pub struct NodeContext {
     pub(crate) resume: Arc<Vec<Value>>,
     pub(crate) interrupts_reached: Arc<AtomicUsize>,
     pub(crate) events: EventSink,
+    /// The modes the run streams: events of others are not sent.
+    pub(crate) stream_modes: StreamModes,
     pub(crate) store: Option<Store>,
 }
 
@@ -245,6 +247,9 @@ impl NodeContext {
     }
 
     fn emit(&self, mode: StreamMode, data: Value) {
+        if !self.stream_modes.contains(mode) {
+            return;
+        }
         (self.events)(StreamEvent {
             mode,
             node: Some(self.node.to_string()),

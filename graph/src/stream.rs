@@ -58,6 +58,35 @@ impl StreamMode {
     }
 }
 
+/// A set of stream modes: which events a run builds ([`RunOptions::stream_modes`]).
+///
+/// [`RunOptions::stream_modes`]: crate::RunOptions::stream_modes
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamModes(u8);
+
+impl StreamModes {
+    pub const ALL: StreamModes = StreamModes(u8::MAX);
+    pub const NONE: StreamModes = StreamModes(0);
+
+    pub fn contains(self, mode: StreamMode) -> bool {
+        self.0 & Self::bit(mode) != 0
+    }
+
+    pub fn with(self, mode: StreamMode) -> Self {
+        StreamModes(self.0 | Self::bit(mode))
+    }
+
+    fn bit(mode: StreamMode) -> u8 {
+        1 << mode as u8
+    }
+}
+
+impl FromIterator<StreamMode> for StreamModes {
+    fn from_iter<I: IntoIterator<Item = StreamMode>>(modes: I) -> Self {
+        modes.into_iter().fold(Self::NONE, Self::with)
+    }
+}
+
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamEvent {

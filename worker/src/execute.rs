@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mostrador_graph::{
     Breakpoints, Checkpointer, Durability, Error as GraphError, Goto, Graph, Outcome, Resume,
-    RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode,
+    RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
 };
 use mostrador_queue::PgPool;
 use mostrador_queue::ending::{After, Ending};
@@ -154,12 +154,20 @@ impl Executor {
             PgCheckpointer::fenced(pool.clone(), &claimed),
             &self.telemetry,
         );
+        // Only the modes the client asked for are stored (LangGraph streams no others).
+        let wanted: StreamModes = claimed
+            .stream_mode
+            .iter()
+            .filter_map(|name| StreamMode::from_name(name))
+            .collect();
         let options = match run_options(&claimed, self.max_concurrency) {
             Ok(options) => RunOptions {
                 store: Some(Store::new(ThreadStore::new(
                     pool.clone(),
                     claimed.thread_id,
                 ))),
+                // The engine builds no event nobody reads; checkpoints time the supersteps.
+                stream_modes: wanted.with(StreamMode::Checkpoints),
                 ..options
             },
             Err(message) => return fail(&events, claimed, "InvalidConfig", &message, false).await,
@@ -178,12 +186,6 @@ impl Executor {
                 })
                 .clone();
             let superstep_began = Mutex::new(Instant::now());
-            // Only the modes the client asked for are stored (LangGraph streams no others).
-            let wanted: Vec<StreamMode> = claimed
-                .stream_mode
-                .iter()
-                .filter_map(|name| StreamMode::from_name(name))
-                .collect();
             let subgraphs = claimed.config["stream_subgraphs"] == json!(true);
             Arc::new(move |event: StreamEvent| {
                 if event.mode == StreamMode::Checkpoints && event.namespace.is_empty() {
@@ -200,7 +202,7 @@ impl Executor {
                 // its model's tokens to every client, as LangGraph streams them.
                 let shown =
                     event.namespace.is_empty() || subgraphs || event.mode == StreamMode::Messages;
-                if shown && wanted.contains(&event.mode) {
+                if shown && wanted.contains(event.mode) {
                     events.push(wire_event(event, subgraphs));
                 }
             })

@@ -714,3 +714,92 @@ pub async fn run_emits_every_stream_mode<C: Checkpointer>(checkpointer: &C) -> T
     assert_eq!(debug, ["checkpoint", "task", "task_result", "checkpoint"]);
     Ok(())
 }
+
+/// A run streamed in some modes gets the events of those modes, exactly as a run streamed in
+/// every mode gets them, and no other (the engine builds no event nobody reads).
+pub async fn a_run_sends_only_the_modes_it_streams<C: Checkpointer>(
+    checkpointer: &C,
+) -> TestResult {
+    let graph = StateGraph::new()
+        .channel("answer", Reducer::LastValue)
+        .node("model", |ctx| async move {
+            ctx.emit_message(json!({"content": "hola"}));
+            ctx.emit_custom(json!({"progress": 1.0}));
+            Ok(Command::new().set("answer", json!("hola")))
+        })
+        .node("check", |_| async { Ok(Command::new()) })
+        .edge(START, "model")
+        .edge("model", "check")
+        .compile()?;
+    let events_of = async |stream_modes: StreamModes| -> Result<Vec<StreamEvent>, Error> {
+        let (sink, mut rx) = collect();
+        let options = RunOptions {
+            stream_modes,
+            ..RunOptions::default()
+        };
+        graph
+            .run(
+                checkpointer,
+                thread(),
+                input(),
+                &options,
+                &RunControl::new(),
+                sink,
+            )
+            .await?;
+        let mut events = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            events.push(event);
+        }
+        Ok(events)
+    };
+    // What differs from one run to another: the ids of checkpoints and tasks.
+    let masked = |events: &[StreamEvent]| -> Vec<(StreamMode, Value)> {
+        events
+            .iter()
+            .map(|e| {
+                let mut data = e.data.clone();
+                mask_ids(&mut data);
+                (e.mode, data)
+            })
+            .collect()
+    };
+    let every = masked(&events_of(StreamModes::ALL).await?);
+    let subsets: [&[StreamMode]; 5] = [
+        &[StreamMode::Values],
+        &[StreamMode::Updates, StreamMode::Custom],
+        &[StreamMode::Messages],
+        &[StreamMode::Debug],
+        &[StreamMode::Tasks, StreamMode::Checkpoints],
+    ];
+    for subset in subsets {
+        let modes: StreamModes = subset.iter().copied().collect();
+        let expected: Vec<(StreamMode, Value)> = every
+            .iter()
+            .filter(|(mode, _)| modes.contains(*mode))
+            .cloned()
+            .collect();
+        assert!(!expected.is_empty(), "{subset:?} has events to compare");
+        assert_eq!(
+            masked(&events_of(modes).await?),
+            expected,
+            "streamed in {subset:?}"
+        );
+    }
+    assert_eq!(events_of(StreamModes::NONE).await?, Vec::new());
+    Ok(())
+}
+
+/// Replaces the ids of checkpoints and tasks in an event (and in a debug event's payload).
+fn mask_ids(data: &mut Value) {
+    if let Value::Object(map) = data {
+        for key in ["checkpoint_id", "parent_checkpoint_id", "id"] {
+            if let Some(id) = map.get_mut(key) {
+                *id = json!("<id>");
+            }
+        }
+        if let Some(payload) = map.get_mut("payload") {
+            mask_ids(payload);
+        }
+    }
+}

@@ -23,7 +23,7 @@ use crate::stream::discard;
 use crate::{
     Command, Durability, END, Error, EventSink, Graph, MemoryCheckpointer, NodeError, Outcome,
     Reducer, Resume, RetryPolicy, RunControl, RunInput, RunOptions, START, Send, StateGraph,
-    StreamMode,
+    StreamEvent, StreamMode, StreamModes,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
@@ -79,7 +79,7 @@ async fn run(
 }
 
 /// Collects events into a channel.
-fn collect() -> (EventSink, mpsc::UnboundedReceiver<crate::StreamEvent>) {
+fn collect() -> (EventSink, mpsc::UnboundedReceiver<StreamEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Arc::new(move |event| drop(tx.send(event))), rx)
 }
@@ -245,6 +245,10 @@ macro_rules! conformance_tests {
         #[$attr]
         async fn run_emits_every_stream_mode($($arg)*) -> $crate::conformance::TestResult {
             $crate::conformance::run_emits_every_stream_mode(&$make).await
+        }
+        #[$attr]
+        async fn a_run_sends_only_the_modes_it_streams($($arg)*) -> $crate::conformance::TestResult {
+            $crate::conformance::a_run_sends_only_the_modes_it_streams(&$make).await
         }
         #[$attr]
         async fn durability_modes_save_what_they_promise($($arg)*) -> $crate::conformance::TestResult {

@@ -290,7 +290,7 @@ impl<C: Checkpointer> Execution<'_, C> {
     /// Stops at a breakpoint: interrupted, with no interrupt to answer (LangGraph's `updates`
     /// event of it, an empty `__interrupt__`).
     fn at_breakpoint(&self, current: &Current, supersteps: usize) -> RunResult {
-        self.emit(StreamMode::Updates, json!({INTERRUPT: []}));
+        self.emit(StreamMode::Updates, || json!({INTERRUPT: []}));
         RunResult {
             outcome: Outcome::Interrupted(Vec::new()),
             values: current.values.clone(),
@@ -321,7 +321,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 .nodes
                 .get(&spec.node)
                 .ok_or_else(|| Error::UnknownNode(spec.node.clone()))?;
-            self.emit(StreamMode::Tasks, json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
+            self.emit(StreamMode::Tasks, || json!({"id": task_id, "name": spec.node, "input": spec.arg, "step": current.checkpoint.step + 1}));
             let resume = resume_values_of(&current.writes, &task_id);
             task_ids.insert(index, task_id.clone());
             let run = match &node.body {
@@ -354,6 +354,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 resume: Arc::new(resume),
                 interrupts_reached: Arc::new(AtomicUsize::new(0)),
                 events: Arc::clone(&self.events),
+                stream_modes: self.options.stream_modes,
                 store: self.options.store.clone(),
             };
             let (retry, timeout) = (node.retry.clone(), node.timeout);
@@ -413,15 +414,17 @@ impl<C: Checkpointer> Execution<'_, C> {
                         let goto: Vec<Value> = command.goto.iter().map(goto_json).collect();
                         writes.push((TASK_DONE.to_owned(), json!({ "goto": goto })));
                         to_save.push((task_id.clone(), writes));
-                        let update = update_json(&command.update);
-                        to_emit.push((
-                            StreamMode::Updates,
-                            json!({ spec.node.clone(): update.clone() }),
-                        ));
-                        to_emit.push((
-                            StreamMode::Tasks,
-                            json!({"id": task_id, "name": spec.node, "result": update, "error": null, "interrupts": []}),
-                        ));
+                        if self.builds(StreamMode::Updates) || self.builds(StreamMode::Tasks) {
+                            let update = update_json(&command.update);
+                            to_emit.push((
+                                StreamMode::Updates,
+                                json!({ spec.node.clone(): update.clone() }),
+                            ));
+                            to_emit.push((
+                                StreamMode::Tasks,
+                                json!({"id": task_id, "name": spec.node, "result": update, "error": null, "interrupts": []}),
+                            ));
+                        }
                         let task = TaskDone {
                             node: spec.node.clone(),
                             update: command.update,
@@ -477,7 +480,7 @@ impl<C: Checkpointer> Execution<'_, C> {
                 self.put_writes(checkpoint_id, to_save).await?;
             }
             for (mode, data) in to_emit {
-                self.emit(mode, data);
+                self.emit(mode, || data);
             }
             if let Some(failure) = failure {
                 tasks.abort_all();
@@ -503,30 +506,58 @@ impl<C: Checkpointer> Execution<'_, C> {
             .await
     }
 
-    fn emit(&self, mode: StreamMode, data: Value) {
-        let debug_type = match mode {
-            StreamMode::Tasks if data.get("result").is_some() || data.get("error").is_some() => {
-                Some("task_result")
-            }
-            StreamMode::Tasks => Some("task"),
-            StreamMode::Checkpoints => Some("checkpoint"),
-            _ => None,
-        };
-        if let Some(debug_type) = debug_type {
+    /// Whether the run builds events of `mode`: it streams it, or wraps it in `debug`.
+    fn builds(&self, mode: StreamMode) -> bool {
+        self.options.stream_modes.contains(mode) || self.wraps_in_debug(mode)
+    }
+
+    /// Whether events of `mode` are sent wrapped in `debug` too (`tasks` and `checkpoints`).
+    fn wraps_in_debug(&self, mode: StreamMode) -> bool {
+        self.options.stream_modes.contains(StreamMode::Debug)
+            && matches!(mode, StreamMode::Tasks | StreamMode::Checkpoints)
+    }
+
+    /// Sends the event `data` makes, as `mode` and wrapped in `debug` as the run streams them;
+    /// `data` is not called when it streams neither.
+    fn emit(&self, mode: StreamMode, data: impl FnOnce() -> Value) {
+        let debug = self.wraps_in_debug(mode);
+        let wanted = self.options.stream_modes.contains(mode);
+        if !wanted && !debug {
+            return;
+        }
+        let mut data = data();
+        if debug {
+            let debug_type = match mode {
+                StreamMode::Checkpoints => "checkpoint",
+                _ if data.get("result").is_some() || data.get("error").is_some() => "task_result",
+                _ => "task",
+            };
             let step = data.get("step").cloned().unwrap_or(Value::Null);
+            let payload = if wanted {
+                data.clone()
+            } else {
+                std::mem::take(&mut data)
+            };
+            let wrapped = [
+                ("type".to_owned(), Value::from(debug_type)),
+                ("step".to_owned(), step),
+                ("payload".to_owned(), payload),
+            ];
             (self.events)(StreamEvent {
                 mode: StreamMode::Debug,
                 node: None,
-                data: json!({"type": debug_type, "step": step, "payload": data}),
+                data: Value::Object(wrapped.into_iter().collect()),
                 namespace: Vec::new(),
             });
         }
-        (self.events)(StreamEvent {
-            mode,
-            node: None,
-            data,
-            namespace: Vec::new(),
-        });
+        if wanted {
+            (self.events)(StreamEvent {
+                mode,
+                node: None,
+                data,
+                namespace: Vec::new(),
+            });
+        }
     }
 }
 

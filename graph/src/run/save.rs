@@ -181,12 +181,11 @@ impl<C: Checkpointer> Execution<'_, C> {
             created_at: Utc::now(),
         };
         self.save(&checkpoint, &values, changed).await?;
-        self.emit(StreamMode::Values, Value::Object(values.clone()));
-        let next_names: Vec<&str> = checkpoint.next.iter().map(|t| t.node.as_str()).collect();
-        self.emit(
-            StreamMode::Checkpoints,
-            json!({"checkpoint_id": checkpoint.checkpoint_id, "parent_checkpoint_id": checkpoint.parent_id, "step": step, "values": values, "metadata": checkpoint.metadata, "next": next_names}),
-        );
+        self.emit(StreamMode::Values, || Value::Object(values.clone()));
+        self.emit(StreamMode::Checkpoints, || {
+            let next: Vec<&str> = checkpoint.next.iter().map(|t| t.node.as_str()).collect();
+            json!({"checkpoint_id": checkpoint.checkpoint_id, "parent_checkpoint_id": checkpoint.parent_id, "step": step, "values": values, "metadata": checkpoint.metadata, "next": next})
+        });
         Ok(Current {
             checkpoint,
             values,
