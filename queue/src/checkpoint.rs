@@ -113,9 +113,9 @@ impl PgCheckpointer {
             .iter()
             .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
             .collect();
-        let blobs: Vec<Value> = changed
+        let blobs: Vec<&Value> = changed
             .iter()
-            .map(|c| values.get(c).cloned().unwrap_or(Value::Null))
+            .map(|c| values.get(c).unwrap_or(&Value::Null))
             .collect();
         let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
         let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
@@ -168,7 +168,7 @@ impl PgCheckpointer {
             thread_id,
             changed,
             &versions,
-            &blobs,
+            &blobs as &[&Value],
             checkpoint.checkpoint_id,
             checkpoint.parent_id,
             run_id,
