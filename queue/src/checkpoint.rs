@@ -124,47 +124,8 @@ impl PgCheckpointer {
         // N.B. The fence takes the run's row lock (`for key share`) for the statement's
         // transaction, so a transition (which locks `for update`) cannot commit between the check
         // and the writes.
-        let held = sqlx::query_scalar!(
-            r#"
-            with fence as materialized (
-                select status
-                from mostrador.runs
-                where run_id = $13
-                  and attempt = $14
-                for key share
-            ),
-            allowed as (
-                select $13::uuid is null
-                    or exists (select 1 from fence where status = 'running') as ok
-            ),
-            blobs as (
-                insert into mostrador.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, value)
-                select $1, $15, channel, version, value
-                from unnest($2::text[], $3::int8[], $4::jsonb[]) as b(channel, version, value)
-                where (select ok from allowed)
-                on conflict do nothing
-            ),
-            -- Retention counts in days: a clock at most a minute behind is exact enough, and
-            -- spares most supersteps a write of the thread row.
-            touched as (
-                update mostrador.threads
-                set last_activity_at = now(), state_updated_at = now()
-                where thread_id = $1
-                  and last_activity_at < now() - interval '1 minute'
-                  and (select ok from allowed)
-            ),
-            saved as (
-                insert into mostrador.checkpoints (
-                    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                    channel_versions, next, tasks, metadata
-                )
-                select $1, $15, $5, $6, $7, $8, $9, $10, $11, $12
-                where (select ok from allowed)
-                on conflict do nothing
-            )
-            select ok as "ok!"
-            from allowed
-            "#,
+        let held = sqlx::query_file_scalar!(
+            "queries/put_checkpoint.sql",
             thread_id,
             changed,
             &versions,
@@ -209,52 +170,8 @@ impl PgCheckpointer {
         }
         let (run_id, attempt) = self.lease_parts();
         let mut connection = self.connections.take().await?;
-        let held = sqlx::query_scalar!(
-            r#"
-            with fence as materialized (
-                select status
-                from mostrador.runs
-                where run_id = $7
-                  and attempt = $8
-                for key share
-            ),
-            allowed as (
-                select $7::uuid is null
-                    or exists (select 1 from fence where status = 'running') as ok
-            ),
-            input as (
-                select *
-                from unnest($3::text[], $4::int[], $5::text[], $6::jsonb[]) as w(task_id, idx, channel, value)
-            ),
-            lengths as (
-                select task_id, count(*) as n
-                from input
-                group by task_id
-            ),
-            trimmed as (
-                delete from mostrador.checkpoint_writes w
-                using lengths l
-                where w.thread_id = $1
-                  and w.checkpoint_ns = $9
-                  and w.checkpoint_id = $2
-                  and w.task_id = l.task_id
-                  and w.idx >= l.n
-                  and (select ok from allowed)
-            ),
-            written as (
-                insert into mostrador.checkpoint_writes (
-                    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value
-                )
-                select $1, $9, $2, task_id, idx, channel, value
-                from input
-                where (select ok from allowed)
-                on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
-                set channel = excluded.channel,
-                    value = excluded.value
-            )
-            select ok as "ok!"
-            from allowed
-            "#,
+        let held = sqlx::query_file_scalar!(
+            "queries/put_task_writes.sql",
             thread_id,
             checkpoint_id,
             &task_ids as &[&str],
@@ -279,55 +196,8 @@ impl PgCheckpointer {
         before: Option<Uuid>,
     ) -> Result<Vec<Saved>> {
         let mut connection = self.connections.take().await?;
-        let rows = sqlx::query!(
-            r#"
-            select
-                c.checkpoint_id,
-                c.parent_checkpoint_id,
-                c.step,
-                c.channel_versions,
-                c.tasks,
-                c.metadata,
-                c.created_at,
-                coalesce(
-                    (
-                        select jsonb_object_agg(b.channel, b.value)
-                        from jsonb_each_text(c.channel_versions) as v(channel, version)
-                        join mostrador.checkpoint_blobs b
-                          on b.thread_id = c.thread_id
-                         and b.checkpoint_ns = c.checkpoint_ns
-                         and b.channel = v.channel
-                         and b.version = v.version::bigint
-                    ),
-                    '{}'
-                ) as "values!",
-                coalesce(
-                    (
-                        select jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value) order by w.task_id, w.idx)
-                        from mostrador.checkpoint_writes w
-                        where w.thread_id = c.thread_id
-                          and w.checkpoint_ns = c.checkpoint_ns
-                          and w.checkpoint_id = c.checkpoint_id
-                    ),
-                    '[]'
-                ) as "writes!"
-            from mostrador.checkpoints c
-            where c.thread_id = $1
-              and c.checkpoint_ns = $5
-              and ($2::uuid is null or c.checkpoint_id = $2)
-              and (
-                  $4::uuid is null
-                  or c.step < (
-                      select step
-                      from mostrador.checkpoints
-                      where thread_id = $1
-                        and checkpoint_ns = $5
-                        and checkpoint_id = $4
-                  )
-              )
-            order by c.step desc
-            limit $3
-            "#,
+        let rows = sqlx::query_file!(
+            "queries/read_checkpoints.sql",
             thread_id,
             checkpoint_id,
             limit,

@@ -98,47 +98,8 @@ impl WorkerLease {
         }
         let run_ids: Vec<Uuid> = held.iter().map(|lease| lease.run_id.0).collect();
         let attempts: Vec<i32> = held.iter().map(|lease| lease.attempt).collect();
-        let rows = sqlx::query!(
-            r#"
-            with beat as (
-                insert into mostrador.workers (worker_id, name, graphs, lease, expires_at)
-                values ($1, $2, $3, make_interval(secs => $4), now() + make_interval(secs => $4))
-                on conflict (worker_id) do update
-                set heartbeat_at = now(),
-                    expires_at = excluded.expires_at
-            ),
-            -- Runs the database says the worker holds and it does not, untouched for a whole
-            -- lease (a run just claimed is not yet among `held`): their end, which the worker saw
-            -- written, is not in this database (a failover to a standby that was behind).
-            -- Disowned, the sweep gives them back as it gives back a lost worker's.
-            disowned as (
-                update mostrador.runs r
-                set lease_owner = null
-                where r.run_id in (
-                    select o.run_id
-                    from mostrador.runs o
-                    where o.lease_owner = $1
-                      and o.status = 'running'
-                      and o.run_id <> all($5::uuid[])
-                      and o.updated_at < now() - make_interval(secs => $4)
-                    for update skip locked
-                )
-            )
-            select
-                h.run_id as "run_id!: RunId",
-                h.attempt as "attempt!",
-                coalesce(r.status = 'running' and r.lease_owner = $1, false) as "held!",
-                r.cancel_action as "cancel_action: CancelAction"
-            from unnest($5::uuid[], $6::int[]) as h(run_id, attempt)
-            -- By its id alone, then checked (see `crate::db`).
-            left join lateral (
-                select r.status, r.lease_owner, r.cancel_action
-                from mostrador.runs r
-                where r.run_id = h.run_id
-                  and r.attempt = h.attempt
-                offset 0
-            ) r on true
-            "#,
+        let rows = sqlx::query_file!(
+            "queries/record_heartbeat.sql",
             self.worker_id.0,
             self.name,
             &self.graphs,
@@ -185,101 +146,9 @@ impl WorkerLease {
 /// Safe to run on every pod at once: runs another sweeper or their holder is touching are skipped,
 /// and so are runs whose thread another statement holds (they wait for the next sweep).
 pub async fn sweep(executor: impl PgExecutor<'_>) -> Result<Sweep> {
-    let rows = sqlx::query!(
-        r#"
-        with orphaned as (
-            select r.run_id, r.thread_id
-            from mostrador.runs r
-            where r.status = 'running'
-              and not exists (
-                  select 1
-                  from mostrador.workers w
-                  where w.worker_id = r.lease_owner
-                    and w.expires_at > now()
-              )
-        ),
-        -- Threads before runs, as every statement that changes both (see `claim`'s lock order).
-        -- A thread someone else holds is skipped with its run, until the next sweep.
-        threads_locked as (
-            select t.thread_id
-            from mostrador.threads t
-            where t.thread_id in (select thread_id from orphaned)
-            order by t.thread_id
-            for no key update of t skip locked
-        ),
-        expired as (
-            select r.run_id, r.attempt - r.drain_count >= r.max_attempts as last_attempt
-            from mostrador.runs r
-            where r.run_id in (select run_id from orphaned)
-              and r.status = 'running'
-              and r.thread_id = any(array(select thread_id from threads_locked))
-            for update of r skip locked
-        ),
-        swept as (
-            update mostrador.runs r
-            set status = case
-                    when e.last_attempt then 'error'
-                    else 'pending'
-                end::mostrador.run_status,
-                lease_owner = null,
-                finished_at = case when e.last_attempt then now() end,
-                error = case
-                    when e.last_attempt then jsonb_build_object(
-                        'error', 'LeaseExpired',
-                        'message', format(
-                            'the worker running attempt %s of %s stopped heartbeating',
-                            r.attempt,
-                            r.max_attempts
-                        )
-                    )
-                    else r.error
-                end,
-                event_seq = r.event_seq + case when e.last_attempt then 2 else 0 end,
-                updated_at = now()
-            from expired e
-            where r.run_id = e.run_id
-            returning r.run_id, r.thread_id, r.graph_id, r.status, r.error, r.event_seq
-        ),
-        ended as (
-            insert into mostrador.run_events (run_id, seq, event, data)
-            select run_id, event_seq - 1, 'error', error
-            from swept
-            where status = 'error'
-            union all
-            select run_id, event_seq, 'end', '{"status": "error"}'::jsonb
-            from swept
-            where status = 'error'
-        ),
-        rested as (
-            update mostrador.threads t
-            set status = 'error',
-                last_activity_at = now(),
-                state_updated_at = now(),
-                updated_at = now()
-            from swept s
-            where t.thread_id = s.thread_id
-              and s.status = 'error'
-        ),
-        forgotten as (
-            delete from mostrador.workers w
-            where w.expires_at < now() - w.lease * 10
-              and not exists (
-                  select 1
-                  from mostrador.runs r
-                  where r.lease_owner = w.worker_id
-                    and r.status = 'running'
-              )
-        )
-        select
-            s.run_id as "run_id!: RunId",
-            s.status as "status!: RunStatus",
-            case when s.status = 'pending' then pg_notify($1, s.graph_id)::text end as "woken"
-        from swept s
-        "#,
-        RUNS_CHANNEL,
-    )
-    .fetch_all(executor)
-    .await?;
+    let rows = sqlx::query_file!("queries/sweep_leases.sql", RUNS_CHANNEL,)
+        .fetch_all(executor)
+        .await?;
 
     let mut sweep = Sweep::default();
     for row in rows {

@@ -351,42 +351,9 @@ pub async fn list(
             reason: "limit must be between 1 and 1000 and offset at least 0".into(),
         });
     }
-    let runs = sqlx::query_as!(
+    let runs = sqlx::query_file_as!(
         Run,
-        r#"
-        select
-            run_id as "run_id: RunId",
-            thread_id as "thread_id: ThreadId",
-            graph_id,
-            status as "status: RunStatus",
-            input,
-            command,
-            config,
-            metadata,
-            multitask_strategy as "multitask_strategy: MultitaskStrategy",
-            priority,
-            available_at,
-            attempt,
-            max_attempts,
-            drain_count,
-            lease_owner as "lease_owner: WorkerId",
-            cancel_action as "cancel_action: CancelAction",
-            error,
-            trace_id,
-            stream_mode,
-            created_at,
-            updated_at,
-            started_at,
-            finished_at
-        from mostrador.runs
-        where thread_id = $1
-          and ($2::mostrador.run_status is null or status = $2)
-          -- A Python thread's state update is queued as a run, but it is not one of its runs.
-          and not coalesce(command ? 'update_state', false)
-        order by created_at desc, run_id desc
-        limit $3
-        offset $4
-        "#,
+        "queries/list_runs.sql",
         thread_id.0,
         status as Option<RunStatus>,
         limit,
@@ -414,42 +381,9 @@ pub async fn recent(
             reason: "limit must be between 1 and 1000".into(),
         });
     }
-    let runs = sqlx::query_as!(
+    let runs = sqlx::query_file_as!(
         Run,
-        r#"
-        select
-            r.run_id as "run_id: RunId",
-            r.thread_id as "thread_id: ThreadId",
-            r.graph_id,
-            r.status as "status: RunStatus",
-            r.input,
-            r.command,
-            r.config,
-            r.metadata,
-            r.multitask_strategy as "multitask_strategy: MultitaskStrategy",
-            r.priority,
-            r.available_at,
-            r.attempt,
-            r.max_attempts,
-            r.drain_count,
-            r.lease_owner as "lease_owner: WorkerId",
-            r.cancel_action as "cancel_action: CancelAction",
-            r.error,
-            r.trace_id,
-            r.stream_mode,
-            r.created_at,
-            r.updated_at,
-            r.started_at,
-            r.finished_at
-        from mostrador.runs r
-        join mostrador.threads t on t.thread_id = r.thread_id
-        where t.deleted_at is null
-          and (t.owner = $1 or ($2::text is not null and t.tenant = $2
-              and ($5::text[] is null or t.graph_id = any($5))))
-          and ($3::mostrador.run_status is null or r.status = $3)
-        order by r.created_at desc, r.run_id desc
-        limit $4
-        "#,
+        "queries/recent_runs.sql",
         visible_to.owner,
         visible_to.tenant,
         status as Option<RunStatus>,
