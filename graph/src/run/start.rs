@@ -14,6 +14,7 @@ use crate::checkpoint::{Checkpointer, RESUME, Saved};
 use crate::control::{RunControl, RunOptions};
 use crate::graph::Graph;
 use crate::node::START;
+use crate::stream::StreamModes;
 use crate::task::{Interrupt, TaskDone, pending_interrupts, resume_entries};
 use crate::{Error, Result};
 
@@ -177,7 +178,11 @@ pub(crate) async fn update<C: Checkpointer>(
     version_floor: i64,
 ) -> Result<Uuid> {
     let writes = as_state(values, "values").map_err(Error::InvalidInput)?;
-    let options = RunOptions::default();
+    // Its events go nowhere: it builds none.
+    let options = RunOptions {
+        stream_modes: StreamModes::NONE,
+        ..RunOptions::default()
+    };
     let control = RunControl::new();
     let mut execution = Execution {
         graph,
