@@ -83,9 +83,10 @@ pub async fn enqueue_batch<'a>(
         }
     }
 
-    // The join drops runs whose thread is missing, deleted or of another graph; the count tells.
+    // The join drops runs whose thread is missing, deleted or of another graph; the rows inserted
+    // tell.
     // `order by ord` keeps `seq` in input order, so runs of one thread run in the order given.
-    let inserted = sqlx::query_file_scalar!(
+    let inserted = sqlx::query_file!(
         "queries/enqueue_runs.sql",
         &run_ids,
         &thread_ids,
@@ -103,10 +104,11 @@ pub async fn enqueue_batch<'a>(
         &webhooks as &[Option<&str>],
         &streamed,
     )
-    .fetch_one(&mut *tx)
-    .await?;
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
 
-    if inserted != n as i64 {
+    if inserted != n as u64 {
         // Find the first offender to name it; the transaction rolls back on return.
         for new in news {
             let thread_graph_id = sqlx::query_scalar!(
