@@ -83,8 +83,8 @@ pub async fn enqueue_batch<'a>(
         }
     }
 
-    // The join drops runs whose thread is missing, deleted or of another graph; the rows inserted
-    // tell.
+    // The join drops runs whose thread is missing, deleted or of another graph: fewer rows
+    // inserted than runs given tell.
     // `order by ord` keeps `seq` in input order, so runs of one thread run in the order given.
     let inserted = sqlx::query_file!(
         "queries/enqueue_runs.sql",
