@@ -127,11 +127,13 @@ mod execution;
 mod interrupt;
 mod random;
 mod state;
+mod stream;
 
 pub use execution::*;
 pub use interrupt::*;
 pub use random::*;
 pub use state::*;
+pub use stream::*;
 
 /// Defines one test per scenario, each with a checkpointer from `$make` (an async expression
 /// evaluated inside the test, with `$($arg)*` in scope).
