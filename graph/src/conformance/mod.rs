@@ -2,8 +2,9 @@
 //! and the Postgres checkpointers are held to the same behaviour. Each crate's tests call every
 //! scenario through [`conformance_tests!`](crate::conformance_tests).
 //!
-//! * `execution`: supersteps, pending writes, drain, cancel, concurrency, limits, retries,
-//!   durability, streaming.
+//! * `execution`: supersteps, pending writes, concurrency, limits, retries, durability.
+//! * `drain`: drain and cancel.
+//! * `stream`: the events a run sends, by stream mode.
 //! * `interrupt`: interrupts and resume, breakpoints, commands, subgraphs.
 //! * `state`: state, history, updates, prune and copy.
 //! * `random`: the property test over random graphs.
@@ -123,12 +124,14 @@ fn approval_graph(starts: &Starts, interrupts: usize) -> Graph {
         .expect("valid graph")
 }
 
+mod drain;
 mod execution;
 mod interrupt;
 mod random;
 mod state;
 mod stream;
 
+pub use drain::*;
 pub use execution::*;
 pub use interrupt::*;
 pub use random::*;
