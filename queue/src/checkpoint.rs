@@ -9,7 +9,9 @@
 //! A checkpointer made with [`PgCheckpointer::fenced`] writes only while its run is held under
 //! that attempt: each write takes the run's row lock (`for key share`) and checks
 //! `(run_id, attempt, status = running)` in the same statement, so a worker that lost its lease
-//! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit).
+//! gets [`Error::LeaseLost`] and writes nothing. Each write is one statement (one commit). A
+//! worker's checkpointer ([`PgCheckpointer::holding_final`]) holds its run's final checkpoint
+//! instead, for the run's ending to write in its transaction, fenced the same way.
 //!
 //! A [`IdleThreadCheckpointer`] writes a change made outside any run (the api's state update): its
 //! checkpoint only while the thread has no run in flight and has not changed since the change read
@@ -21,7 +23,7 @@
 //! with it. Checkpoint writes therefore never queue behind the worker's event flushes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mostrador_graph::State;
 use mostrador_graph::checkpoint::{
@@ -53,6 +55,61 @@ pub struct PgCheckpointer {
     lease: Option<Lease>,
     /// `''` for the thread's graph; `node:task|node:task…` for a subgraph's.
     namespace: Arc<str>,
+    /// Where a run's final checkpoint waits for its ending, if it is held
+    /// ([`PgCheckpointer::holding_final`]).
+    held: Option<HeldFinal>,
+}
+
+/// Where a run's checkpointer holds the run's final checkpoint ([`PgCheckpointer::holding_final`]):
+/// shared with whoever writes the run's ending, which may be the worker's supervisor when the
+/// run's own could not be written (it then fails the run, retryably, with it).
+#[derive(Debug, Clone, Default)]
+pub struct HeldFinal(Arc<Mutex<Option<Arc<FinalCheckpoint>>>>);
+
+impl HeldFinal {
+    /// The final checkpoint held, if the run has made it: nothing is left to run.
+    pub fn get(&self) -> Option<Arc<FinalCheckpoint>> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<FinalCheckpoint>>> {
+        self.0
+            .lock()
+            .expect("held checkpoint lock is never poisoned")
+    }
+}
+
+/// A run's final checkpoint (of the thread's graph, with nothing left to run), held by its
+/// checkpointer to be written in the transaction of the run's ending ([`crate::ending::End`]'s
+/// `with_checkpoint`), fenced as the checkpointer would have written it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalCheckpoint {
+    thread_id: Uuid,
+    checkpoint: Checkpoint,
+    /// The channels it changed, and their values beside them.
+    changed: Vec<String>,
+    values: Vec<Value>,
+}
+
+impl FinalCheckpoint {
+    /// Writes it under `lease`; whether the lease was held.
+    pub(crate) async fn write(
+        &self,
+        executor: impl sqlx::PgExecutor<'_>,
+        lease: Lease,
+    ) -> Result<bool> {
+        let blobs: Vec<&Value> = self.values.iter().collect();
+        write_checkpoint(
+            executor,
+            Some(lease),
+            "",
+            self.thread_id,
+            &self.checkpoint,
+            &self.changed,
+            &blobs,
+        )
+        .await
+    }
 }
 
 impl PgCheckpointer {
@@ -64,6 +121,7 @@ impl PgCheckpointer {
             pool,
             lease: None,
             namespace: Arc::from(""),
+            held: None,
         }
     }
 
@@ -76,6 +134,28 @@ impl PgCheckpointer {
             lease: Some(claimed.lease()),
             ..Self::new(pool)
         }
+    }
+
+    /// A fenced checkpointer that holds its run's final checkpoint in `held` instead of writing
+    /// it: the checkpoint of the thread's graph after which nothing is left to run. The run's
+    /// ending carries it ([`crate::ending::End::with_checkpoint`]) and writes it in its own
+    /// transaction, so a run that ends costs one commit fewer, and its final state and its ending
+    /// become visible together. Until then nothing reads it: the engine reads no checkpoint after
+    /// its last.
+    pub fn holding_final(self, held: HeldFinal) -> Self {
+        debug_assert!(
+            self.lease.is_some(),
+            "only a claimed run's checkpoint is held"
+        );
+        Self {
+            held: Some(held),
+            ..self
+        }
+    }
+
+    /// Whether it holds a final checkpoint: the run has nothing left to run.
+    pub fn holds_final(&self) -> bool {
+        self.held.as_ref().is_some_and(|held| held.lock().is_some())
     }
 
     fn lease_parts(&self) -> (Option<Uuid>, i32) {
@@ -109,40 +189,19 @@ impl PgCheckpointer {
         values: &State,
         changed: &[String],
     ) -> Result {
-        let versions: Vec<i64> = changed
-            .iter()
-            .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
-            .collect();
         let blobs: Vec<&Value> = changed
             .iter()
             .map(|c| values.get(c).unwrap_or(&Value::Null))
             .collect();
-        let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
-        let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
-        let versions_json = json!(checkpoint.versions);
-        let (run_id, attempt) = self.lease_parts();
-        // N.B. The fence takes the run's row lock (`for key share`) for the statement's
-        // transaction, so a transition (which locks `for update`) cannot commit between the check
-        // and the writes.
-        let held = sqlx::query_file_scalar!(
-            "queries/put_checkpoint.sql",
+        let held = write_checkpoint(
+            executor,
+            self.lease,
+            &self.namespace,
             thread_id,
+            checkpoint,
             changed,
-            &versions,
-            &blobs as &[&Value],
-            checkpoint.checkpoint_id,
-            checkpoint.parent_id,
-            run_id,
-            checkpoint.step,
-            versions_json,
-            &next,
-            tasks,
-            checkpoint.metadata,
-            run_id,
-            attempt,
-            &*self.namespace,
+            &blobs,
         )
-        .fetch_one(executor)
         .await?;
         if held { Ok(()) } else { Err(self.lost()) }
     }
@@ -271,6 +330,50 @@ fn task_from_json(value: &Value) -> Option<TaskSpec> {
     })
 }
 
+/// Writes a checkpoint and the values of the channels it changed, fenced by `lease` if any: one
+/// statement. Whether the lease was held (always, without one).
+async fn write_checkpoint(
+    executor: impl sqlx::PgExecutor<'_>,
+    lease: Option<Lease>,
+    namespace: &str,
+    thread_id: Uuid,
+    checkpoint: &Checkpoint,
+    changed: &[String],
+    blobs: &[&Value],
+) -> Result<bool> {
+    let versions: Vec<i64> = changed
+        .iter()
+        .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
+        .collect();
+    let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
+    let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
+    let versions_json = json!(checkpoint.versions);
+    let (run_id, attempt) = lease.map_or((None, 0), |lease| (Some(lease.run_id.0), lease.attempt));
+    // N.B. The fence takes the run's row lock (`for key share`) for the statement's transaction,
+    // so a transition (which locks `for update`) cannot commit between the check and the writes.
+    let held = sqlx::query_file_scalar!(
+        "queries/put_checkpoint.sql",
+        thread_id,
+        changed,
+        &versions,
+        blobs as &[&Value],
+        checkpoint.checkpoint_id,
+        checkpoint.parent_id,
+        run_id,
+        checkpoint.step,
+        versions_json,
+        &next,
+        tasks,
+        checkpoint.metadata,
+        run_id,
+        attempt,
+        namespace,
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(held)
+}
+
 fn boxed(err: Error) -> BoxError {
     Box::new(err)
 }
@@ -284,6 +387,21 @@ impl Checkpointer for PgCheckpointer {
         changed: &[String],
     ) -> std::result::Result<(), BoxError> {
         self.forget();
+        if let Some(held) = &self.held
+            && self.namespace.is_empty()
+            && checkpoint.next.is_empty()
+        {
+            *held.lock() = Some(Arc::new(FinalCheckpoint {
+                thread_id,
+                checkpoint: checkpoint.clone(),
+                values: changed
+                    .iter()
+                    .map(|c| values.get(c).cloned().unwrap_or(Value::Null))
+                    .collect(),
+                changed: changed.to_vec(),
+            }));
+            return Ok(());
+        }
         let mut connection = self.connections.take().await.map_err(boxed)?;
         self.put_checkpoint(&mut *connection, thread_id, checkpoint, values, changed)
             .await

@@ -13,13 +13,16 @@
 //! thread would deadlock with them (Postgres would abort one after `deadlock_timeout`). The lease
 //! sweep (`lease::sweep`) takes threads before runs too, skipping those held.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
+use uuid::Uuid;
 
 use crate::Result;
 use crate::cancel::delete_runs;
+use crate::checkpoint::FinalCheckpoint;
 use crate::claim::{ClaimedRun, Lease};
 use crate::event::{EventColumns, NewEvent, append_runs};
 use crate::listener::RUNS_CHANNEL;
@@ -86,6 +89,8 @@ pub struct End {
     error: Option<Value>,
     /// A drain's: its `drained` event says why.
     reason: Option<String>,
+    /// The run's final checkpoint, written in the ending's transaction (not for a rollback).
+    checkpoint: Option<Arc<FinalCheckpoint>>,
 }
 
 impl End {
@@ -96,23 +101,44 @@ impl End {
     pub fn after(&self) -> After {
         self.after
     }
+
+    /// The ending with the run's final checkpoint, held by its checkpointer
+    /// ([`crate::checkpoint::PgCheckpointer::holding_final`]): written before it, in its
+    /// transaction, fenced by the same lease. A rollback drops it with the run's checkpoints.
+    pub fn with_checkpoint(self, checkpoint: Option<Arc<FinalCheckpoint>>) -> Self {
+        Self { checkpoint, ..self }
+    }
+
+    /// Whether its write is one statement: neither a rollback nor a final checkpoint to write
+    /// before it.
+    pub fn writes_alone(&self) -> bool {
+        self.after != After::RolledBack && self.checkpoint.is_none()
+    }
 }
 
 /// Writes many claimed runs' endings: one statement for every ending but rollbacks (each run's
 /// status, its events, its thread's resting status and `last_activity_at`), then one per
 /// rollback. Claimers are woken for a released run, and for threads that have a run queued
-/// behind one that ended. Run it in a transaction to commit it with other writes; outside one,
-/// each statement commits by itself.
+/// behind one that ended. Its statements commit together: in the caller's transaction, or in
+/// one of their own.
 ///
 /// Returns the leases that were lost; those runs were left untouched.
 pub async fn end_many(conn: &mut PgConnection, ends: &[End]) -> Result<Vec<Lease>> {
-    write(conn, &[], &[], ends).await
+    if ends.iter().all(End::writes_alone) {
+        return write(conn, &[], &[], ends).await;
+    }
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let lost = write(&mut tx, &[], &[], ends).await?;
+    tx.commit().await?;
+    Ok(lost)
 }
 
 /// Writes held runs' described states, events and endings as [`end_many`] does, in the same
 /// statement, in that order: a run's last events and its ending commit together, and a client
-/// that sees an event reads a state at least as new. Without rollbacks the whole write is that
-/// one statement, a transaction of its own.
+/// that sees an event reads a state at least as new. An ending that carries its run's final
+/// checkpoint has it written first (its threads locked before, in the statements' lock order).
+/// Without rollbacks or final checkpoints the whole write is that one statement, a transaction
+/// of its own; with them, run it in a transaction.
 ///
 /// Returns the leases that were lost; nothing was written for those runs.
 pub async fn write(
@@ -123,6 +149,20 @@ pub async fn write(
 ) -> Result<Vec<Lease>> {
     let (rollbacks, updates): (Vec<&End>, Vec<&End>) =
         ends.iter().partition(|end| end.after == After::RolledBack);
+    if updates.iter().any(|end| end.checkpoint.is_some()) {
+        // Threads first (see the lock order above): a checkpoint's fence locks its run, and the
+        // ending's statement then locks the run's thread.
+        let thread_ids: Vec<Uuid> = updates.iter().map(|end| end.thread_id.0).collect();
+        sqlx::query_file!("queries/lock_threads.sql", &thread_ids)
+            .fetch_all(&mut *conn)
+            .await?;
+        for end in &updates {
+            if let Some(checkpoint) = &end.checkpoint {
+                // A lost lease writes nothing here, and the ending's own fence reports it.
+                checkpoint.write(&mut *conn, end.lease).await?;
+            }
+        }
+    }
     let mut done: Vec<RunId> = if described.is_empty() && appends.is_empty() && updates.is_empty() {
         Vec::new()
     } else {
@@ -274,6 +314,7 @@ impl ClaimedRun {
             delay: None,
             error: None,
             reason: None,
+            checkpoint: None,
         };
         let ended = |status, thread_status| end(After::Ended(status), Some(thread_status));
         match ending {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::claim::Lease;
 use crate::db::Connections;
-use crate::ending::{After, End, lost_leases, write};
+use crate::ending::{End, lost_leases, write};
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
 use crate::saver::Described;
@@ -384,8 +384,9 @@ pub async fn publish(
         return Ok(Vec::new());
     }
     let mut connection = connections.take().await?;
-    // One statement, a transaction of its own, unless a run is rolled back.
-    let lost = if ends.iter().all(|end| end.after() != After::RolledBack) {
+    // One statement, a transaction of its own, unless a run is rolled back or has its final
+    // checkpoint written with its ending.
+    let lost = if ends.iter().all(End::writes_alone) {
         write(&mut connection, described, appends, ends).await?
     } else {
         let mut tx = connection.begin().await?;

@@ -4,10 +4,11 @@
 use mostrador_graph::checkpoint::Checkpointer;
 use mostrador_graph::stream::discard;
 use mostrador_graph::{
-    Command, Error as GraphError, Reducer, RunControl, RunInput, RunOptions, RunResult, START,
-    StateGraph,
+    Command, Error as GraphError, Outcome, Reducer, RunControl, RunInput, RunOptions, RunResult,
+    START, StateGraph,
 };
-use mostrador_queue::ending::Ending;
+use mostrador_queue::checkpoint::HeldFinal;
+use mostrador_queue::ending::{Ending, end_many};
 use std::time::Duration;
 
 use mostrador_queue::event::{self, NewEvent};
@@ -490,5 +491,94 @@ async fn a_state_update_is_written_only_while_its_thread_is_idle_and_unchanged(
         .update_state(&idle(), id, json!({"v": 4}), None, None)
         .await?;
     assert_eq!(value(pool).await, json!(4), "idle and unchanged again");
+    Ok(())
+}
+
+/// A run's final checkpoint, held by its checkpointer, is written by the run's ending, in the
+/// ending's transaction and under its lease: not before it, and not at all once the lease is lost.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let graph = StateGraph::new()
+        .channel("log", Reducer::Append)
+        .node("a", |_| async {
+            Ok(Command::new().set("log", json!(["a"])))
+        })
+        .edge(START, "a")
+        .compile()?;
+    let reader = PgCheckpointer::new(pool.clone());
+    let worker = new_worker(&pool).await;
+    for lost_lease in [false, true] {
+        let run = new_run(&pool).await;
+        let thread_id = run.thread_id.0;
+        let claimed = claim_one(&pool, &worker).await.expect("claimed");
+        assert_eq!(claimed.run_id(), run.run_id);
+        let held = HeldFinal::default();
+        let holding = PgCheckpointer::fenced(pool.clone(), &claimed).holding_final(held.clone());
+        let result = graph
+            .run(
+                &holding,
+                thread_id,
+                RunInput::Values(json!({})),
+                &RunOptions::default(),
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+        assert_eq!(result.outcome, Outcome::Finished);
+        let latest = reader
+            .get(thread_id, None)
+            .await
+            .map_err(anyhow::Error::from_boxed)?
+            .expect("the input's");
+        assert_eq!(latest.checkpoint.step, -1, "the final checkpoint waits");
+        assert!(holding.holds_final());
+        let final_checkpoint = held.get();
+        assert!(final_checkpoint.is_some());
+
+        if lost_lease {
+            // Another attempt holds the run now.
+            sqlx::query("update mostrador.runs set attempt = attempt + 1 where run_id = $1")
+                .bind(run.run_id.0)
+                .execute(&pool)
+                .await?;
+        }
+        let end = claimed
+            .ending(Ending::Success)
+            .with_checkpoint(final_checkpoint);
+        let lost = end_many(&mut *pool.acquire().await?, &[end]).await?;
+
+        let latest = reader
+            .get(thread_id, None)
+            .await
+            .map_err(anyhow::Error::from_boxed)?
+            .expect("a checkpoint");
+        if lost_lease {
+            assert_eq!(lost.len(), 1);
+            assert_eq!(
+                latest.checkpoint.step, -1,
+                "nothing written without the lease"
+            );
+            continue;
+        }
+        assert!(lost.is_empty());
+        assert_eq!(
+            (latest.checkpoint.step, &latest.values["log"]),
+            (0, &json!(["a"]))
+        );
+        let (checkpoint_xmin, end_xmin): (String, String) = sqlx::query_as(
+            "select
+                 (select xmin::text from mostrador.checkpoints
+                  where thread_id = $1 and step = 0),
+                 (select xmin::text from mostrador.run_events
+                  where run_id = $2 and event = 'end')",
+        )
+        .bind(thread_id)
+        .bind(run.run_id.0)
+        .fetch_one(&pool)
+        .await?;
+        assert_eq!(checkpoint_xmin, end_xmin, "one transaction wrote both");
+    }
     Ok(())
 }

@@ -15,6 +15,7 @@ use mostrador_graph::{
     RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
 };
 use mostrador_queue::PgPool;
+use mostrador_queue::checkpoint::{FinalCheckpoint, HeldFinal};
 use mostrador_queue::ending::{After, Ending};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
@@ -34,6 +35,9 @@ pub struct RunHandle {
     /// Drain and cancel at the engine level.
     pub control: RunControl,
     cancel_action: Arc<Mutex<Option<CancelAction>>>,
+    /// The run's final checkpoint, once made: its ending writes it, or, when that could not be
+    /// written, the retryable failure the supervisor records instead.
+    pub final_checkpoint: HeldFinal,
 }
 
 impl RunHandle {
@@ -150,8 +154,10 @@ impl Executor {
             handle.control.clone(),
             claimed.streamed,
         ));
+        // The run's final checkpoint is written with its ending: one commit fewer.
         let checkpointer = Timed::new(
-            PgCheckpointer::fenced(pool.clone(), &claimed),
+            PgCheckpointer::fenced(pool.clone(), &claimed)
+                .holding_final(handle.final_checkpoint.clone()),
             &self.telemetry,
         );
         // Only the modes the client asked for are stored (LangGraph streams no others).
@@ -178,6 +184,7 @@ impl Executor {
         };
         let sink = {
             let events = Arc::clone(&events);
+            let final_checkpoint = handle.final_checkpoint.clone();
             let superstep = self
                 .telemetry
                 .superstep_seconds
@@ -203,6 +210,10 @@ impl Executor {
                 let shown =
                     event.namespace.is_empty() || subgraphs || event.mode == StreamMode::Messages;
                 if shown && wanted.contains(event.mode) {
+                    if final_checkpoint.get().is_some() {
+                        // After the final checkpoint: written with it, by the ending.
+                        events.hold_for_end();
+                    }
                     events.push(wire_event(event, subgraphs));
                 }
             })
@@ -223,9 +234,10 @@ impl Executor {
             return Ok(Finish::LeaseLost);
         }
 
+        let final_checkpoint = handle.final_checkpoint.get();
         let Some(result) = result else {
             tracing::info!(run_id = %claimed.run_id(), "run timed out");
-            return end(&events, claimed, Ending::TimedOut).await;
+            return end_with(&events, claimed, Ending::TimedOut, final_checkpoint).await;
         };
         let ending = match result {
             Err(err) => return finish_error(&events, claimed, err).await,
@@ -236,7 +248,7 @@ impl Executor {
                 Outcome::Drained(reason) => Ending::Released { reason },
             },
         };
-        end(&events, claimed, ending).await
+        end_with(&events, claimed, ending, final_checkpoint).await
     }
 }
 
@@ -453,7 +465,17 @@ pub(crate) async fn end(
     claimed: ClaimedRun,
     ending: Ending,
 ) -> Result<Finish, Error> {
-    let end = claimed.ending(ending);
+    end_with(events, claimed, ending, None).await
+}
+
+/// As [`end`], with the run's final checkpoint, which its checkpointer held, written first.
+async fn end_with(
+    events: &RunEvents,
+    claimed: ClaimedRun,
+    ending: Ending,
+    checkpoint: Option<Arc<FinalCheckpoint>>,
+) -> Result<Finish, Error> {
+    let end = claimed.ending(ending).with_checkpoint(checkpoint);
     let after = end.after();
     Ok(match events.end(end).await? {
         true => after.into(),

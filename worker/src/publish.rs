@@ -89,6 +89,9 @@ struct Buffer {
     /// the start for a run nobody streams.
     woke: AtomicBool,
     lost: AtomicBool,
+    /// Its run holds its final checkpoint for its ending: what it buffers waits for the ending,
+    /// so no event is visible before the checkpoint it follows.
+    held: AtomicBool,
 }
 
 /// What a run has buffered: taken together, so a state is never written after an event that
@@ -185,6 +188,7 @@ impl Publisher {
             pending: Mutex::default(),
             woke: AtomicBool::new(!streamed),
             lost: AtomicBool::new(false),
+            held: AtomicBool::new(false),
         });
         self.runs
             .lock()
@@ -212,6 +216,12 @@ impl RunEvents {
     /// the next events or the completion; no client waits for it alone.
     pub fn describe(&self, described: Described) {
         self.buffer.lock().described.push(described);
+    }
+
+    /// From now on, what the run buffers is written with its ending, not before: its final
+    /// checkpoint waits for the ending ([`mostrador_queue::PgCheckpointer::holding_final`]).
+    pub fn hold_for_end(&self) {
+        self.buffer.held.store(true, Ordering::SeqCst);
     }
 
     /// Whether the lease was found lost while appending.
@@ -323,7 +333,11 @@ async fn flush(
         .lock()
         .expect("publisher lock is never poisoned")
         .values()
-        .filter(|buffer| !buffer.lost.load(Ordering::SeqCst))
+        .filter(|buffer| {
+            !buffer.lost.load(Ordering::SeqCst)
+                && (!buffer.held.load(Ordering::SeqCst)
+                    || batch.ends.iter().any(|end| end.lease() == buffer.lease))
+        })
         .cloned()
         .collect();
     let taken: Vec<(Arc<Buffer>, Pending)> = buffers

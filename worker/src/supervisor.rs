@@ -318,7 +318,10 @@ impl Supervisor {
             Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
             Err(err) => {
                 tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
-                self.stranded.push(run.stranded);
+                // With its final checkpoint, if it made one: the next attempt has nothing to
+                // run again.
+                let checkpoint = run.handle.final_checkpoint.get();
+                self.stranded.push(run.stranded.with_checkpoint(checkpoint));
             }
         }
         self.telemetry

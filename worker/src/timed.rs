@@ -1,26 +1,27 @@
-//! A checkpointer that reports how long its durable writes take.
+//! A run's checkpointer that reports how long its durable writes take.
 
 use mostrador_graph::checkpoint::{BoxError, TaskWrites};
 use mostrador_graph::{Checkpoint, Checkpointer, Saved, State};
+use mostrador_queue::PgCheckpointer;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::telemetry::Telemetry;
 
-/// Wraps a checkpointer; `put` and `put_writes` are timed, reads pass through.
+/// Wraps a run's checkpointer; `put` and `put_writes` are timed, reads pass through.
 #[derive(Debug)]
-pub struct Timed<'a, C> {
-    inner: C,
+pub struct Timed<'a> {
+    inner: PgCheckpointer,
     telemetry: &'a Telemetry,
 }
 
-impl<'a, C: Checkpointer> Timed<'a, C> {
-    pub fn new(inner: C, telemetry: &'a Telemetry) -> Self {
+impl<'a> Timed<'a> {
+    pub fn new(inner: PgCheckpointer, telemetry: &'a Telemetry) -> Self {
         Self { inner, telemetry }
     }
 }
 
-impl<C: Checkpointer> Checkpointer for Timed<'_, C> {
+impl Checkpointer for Timed<'_> {
     fn scoped(&self, namespace: &str) -> Self {
         Self::new(self.inner.scoped(namespace), self.telemetry)
     }
@@ -34,7 +35,10 @@ impl<C: Checkpointer> Checkpointer for Timed<'_, C> {
     ) -> Result<(), BoxError> {
         let start = Instant::now();
         let saved = self.inner.put(thread_id, checkpoint, values, changed).await;
-        self.telemetry.observe_write("checkpoint", start.elapsed());
+        // A final checkpoint held for the run's ending was not written: nothing to time.
+        if !self.inner.holds_final() {
+            self.telemetry.observe_write("checkpoint", start.elapsed());
+        }
         saved
     }
 

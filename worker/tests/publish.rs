@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mostrador_graph::{RunControl, StreamMode};
+use mostrador_queue::ending::Ending;
 use mostrador_queue::run::NewRun;
-use mostrador_queue::{RunId, RunStatus};
+use mostrador_queue::{NewEvent, RunId, RunStatus};
 use mostrador_worker::publish::Publisher;
 use mostrador_worker::{Executor, Finish, RunHandle};
+use serde_json::json;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
@@ -130,5 +132,35 @@ async fn runs_are_told_when_the_publisher_is_gone_and_the_worker_can_tell(
         events.flush().await,
         Err(mostrador_worker::Error::Publish(_))
     ));
+    Ok(())
+}
+
+/// Once a run holds its final checkpoint for its ending, what it sends is written with the
+/// ending, never before it: no client sees an event ahead of the checkpoint it follows.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn events_sent_after_a_held_final_checkpoint_wait_for_the_ending(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let run_id = claimed.run_id();
+    let publisher = Publisher::start(pool.clone());
+    let events = publisher.register(claimed.lease(), RunControl::new(), true);
+    events.push(NewEvent::new("values", json!({"step": 0})));
+    assert!(events.flush().await?);
+    assert_eq!(commits_of_events(&pool, run_id).await.len(), 1);
+
+    events.hold_for_end();
+    events.push(NewEvent::new("values", json!({"step": 1})));
+    // A flush writes every run's buffer it may: not this one.
+    assert!(events.flush().await?);
+    assert_eq!(commits_of_events(&pool, run_id).await.len(), 1);
+
+    assert!(events.end(claimed.ending(Ending::Success)).await?);
+    let commits = commits_of_events(&pool, run_id).await;
+    let events: Vec<&str> = commits.iter().map(|(_, event)| event.as_str()).collect();
+    assert_eq!(events, ["values", "values", "end"]);
+    assert_ne!(commits[0].0, commits[1].0);
+    assert_eq!(commits[1].0, commits[2].0, "written with the ending");
     Ok(())
 }
