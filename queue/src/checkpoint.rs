@@ -91,25 +91,71 @@ pub struct FinalCheckpoint {
     values: Vec<Value>,
 }
 
-impl FinalCheckpoint {
-    /// Writes it under `lease`; whether the lease was held.
-    pub(crate) async fn write(
-        &self,
-        executor: impl sqlx::PgExecutor<'_>,
-        lease: Lease,
-    ) -> Result<bool> {
-        let blobs: Vec<&Value> = self.values.iter().collect();
-        write_checkpoint(
-            executor,
-            Some(lease),
-            "",
-            self.thread_id,
-            &self.checkpoint,
-            &self.changed,
-            &blobs,
-        )
-        .await
+/// Writes runs' final checkpoints, each under its run's lease, in one statement; a checkpoint
+/// whose lease is lost is not written (the run's ending, in the same transaction, reports it).
+pub(crate) async fn write_final(
+    executor: impl sqlx::PgExecutor<'_>,
+    finals: &[(Lease, &FinalCheckpoint)],
+) -> Result {
+    let n = finals.len();
+    let (mut runs, mut attempts, mut threads) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut ids, mut parents, mut steps) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut versions, mut metadata) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut blob_runs, mut channels, mut blob_versions, mut values) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (lease, last) in finals {
+        let checkpoint = &last.checkpoint;
+        debug_assert!(
+            checkpoint.next.is_empty(),
+            "a final checkpoint has nothing next"
+        );
+        runs.push(lease.run_id.0);
+        attempts.push(lease.attempt);
+        threads.push(last.thread_id);
+        ids.push(checkpoint.checkpoint_id);
+        parents.push(checkpoint.parent_id);
+        steps.push(checkpoint.step);
+        versions.push(json!(checkpoint.versions));
+        metadata.push(&checkpoint.metadata);
+        for (channel, value) in last.changed.iter().zip(&last.values) {
+            blob_runs.push(lease.run_id.0);
+            channels.push(channel.as_str());
+            blob_versions.push(
+                checkpoint
+                    .versions
+                    .get(channel)
+                    .copied()
+                    .unwrap_or_default(),
+            );
+            values.push(value);
+        }
     }
+    sqlx::query_file_scalar!(
+        "queries/put_final_checkpoints.sql",
+        &runs,
+        &attempts,
+        &threads,
+        &ids,
+        &parents as &[Option<Uuid>],
+        &steps,
+        &versions,
+        &metadata as &[&Value],
+        &blob_runs,
+        &channels as &[&str],
+        &blob_versions,
+        &values as &[&Value],
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(())
 }
 
 impl PgCheckpointer {
@@ -189,19 +235,40 @@ impl PgCheckpointer {
         values: &State,
         changed: &[String],
     ) -> Result {
+        let versions: Vec<i64> = changed
+            .iter()
+            .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
+            .collect();
         let blobs: Vec<&Value> = changed
             .iter()
             .map(|c| values.get(c).unwrap_or(&Value::Null))
             .collect();
-        let held = write_checkpoint(
-            executor,
-            self.lease,
-            &self.namespace,
+        let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
+        let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
+        let versions_json = json!(checkpoint.versions);
+        let (run_id, attempt) = self.lease_parts();
+        // N.B. The fence takes the run's row lock (`for key share`) for the statement's
+        // transaction, so a transition (which locks `for update`) cannot commit between the check
+        // and the writes.
+        let held = sqlx::query_file_scalar!(
+            "queries/put_checkpoint.sql",
             thread_id,
-            checkpoint,
             changed,
-            &blobs,
+            &versions,
+            &blobs as &[&Value],
+            checkpoint.checkpoint_id,
+            checkpoint.parent_id,
+            run_id,
+            checkpoint.step,
+            versions_json,
+            &next,
+            tasks,
+            checkpoint.metadata,
+            run_id,
+            attempt,
+            &*self.namespace,
         )
+        .fetch_one(executor)
         .await?;
         if held { Ok(()) } else { Err(self.lost()) }
     }
@@ -328,50 +395,6 @@ fn task_from_json(value: &Value) -> Option<TaskSpec> {
         node: value.get("node")?.as_str()?.to_owned(),
         arg: value.get("arg").cloned(),
     })
-}
-
-/// Writes a checkpoint and the values of the channels it changed, fenced by `lease` if any: one
-/// statement. Whether the lease was held (always, without one).
-async fn write_checkpoint(
-    executor: impl sqlx::PgExecutor<'_>,
-    lease: Option<Lease>,
-    namespace: &str,
-    thread_id: Uuid,
-    checkpoint: &Checkpoint,
-    changed: &[String],
-    blobs: &[&Value],
-) -> Result<bool> {
-    let versions: Vec<i64> = changed
-        .iter()
-        .map(|c| checkpoint.versions.get(c).copied().unwrap_or_default())
-        .collect();
-    let next: Vec<String> = checkpoint.next.iter().map(|t| t.node.clone()).collect();
-    let tasks = Value::Array(checkpoint.next.iter().map(task_json).collect());
-    let versions_json = json!(checkpoint.versions);
-    let (run_id, attempt) = lease.map_or((None, 0), |lease| (Some(lease.run_id.0), lease.attempt));
-    // N.B. The fence takes the run's row lock (`for key share`) for the statement's transaction,
-    // so a transition (which locks `for update`) cannot commit between the check and the writes.
-    let held = sqlx::query_file_scalar!(
-        "queries/put_checkpoint.sql",
-        thread_id,
-        changed,
-        &versions,
-        blobs as &[&Value],
-        checkpoint.checkpoint_id,
-        checkpoint.parent_id,
-        run_id,
-        checkpoint.step,
-        versions_json,
-        &next,
-        tasks,
-        checkpoint.metadata,
-        run_id,
-        attempt,
-        namespace,
-    )
-    .fetch_one(executor)
-    .await?;
-    Ok(held)
 }
 
 fn boxed(err: Error) -> BoxError {

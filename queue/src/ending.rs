@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::Result;
 use crate::cancel::delete_runs;
-use crate::checkpoint::FinalCheckpoint;
+use crate::checkpoint::{FinalCheckpoint, write_final};
 use crate::claim::{ClaimedRun, Lease};
 use crate::event::{EventColumns, NewEvent, append_runs};
 use crate::listener::RUNS_CHANNEL;
@@ -156,12 +156,11 @@ pub async fn write(
         sqlx::query_file!("queries/lock_threads.sql", &thread_ids)
             .fetch_all(&mut *conn)
             .await?;
-        for end in &updates {
-            if let Some(checkpoint) = &end.checkpoint {
-                // A lost lease writes nothing here, and the ending's own fence reports it.
-                checkpoint.write(&mut *conn, end.lease).await?;
-            }
-        }
+        let finals: Vec<(Lease, &FinalCheckpoint)> = updates
+            .iter()
+            .filter_map(|end| Some((end.lease, end.checkpoint.as_deref()?)))
+            .collect();
+        write_final(&mut *conn, &finals).await?;
     }
     let mut done: Vec<RunId> = if described.is_empty() && appends.is_empty() && updates.is_empty() {
         Vec::new()

@@ -495,7 +495,8 @@ async fn a_state_update_is_written_only_while_its_thread_is_idle_and_unchanged(
 }
 
 /// A run's final checkpoint, held by its checkpointer, is written by the run's ending, in the
-/// ending's transaction and under its lease: not before it, and not at all once the lease is lost.
+/// ending's transaction and under its lease: not before it, and not at all once the lease is lost,
+/// whatever the other runs ending with it.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
     pool: PgPool,
@@ -508,10 +509,18 @@ async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
         .edge(START, "a")
         .compile()?;
     let reader = PgCheckpointer::new(pool.clone());
+    let latest_step = async |thread_id| -> anyhow::Result<i64> {
+        let latest = reader
+            .get(thread_id, None)
+            .await
+            .map_err(anyhow::Error::from_boxed)?
+            .expect("a checkpoint");
+        Ok(latest.checkpoint.step)
+    };
     let worker = new_worker(&pool).await;
-    for lost_lease in [false, true] {
-        let run = new_run(&pool).await;
-        let thread_id = run.thread_id.0;
+    let (kept, lost) = (new_run(&pool).await, new_run(&pool).await);
+    let mut ends = Vec::new();
+    for run in [&kept, &lost] {
         let claimed = claim_one(&pool, &worker).await.expect("claimed");
         assert_eq!(claimed.run_id(), run.run_id);
         let held = HeldFinal::default();
@@ -519,7 +528,7 @@ async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
         let result = graph
             .run(
                 &holding,
-                thread_id,
+                run.thread_id.0,
                 RunInput::Values(json!({})),
                 &RunOptions::default(),
                 &RunControl::new(),
@@ -527,58 +536,50 @@ async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
             )
             .await?;
         assert_eq!(result.outcome, Outcome::Finished);
-        let latest = reader
-            .get(thread_id, None)
-            .await
-            .map_err(anyhow::Error::from_boxed)?
-            .expect("the input's");
-        assert_eq!(latest.checkpoint.step, -1, "the final checkpoint waits");
-        assert!(holding.holds_final());
-        let final_checkpoint = held.get();
-        assert!(final_checkpoint.is_some());
-
-        if lost_lease {
-            // Another attempt holds the run now.
-            sqlx::query("update mostrador.runs set attempt = attempt + 1 where run_id = $1")
-                .bind(run.run_id.0)
-                .execute(&pool)
-                .await?;
-        }
-        let end = claimed
-            .ending(Ending::Success)
-            .with_checkpoint(final_checkpoint);
-        let lost = end_many(&mut *pool.acquire().await?, &[end]).await?;
-
-        let latest = reader
-            .get(thread_id, None)
-            .await
-            .map_err(anyhow::Error::from_boxed)?
-            .expect("a checkpoint");
-        if lost_lease {
-            assert_eq!(lost.len(), 1);
-            assert_eq!(
-                latest.checkpoint.step, -1,
-                "nothing written without the lease"
-            );
-            continue;
-        }
-        assert!(lost.is_empty());
         assert_eq!(
-            (latest.checkpoint.step, &latest.values["log"]),
-            (0, &json!(["a"]))
+            latest_step(run.thread_id.0).await?,
+            -1,
+            "the final one waits"
         );
-        let (checkpoint_xmin, end_xmin): (String, String) = sqlx::query_as(
-            "select
-                 (select xmin::text from mostrador.checkpoints
-                  where thread_id = $1 and step = 0),
-                 (select xmin::text from mostrador.run_events
-                  where run_id = $2 and event = 'end')",
-        )
-        .bind(thread_id)
-        .bind(run.run_id.0)
-        .fetch_one(&pool)
-        .await?;
-        assert_eq!(checkpoint_xmin, end_xmin, "one transaction wrote both");
+        assert!(holding.holds_final() && held.get().is_some());
+        ends.push(claimed.ending(Ending::Success).with_checkpoint(held.get()));
     }
+    // Another attempt holds the second run now.
+    sqlx::query("update mostrador.runs set attempt = attempt + 1 where run_id = $1")
+        .bind(lost.run_id.0)
+        .execute(&pool)
+        .await?;
+
+    let lost_leases = end_many(&mut *pool.acquire().await?, &ends).await?;
+    assert_eq!(
+        lost_leases.iter().map(|l| l.run_id()).collect::<Vec<_>>(),
+        [lost.run_id]
+    );
+    assert_eq!(
+        latest_step(lost.thread_id.0).await?,
+        -1,
+        "nothing written without the lease"
+    );
+    let latest = reader
+        .get(kept.thread_id.0, None)
+        .await
+        .map_err(anyhow::Error::from_boxed)?
+        .expect("a checkpoint");
+    assert_eq!(
+        (latest.checkpoint.step, &latest.values["log"]),
+        (0, &json!(["a"]))
+    );
+    let (checkpoint_xmin, end_xmin): (String, String) = sqlx::query_as(
+        "select
+             (select xmin::text from mostrador.checkpoints
+              where thread_id = $1 and step = 0),
+             (select xmin::text from mostrador.run_events
+              where run_id = $2 and event = 'end')",
+    )
+    .bind(kept.thread_id.0)
+    .bind(kept.run_id.0)
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(checkpoint_xmin, end_xmin, "one transaction wrote both");
     Ok(())
 }
