@@ -66,10 +66,13 @@ struct Args {
     /// Superstep counts of the throughput and engine-only graphs.
     #[arg(long, value_delimiter = ',', default_value = "1,6")]
     steps: Vec<usize>,
-    /// Worker processes of the throughput scenario (16 runs at a time each), one measure per
-    /// count.
+    /// Worker processes of the throughput scenario (`--max-runs` runs at a time each), one
+    /// measure per count.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     workers: Vec<usize>,
+    /// Runs at a time per worker process of the throughput scenario (the engine alone runs 32).
+    #[arg(long, default_value_t = 16)]
+    max_runs: usize,
 }
 
 #[tokio::main]
@@ -283,7 +286,7 @@ async fn throughput(
     events.listen(EVENTS_CHANNEL).await?;
     let start = Instant::now();
     let workers = (1..=workers)
-        .map(|i| Worker::start(args, &format!("w{i}"), 16))
+        .map(|i| Worker::start(args, &format!("w{i}"), args.max_runs))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut ended = 0;
     while ended < args.runs {
