@@ -12,9 +12,14 @@ use crate::support::{Db, Worker};
 
 const RUNS: i64 = 1_000;
 const GRAPH: &str = "e2e_linear_5";
+/// N.B. The lease is long enough for the heartbeats of live workers to survive a stall of the
+/// whole machine (the parallel suite shares two cores): with 2 s (a heartbeat every 667 ms), the
+/// three live workers once lost every lease at the same instant, and a run whose last superstep
+/// had finished ran it again elsewhere, which the test rightly reports. The kill's runs wait one
+/// lease longer to be swept.
 const WORKER_ARGS: &[&str] = &[
     "--lease",
-    "2s",
+    "5s",
     "--max-runs",
     "16",
     "--drain-timeout",
