@@ -33,7 +33,7 @@ pub(crate) struct WorkerArgs {
     #[arg(long, env = "MOSTRADOR_WORKER_NAME")]
     name: Option<String>,
 
-    /// Runs in flight at most.
+    /// Runs executing at most (as many more may wait for their endings to commit).
     #[arg(long, env = "MOSTRADOR_MAX_RUNS", default_value_t = MAX_RUNS_DEFAULT)]
     max_runs: usize,
 

@@ -230,6 +230,9 @@ impl Executor {
             Some(timeout) => tokio::time::timeout(timeout, run).await.ok(),
             None => Some(run.await),
         };
+        // Its kept connection goes back to the pool now: the run has left its slot, and the
+        // next run may need it before this one's ending commits.
+        drop(checkpointer);
         if events.lost() {
             return Ok(Finish::LeaseLost);
         }

@@ -50,6 +50,9 @@ pub struct Publisher {
     /// panic): the worker stops claiming and exits, and its runs are told, not left hanging.
     stopped: watch::Receiver<bool>,
     task: Arc<tokio::task::AbortHandle>,
+    /// Told the id of each run that hands its ending over, if anyone listens
+    /// ([`Publisher::leaving`]).
+    leaving: Arc<std::sync::OnceLock<mpsc::UnboundedSender<RunId>>>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -164,7 +167,23 @@ impl Publisher {
             requests,
             stopped,
             task: Arc::new(task.abort_handle()),
+            leaving: Arc::default(),
         }
+    }
+
+    /// The ids of the runs that hand their ending over from now on, as they do: a run is done
+    /// executing then, and only waits for its ending's commit. Once per publisher.
+    ///
+    /// # Panics
+    ///
+    /// Called twice.
+    pub fn leaving(&self) -> mpsc::UnboundedReceiver<RunId> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        assert!(
+            self.leaving.set(sender).is_ok(),
+            "one listener to the runs leaving a publisher"
+        );
+        receiver
     }
 
     /// Resolves when the task is gone (see [`Publisher::stopped`]'s field).
@@ -246,6 +265,9 @@ impl RunEvents {
     ///
     /// The database failed, [`TRIES`] times.
     pub async fn end(&self, end: End) -> Result<bool, Error> {
+        if let Some(leaving) = self.publisher.leaving.get() {
+            let _ = leaving.send(self.buffer.lease.run_id());
+        }
         self.request(|reply| Request::End(end, reply)).await
     }
 

@@ -88,8 +88,10 @@ impl Executor {
             self.max_concurrency,
         )
         .await?;
-        // What its tools still had running (a command, a wait for a slot) ends with it.
+        // What its tools still had running (a command, a wait for a slot) ends with it, and its
+        // kept connection goes back to the pool: the run leaves its slot with its ending.
         drop(services);
+        drop(saver);
         match ended {
             Ended::Done(done) => {
                 // A runner that ran out of memory may hold on to it: a new one takes the next run.

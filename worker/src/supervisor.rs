@@ -5,7 +5,7 @@
 //! NOTIFY and, because notifications can be lost, by a poll interval too; a claim that comes back
 //! full is followed by another at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,10 +65,13 @@ pub async fn run(
     tracing::info!(worker_id = %lease.worker_id, graphs = ?config.graphs, "worker started");
     telemetry.set_ready(true);
 
+    let executor =
+        Executor::new(pool.clone(), Arc::clone(&telemetry)).max_concurrency(config.max_concurrency);
     let mut supervisor = Supervisor {
         runners,
-        executor: Executor::new(pool.clone(), Arc::clone(&telemetry))
-            .max_concurrency(config.max_concurrency),
+        leaving: executor.publisher.leaving(),
+        ending: HashSet::new(),
+        executor,
         queued: listener.queued(),
         control: listener.control(),
         claims: Connections::kept(claimer(&pool)),
@@ -184,6 +187,10 @@ struct Supervisor {
     control: broadcast::Receiver<Control>,
     runs: JoinSet<RunExit>,
     in_flight: HashMap<RunId, InFlight>,
+    /// Runs that handed their ending to the publisher ([`Publisher::leaving`]).
+    leaving: tokio::sync::mpsc::UnboundedReceiver<RunId>,
+    /// Runs in flight whose ending the publisher is writing: done executing, they hold no slot.
+    ending: HashSet<RunId>,
     /// Which run each task executes, to find the run of a task that panicked.
     tasks: HashMap<Id, RunId>,
     /// Runs whose end could not be recorded (the database failed, or the task panicked): still
@@ -258,6 +265,15 @@ impl Supervisor {
                         self.claim_while_full().await;
                     }
                 }
+                Some(run_id) = self.leaving.recv() => {
+                    self.leave(run_id);
+                    while let Ok(run_id) = self.leaving.try_recv() {
+                        self.leave(run_id);
+                    }
+                    if self.more_queued && !draining {
+                        self.claim_while_full().await;
+                    }
+                }
                 signal = self.control.recv() => self.relay_control(signal),
                 _ = heartbeat.tick() => {
                     self.heartbeat().await;
@@ -293,6 +309,12 @@ impl Supervisor {
         self.cancelled_all = true;
     }
 
+    fn leave(&mut self, run_id: RunId) {
+        if self.in_flight.contains_key(&run_id) {
+            self.ending.insert(run_id);
+        }
+    }
+
     fn reap(&mut self, joined: Result<(Id, RunExit), JoinError>) {
         let (run_id, finish) = match joined {
             Ok((task_id, (run_id, finish))) => {
@@ -307,6 +329,7 @@ impl Supervisor {
                 (run_id, Err(crate::Error::Panicked(err.to_string())))
             }
         };
+        self.ending.remove(&run_id);
         let Some(run) = self.in_flight.remove(&run_id) else {
             return;
         };
@@ -424,8 +447,14 @@ impl Supervisor {
         self.last_heartbeat = Instant::now();
     }
 
+    /// Slots to claim runs into: runs executing count, runs waiting for their ending's commit
+    /// do not, up to as many as the slots (a publisher that cannot commit stops the claims there).
     fn free(&self) -> usize {
-        self.config.max_runs.saturating_sub(self.in_flight.len())
+        let max_runs = self.config.max_runs;
+        let executing = self.in_flight.len() - self.ending.len();
+        max_runs
+            .saturating_sub(executing)
+            .min((2 * max_runs).saturating_sub(self.in_flight.len()))
     }
 
     async fn claim(&self, free: usize) -> mostrador_queue::Result<Vec<ClaimedRun>> {

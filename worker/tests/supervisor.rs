@@ -151,6 +151,59 @@ async fn drained_run_resumes_on_another_worker_without_repeating_supersteps(
     Ok(())
 }
 
+/// A run whose ending waits for its commit has left its slot: the next run executes meanwhile. Runs
+/// waiting so hold a slot's worth at most: a publisher that cannot commit stops the claims.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_waiting_for_its_ending_leaves_its_slot_to_the_next(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let listener = Listener::start(pool.clone(), std::future::pending()).await?;
+    let starts = Starts::default();
+    let started = Arc::new(Notify::new());
+    let first = enqueue(&pool).await;
+    // An ending locks its run's thread first: held here, the first run's ending waits.
+    let mut holder = pool.begin().await?;
+    sqlx::query("select 1 from mostrador.threads where thread_id = $1 for update")
+        .bind(first.thread_id.0)
+        .execute(&mut *holder)
+        .await?;
+    let config = WorkerConfig {
+        max_runs: 1,
+        ..config("w")
+    };
+    let (stop, worker) = spawn_worker(&pool, abc(&starts, Arc::clone(&started), None), config);
+    started.notified().await;
+    let second = enqueue(&pool).await;
+    let third = enqueue(&pool).await;
+
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("the second run executes while the first one's ending waits");
+    let now = run::get(&pool, first.thread_id, first.run_id).await?;
+    assert_eq!(
+        now.status,
+        RunStatus::Running,
+        "the first run's ending waits"
+    );
+    // The second run's ending waits behind the first's: two runs wait, a slot's worth more than
+    // the one slot. Nothing signals a claim that does not happen: give it ten polls.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = run::get(&pool, third.thread_id, third.run_id).await?;
+    assert_eq!(now.status, RunStatus::Pending, "the third run waits");
+    assert_eq!(starts.of("a"), 2, "two runs executed");
+
+    holder.rollback().await?;
+    for run in [&first, &second, &third] {
+        assert_eq!(
+            until_end(&pool, &listener, run).await.status,
+            RunStatus::Success
+        );
+    }
+    stop.send(()).expect("worker alive");
+    worker.await??;
+    Ok(())
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn cancel_reaches_the_running_run_through_notify(pool: PgPool) -> anyhow::Result<()> {
     let listener = Listener::start(pool.clone(), std::future::pending()).await?;
