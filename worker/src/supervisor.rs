@@ -5,7 +5,7 @@
 //! NOTIFY and, because notifications can be lost, by a poll interval too; a claim that comes back
 //! full is followed by another at once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +70,6 @@ pub async fn run(
     let mut supervisor = Supervisor {
         runners,
         leaving: executor.publisher.leaving(),
-        ending: HashSet::new(),
         executor,
         queued: listener.queued(),
         control: listener.control(),
@@ -189,8 +188,6 @@ struct Supervisor {
     in_flight: HashMap<RunId, InFlight>,
     /// Runs that handed their ending to the publisher ([`Publisher::leaving`]).
     leaving: tokio::sync::mpsc::UnboundedReceiver<RunId>,
-    /// Runs in flight whose ending the publisher is writing: done executing, they hold no slot.
-    ending: HashSet<RunId>,
     /// Which run each task executes, to find the run of a task that panicked.
     tasks: HashMap<Id, RunId>,
     /// Runs whose end could not be recorded (the database failed, or the task panicked): still
@@ -223,6 +220,8 @@ struct InFlight {
     handle: RunHandle,
     graph: String,
     began: Instant,
+    /// It handed its ending to the publisher: done executing, it holds no slot.
+    ending: bool,
 }
 
 impl Supervisor {
@@ -310,8 +309,8 @@ impl Supervisor {
     }
 
     fn leave(&mut self, run_id: RunId) {
-        if self.in_flight.contains_key(&run_id) {
-            self.ending.insert(run_id);
+        if let Some(run) = self.in_flight.get_mut(&run_id) {
+            run.ending = true;
         }
     }
 
@@ -329,7 +328,6 @@ impl Supervisor {
                 (run_id, Err(crate::Error::Panicked(err.to_string())))
             }
         };
-        self.ending.remove(&run_id);
         let Some(run) = self.in_flight.remove(&run_id) else {
             return;
         };
@@ -451,7 +449,7 @@ impl Supervisor {
     /// do not, up to as many as the slots (a publisher that cannot commit stops the claims there).
     fn free(&self) -> usize {
         let max_runs = self.config.max_runs;
-        let executing = self.in_flight.len() - self.ending.len();
+        let executing = self.in_flight.values().filter(|run| !run.ending).count();
         max_runs
             .saturating_sub(executing)
             .min((2 * max_runs).saturating_sub(self.in_flight.len()))
@@ -519,6 +517,7 @@ impl Supervisor {
                 handle: handle.clone(),
                 graph: claimed.graph_id.clone(),
                 began: Instant::now(),
+                ending: false,
             },
         );
         self.telemetry.runs_claimed.inc();
