@@ -112,6 +112,10 @@ def check_python(docs, values):
         graph = doc["metadata"]["labels"].get("mostrador.dev/graph")
         runs_python = component == "api" or (component == "worker" and graph in python_workers)
         assert container["image"] == (image if runs_python else plain), (name, container["image"])
+        if component == "api":
+            # The retail graphs keep a worker: the api serves them beside the project's.
+            retail_workers = [n for n, w in values["workers"].items() if w and not w.get("python")]
+            assert (env.get("MOSTRADOR_EXAMPLE_GRAPHS") == "true") == bool(retail_workers), (name, env)
         if runs_python:
             assert env["MOSTRADOR_LANGGRAPH_CONFIG"] == python["config"], (name, env)
             assert env["MOSTRADOR_PYTHON"] == python["interpreter"], (name, env)

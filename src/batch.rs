@@ -237,7 +237,7 @@ async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> 
         .into_keys()
         .collect();
     if let Some(path) = &args.langgraph_config {
-        known.extend(crate::langgraph::read_graph_ids(path)?);
+        known.extend(crate::langgraph::read_project(path)?.graphs.into_keys());
     }
     known.sort_unstable();
     anyhow::ensure!(

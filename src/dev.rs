@@ -17,7 +17,7 @@ use mostrador_worker::{Telemetry, WorkerConfig};
 
 use crate::cluster::DevDatabase;
 use crate::graph_set::PolicyArgs;
-use crate::langgraph::PythonArgs;
+use crate::langgraph::{PythonArgs, described};
 use crate::model::ModelArgs;
 use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
 
@@ -57,12 +57,13 @@ pub(crate) struct DevArgs {
     #[arg(long)]
     demo_data: bool,
 
-    /// Browser origins that may call the api (CORS): any local port by default, so a chat UI
-    /// served on this machine (agent-chat-ui) can; `*`, or a comma-separated list.
+    /// Browser origins that may call the api (CORS): any local port and LangGraph Studio by
+    /// default, so a chat UI served on this machine (agent-chat-ui) and Studio can; `*`, or a
+    /// comma-separated list.
     #[arg(
         long,
         env = "MOSTRADOR_CORS_ALLOW_ORIGINS",
-        default_value = "localhost"
+        default_value = "localhost,https://smith.langchain.com"
     )]
     cors_allow_origins: String,
 
@@ -80,6 +81,7 @@ pub(crate) struct DevArgs {
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
 /// graph; prints the URL, a development token and an API key.
 pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let graphs = args.python.beside(graphs);
     anyhow::ensure!(
         args.listen.ip().is_loopback() || args.allow_remote,
         "`dev` listens on loopback only ({} is not): its dashboard hands a development token to \
@@ -147,7 +149,11 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .as_ref()
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
+        graph_descriptions: described(args.python.descriptions()?),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
+        // As `langgraph dev`: the official clients with no key (LangGraph Studio, scripts) act
+        // as the development caller, from this machine only.
+        development_caller: args.listen.ip().is_loopback().then(|| operator.clone()),
         policy: policy.policy,
         webhook_hosts: args.webhook_hosts.clone(),
         apps: graphs.routes.to_vec(),

@@ -72,8 +72,9 @@ pub(crate) fn run(args: &DockerfileArgs) -> anyhow::Result<()> {
     let config_path = &args.config;
     let text = std::fs::read_to_string(config_path)
         .with_context(|| format!("failed to read {}", config_path.display()))?;
-    crate::langgraph::graph_ids(&text)
-        .with_context(|| format!("invalid {}", config_path.display()))?;
+    // An image whose project the runtime would refuse is refused now, for the same reasons.
+    crate::langgraph::project(&text)
+        .with_context(|| format!("{} cannot be served", config_path.display()))?;
     let config: Value = serde_json::from_str(&text)?;
     let path = std::fs::canonicalize(config_path)
         .with_context(|| format!("failed to resolve {}", config_path.display()))?;

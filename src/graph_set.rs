@@ -31,6 +31,9 @@ pub struct GraphSet {
     pub demo_data: Option<DemoData>,
     /// What the built-in offline model answers their nodes, when no model server is configured.
     pub offline: offline::Script,
+    /// An example app's graphs, served beside a project's `langgraph.json` only when asked
+    /// (`--example-graphs`).
+    pub example: bool,
 }
 
 /// Loads an app's demo data.
@@ -48,6 +51,7 @@ impl GraphSet {
         schemas: &[],
         demo_data: None,
         offline: Offline::default_script,
+        example: false,
     };
 
     /// The retail app's four graphs, and its policy.
@@ -59,6 +63,7 @@ impl GraphSet {
         schemas: &[mostrador_retail::SCHEMA],
         demo_data: Some(|pool| Box::pin(mostrador_retail::retail::load_demo_data(pool))),
         offline: mostrador_retail::offline::answer,
+        example: true,
     };
 }
 

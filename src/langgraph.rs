@@ -1,21 +1,28 @@
-//! `langgraph.json`, the official configuration of Python graphs: its `graphs` (id → `path.py:attr`)
-//! name the graphs that workers execute with LangGraph, in the interpreter `--python` names. The
-//! runner reads the rest (`dependencies`, `env`) itself.
+//! `langgraph.json`, the official configuration of a project: its `graphs` (id →
+//! `path.py:attr` or `module:attr`) name the graphs that workers execute with LangGraph, in the
+//! interpreter `--python` names; the runner reads `dependencies` and `env` itself. Every other
+//! key is honoured or refused at start-up by name, never ignored.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
+
+use crate::GraphSet;
 use serde_json::Value;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct PythonArgs {
-    /// A `langgraph.json` whose graphs to serve beside the binary's (Python graphs, executed by
-    /// the `langgraph` package of --python's environment).
+    /// A `langgraph.json` whose graphs to serve (Python graphs, executed by the `langgraph`
+    /// package of --python's environment), in place of the binary's example graphs.
     #[arg(long = "config", env = "MOSTRADOR_LANGGRAPH_CONFIG")]
     langgraph_config: Option<PathBuf>,
+
+    /// With --config, serve the binary's example graphs (the retail app's) beside the project's.
+    #[arg(long, env = "MOSTRADOR_EXAMPLE_GRAPHS")]
+    example_graphs: bool,
 
     /// The Python interpreter that runs the graphs (the one with `langgraph` and the graphs'
     /// dependencies installed).
@@ -74,7 +81,7 @@ impl PythonArgs {
         let Some(path) = &self.langgraph_config else {
             return Ok(None);
         };
-        let graphs = read_graph_ids(path)?;
+        let graphs = read_project(path)?.graphs.into_keys().collect();
         // The runners start in its folder: they need its absolute path.
         let path = std::fs::canonicalize(path)?;
         Ok(Some(PythonConfig {
@@ -110,49 +117,294 @@ impl PythonArgs {
             .map(|python| python.graphs)
             .unwrap_or_default())
     }
+
+    /// The project's graphs with their descriptions (none without a `langgraph.json`).
+    pub(crate) fn descriptions(
+        &self,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, Option<String>>> {
+        match &self.langgraph_config {
+            Some(path) => Ok(read_project(path)?.graphs),
+            None => Ok(Default::default()),
+        }
+    }
+
+    /// The graphs of the binary served beside the project's: none of its example app's (the
+    /// retail graphs) unless asked for, so a project lists its own graphs only.
+    pub(crate) fn beside(&self, graphs: GraphSet) -> GraphSet {
+        if self.langgraph_config.is_some() && graphs.example && !self.example_graphs {
+            GraphSet::NONE
+        } else {
+            graphs
+        }
+    }
 }
 
-/// The ids of the graphs of the `langgraph.json` at `path`, sorted.
+/// What mostrador takes of a `langgraph.json`: its Python graphs (id, and the description its
+/// assistant carries), once every key it sets has been checked to be one mostrador honours.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Project {
+    /// Graph id → the description of `"graphs": {id: {"path", "description"}}`, if any.
+    pub graphs: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
+const BUILD_KEYS: &[&str] = &[
+    "python_version",
+    "api_version",
+    "base_image",
+    "image_distro",
+    "pip_config_file",
+    "pip_installer",
+    "source",
+    "dockerfile_lines",
+    "keep_pkg_tools",
+    "_INTERNAL_docker_tag",
+    "project_root",
+    "package",
+];
+
+/// Keys the official server honours that mostrador does not yet, each with what to do instead.
+/// A project that sets one is refused at start-up: it would otherwise run without what it says.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "auth",
+        "custom auth handlers (auth.path) do not run in mostrador yet: remove the key and express \
+         who may do what in an authorization policy (--policy, docs/authorization.md)",
+    ),
+    (
+        "http.app",
+        "custom routes (http.app) are not served by mostrador yet: serve them from a service of \
+         their own beside it",
+    ),
+    (
+        "store.index",
+        "semantic search over the store (store.index) is not offered by mostrador yet: without \
+         it, a search with a query would return unranked items",
+    ),
+    (
+        "store.ttl",
+        "store item time-to-live defaults are not applied yet: remove the key (a store item's own \
+         ttl is honoured)",
+    ),
+    (
+        "checkpointer.ttl",
+        "thread time-to-live is mostrador's retention (mostrador retention, docs/operations.md): \
+         remove the key and set the graph's retention policy",
+    ),
+    (
+        "checkpointer.path",
+        "mostrador keeps every checkpoint in its own fenced PostgreSQL checkpointer: remove the key",
+    ),
+    (
+        "checkpointer.backend",
+        "mostrador keeps every checkpoint in its own fenced PostgreSQL checkpointer: remove the key",
+    ),
+    (
+        "checkpointer.serde",
+        "the checkpointer's serializer cannot be configured in mostrador yet: remove the key",
+    ),
+    (
+        "store.path",
+        "mostrador keeps the store in PostgreSQL: remove the key",
+    ),
+    (
+        "http.cors",
+        "CORS comes from --cors-allow-origins (MOSTRADOR_CORS_ALLOW_ORIGINS) for now: move the \
+         origins there and remove the key",
+    ),
+    (
+        "http.configurable_headers",
+        "request headers are not copied into a run's configurable yet: remove the key",
+    ),
+    (
+        "http.mount_prefix",
+        "mostrador serves its routes at the root: put a proxy that strips the prefix in front of it",
+    ),
+    (
+        "http.disable_assistants",
+        "route groups cannot be switched off yet: remove the key",
+    ),
+    (
+        "http.disable_threads",
+        "route groups cannot be switched off yet: remove the key",
+    ),
+    (
+        "http.disable_runs",
+        "route groups cannot be switched off yet: remove the key",
+    ),
+    (
+        "http.disable_store",
+        "route groups cannot be switched off yet: remove the key",
+    ),
+    (
+        "http.disable_meta",
+        "route groups cannot be switched off yet: remove the key",
+    ),
+    (
+        "http.disable_webhooks",
+        "webhooks are off unless --webhook-hosts names hosts: remove the key",
+    ),
+    (
+        "http.middleware_order",
+        "it orders custom middleware, which mostrador does not serve (http.app): remove the key",
+    ),
+    (
+        "http.enable_custom_route_auth",
+        "it concerns custom routes, which mostrador does not serve (http.app): remove the key",
+    ),
+    (
+        "encryption",
+        "at-rest encryption hooks do not run in mostrador: remove the key",
+    ),
+    (
+        "priority",
+        "run priority hooks do not run in mostrador: remove the key",
+    ),
+    (
+        "webhooks",
+        "webhook policy comes from --webhook-hosts (MOSTRADOR_WEBHOOK_HOSTS): remove the key",
+    ),
+    (
+        "ui",
+        "generative UI bundles are not served by mostrador: remove the key",
+    ),
+    (
+        "ui_config",
+        "generative UI bundles are not served by mostrador: remove the key",
+    ),
+    (
+        "node_version",
+        "JavaScript graphs do not run in mostrador yet: serve them with the JS server, and \
+         only the Python graphs here",
+    ),
+];
+
+/// Keys of `http` that need no work here: mostrador has no MCP, A2A or UI routes to switch off,
+/// and it logs no request header.
+const HTTP_MOOT: &[&str] = &[
+    "disable_mcp",
+    "disable_a2a",
+    "disable_ui",
+    "logging_headers",
+];
+
+/// The `langgraph.json` at `path`, checked.
 ///
 /// # Errors
 ///
-/// The file cannot be read, or names no graph.
-pub(crate) fn read_graph_ids(path: &Path) -> anyhow::Result<Vec<String>> {
+/// The file cannot be read, names no graph, or sets a key mostrador does not honour.
+pub(crate) fn read_project(path: &Path) -> anyhow::Result<Project> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("failed to read {}", path.display()))?;
-    graph_ids(&text).with_context(|| format!("invalid {}", path.display()))
+    project(&text).with_context(|| format!("{} cannot be served", path.display()))
 }
 
-/// The ids of a `langgraph.json`'s graphs, sorted.
-pub(crate) fn graph_ids(text: &str) -> anyhow::Result<Vec<String>> {
+/// A `langgraph.json`'s text, checked.
+pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let config: Value = serde_json::from_str(text)?;
+    let config = config.as_object().context("it is not a JSON object")?;
+    let mut refused = Vec::new();
+    for (key, value) in config {
+        match key.as_str() {
+            "graphs" | "dependencies" | "env" | "$schema" => {}
+            key if BUILD_KEYS.contains(&key) => {}
+            "http" | "store" | "checkpointer" | "auth" => {
+                let Some(fields) = value.as_object() else {
+                    if !value.is_null() {
+                        refused.push(format!("{key}: must be an object"));
+                    }
+                    continue;
+                };
+                if key == "auth" && !fields.is_empty() {
+                    refused.push(refusal("auth"));
+                    continue;
+                }
+                for (field, value) in fields {
+                    if value.is_null() || (key == "http" && HTTP_MOOT.contains(&field.as_str())) {
+                        continue;
+                    }
+                    let name = format!("{key}.{field}");
+                    if key == "http"
+                        && field.starts_with("disable_")
+                        && value == &Value::Bool(false)
+                    {
+                        continue;
+                    }
+                    refused.push(if REFUSED.iter().any(|(refused, _)| *refused == name) {
+                        refusal(&name)
+                    } else {
+                        format!("{name}: not a key the official server reads either")
+                    });
+                }
+            }
+            key if REFUSED.iter().any(|(refused, _)| *refused == key) => {
+                if !value.is_null() {
+                    refused.push(refusal(key));
+                }
+            }
+            key => refused.push(format!(
+                "{key}: not a key of langgraph.json (a typo?); remove it"
+            )),
+        }
+    }
     let graphs = config
         .get("graphs")
         .and_then(Value::as_object)
         .context("it has no \"graphs\" object")?;
     anyhow::ensure!(!graphs.is_empty(), "its \"graphs\" object names no graph");
+    let mut found = std::collections::BTreeMap::new();
     for (id, spec) in graphs {
         let path = spec
             .as_str()
             .or_else(|| spec.get("path").and_then(Value::as_str));
-        anyhow::ensure!(
-            path.is_some_and(|path| path.contains(':')),
-            "graph {id:?} must be \"./file.py:attribute\""
+        let Some((location, _attribute)) = path.and_then(|path| path.rsplit_once(':')) else {
+            refused.push(format!(
+                "graphs.{id}: must be \"./file.py:attribute\" or \"package.module:attribute\""
+            ));
+            continue;
+        };
+        if [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".tsx", ".jsx"]
+            .iter()
+            .any(|ext| location.ends_with(ext))
+        {
+            refused.push(format!(
+                "graphs.{id}: {location} is a JavaScript graph, which mostrador does not run yet: \
+                 serve it with the JS server, and only the Python graphs here"
+            ));
+            continue;
+        }
+        let description = spec
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        found.insert(id.clone(), description);
+    }
+    if !refused.is_empty() {
+        anyhow::bail!(
+            "it sets what mostrador does not honour:\n  {}",
+            refused.join("\n  ")
         );
     }
-    Ok(graphs.keys().cloned().collect())
+    Ok(Project { graphs: found })
+}
+
+/// The descriptions the graphs' assistants carry, by graph id.
+pub(crate) fn described(
+    graphs: std::collections::BTreeMap<String, Option<String>>,
+) -> std::collections::BTreeMap<String, String> {
+    graphs
+        .into_iter()
+        .filter_map(|(id, description)| Some((id, description?)))
+        .collect()
+}
+
+fn refusal(name: &str) -> String {
+    let (_, what) = REFUSED
+        .iter()
+        .find(|(refused, _)| *refused == name)
+        .expect("a refused key has its message");
+    format!("{name}: {what}")
 }
 
 #[cfg(test)]
-mod tests {
-    use super::graph_ids;
-
-    #[test]
-    fn graphs_are_read_by_id_and_a_malformed_one_is_refused() {
-        let ids = graph_ids(r#"{"graphs": {"b": "./b.py:graph", "a": {"path": "./a.py:make"}}}"#);
-        assert_eq!(ids.expect("valid"), vec!["a".to_owned(), "b".to_owned()]);
-        assert!(graph_ids(r#"{"graphs": {"a": "./a.py"}}"#).is_err());
-        assert!(graph_ids(r#"{"graphs": {}}"#).is_err());
-        assert!(graph_ids(r#"{"dependencies": ["."]}"#).is_err());
-    }
-}
+mod tests;

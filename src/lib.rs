@@ -369,6 +369,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
 }
 
 async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let graphs = args.python.beside(graphs);
     let db = DbConfig {
         pool_size: args.pool_size,
         ..DbConfig::new(&args.database.database_url, "mostrador-api")
@@ -401,6 +402,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
+    config.graph_descriptions = langgraph::described(args.python.descriptions()?);
     config.policy = policy.policy;
     config.webhook_hosts = args.webhook_hosts.clone();
     config.apps = graphs.routes.to_vec();

@@ -100,6 +100,7 @@ pub(crate) struct WorkerArgs {
 }
 
 pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    let graphs = args.python.beside(graphs);
     let model = args.model.model(graphs.offline)?;
     let db = DbConfig {
         pool_size: args.pool_size.unwrap_or(

@@ -83,8 +83,15 @@ pub struct ApiConfig {
     /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
     /// serves them as assistants and their threads' states from the snapshots workers record.
     pub python_graphs: Vec<String>,
+    /// The descriptions of graphs' own assistants (`langgraph.json`'s `description`), by graph id.
+    pub graph_descriptions: BTreeMap<String, String>,
     /// Which browser origins may call the api (none by default).
     pub cors: Cors,
+    /// `mostrador dev` on loopback: a request without credentials, or with a key that is not
+    /// one of mostrador's (the SDK sends `LANGSMITH_API_KEY`'s), acts as this caller, as every
+    /// request does on `langgraph dev`, if it comes from this machine (its `Host` is a loopback
+    /// name, and a browser's `Origin` one CORS allows). Never set by `api`.
+    pub development_caller: Option<Caller>,
     /// Who may do what, graph by graph ([`crate::policy`]); owner-only by default.
     pub policy: Policy,
     /// The hosts webhooks may be sent to; none by default (webhooks are refused).
@@ -140,19 +147,17 @@ impl Cors {
         }
     }
 
-    pub(crate) fn layer(&self) -> Option<tower_http::cors::CorsLayer> {
+    /// The CORS layer; `private_network`: preflights from public origins to this loopback
+    /// server are answered yes (Chrome's Private Network Access), as `langgraph dev` answers them.
+    pub(crate) fn layer(&self, private_network: bool) -> Option<tower_http::cors::CorsLayer> {
         use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
         let origins = match self {
             Self::Off => return None,
             Self::Any => AllowOrigin::any(),
-            Self::Origins { listed, localhost } => {
-                let (listed, localhost) = (listed.clone(), *localhost);
+            Self::Origins { .. } => {
+                let cors = self.clone();
                 AllowOrigin::predicate(move |origin, _| {
-                    let Ok(origin) = origin.to_str() else {
-                        return false;
-                    };
-                    listed.iter().any(|allowed| allowed == origin)
-                        || (localhost && is_local(origin))
+                    origin.to_str().is_ok_and(|origin| cors.allows(origin))
                 })
             }
         };
@@ -167,8 +172,20 @@ impl Cors {
                     header::CONTENT_LOCATION,
                     header::RETRY_AFTER,
                 ]))
-                .max_age(Duration::from_secs(3600)),
+                .max_age(Duration::from_secs(3600))
+                .allow_private_network(private_network),
         )
+    }
+
+    /// Whether a browser at `origin` may call the api.
+    pub(crate) fn allows(&self, origin: &str) -> bool {
+        match self {
+            Self::Off => false,
+            Self::Any => true,
+            Self::Origins { listed, localhost } => {
+                listed.iter().any(|allowed| allowed == origin) || (*localhost && is_local(origin))
+            }
+        }
     }
 }
 
@@ -203,7 +220,9 @@ impl ApiConfig {
             public_metrics: false,
             dashboard_token: None,
             python_graphs: Vec::new(),
+            graph_descriptions: BTreeMap::new(),
             cors: Cors::Off,
+            development_caller: None,
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),
@@ -229,6 +248,10 @@ struct Inner {
     webhook_hosts: WebhookHosts,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
+    /// The names of Python graphs' own assistants, as their workers described the graphs (a
+    /// compiled graph's `name`, as the official server names its assistant): learned once
+    /// described, kept for the process's life (a new graph name comes with a new deployment).
+    names: std::sync::RwLock<HashMap<String, String>>,
     draining: AtomicBool,
     /// `true` once the pod shuts down: every SSE stream ends.
     shutdown: watch::Sender<bool>,
@@ -245,6 +268,8 @@ struct Inner {
     /// without asking the database.
     over_share: std::sync::Mutex<HashMap<String, std::time::Instant>>,
     slow_client_timeout: Duration,
+    cors: Cors,
+    development_caller: Option<Caller>,
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
@@ -270,7 +295,11 @@ impl AppState {
         let assistants = graphs
             .keys()
             .chain(&python_graphs)
-            .map(|graph_id| (graph_id.clone(), Assistant::for_graph(graph_id)))
+            .map(|graph_id| {
+                let mut assistant = Assistant::for_graph(graph_id);
+                assistant.description = config.graph_descriptions.get(graph_id).cloned();
+                (graph_id.clone(), assistant)
+            })
             .collect();
         Ok(Self(Arc::new(Inner {
             pool,
@@ -280,6 +309,7 @@ impl AppState {
             policy: config.policy.clone(),
             webhook_hosts: config.webhook_hosts.clone(),
             assistants,
+            names: std::sync::RwLock::default(),
             draining: AtomicBool::new(false),
             shutdown: watch::Sender::new(false),
             listener,
@@ -291,6 +321,8 @@ impl AppState {
             subscribers: std::sync::Mutex::default(),
             over_share: std::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
+            cors: config.cors.clone(),
+            development_caller: config.development_caller.clone(),
             metrics: Metrics::default(),
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
             queue_limit: QueueLimit {
@@ -348,6 +380,46 @@ impl AppState {
 
     pub fn assistants(&self) -> impl Iterator<Item = &Assistant> {
         self.0.assistants.values()
+    }
+
+    /// Learns the names of the Python graphs' assistants that workers have described since
+    /// (one query while some are not yet known, none after). A database that fails leaves the
+    /// graph ids as names until the next call.
+    pub async fn learn_names(&self) {
+        let missing: Vec<String> = {
+            let names = self.0.names.read().expect("names are never poisoned");
+            self.0
+                .python_graphs
+                .iter()
+                .filter(|graph_id| !names.contains_key(*graph_id))
+                .cloned()
+                .collect()
+        };
+        if missing.is_empty() {
+            return;
+        }
+        if let Ok(found) = mostrador_queue::graphs::names(&self.0.pool, &missing).await {
+            self.0
+                .names
+                .write()
+                .expect("names are never poisoned")
+                .extend(found);
+        }
+    }
+
+    /// `assistant` with its graph's name, if it is a graph's own assistant and a worker named it.
+    pub fn named(&self, mut assistant: Assistant) -> Assistant {
+        if assistant.assistant_id == Assistant::for_graph(&assistant.graph_id).assistant_id
+            && let Some(name) = self
+                .0
+                .names
+                .read()
+                .expect("names are never poisoned")
+                .get(&assistant.graph_id)
+        {
+            assistant.name.clone_from(name);
+        }
+        assistant
     }
 
     /// The assistant an id names: its assistant id, or its graph id (as the official server
@@ -447,6 +519,25 @@ impl AppState {
 
     pub fn slow_client_timeout(&self) -> Duration {
         self.0.slow_client_timeout
+    }
+
+    /// Whether requests without credentials may act as a development caller (`mostrador dev`).
+    pub fn has_development_caller(&self) -> bool {
+        self.0.development_caller.is_some()
+    }
+
+    /// The caller a request without credentials acts as, if it comes from `host` and, from a
+    /// browser, `origin` ([`ApiConfig::development_caller`]).
+    pub fn development_caller(&self, host: Option<&str>, origin: Option<&str>) -> Option<&Caller> {
+        let caller = self.0.development_caller.as_ref()?;
+        let host = host?;
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        };
+        let local = matches!(name, "localhost" | "127.0.0.1" | "[::1]");
+        let allowed_origin = origin.is_none_or(|origin| self.0.cors.allows(origin));
+        (local && allowed_origin).then_some(caller)
     }
 
     pub fn listener(&self) -> &Listener {

@@ -172,7 +172,9 @@ pub async fn search(
 /// 404 for an assistant the caller does not have; 503 when the database failed.
 pub async fn found(state: &AppState, caller: &Caller, id: &str) -> Result<Assistant, ApiError> {
     if let Some(assistant) = state.assistant(id) {
-        return Ok(assistant.clone());
+        let assistant = assistant.clone();
+        state.learn_names().await;
+        return Ok(state.named(assistant));
     }
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found"));
     let Ok(assistant_id) = Uuid::parse_str(id) else {

@@ -47,7 +47,8 @@ pub struct CreateCron {
     config: Option<Map<String, Value>>,
     #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
-    #[schema(schema_with = fields::unsupported)]
+    /// What the runs' graph reads as `runtime.context` (`config.configurable` when absent).
+    #[schema(value_type = Option<Object>)]
     context: Option<Value>,
     end_time: Option<DateTime<Utc>>,
     enabled: Option<bool>,
@@ -185,9 +186,11 @@ impl RunTemplate {
         if self.interrupt_before.is_some() || self.interrupt_after.is_some() {
             return Err(unsupported("interrupt_before/interrupt_after"));
         }
-        if self.context.as_ref().is_some_and(|c| !c.is_null()) {
-            return Err(unsupported("context"));
-        }
+        let context = match self.context {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(context)) => Some(context),
+            Some(_) => return Err(unprocessable("context must be an object")),
+        };
         match self.on_run_completed.as_deref() {
             None | Some("keep") => {}
             Some(_) => {
@@ -210,6 +213,21 @@ impl RunTemplate {
         }
         // A cron's runs act for the caller who made it.
         let mut config = self.config.map(Value::Object).unwrap_or_else(|| json!({}));
+        if context.is_some() || config.get("configurable").is_some() {
+            if context.as_ref().is_some_and(|context| !context.is_empty())
+                && config.get("configurable").is_some()
+            {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "specify either config.configurable or context, not both",
+                ));
+            }
+            let own = crate::runs::config::own_context(context.as_ref(), Some(&config));
+            if let Some(given) = context.filter(|context| !context.is_empty()) {
+                config["configurable"] = Value::Object(given);
+            }
+            payload.insert("context".into(), Value::Object(own));
+        }
         crate::runs::config::acting_for(&mut config, caller);
         payload.insert("config".into(), config);
         if let Some(modes) = &self.stream_mode {
@@ -242,7 +260,8 @@ pub struct PatchCron {
     metadata: Option<Map<String, Value>>,
     #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
-    #[schema(schema_with = fields::unsupported)]
+    /// What the runs' graph reads as `runtime.context` (`config.configurable` when absent).
+    #[schema(value_type = Option<Object>)]
     context: Option<Value>,
     enabled: Option<bool>,
     #[schema(schema_with = fields::stream_modes)]
@@ -305,7 +324,7 @@ pub async fn update(
     if let Some(timezone) = patch.timezone.as_deref() {
         cron::zone(Some(timezone)).map_err(unprocessable)?;
     }
-    let changes_config = patch.config.is_some();
+    let changes_config = patch.config.is_some() || patch.context.is_some();
     let template = RunTemplate {
         input: patch.input,
         config: patch.config,

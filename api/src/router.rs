@@ -58,7 +58,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         ))
         .layer(axum::middleware::from_fn(crate::trace::traced));
     // Outermost: a browser's preflight is answered before anything asks for credentials.
-    match config.cors.layer() {
+    match config.cors.layer(config.development_caller.is_some()) {
         Some(cors) => router.layer(cors).with_state(state),
         None => router.with_state(state),
     }

@@ -1,6 +1,7 @@
 //! Server-sent events of a run: a `metadata` event, then the run's events after the client's
 //! `Last-Event-ID` (replayed from the log, then live, with no gap and no duplicate across a
-//! listener reconnect), each with `id` = its `seq`; keep-alive comments; `end` last. A stream
+//! listener reconnect), each with `id` = its `seq`; keep-alive comments; closed after the run's
+//! last event (its `end`, kept in the log, is not sent, as on the official server). A stream
 //! also ends when the pod shuts down. A client that asked for it ([`OnDisconnect::Cancel`])
 //! cancels the run by going away before its end.
 
@@ -250,7 +251,7 @@ impl Start {
     }
 }
 
-/// Sends the run's events until `end`, a shutdown, or a client that went away (`true`).
+/// Sends the run's events until its end, a shutdown, or a client that went away (`true`).
 async fn follow(
     state: &AppState,
     run: &Run,
@@ -302,9 +303,10 @@ async fn follow(
             }
         };
         let wanted = match event.event.as_str() {
-            "end" | "error" => true,
-            // The queue's own bookkeeping: the run goes on elsewhere.
-            "drained" => false,
+            "error" => true,
+            // The queue's own bookkeeping: the run goes on elsewhere, or it ended (the stream
+            // closes, as the official server's do, with no event of its own).
+            "drained" | "end" => false,
             mode => modes
                 .as_ref()
                 .is_none_or(|modes| modes.iter().any(|wanted| wanted == mode)),

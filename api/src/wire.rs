@@ -142,6 +142,9 @@ pub struct RunKwargs {
     pub command: Option<Value>,
     #[schema(value_type = Object)]
     pub config: Value,
+    /// What the graph reads as `runtime.context`: the assistant's, with the run's over it.
+    #[schema(value_type = Object)]
+    pub context: Value,
     pub stream_mode: Vec<String>,
     #[schema(value_type = String)]
     pub durability: Value,

@@ -305,3 +305,96 @@ async fn threads_are_visible_to_their_owner_and_managers_of_their_store_only(poo
         .is_err()
     );
 }
+
+/// A request of `api` with these headers and no credential of its own.
+fn keyless(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> axum::http::Request<axum::body::Body> {
+    let mut request = axum::http::Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if method == "POST" {
+        request = request.header("content-type", "application/json");
+        return request.body(axum::body::Body::from("{}")).expect("request");
+    }
+    request.body(axum::body::Body::empty()).expect("request")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_keyless_request_acts_as_the_development_caller_from_this_machine_only(pool: PgPool) {
+    use crate::support::config;
+
+    let development = Caller::new("dev").in_tenant(Some("dev"));
+    let api = Api::with(
+        pool.clone(),
+        mostrador_api::ApiConfig {
+            cors: mostrador_api::app::Cors::parse("localhost,https://smith.langchain.com"),
+            development_caller: Some(development),
+            ..config()
+        },
+    )
+    .await;
+    let local = ("host", "127.0.0.1:8123");
+    for headers in [
+        vec![local],
+        vec![("host", "localhost:2024")],
+        // The SDK sends whatever LANGSMITH_API_KEY holds: not a key of mostrador's.
+        vec![local, ("x-api-key", "lsv2_pt_0123456789")],
+        vec![local, ("origin", "http://localhost:3000")],
+        vec![local, ("origin", "https://smith.langchain.com")],
+    ] {
+        let (status, _, thread) = api.send(keyless("POST", "/threads", &headers)).await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}: {thread}");
+    }
+    let (status, _, found) = api.send(keyless("POST", "/threads/count", &[local])).await;
+    assert_eq!(
+        (status, found),
+        (StatusCode::OK, json!(5)),
+        "all the development caller's"
+    );
+    for headers in [
+        // A name that resolves here from elsewhere (DNS rebinding), a page of another site.
+        vec![("host", "mostrador.example.com")],
+        vec![],
+        vec![local, ("origin", "https://evil.example.com")],
+    ] {
+        let (status, _, _) = api.send(keyless("POST", "/threads", &headers)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{headers:?}");
+    }
+    // A credential that is mostrador's is checked as always.
+    let (status, _, _) = api
+        .send(keyless(
+            "POST",
+            "/threads",
+            &[local, ("authorization", "Bearer not-a-token")],
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Studio's preflight to a server on this machine (Chrome's Private Network Access).
+    let (status, headers, _) = api
+        .send(keyless(
+            "OPTIONS",
+            "/threads",
+            &[
+                local,
+                ("origin", "https://smith.langchain.com"),
+                ("access-control-request-method", "POST"),
+                ("access-control-request-private-network", "true"),
+            ],
+        ))
+        .await;
+    assert!(status.is_success(), "{status}");
+    assert_eq!(headers["access-control-allow-private-network"], "true");
+    assert_eq!(
+        headers["access-control-allow-origin"],
+        "https://smith.langchain.com"
+    );
+
+    // Without a development caller (`mostrador api`), no credential is a 401, from anywhere.
+    let api = Api::new(pool).await;
+    let (status, _, _) = api.send(keyless("POST", "/threads", &[local])).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}

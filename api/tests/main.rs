@@ -2,6 +2,7 @@ mod api_keys;
 mod assistants;
 mod auth;
 mod cancel;
+mod context;
 mod crons;
 mod dashboard;
 mod decide;

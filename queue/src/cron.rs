@@ -484,6 +484,12 @@ async fn enqueue_for(
     }
     let mut metadata = object("metadata").unwrap_or_else(|| serde_json::json!({}));
     metadata["cron_id"] = serde_json::json!(cron.cron_id);
+    let own_context = payload
+        .get("context")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut assistant_context = Value::Null;
     // A cron on an assistant its maker created: its runs take the assistant's config as it is
     // now, under theirs, as a client's run on it does.
     if let Some(id) = payload.get("assistant_id").and_then(Value::as_str) {
@@ -502,7 +508,12 @@ async fn enqueue_for(
         };
         new.config = crate::assistants::config_under(&assistant.config, new.config);
         metadata["assistant_id"] = serde_json::json!(assistant.assistant_id);
+        assistant_context = assistant.context;
     }
+    if !new.config.is_object() {
+        new.config = serde_json::json!({});
+    }
+    new.config["context"] = crate::assistants::context_under(&assistant_context, own_context);
     new.metadata = metadata;
     new.multitask_strategy = payload
         .get("multitask_strategy")

@@ -40,3 +40,27 @@ pub async fn description(pool: &PgPool, graph_id: &str) -> Result<Option<Value>>
     .fetch_optional(pool)
     .await?)
 }
+
+/// The names the workers found for these graphs (a compiled graph's own `name`, which the
+/// official server gives its assistant), for those they have described.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn names(pool: &PgPool, graph_ids: &[String]) -> Result<Vec<(String, String)>> {
+    let rows = sqlx::query!(
+        r#"
+        select graph_id, description->>'name' as "name!"
+        from mostrador.graph_descriptions
+        where graph_id = any($1)
+          and description->>'name' is not null
+        "#,
+        graph_ids,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.graph_id, row.name))
+        .collect())
+}

@@ -92,7 +92,7 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
 
     let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
-    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    assert!(!names.contains(&"end"), "{names:?}");
     assert_eq!(
         names.iter().filter(|n| **n == "updates").count(),
         6,
@@ -112,7 +112,10 @@ async fn listener_backend_killed_loses_no_event(pool: PgPool) {
     )
     .await
     .expect("a new stream after the reconnect ended");
-    assert_eq!(again.last().map(|(name, _)| name.as_str()), Some("end"));
+    assert_eq!(
+        again.iter().filter(|(name, _)| name == "updates").count(),
+        6
+    );
 }
 
 #[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]

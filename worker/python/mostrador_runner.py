@@ -343,6 +343,9 @@ class MostradorSaver(BaseCheckpointSaver[int]):
                 }
             )
         stored_metadata = jsonable(get_serializable_checkpoint_metadata(config, metadata))
+        # LangGraph leaves the thread out of a checkpoint's metadata; the official server's
+        # checkpointer puts it back, and clients filter history by it.
+        stored_metadata.setdefault("thread_id", self.thread_id)
         if ns == "" and self.saving is not None:
             self.saving(checkpoint["id"], metadata.get("source"))
         put = {
@@ -525,6 +528,10 @@ def _store_result(op: Any, result: Any) -> Any:
 
 
 def load_config(path: str) -> dict:
+    """The project's `langgraph.json`, its folders put where its imports look, as `langgraph dev`
+    puts them: its local `dependencies`, then the project's own folder (for module paths such as
+    `"my_agent.graph:graph"`). Its `env` (a mapping, or a file) joins the environment; a file
+    that is missing is no error (a project as cloned ships `.env.example`), as officially."""
     with open(path) as f:
         config = json.load(f)
     base = os.path.dirname(os.path.abspath(path))
@@ -533,21 +540,43 @@ def load_config(path: str) -> dict:
             folder = os.path.normpath(os.path.join(base, dependency))
             if folder not in sys.path:
                 sys.path.insert(0, folder)
+    if base not in sys.path:
+        sys.path.append(base)
     env = config.get("env")
     if isinstance(env, dict):
         os.environ.update({k: str(v) for k, v in env.items()})
     elif isinstance(env, str):
-        with open(os.path.join(base, env)) as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    key, value = line.split("=", 1)
-                    os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+        env_path = os.path.join(base, env)
+        if os.path.isfile(env_path):
+            for key, value in _env_file(env_path):
+                os.environ.setdefault(key, value)
+        else:
+            print(f"mostrador runner: no env file {env_path}: the graphs start without it", file=sys.stderr)
     config["_base"] = base
     return config
 
 
+def _env_file(path: str) -> Iterator[tuple[str, str]]:
+    """`KEY=VALUE` lines (`export` and quotes allowed, `#` comments), as dotenv reads them."""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("export "):
+                line = line[len("export ") :].lstrip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            key, value = line.split("=", 1)
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            elif " #" in value:
+                value = value.split(" #", 1)[0].rstrip()
+            yield key.strip(), value
+
+
 def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
+    """What `langgraph.json` names: `./file.py:attr` (a file of the project) or `pkg.module:attr`
+    (a module on the path). A builder is compiled once, here, as officially."""
     if isinstance(spec, dict):
         spec = spec["path"]
     location, _, attr = spec.rpartition(":")
@@ -567,32 +596,185 @@ def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
     obj = module
     for part in attr.split("."):
         obj = getattr(obj, part)
+    if not isinstance(obj, Pregel) and hasattr(obj, "compile") and callable(obj.compile):
+        obj = obj.compile()
     return obj
 
 
-async def compiled(graph_id: str, obj: Any, config: RunnableConfig) -> Pregel:
-    """The graph to run or describe: named after its id unless its code named it, as the
-    official server names it (the name titles its state schema)."""
-    graph = await resolve(obj, config)
-    return graph.copy(update={"name": graph_id}) if graph.name == "LangGraph" else graph
+class User(dict):
+    """The caller a run acts for (`langgraph_auth_user`), read as the official server's user is:
+    by key or by attribute (`identity`, `permissions`, ...), so LangGraph's `runtime.server_info`
+    and a `ServerRuntime` carry it."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def identity(self) -> str:
+        return self.get("identity", "")
+
+    @property
+    def display_name(self) -> str:
+        return self.get("display_name") or self.identity
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self.get("is_authenticated", True)
+
+    @property
+    def permissions(self) -> Sequence[str]:
+        return self.get("permissions") or []
 
 
-async def resolve(obj: Any, config: RunnableConfig) -> Pregel:
-    """A compiled graph from what `langgraph.json` names: a compiled graph, a graph builder, or
-    a factory taking the run's config."""
-    if isinstance(obj, Pregel):
-        return obj
-    if hasattr(obj, "compile") and callable(obj.compile):
-        return obj.compile()
-    if callable(obj):
-        parameters = inspect.signature(obj).parameters
-        made = obj(config) if parameters else obj()
-        if inspect.isawaitable(made):
-            made = await made
-        if hasattr(made, "__aenter__"):
-            raise TypeError("context-manager graph factories are not supported")
-        return await resolve(made, config)
-    raise TypeError(f"{type(obj).__name__} is not a graph")
+def _is_server_runtime(annotation: Any) -> bool:
+    """Whether a factory's parameter is annotated `ServerRuntime` (bare, parameterized,
+    `Annotated`, or one of its variants)."""
+    import typing
+
+    if annotation is inspect.Parameter.empty or _SERVER_RUNTIME is None:
+        return False
+    alias, variants = _SERVER_RUNTIME
+    if annotation is alias:
+        return True
+    if isinstance(annotation, type):
+        return issubclass(annotation, variants)
+    origin = typing.get_origin(annotation)
+    if origin is None:
+        return False
+    if origin is alias:
+        return True
+    args = typing.get_args(annotation)
+    return bool(args) and _is_server_runtime(args[0])
+
+
+try:
+    from langgraph_sdk.runtime import ServerRuntime, _ExecutionRuntime, _ReadRuntime
+
+    _SERVER_RUNTIME: tuple | None = (ServerRuntime, (_ExecutionRuntime, _ReadRuntime))
+except ImportError:  # pragma: no cover - an SDK before ServerRuntime: factories take config
+    _SERVER_RUNTIME = None
+
+
+def factory_arguments(factory: Callable) -> Callable[[RunnableConfig, Any], dict]:
+    """How the official server calls a graph factory, from its parameters: none; one, the
+    config, or the `ServerRuntime` when so annotated; two, the config and the runtime (by name,
+    in either order). Anything else is refused when the project loads."""
+    import typing
+
+    parameters = list(inspect.signature(factory).parameters.values())
+    try:
+        hints = typing.get_type_hints(
+            factory,
+            localns={"ServerRuntime": _SERVER_RUNTIME[0] if _SERVER_RUNTIME else None,
+                     "RunnableConfig": RunnableConfig, "Config": RunnableConfig},
+        )
+    except Exception:  # noqa: BLE001 - an annotation that cannot be resolved names no runtime
+        hints = {}
+    runtime = [p.name for p in parameters if _is_server_runtime(hints.get(p.name, p.annotation))]
+    names = [p.name for p in parameters]
+    if not names:
+        return lambda config, server_runtime: {}
+    if len(names) == 1:
+        if runtime:
+            return lambda config, server_runtime: {names[0]: server_runtime}
+        return lambda config, server_runtime: {names[0]: config}
+    if len(names) == 2 and len(runtime) == 1:
+        (config_name,) = [name for name in names if name != runtime[0]]
+        return lambda config, server_runtime: {runtime[0]: server_runtime, config_name: config}
+    raise TypeError(
+        f"graph factory {getattr(factory, '__qualname__', factory)} must take no argument, the "
+        f"config, a ServerRuntime, or both (got {names})"
+    )
+
+
+class Project:
+    """The graphs of a `langgraph.json`, loaded once; each run or description enters its own
+    graph, as the official server does: a compiled graph as it is, a factory called with the
+    run's config and a `ServerRuntime` (its `context` for a run), entered when it gives a
+    context manager and left when the run ends."""
+
+    def __init__(self, config: dict) -> None:
+        self.values: dict[str, Any] = {}
+        self.arguments: dict[str, Callable] = {}
+        self._context_keys: dict[Any, frozenset | None] = {}
+        for graph_id, spec in config.get("graphs", {}).items():
+            value = load_graph(config["_base"], graph_id, spec)
+            if not isinstance(value, Pregel):
+                if not callable(value):
+                    raise TypeError(f"graph {graph_id!r}: {type(value).__name__} is not a graph or a graph factory")
+                self.arguments[graph_id] = factory_arguments(value)
+            self.values[graph_id] = value
+
+    def __contains__(self, graph_id: str) -> bool:
+        return graph_id in self.values
+
+    def ids(self) -> list[str]:
+        return sorted(self.values)
+
+    @contextlib.asynccontextmanager
+    async def enter(
+        self,
+        graph_id: str,
+        config: RunnableConfig,
+        *,
+        access: str,
+        store: BaseStore | None = None,
+        context: dict | None = None,
+    ) -> AsyncIterator[Pregel]:
+        """The graph `graph_id` for `access` (`threads.create_run`, `threads.update`,
+        `threads.read`, `assistants.read`), named after its id unless its code named it."""
+        value = self.values[graph_id]
+        if graph_id in self.arguments:
+            value = value(**self.arguments[graph_id](config, self._server_runtime(config, access, store, context)))
+        async with _entered(value) as made:
+            if not isinstance(made, Pregel) and hasattr(made, "compile") and callable(made.compile):
+                made = made.compile()
+            if not isinstance(made, Pregel):
+                raise TypeError(f"graph {graph_id!r} gave {type(made).__name__}, not a graph")
+            yield made.copy(update={"name": graph_id}) if made.name == "LangGraph" else made
+
+    @staticmethod
+    def _server_runtime(config: RunnableConfig, access: str, store: Any, context: dict | None) -> Any:
+        if _SERVER_RUNTIME is None:
+            return None
+        user = (config.get("configurable") or {}).get("langgraph_auth_user")
+        if access == "threads.create_run":
+            return _ExecutionRuntime(access_context=access, user=user, store=store, context=context)
+        return _ReadRuntime(access_context=access, user=user, store=store)
+
+    def context_for(self, graph: Pregel, context: dict) -> dict:
+        """The run's context as the graph takes it: the keys its context schema declares, when it
+        declares some (the official server drops the others, so a dataclass is not handed a key it
+        has no field for)."""
+        if not context:
+            return context
+        schema = graph.context_schema
+        if schema not in self._context_keys:
+            keys = None
+            with contextlib.suppress(Exception):
+                properties = (graph.get_context_jsonschema() or {}).get("properties")
+                keys = frozenset(properties) if properties else None
+            self._context_keys[schema] = keys
+        keys = self._context_keys[schema]
+        return context if keys is None else {k: v for k, v in context.items() if k in keys}
+
+
+@contextlib.asynccontextmanager
+async def _entered(value: Any) -> AsyncIterator[Any]:
+    """What a factory gave: awaited if a coroutine, entered if a context manager."""
+    if inspect.isawaitable(value) and not hasattr(value, "__aenter__"):
+        value = await value
+    if hasattr(value, "__aenter__") and hasattr(value, "__aexit__"):
+        async with value as entered:
+            yield entered
+    elif hasattr(value, "__enter__") and hasattr(value, "__exit__"):
+        with value as entered:
+            yield entered
+    else:
+        yield value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -678,21 +860,26 @@ def drawing(graph: Pregel, xray: bool | int) -> dict | None:
     return jsonable(drawn)
 
 
-async def describe(graph_id: str, obj: Any) -> dict:
-    """What the api serves about a graph: schemas, its drawings (`xray` false, 1 to the depth of
-    its subgraphs, true) and the schemas of every subgraph by namespace (`parent|child`)."""
-    graph = await compiled(graph_id, obj, {"configurable": {}})
-    subgraphs = {ns: schemas(sub) for ns, sub in graph.get_subgraphs(recurse=True)}
-    depth = max((ns.count("|") + 1 for ns in subgraphs), default=0)
-    return {
-        "schemas": schemas(graph),
-        "graph": {
-            "false": drawing(graph, False),
-            **{str(level): drawing(graph, level) for level in range(1, depth)},
-            "true": drawing(graph, True),
-        },
-        "subgraphs": subgraphs,
-    }
+async def describe(project: Project, graph_id: str) -> dict:
+    """What the api serves about a graph: the assistant's name (a compiled graph's own `name`,
+    as the official server names its assistant), schemas, its drawings (`xray` false, 1 to the
+    depth of its subgraphs, true) and the schemas of every subgraph by namespace
+    (`parent|child`)."""
+    value = project.values[graph_id]
+    name = value.name if isinstance(value, Pregel) and value.name != "LangGraph" else graph_id
+    async with project.enter(graph_id, {"configurable": {}}, access="assistants.read") as graph:
+        subgraphs = {ns: schemas(sub) for ns, sub in graph.get_subgraphs(recurse=True)}
+        depth = max((ns.count("|") + 1 for ns in subgraphs), default=0)
+        return {
+            "name": name,
+            "schemas": schemas(graph),
+            "graph": {
+                "false": drawing(graph, False),
+                **{str(level): drawing(graph, level) for level in range(1, depth)},
+                "true": drawing(graph, True),
+            },
+            "subgraphs": subgraphs,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -847,9 +1034,9 @@ class Spans(BaseCallbackHandler):
 class Run:
     """One run: LangGraph's stream, its events to the worker, its checkpoints described."""
 
-    def __init__(self, channel: Channel, graphs: dict, spec: dict) -> None:
+    def __init__(self, channel: Channel, project: Project, spec: dict) -> None:
         self.channel = channel
-        self.graphs = graphs
+        self.project = project
         self.spec = spec
         self.thread_id = spec["thread_id"]
         self.control = RunControl()
@@ -889,6 +1076,9 @@ class Run:
             "assistant_id": spec["assistant_id"],
             "run_attempt": spec["attempt"],
         }
+        user = configurable.get("langgraph_auth_user")
+        if isinstance(user, dict):
+            configurable["langgraph_auth_user"] = User(user)
         config: dict = {
             "configurable": configurable,
             "metadata": metadata,
@@ -904,12 +1094,25 @@ class Run:
     async def execute(self) -> dict:
         spec = self.spec
         config = self.config()
-        graph = await compiled(spec["graph_id"], self.graphs[spec["graph_id"]], config)
-        graph = graph.copy(update={"checkpointer": self.saver, "store": self.store})
-        self.graph = graph
         update = (spec.get("command") or {}).get("update_state")
-        if update is not None:
-            return await self.update_state(update)
+        # The run's context (its assistant's merged with its own, `{}` when neither has one, so
+        # the schema's defaults apply), as the official server hands it to LangGraph.
+        context = spec.get("context") or {}
+        async with self.project.enter(
+            spec["graph_id"],
+            config,
+            access="threads.update" if update is not None else "threads.create_run",
+            store=self.store,
+            context=context,
+        ) as graph:
+            self.graph = graph.copy(update={"checkpointer": self.saver, "store": self.store})
+            if update is not None:
+                return await self.update_state(update)
+            return await self.stream(config, self.project.context_for(graph, context))
+
+    async def stream(self, config: RunnableConfig, context: dict) -> dict:
+        spec = self.spec
+        graph = self.graph
         latest = await graph.aget_state(config)
         if latest.metadata and latest.metadata.get("run_id") == spec["run_id"]:
             # This run saved a checkpoint before (it was drained, or its worker died): go on.
@@ -934,9 +1137,8 @@ class Run:
             kwargs["interrupt_before"] = spec["interrupt_before"]
         if spec.get("interrupt_after"):
             kwargs["interrupt_after"] = spec["interrupt_after"]
-        if spec.get("context") is not None:
-            kwargs["context"] = spec["context"]
         kwargs.update(
+            context=context,
             stream_mode=sorted(modes),
             subgraphs=True,
             control=self.control,
@@ -1133,8 +1335,8 @@ class Run:
         return await self.describe(checkpoint_id, live=True)
 
 
-async def run_one(channel: Channel, graphs: dict, spec: dict) -> None:
-    run = Run(channel, graphs, spec)
+async def run_one(channel: Channel, project: Project, spec: dict) -> None:
+    run = Run(channel, project, spec)
     task = asyncio.ensure_future(run.execute())
 
     async def steer():
@@ -1190,27 +1392,23 @@ async def main() -> None:
     config_path = sys.argv[1]
     channel = Channel()
     reading = asyncio.ensure_future(channel.read())
-    config = load_config(config_path)
-    graphs = {
-        graph_id: load_graph(config["_base"], graph_id, spec)
-        for graph_id, spec in config.get("graphs", {}).items()
-    }
+    project = Project(load_config(config_path))
     # What was loaded stays: the collector need not scan it again. LangGraph allocates many
     # short-lived objects per step; collecting the youngest generation less often spares most of
     # the collector's passes, for a few megabytes.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-    channel.send({"t": "ready", "graphs": sorted(graphs)})
+    channel.send({"t": "ready", "graphs": project.ids()})
     while True:
         message = await channel.messages.get()
         if message["t"] == "run":
-            await run_one(channel, graphs, message["run"])
+            await run_one(channel, project, message["run"])
         elif message["t"] == "describe":
             described = {}
-            for graph_id, obj in graphs.items():
+            for graph_id in project.ids():
                 try:
-                    described[graph_id] = await describe(graph_id, obj)
-                except Exception as err:  # noqa: BLE001 - e.g. a factory that needs a config
+                    described[graph_id] = await describe(project, graph_id)
+                except Exception as err:  # noqa: BLE001 - e.g. a factory that needs a run
                     traceback.print_exc()
                     described[graph_id] = {"error": f"{type(err).__name__}: {err}"}
             channel.send({"t": "described", "graphs": described})

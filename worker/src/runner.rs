@@ -307,6 +307,7 @@ fn run_spec(claimed: &ClaimedRun) -> Value {
         "interrupt_after": config.get("interrupt_after"),
         "durability": config.get("durability"),
         "checkpoint_id": config.get("checkpoint_id"),
+        "context": config.get("context"),
     })
 }
 

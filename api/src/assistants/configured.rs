@@ -347,6 +347,7 @@ pub async fn count(
     caller: Caller,
     Body(search): Body<Search>,
 ) -> Result<Json<i64>, ApiError> {
+    state.learn_names().await;
     let (own, query) = matching(&state, &search)?;
     let created = rows::count(state.pool(), &caller.subject, &query)
         .await
@@ -379,6 +380,7 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
         .filter(|metadata| !metadata.is_empty());
     let own = state
         .assistants()
+        .map(|a| state.named(a.clone()))
         .filter(|a| search.graph_id.as_ref().is_none_or(|g| *g == a.graph_id))
         .filter(|a| search.name.as_ref().is_none_or(|n| *n == a.name))
         .filter(|a| {
@@ -388,7 +390,6 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
                     .all(|(key, value)| a.metadata.get(key) == Some(value))
             })
         })
-        .cloned()
         .collect();
     let query = rows::Search {
         graph_id: search.graph_id.clone(),
@@ -409,6 +410,7 @@ pub(super) async fn search(
     caller: &Caller,
     search: Search,
 ) -> Result<Vec<Assistant>, ApiError> {
+    state.learn_names().await;
     let (mut all, query) = matching(state, &search)?;
     let created = rows::search(state.pool(), &caller.subject, &query)
         .await

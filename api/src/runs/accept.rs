@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use mostrador_graph::{Graph, StreamMode};
+use mostrador_queue::assistants::context_under;
 use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
 use mostrador_queue::thread::NewThread;
@@ -13,7 +14,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::config::{acting_for, limits, run_config, under};
+use super::config::{acting_for, limits, own_context, run_config, under};
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use super::{queue_error, unprocessable};
 use crate::app::AppState;
@@ -476,12 +477,14 @@ pub(super) fn new_run(
              the Rust engine has none",
         ));
     }
+    let context = own_context(body.context.as_ref(), body.config.as_ref());
     let mut config = under(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
     limits(&config, state.max_recursion_limit())?;
     acting_for(&mut config, caller);
+    config["context"] = context_under(&assistant.context, context);
     // The worker names a subgraph's events with its namespace for clients that ask.
     if body.stream_subgraphs == Some(true) {
         config["stream_subgraphs"] = json!(true);

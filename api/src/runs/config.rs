@@ -32,6 +32,27 @@ pub(super) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), Api
 
 pub(super) use mostrador_queue::assistants::config_under as under;
 
+/// The context a request gives its run, as the official server reads it: `context`, or else a
+/// copy of `config.configurable` (the two are one thing since LangGraph 0.6); never the keys that
+/// name the caller, which the api alone sets.
+pub(crate) fn own_context(
+    context: Option<&Map<String, Value>>,
+    config: Option<&Value>,
+) -> Map<String, Value> {
+    let mut own = match context.filter(|context| !context.is_empty()) {
+        Some(context) => context.clone(),
+        None => config
+            .and_then(|config| config.get("configurable"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+    };
+    for key in CALLER_KEYS {
+        own.remove(key);
+    }
+    own
+}
+
 /// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
 /// `max_concurrency`, `durability`.
 pub(super) fn run_config(

@@ -93,6 +93,11 @@ pub fn run_answer(run: &Run) -> wire::Run {
         .filter(|id| id.is_string())
         .cloned()
         .unwrap_or_else(|| json!(Assistant::for_graph(&run.graph_id).assistant_id));
+    let mut config = run.config.clone();
+    let context = config
+        .as_object_mut()
+        .and_then(|config| config.remove("context"))
+        .unwrap_or_else(|| json!({}));
     wire::Run {
         run_id: run.run_id.0,
         thread_id: run.thread_id.0,
@@ -102,7 +107,8 @@ pub fn run_answer(run: &Run) -> wire::Run {
         kwargs: wire::RunKwargs {
             input: run.input.clone(),
             command: run.command.clone(),
-            config: run.config.clone(),
+            config,
+            context,
             stream_mode: run.stream_mode.clone(),
             durability: run
                 .config

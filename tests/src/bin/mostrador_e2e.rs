@@ -16,6 +16,8 @@ fn main() -> ExitCode {
             include_str!("../../../apps/retail/policy.toml"),
             "\n[graphs.e2e_approval]\ndecide = [\"manager\"]\n"
         )),
+        // Test graphs: served beside a `langgraph.json`'s too (the benchmarks compare them).
+        example: false,
         ..mostrador::GraphSet::RETAIL
     })
 }

@@ -1,0 +1,101 @@
+//! What of a `langgraph.json` is served, and what is refused at start-up, by name.
+
+use super::project;
+
+fn refused(text: &str) -> String {
+    format!("{:#}", project(text).expect_err("refused"))
+}
+
+#[test]
+fn graphs_are_read_by_id_with_their_descriptions() {
+    let served = project(
+        r#"{"graphs": {"b": "./b.py:graph", "a": {"path": "./a.py:make", "description": "A"},
+            "m": "my_agent.graph:graph"}, "dependencies": ["."], "env": ".env",
+            "python_version": "3.12", "dockerfile_lines": [], "$schema": "x"}"#,
+    )
+    .expect("served");
+    let graphs: Vec<_> = served.graphs.into_iter().collect();
+    assert_eq!(
+        graphs,
+        vec![
+            ("a".to_owned(), Some("A".to_owned())),
+            ("b".to_owned(), None),
+            ("m".to_owned(), None)
+        ]
+    );
+}
+
+#[test]
+fn a_malformed_project_is_refused() {
+    assert!(refused(r#"{"graphs": {"a": "./a.py"}}"#).contains("graphs.a"));
+    assert!(project(r#"{"graphs": {}}"#).is_err());
+    assert!(project(r#"{"dependencies": ["."]}"#).is_err());
+    assert!(refused(r#"{"graphs": {"a": "./a.py:g"}, "grpahs": {}}"#).contains("grpahs"));
+}
+
+#[test]
+fn a_javascript_graph_is_refused_by_name_beside_python_ones() {
+    let message = refused(r#"{"graphs": {"py": "./a.py:g", "js": "./src/graph.ts:graph"}}"#);
+    assert!(message.contains("graphs.js"), "{message}");
+    assert!(message.contains("JavaScript"), "{message}");
+    assert!(!message.contains("graphs.py"), "{message}");
+    assert!(
+        refused(r#"{"graphs": {"a": "./a.py:g"}, "node_version": "20"}"#).contains("node_version")
+    );
+}
+
+#[test]
+fn custom_auth_is_refused_by_name() {
+    let message = refused(r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth"}}"#);
+    assert!(message.contains("auth:"), "{message}");
+    assert!(message.contains("--policy"), "{message}");
+}
+
+#[test]
+fn http_keys_not_honoured_are_refused_by_name() {
+    for key in [
+        "app",
+        "cors",
+        "configurable_headers",
+        "mount_prefix",
+        "disable_store",
+        "middleware_order",
+    ] {
+        let message = refused(&format!(
+            r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"{key}": {{}}}}}}"#
+        ));
+        assert!(message.contains(&format!("http.{key}")), "{key}: {message}");
+    }
+    // What has nothing to switch off here, or switches nothing off, is no refusal.
+    project(
+        r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_mcp": true, "disable_a2a": true,
+            "disable_ui": true, "disable_store": false, "logging_headers": {}}}"#,
+    )
+    .expect("served");
+}
+
+#[test]
+fn store_and_checkpointer_keys_not_honoured_are_refused_by_name() {
+    for (key, field) in [
+        ("store", "index"),
+        ("store", "ttl"),
+        ("checkpointer", "ttl"),
+        ("checkpointer", "path"),
+        ("checkpointer", "serde"),
+    ] {
+        let message = refused(&format!(
+            r#"{{"graphs": {{"a": "./a.py:g"}}, "{key}": {{"{field}": {{}}}}}}"#
+        ));
+        assert!(message.contains(&format!("{key}.{field}")), "{message}");
+    }
+}
+
+#[test]
+fn hooks_webhooks_and_ui_are_refused_by_name() {
+    for key in ["encryption", "priority", "webhooks", "ui", "ui_config"] {
+        let message = refused(&format!(
+            r#"{{"graphs": {{"a": "./a.py:g"}}, "{key}": {{"path": "./x.py:x"}}}}"#
+        ));
+        assert!(message.contains(&format!("{key}:")), "{key}: {message}");
+    }
+}
