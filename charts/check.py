@@ -114,7 +114,12 @@ def check_python(docs, values):
         assert container["image"] == (image if runs_python else plain), (name, container["image"])
         if component == "api":
             # The retail graphs keep a worker: the api serves them beside the project's.
-            retail_workers = [n for n, w in values["workers"].items() if w and not w.get("python")]
+            retail_workers = [
+                d for _, d in docs
+                if d["kind"] == "Deployment"
+                and d["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+                and d["metadata"]["labels"].get("mostrador.dev/graph") not in python_workers
+            ]
             assert (env.get("MOSTRADOR_EXAMPLE_GRAPHS") == "true") == bool(retail_workers), (name, env)
         if runs_python:
             assert env["MOSTRADOR_LANGGRAPH_CONFIG"] == python["config"], (name, env)
