@@ -53,6 +53,12 @@ pub(crate) struct DevArgs {
     #[arg(long, env = "MOSTRADOR_DEV_ALLOW_REMOTE")]
     allow_remote: bool,
 
+    /// Require a token or API key of every request, as `mostrador api` does (by default, on
+    /// loopback, a request from this machine without one acts as the development caller, as with
+    /// `langgraph dev`).
+    #[arg(long, env = "MOSTRADOR_REQUIRE_CREDENTIALS")]
+    require_credentials: bool,
+
     /// Load the demo data of the retail graphs first (as `mostrador seed`).
     #[arg(long)]
     demo_data: bool,
@@ -153,7 +159,8 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         // As `langgraph dev`: the official clients with no key (LangGraph Studio, scripts) act
         // as the development caller, from this machine only.
-        development_caller: args.listen.ip().is_loopback().then(|| operator.clone()),
+        development_caller: (args.listen.ip().is_loopback() && !args.require_credentials)
+            .then(|| operator.clone()),
         policy: policy.policy,
         webhook_hosts: args.webhook_hosts.clone(),
         apps: graphs.routes.to_vec(),

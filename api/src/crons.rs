@@ -116,12 +116,12 @@ async fn new_cron(
     body: CreateCron,
     thread_id: Option<ThreadId>,
 ) -> Result<NewCron, ApiError> {
+    let completed = on_run_completed(body.on_run_completed.as_deref())?;
     let template = RunTemplate {
         input: body.input,
         config: body.config,
         context: body.context,
         stream_mode: body.stream_mode,
-        on_run_completed: body.on_run_completed,
         webhook: body.webhook,
         interrupt_before: body.interrupt_before,
         interrupt_after: body.interrupt_after,
@@ -163,7 +163,18 @@ async fn new_cron(
         metadata: Value::Object(body.metadata.unwrap_or_default()),
         enabled: body.enabled.unwrap_or(true),
         end_time: body.end_time,
+        on_run_completed: completed.unwrap_or_else(|| "delete".to_owned()),
     })
+}
+
+/// What becomes of a stateless cron's thread when its run ends (`on_run_completed`): `delete`
+/// (the official default) or `keep`; a cron on a thread keeps its thread whatever this says.
+fn on_run_completed(given: Option<&str>) -> Result<Option<String>, ApiError> {
+    match given {
+        None => Ok(None),
+        Some(what @ ("delete" | "keep")) => Ok(Some(what.to_owned())),
+        Some(_) => Err(unprocessable("on_run_completed must be delete or keep")),
+    }
 }
 
 /// What a cron's runs are made of, as a create or an update names it.
@@ -172,7 +183,6 @@ struct RunTemplate {
     config: Option<Map<String, Value>>,
     context: Option<Value>,
     stream_mode: Option<crate::runs::accept::StreamModes>,
-    on_run_completed: Option<String>,
     webhook: Option<String>,
     interrupt_before: Option<Value>,
     interrupt_after: Option<Value>,
@@ -191,14 +201,6 @@ impl RunTemplate {
             Some(Value::Object(context)) => Some(context),
             Some(_) => return Err(unprocessable("context must be an object")),
         };
-        match self.on_run_completed.as_deref() {
-            None | Some("keep") => {}
-            Some(_) => {
-                return Err(unprocessable(
-                    "on_run_completed must be keep: the threads of cron runs stay until retention deletes them",
-                ));
-            }
-        }
         let mut payload = Map::new();
         if let Some(webhook) =
             crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?
@@ -325,12 +327,12 @@ pub async fn update(
         cron::zone(Some(timezone)).map_err(unprocessable)?;
     }
     let changes_config = patch.config.is_some() || patch.context.is_some();
+    let completed = on_run_completed(patch.on_run_completed.as_deref())?;
     let template = RunTemplate {
         input: patch.input,
         config: patch.config,
         context: patch.context,
         stream_mode: patch.stream_mode,
-        on_run_completed: patch.on_run_completed,
         webhook: patch.webhook,
         interrupt_before: patch.interrupt_before,
         interrupt_after: patch.interrupt_after,
@@ -350,6 +352,7 @@ pub async fn update(
         enabled: patch.enabled,
         payload,
         metadata: patch.metadata.unwrap_or_default(),
+        on_run_completed: completed,
     };
     if change == cron::CronUpdate::default() {
         return Err(ApiError::new(
@@ -420,6 +423,9 @@ pub struct SearchCrons {
     assistant_id: Option<String>,
     thread_id: Option<String>,
     enabled: Option<bool>,
+    /// Crons whose metadata contains these keys and values.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Map<String, Value>>,
     #[schema(minimum = 1, maximum = 1000, default = 10)]
     limit: i64,
     #[schema(minimum = 0, default = 0)]
@@ -438,6 +444,7 @@ impl Default for SearchCrons {
             assistant_id: None,
             thread_id: None,
             enabled: None,
+            metadata: None,
             limit: 10,
             offset: 0,
             sort_by: None,
@@ -486,6 +493,11 @@ async fn find(
         assistant: of,
         thread_id,
         enabled: search.enabled,
+        metadata: search
+            .metadata
+            .clone()
+            .filter(|metadata| !metadata.is_empty())
+            .map(Value::Object),
     };
     cron::search(state.pool(), &caller.subject, &filter, limit, offset)
         .await

@@ -506,9 +506,15 @@ pub async fn update(
         .map(Json);
     }
     let Some(graph) = graph_of(&state, &thread) else {
+        // As the official server answers (400): without a run, no graph's reducers apply.
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "the thread has no graph yet: run it once first",
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Thread '{}' has no assigned graph ID. This usually occurs when no runs have been \
+                 made on this particular thread. This operation requires a graph ID: make a run \
+                 on the thread first.",
+                thread.thread_id
+            ),
         ));
     };
     // Changing the state of a thread that waits for an answer is answering: the graph's rule.

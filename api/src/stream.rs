@@ -81,27 +81,19 @@ impl OnDisconnect {
     }
 }
 
-/// The `Last-Event-ID` header: the `seq` to resume after (0 for the whole stream).
-///
-/// # Errors
-///
-/// 422 for a value that is not a sequence number.
-pub fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
+/// The `Last-Event-ID` header: the `seq` to resume after (0 for the whole stream; `-1`, the JS
+/// SDK's default when rejoining, is "from the start", as officially); `None` for an id that names
+/// no event of a run of mostrador's: the stream goes on from the run's latest event, as the
+/// official server's does for an id after every one it has.
+pub fn last_event_id(headers: &HeaderMap) -> Option<i64> {
     match headers.get("last-event-id") {
-        None => Ok(0),
+        None => Some(0),
         Some(value) => value
             .to_str()
             .ok()
             .and_then(|id| id.trim().parse::<i64>().ok())
-            // `-1`, the JS SDK's default when rejoining, is "from the start", as officially.
             .filter(|seq| *seq >= -1)
-            .map(|seq| seq.max(0))
-            .ok_or_else(|| {
-                ApiError::new(
-                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                    "Last-Event-ID must be the id of an event of this run",
-                )
-            }),
+            .map(|seq| seq.max(0)),
     }
 }
 

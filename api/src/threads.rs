@@ -93,6 +93,7 @@ pub async fn create(
         owner: caller.subject.clone(),
         tenant: caller.tenant.clone(),
         metadata: Value::Object(metadata),
+        temporary: false,
     };
     // A thread this request created had no state when it was created: nothing to read.
     let Some(thread_id) = chosen else {
@@ -511,6 +512,7 @@ pub async fn copy(
             owner: caller.subject.clone(),
             tenant: caller.tenant.clone(),
             metadata: original.metadata.clone(),
+            temporary: false,
         },
     )
     .await

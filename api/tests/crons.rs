@@ -90,7 +90,7 @@ async fn a_cron_is_read_and_changed_by_its_maker_only(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
-            r#"{"on_run_completed": "delete"}"#,
+            r#"{"on_run_completed": "never"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         ("[]", StatusCode::UNPROCESSABLE_ENTITY),

@@ -503,3 +503,87 @@ async fn a_rust_graph_run_from_a_past_checkpoint_branches_and_from_the_latest_go
     assert_eq!(status, StatusCode::OK, "{run}");
     assert_eq!(run["kwargs"]["config"].get("checkpoint_id"), None, "{run}");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_python_graphs_thread_runs_another_python_graph_and_a_rust_graphs_does_not(pool: PgPool) {
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            python_graphs: vec!["py_a".into(), "py_b".into()],
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let run_on = |thread: String, graph: &'static str| {
+        let body = json!({"assistant_id": graph, "multitask_strategy": "enqueue"}).to_string();
+        let request = api.request("POST", &format!("/threads/{thread}/runs"), &ana, &body);
+        async { api.send(request).await }
+    };
+    let python = new_thread(&api, &ana).await;
+    for graph in ["py_a", "py_b"] {
+        let (status, _, run) = run_on(python.clone(), graph).await;
+        assert_eq!(status, StatusCode::OK, "{graph}: {run}");
+    }
+    let (graph_id, metadata): (String, serde_json::Value) = sqlx::query_as(
+        "select graph_id, metadata from mostrador.threads where thread_id = $1::uuid",
+    )
+    .bind(&python)
+    .fetch_one(&pool)
+    .await
+    .expect("thread");
+    assert_eq!(graph_id, "py_b", "bound to the graph that ran last");
+    assert_eq!(metadata["graph_id"], "py_b");
+
+    // A Rust graph's checkpoints are its engine's: its thread runs that graph only.
+    let rust = new_thread(&api, &ana).await;
+    let (status, _, _) = run_on(rust.clone(), "agent").await;
+    assert_eq!(status, StatusCode::OK);
+    for graph in ["approval", "py_a"] {
+        let (status, _, answer) = run_on(rust.clone(), graph).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{graph}: {answer}");
+    }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_stateless_runs_thread_goes_when_the_run_ends_unless_kept(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    for (path, body, temporary) in [
+        ("/runs", json!({"assistant_id": "agent"}), true),
+        (
+            "/runs",
+            json!({"assistant_id": "agent", "on_completion": "delete"}),
+            true,
+        ),
+        (
+            "/runs",
+            json!({"assistant_id": "agent", "on_completion": "keep"}),
+            false,
+        ),
+        ("/runs/batch", json!([{"assistant_id": "agent"}]), true),
+        (
+            "/runs/batch",
+            json!([{"assistant_id": "agent", "on_completion": "keep"}]),
+            false,
+        ),
+    ] {
+        let (status, _, answer) = api
+            .send(api.request("POST", path, &ana, &body.to_string()))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let run = if answer.is_array() {
+            &answer[0]
+        } else {
+            &answer
+        };
+        let marked: bool = sqlx::query_scalar(
+            "select temporary from mostrador.threads where thread_id = $1::uuid",
+        )
+        .bind(run["thread_id"].as_str().expect("thread"))
+        .fetch_one(&pool)
+        .await
+        .expect("thread");
+        assert_eq!(marked, temporary, "{path} {body}");
+    }
+}

@@ -176,6 +176,12 @@ rested as (
     set status = w.thread_status,
         state_updated_at = now(),
         updated_at = now(),
+        -- A stateless run's thread its client let go with the run (`temporary`): deleted as
+        -- the api deletes one, purged by retention's next pass.
+        deleted_at = case
+            when t.temporary and w.ended <> 'pending' then coalesce(t.deleted_at, now())
+            else t.deleted_at
+        end,
         -- The retention clock, restarted at most once a minute: unchanged, the thread's
         -- indexes are too, and the update stays on its page (migration 0018).
         last_activity_at = case

@@ -47,7 +47,7 @@ inserted as (
         $12, $13, thread.owner,
         $14, $20
     from thread, seen
-    where (thread.graph_id is null or thread.graph_id = $3)
+    where (thread.graph_id is null or thread.graph_id = $3 or $21)
       and (not $18 or (seen.graph_pending < $16 and seen.caller_pending < $17))
     returning
         run_id, thread_id, graph_id, status, input, command, config, metadata,
@@ -59,14 +59,21 @@ inserted as (
 bound as (
     update mostrador.threads t
     set graph_id = $3,
-        metadata = jsonb_strip_nulls(jsonb_build_object(
-            'graph_id', $3::text,
-            'assistant_id', $7::jsonb -> 'assistant_id'
-        )) || t.metadata,
+        metadata = case
+            when thread.graph_id is null then jsonb_strip_nulls(jsonb_build_object(
+                'graph_id', $3::text,
+                'assistant_id', $7::jsonb -> 'assistant_id'
+            )) || t.metadata
+            -- Rebound by a run of another graph: the metadata names the new one.
+            else t.metadata || jsonb_strip_nulls(jsonb_build_object(
+                'graph_id', $3::text,
+                'assistant_id', $7::jsonb -> 'assistant_id'
+            ))
+        end,
         updated_at = now()
     from thread
     where t.thread_id = $2
-      and thread.graph_id is null
+      and (thread.graph_id is null or thread.graph_id <> $3)
       and exists (select 1 from inserted)
 )
 select

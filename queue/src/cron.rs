@@ -60,6 +60,8 @@ pub struct NewCron {
     pub metadata: Value,
     pub enabled: bool,
     pub end_time: Option<DateTime<Utc>>,
+    /// `delete`: a stateless cron's thread goes when its run ends; `keep`.
+    pub on_run_completed: String,
 }
 
 /// Creates a cron; its first run is at the schedule's next minute.
@@ -100,8 +102,8 @@ pub async fn create(
         r#"
         insert into mostrador.crons
             (cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata, enabled,
-             end_time, next_run_at, timezone)
-        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13
+             end_time, next_run_at, timezone, on_run_completed)
+        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14
         where (
             select count(*) from mostrador.crons where owner = $4 and enabled
         ) < $12
@@ -124,6 +126,7 @@ pub async fn create(
         next_run_at,
         max_per_owner,
         new.timezone,
+        new.on_run_completed,
     )
     .fetch_optional(executor)
     .await?;
@@ -143,14 +146,17 @@ pub enum OfAssistant<'a> {
 }
 
 /// What a search of a caller's crons asks for, besides its page.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CronFilter<'a> {
     pub assistant: Option<OfAssistant<'a>>,
     pub thread_id: Option<Uuid>,
     pub enabled: Option<bool>,
+    /// Crons whose metadata contains this object's keys and values.
+    pub metadata: Option<Value>,
 }
 
-/// A caller's crons (optionally of one assistant, one thread, enabled or not), oldest first.
+/// A caller's crons (optionally of one assistant, one thread, enabled or not, with some
+/// metadata), oldest first.
 ///
 /// # Errors
 ///
@@ -184,6 +190,7 @@ pub async fn search(
           and ($7::text is null or payload->>'assistant_id' = $7)
           and ($3::uuid is null or thread_id = $3)
           and ($4::boolean is null or enabled = $4)
+          and ($8::jsonb is null or metadata @> $8)
         order by created_at, cron_id
         limit $5 offset $6
         "#,
@@ -193,7 +200,8 @@ pub async fn search(
         filter.enabled,
         limit,
         offset,
-        created
+        created,
+        filter.metadata,
     )
     .fetch_all(executor)
     .await?)
@@ -252,6 +260,7 @@ pub struct CronUpdate {
     pub payload: serde_json::Map<String, Value>,
     /// Keys set over the cron's metadata's.
     pub metadata: serde_json::Map<String, Value>,
+    pub on_run_completed: Option<String>,
 }
 
 /// Changes a cron of `owner`, in one transaction holding its row; `None` when there is none. A
@@ -334,7 +343,8 @@ pub async fn update<'a>(
         r#"
         update mostrador.crons
         set schedule = $2, timezone = $3, enabled = $4, next_run_at = $5, payload = $6,
-            metadata = $7, end_time = $8, updated_at = now()
+            metadata = $7, end_time = $8, on_run_completed = coalesce($9, on_run_completed),
+            updated_at = now()
         where cron_id = $1
         returning cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
@@ -347,6 +357,7 @@ pub async fn update<'a>(
         payload,
         metadata,
         end_time,
+        change.on_run_completed,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -469,6 +480,8 @@ async fn enqueue_for(
             let mut new = NewThread::new(&cron.graph_id, &cron.owner);
             new.tenant.clone_from(&cron.tenant);
             new.metadata = serde_json::json!({"cron_id": cron.cron_id});
+            // Deleted when its run ends, unless the cron keeps its runs' threads.
+            new.temporary = cron.on_run_completed == "delete";
             thread::create(&mut *tx, &new).await?.thread_id
         }
     };

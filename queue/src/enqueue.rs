@@ -138,6 +138,7 @@ pub(crate) async fn enqueue_on(
     // Checked before any run of the thread is cancelled for it.
     if let Some(thread_graph_id) = thread_graph_id
         && thread_graph_id != new.graph_id
+        && !new.rebinds
     {
         return Err(Error::GraphMismatch {
             thread_id: new.thread_id,
@@ -192,7 +193,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
         // count of other threads' runs.
         // The thread's first run binds it, and its metadata names the graph and the run's
         // assistant, as the official server's does (clients list a graph's threads by them); what
-        // the metadata says already stays.
+        // the metadata says already stays, but when a run of another graph rebinds it.
         // A caller's run queues behind the runs of callers with fewer runs waiting: it comes after
         // as many priority levels as the caller has runs pending, so one caller's backlog never
         // stands before another caller's next run.
@@ -220,6 +221,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             limit.is_some(),
             RUNS_CHANNEL,
             new.streamed,
+            new.rebinds,
         )
         .fetch_optional(&mut *conn)
         .await?;
@@ -281,6 +283,7 @@ async fn refusal(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit
     .ok_or(Error::ThreadNotFound(new.thread_id))?;
     if let Some(thread_graph_id) = seen.graph_id
         && thread_graph_id != new.graph_id
+        && !new.rebinds
     {
         return Err(Error::GraphMismatch {
             thread_id: new.thread_id,

@@ -324,6 +324,21 @@ pub async fn next_on_thread(
     Ok(next)
 }
 
+/// The `seq` of a run's latest event (0 before its first).
+///
+/// # Errors
+///
+/// [`Error::RunNotFound`]; the database failed.
+pub async fn last_seq(executor: impl PgExecutor<'_>, run_id: RunId) -> Result<i64> {
+    sqlx::query_scalar!(
+        "select event_seq from mostrador.runs where run_id = $1",
+        run_id.0
+    )
+    .fetch_optional(executor)
+    .await?
+    .ok_or(Error::RunNotFound(run_id))
+}
+
 /// What is going on in a thread now: its first run still pending or running, or else the place of
 /// its last run in the queue (0 for none), after which new runs come.
 ///

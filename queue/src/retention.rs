@@ -26,6 +26,9 @@ pub struct Policy {
 /// The graph id of the policy for threads without a graph.
 pub const UNBOUND: &str = "_unbound";
 
+/// The graph id of the policy for graphs without one of their own (Python graphs).
+pub const DEFAULT: &str = "_default";
+
 /// A thread retention may delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
@@ -37,21 +40,76 @@ pub struct Candidate {
 /// Where the next batch starts: after this `(last_activity_at, thread_id)`.
 pub type Cursor = Option<(DateTime<Utc>, Uuid)>;
 
-/// The policies, of one graph or of all.
+/// The policies, of one graph or of all: each graph's own, and `_default`'s for every graph
+/// with threads and no policy of its own (in place of the `_default` row itself).
 ///
 /// # Errors
 ///
 /// The database failed.
 pub async fn policies(pool: &PgPool, graph_id: Option<&str>) -> Result<Vec<Policy>> {
-    Ok(sqlx::query_as!(
+    let mut policies = sqlx::query_as!(
         Policy,
         r#"
         select graph_id, days
         from mostrador.retention_policies
-        where $1::text is null or graph_id = $1
+        where $1::text is null or graph_id = $1 or graph_id = '_default'
         order by graph_id
         "#,
         graph_id
+    )
+    .fetch_all(pool)
+    .await?;
+    let Some(at) = policies
+        .iter()
+        .position(|policy| policy.graph_id == DEFAULT)
+    else {
+        return Ok(policies);
+    };
+    let default = policies.remove(at);
+    let unpoliced = match graph_id {
+        Some(graph_id) if policies.is_empty() => vec![graph_id.to_owned()],
+        Some(_) => Vec::new(),
+        None => unpoliced_graphs(pool).await?,
+    };
+    policies.extend(unpoliced.into_iter().map(|graph_id| Policy {
+        graph_id,
+        days: default.days,
+    }));
+    Ok(policies)
+}
+
+/// The graphs that have threads and no policy of their own, found by skipping through the
+/// retention index one graph at a time (a loose index scan: as many probes as graphs, never a
+/// scan of the threads).
+async fn unpoliced_graphs(pool: &PgPool) -> Result<Vec<String>> {
+    Ok(sqlx::query_scalar!(
+        r#"
+        with recursive graphs as (
+            (
+                select graph_id
+                from mostrador.threads
+                where deleted_at is null
+                  and graph_id is not null
+                order by graph_id
+                limit 1
+            )
+            union all
+            select (
+                select t.graph_id
+                from mostrador.threads t
+                where t.deleted_at is null
+                  and t.graph_id > g.graph_id
+                order by t.graph_id
+                limit 1
+            )
+            from graphs g
+            where g.graph_id is not null
+        )
+        select graph_id as "graph_id!"
+        from graphs
+        where graph_id is not null
+          and graph_id not in (select graph_id from mostrador.retention_policies)
+        "#
     )
     .fetch_all(pool)
     .await?)

@@ -178,6 +178,10 @@ pub struct NewRun {
     pub streamed: bool,
     /// Where its end is announced ([`crate::webhooks`]); the caller checks it is allowed.
     pub webhook: Option<String>,
+    /// The thread may be of another graph, which this run's then replaces (as the official
+    /// server runs any assistant on any thread): the caller knows both graphs read the thread's
+    /// checkpoints alike (two Python graphs). Otherwise a thread of another graph refuses it.
+    pub rebinds: bool,
 }
 
 impl NewRun {
@@ -198,6 +202,7 @@ impl NewRun {
             stream_mode: vec![StreamMode::Values],
             streamed: false,
             webhook: None,
+            rebinds: false,
         }
     }
 

@@ -85,6 +85,8 @@ pub struct NewThread {
     pub owner: String,
     pub tenant: Option<String>,
     pub metadata: Value,
+    /// Deleted when its run ends (a stateless run's, `on_completion: delete`).
+    pub temporary: bool,
 }
 
 impl NewThread {
@@ -102,6 +104,7 @@ impl NewThread {
             owner: owner.into(),
             tenant: None,
             metadata: Value::Object(Default::default()),
+            temporary: false,
         }
     }
 
@@ -126,8 +129,8 @@ pub async fn create_with_id(
     Ok(sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata)
-        values ($1, $2, $3, $4, $5)
+        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata, temporary)
+        values ($1, $2, $3, $4, $5, $6)
         on conflict (thread_id) do nothing
         returning
             thread_id as "thread_id: ThreadId",
@@ -145,6 +148,7 @@ pub async fn create_with_id(
         new.owner,
         new.tenant,
         new.metadata,
+        new.temporary,
     )
     .fetch_optional(executor)
     .await?)
@@ -166,6 +170,7 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
     let mut owners = Vec::with_capacity(news.len());
     let mut tenants = Vec::with_capacity(news.len());
     let mut metadatas = Vec::with_capacity(news.len());
+    let mut temporaries = Vec::with_capacity(news.len());
     for new in news {
         check_metadata(&new.metadata)?;
         thread_ids.push(Uuid::now_v7());
@@ -173,13 +178,14 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         owners.push(new.owner.clone());
         tenants.push(new.tenant.clone());
         metadatas.push(new.metadata.clone());
+        temporaries.push(new.temporary);
     }
     let threads = sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata)
+        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata, temporary)
         select *
-        from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[])
+        from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bool[])
         returning
             thread_id as "thread_id: ThreadId",
             graph_id,
@@ -196,6 +202,7 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         &owners,
         &tenants as &[Option<String>],
         &metadatas,
+        &temporaries,
     )
     .fetch_all(executor)
     .await?;

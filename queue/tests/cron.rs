@@ -133,6 +133,7 @@ fn every_minute(thread_id: Option<mostrador_queue::ThreadId>) -> NewCron {
         metadata: json!({}),
         enabled: true,
         end_time: None,
+        on_run_completed: "keep".into(),
     }
 }
 
@@ -380,4 +381,37 @@ async fn a_crons_runs_carry_its_webhook(pool: PgPool) {
         .await
         .expect("the run");
     assert_eq!(webhook.as_deref(), Some("https://hooks.example.com/x"));
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_stateless_crons_thread_goes_with_its_run_unless_it_keeps_them(pool: PgPool) {
+    use mostrador_queue::ending::Ending;
+
+    let worker = crate::support::new_worker(&pool).await;
+    let mut threads = Vec::new();
+    for completed in ["delete", "keep"] {
+        let cron = cron::create(
+            &pool,
+            &NewCron {
+                on_run_completed: completed.into(),
+                ..every_minute(None)
+            },
+            100,
+        )
+        .await
+        .expect("cron");
+        assert_eq!(cron.on_run_completed, completed);
+        make_due(&pool, cron.cron_id).await;
+        assert_eq!(cron::tick(&pool, None).await.expect("tick"), 1);
+        let held = crate::support::claim_one(&pool, &worker)
+            .await
+            .expect("the cron's run");
+        threads.push(held.thread_id);
+        held.end(&pool, Ending::Success).await.expect("complete");
+    }
+    assert!(
+        thread::get(&pool, threads[0]).await.is_err(),
+        "deleted with its run"
+    );
+    assert!(thread::get(&pool, threads[1]).await.is_ok(), "kept");
 }

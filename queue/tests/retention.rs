@@ -209,6 +209,12 @@ async fn retention_purges_threads_the_api_deleted_and_unbound_idle_ones(pool: Pg
             .expect("count");
     assert_eq!(purged, 2);
 
+    // A graph without a policy of its own follows `_default`'s; without that one either, a
+    // graph named is an error.
+    sqlx::query("delete from mostrador.retention_policies where graph_id = '_default'")
+        .execute(&pool)
+        .await
+        .expect("no default");
     let unknown = retention::sweep(
         &pool,
         &Sweep {
@@ -285,4 +291,80 @@ async fn a_runs_end_dates_the_state_exactly_and_writes_no_index_entry_of_its_thr
     let ended = run::get(&pool, run.thread_id, run.run_id).await?;
     assert!(clock(run.thread_id).await? >= ended.finished_at.expect("finished"));
     Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn graphs_without_a_policy_of_their_own_follow_the_default_one(pool: PgPool) {
+    // `_default` keeps 90 days: a Python graph's threads, unknown to the migrations.
+    let old = history(&pool, "agent", 91).await;
+    let other_old = history(&pool, "memory", 120).await;
+    let recent = history(&pool, "agent", 30).await;
+    let kept_by_its_own = history(&pool, "cliente", 89).await;
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 2);
+    for thread in [old, other_old] {
+        assert_eq!(rows(&pool, thread).await, [0; 5], "{thread} deleted whole");
+    }
+    for thread in [recent, kept_by_its_own] {
+        assert_eq!(rows(&pool, thread).await, [1, 3, 1, 2, 1]);
+    }
+    // One graph by name, though it has no row of its own.
+    let older = history(&pool, "agent", 100).await;
+    let report = retention::sweep(
+        &pool,
+        &Sweep {
+            graph: Some("agent".into()),
+            ..all()
+        },
+        |_| {},
+    )
+    .await
+    .expect("a graph without a policy of its own has the default one");
+    assert_eq!(report.deleted, 1);
+    assert_eq!(rows(&pool, older).await, [0; 5]);
+    // The operator changes the default as any policy.
+    sqlx::query("update mostrador.retention_policies set days = 10 where graph_id = '_default'")
+        .execute(&pool)
+        .await
+        .expect("policy");
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 1, "the 30-day-old one now");
+    assert_eq!(rows(&pool, recent).await, [0; 5]);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_temporary_threads_run_deletes_it_when_it_ends_and_retention_purges_it(pool: PgPool) {
+    let kept = thread::create(&pool, &NewThread::new("tienda", "ana"))
+        .await
+        .expect("thread");
+    let temporary = thread::create(
+        &pool,
+        &NewThread {
+            temporary: true,
+            ..NewThread::new("tienda", "ana")
+        },
+    )
+    .await
+    .expect("thread");
+    let worker = new_worker(&pool).await;
+    for thread in [&kept, &temporary] {
+        enqueue(&pool, NewRun::new(thread.thread_id, "tienda")).await;
+        let held = claim_one(&pool, &worker).await.expect("the run");
+        held.end(&pool, Ending::Success).await.expect("complete");
+    }
+    assert!(thread::get(&pool, kept.thread_id).await.is_ok());
+    assert!(
+        thread::get(&pool, temporary.thread_id).await.is_err(),
+        "gone with its run's end"
+    );
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 1, "purged by the next pass");
+    assert_eq!(rows(&pool, temporary.thread_id.0).await[0], 0);
+    assert!(rows(&pool, kept.thread_id.0).await[0] == 1);
 }

@@ -247,7 +247,9 @@ async fn model_answer_cut_mid_stream_fails_the_run_without_a_retry_storm(pool: P
     let base_url = serve(fake.clone()).await;
     let (api, _worker) = start(&db, &base_url).await;
     let clerk = token(SECRET, "pepe", "clerk", "madrid-centro");
-    let (status, body) = call(&api, "POST", "/runs", &clerk, Some(question())).await;
+    let mut kept = question();
+    kept["on_completion"] = json!("keep");
+    let (status, body) = call(&api, "POST", "/runs", &clerk, Some(kept)).await;
     assert_eq!(status, 200, "{body}");
     let join = format!(
         "/threads/{}/runs/{}/join",

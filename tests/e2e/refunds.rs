@@ -242,7 +242,8 @@ impl Case<'_> {
         }
         for _ in 0..6 {
             let order = draw.pick(orders).expect("an order").clone();
-            let ask = json!({"assistant_id": "cliente", "input": {"messages": [
+            // Kept when their runs end: the case joins them and decides their approvals.
+            let ask = json!({"assistant_id": "cliente", "on_completion": "keep", "input": {"messages": [
                 {"role": "user", "content": format!("Quiero devolver el pedido {order}")}
             ]}});
             match draw.below(5) {

@@ -343,8 +343,8 @@ async fn fichas_fed_in_bulk_write_one_reviewed_sheet_per_product(pool: PgPool) {
     let clerk = token(DEV_SECRET, "pepe", "clerk", "madrid-centro");
     let batch: Vec<Value> = products
         .iter()
-        .map(|id| json!({"assistant_id": "fichas", "input": {"product_id": id}}))
-        .chain([json!({"assistant_id": "fichas", "input": {"product_id": "NO-SUCH"}})])
+        .map(|id| json!({"assistant_id": "fichas", "on_completion": "keep", "input": {"product_id": id}}))
+        .chain([json!({"assistant_id": "fichas", "on_completion": "keep", "input": {"product_id": "NO-SUCH"}})])
         .collect();
     let (status, runs) = call(&dev, "POST", "/runs/batch", &clerk, Some(json!(batch))).await;
     assert_eq!(status, 200, "{runs}");

@@ -35,7 +35,7 @@ nullable_names! {
     /// forms: `cancel` cancels it (interrupt); `continue` (the default) lets it go on.
     on_disconnect: ["cancel", "continue"];
     durability: ["sync", "async", "exit"];
-    on_run_completed: ["keep"];
+    on_run_completed: ["delete", "keep"];
 }
 
 /// A thread's status, as a search filters by it.

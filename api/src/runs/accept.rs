@@ -236,7 +236,7 @@ pub async fn accept(
         .into_iter()
         .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
     let head = rust_head(state, &thread, python, names_one).await?;
-    let new = new_run(
+    let mut new = new_run(
         state,
         caller,
         thread.thread_id,
@@ -245,6 +245,13 @@ pub async fn accept(
         rust_graph(state, python, &assistant),
         head,
     )?;
+    // A thread of one Python graph runs another, as on the official server: LangGraph reads the
+    // thread's checkpoints whichever graph wrote them. A Rust graph's thread stays its graph's.
+    new.rebinds = python
+        && thread
+            .graph_id
+            .as_deref()
+            .is_some_and(|graph_id| state.is_python(graph_id));
     if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
         rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
     }
@@ -356,6 +363,7 @@ async fn create_and_enqueue(
         owner: caller.subject.clone(),
         tenant: caller.tenant.clone(),
         metadata: json!({}),
+        temporary: false,
     };
     let mut created =
         run::enqueue_on_new_threads(state.pool(), &[(owned, new)], Some(state.queue_limit()))

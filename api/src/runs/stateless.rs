@@ -43,12 +43,15 @@ async fn accept_stateless(
                 "You must provide a thread_id when resuming.",
             ));
         }
-        body.deletes_on_completion()?;
+        // `on_completion: delete` (the default): the thread goes when the run ends, with the
+        // statement that ends it; a wait deletes it itself, once it has read the answer.
+        let temporary = body.deletes_on_completion()? && follow != Follow::Waits;
         let new_thread = NewThread {
             graph_id: Some(assistant.graph_id.clone()),
             owner: caller.subject.clone(),
             tenant: caller.tenant.clone(),
             metadata: json!({}),
+            temporary,
         };
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
@@ -84,7 +87,8 @@ async fn accept_stateless(
         .collect())
 }
 
-/// `POST /runs`: a background run on a new thread (kept: retention deletes it).
+/// `POST /runs`: a background run on a new thread, deleted when the run ends unless
+/// `on_completion` is `keep`.
 pub async fn create_stateless(
     State(state): State<AppState>,
     caller: Caller,
@@ -95,7 +99,8 @@ pub async fn create_stateless(
     Ok((content_location(run), Json(run_answer(run))).into_response())
 }
 
-/// `POST /runs/batch`: background runs, each on a new thread, enqueued all or nothing.
+/// `POST /runs/batch`: background runs, each on a new thread (deleted when its run ends unless
+/// its `on_completion` is `keep`), enqueued all or nothing.
 pub async fn batch(
     State(state): State<AppState>,
     caller: Caller,
@@ -132,8 +137,9 @@ pub async fn wait_stateless(
     ))
 }
 
-/// `POST /runs/stream`: a run on a new thread, streamed. The thread stays (the stream may be
-/// joined again after a disconnect); retention deletes it.
+/// `POST /runs/stream`: a run on a new thread, streamed; the thread is deleted when the run ends
+/// unless `on_completion` is `keep` (a client that lost the stream rejoins it while the run
+/// goes on).
 pub async fn stream_stateless(
     State(state): State<AppState>,
     caller: Caller,

@@ -63,10 +63,22 @@ pub async fn join_stream(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let after = stream::last_event_id(&headers)?;
     let (modes, messages) = stream_modes_query(query.as_deref())?;
     let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    // After an event the run's log does not have yet, the stream goes on from its latest; a run
+    // that ended then replays its end, which closes the stream (it would wait forever).
+    let asked = stream::last_event_id(&headers);
+    let ended = !matches!(run.status, RunStatus::Pending | RunStatus::Running);
+    let after = if asked.is_none() || ended {
+        let last = mostrador_queue::event::last_seq(state.pool(), run.run_id)
+            .await
+            .map_err(ApiError::failed)?;
+        let last = if ended { last - 1 } else { last };
+        asked.map_or(last, |asked| asked.min(last))
+    } else {
+        asked.unwrap_or(0)
+    };
     let slot = stream::slot(&state, &caller)?;
     let events = stream::events(
         &state,
