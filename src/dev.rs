@@ -17,7 +17,7 @@ use mostrador_worker::{Telemetry, WorkerConfig};
 
 use crate::cluster::DevDatabase;
 use crate::graph_set::PolicyArgs;
-use crate::langgraph::{PythonArgs, described};
+use crate::langgraph::{Project, PythonArgs};
 use crate::model::ModelArgs;
 use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
 
@@ -149,13 +149,12 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     .await
     .context("failed to create the development API key")?;
     let python = args.python.config()?;
-    let config = ApiConfig {
+    let mut config = ApiConfig {
         dashboard_token: Some(token.clone()),
         python_graphs: python
             .as_ref()
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
-        graph_descriptions: described(args.python.descriptions()?),
         cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
         // As `langgraph dev`: the official clients with no key (LangGraph Studio, scripts) act
         // as the development caller, from this machine only.
@@ -168,6 +167,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         public_metrics: true,
         ..ApiConfig::new(auth)
     };
+    Project::configure(args.python.project()?, &mut config);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;

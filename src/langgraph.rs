@@ -10,6 +10,7 @@ use clap::Args;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 
 use crate::GraphSet;
+use mostrador_api::app::{HeaderFilter, ProjectCors};
 use serde_json::Value;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
@@ -118,14 +119,12 @@ impl PythonArgs {
             .unwrap_or_default())
     }
 
-    /// The project's graphs with their descriptions (none without a `langgraph.json`).
-    pub(crate) fn descriptions(
-        &self,
-    ) -> anyhow::Result<std::collections::BTreeMap<String, Option<String>>> {
-        match &self.langgraph_config {
-            Some(path) => Ok(read_project(path)?.graphs),
-            None => Ok(Default::default()),
-        }
+    /// The project of the `langgraph.json`, if one is given.
+    pub(crate) fn project(&self) -> anyhow::Result<Option<Project>> {
+        self.langgraph_config
+            .as_deref()
+            .map(read_project)
+            .transpose()
     }
 
     /// The graphs of the binary served beside the project's: none of its example app's (the
@@ -145,6 +144,10 @@ impl PythonArgs {
 pub(crate) struct Project {
     /// Graph id → the description of `"graphs": {id: {"path", "description"}}`, if any.
     pub graphs: std::collections::BTreeMap<String, Option<String>>,
+    /// `http.cors`: the api's CORS rules, in place of `--cors-allow-origins`.
+    pub cors: Option<ProjectCors>,
+    /// `http.configurable_headers`: request headers a run's `configurable` gets.
+    pub configurable_headers: Option<HeaderFilter>,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -206,15 +209,6 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "store.path",
         "mostrador keeps the store in PostgreSQL: remove the key",
-    ),
-    (
-        "http.cors",
-        "CORS comes from --cors-allow-origins (MOSTRADOR_CORS_ALLOW_ORIGINS) for now: move the \
-         origins there and remove the key",
-    ),
-    (
-        "http.configurable_headers",
-        "request headers are not copied into a run's configurable yet: remove the key",
     ),
     (
         "http.mount_prefix",
@@ -304,6 +298,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let config: Value = serde_json::from_str(text)?;
     let config = config.as_object().context("it is not a JSON object")?;
     let mut refused = Vec::new();
+    let (mut cors, mut configurable_headers) = (None, None);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -321,6 +316,20 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                 }
                 for (field, value) in fields {
                     if value.is_null() || (key == "http" && HTTP_MOOT.contains(&field.as_str())) {
+                        continue;
+                    }
+                    if key == "http" && field == "cors" {
+                        match cors_rules(value) {
+                            Ok(rules) => cors = Some(rules),
+                            Err(why) => refused.push(format!("http.cors: {why}")),
+                        }
+                        continue;
+                    }
+                    if key == "http" && field == "configurable_headers" {
+                        match header_filter(value) {
+                            Ok(filter) => configurable_headers = Some(filter),
+                            Err(why) => refused.push(format!("http.configurable_headers: {why}")),
+                        }
                         continue;
                     }
                     let name = format!("{key}.{field}");
@@ -385,17 +394,94 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
             refused.join("\n  ")
         );
     }
-    Ok(Project { graphs: found })
+    Ok(Project {
+        graphs: found,
+        cors,
+        configurable_headers,
+    })
 }
 
-/// The descriptions the graphs' assistants carry, by graph id.
-pub(crate) fn described(
-    graphs: std::collections::BTreeMap<String, Option<String>>,
-) -> std::collections::BTreeMap<String, String> {
-    graphs
-        .into_iter()
-        .filter_map(|(id, description)| Some((id, description?)))
-        .collect()
+impl Project {
+    /// What the api takes of it: the descriptions of the graphs' assistants, CORS (in place of
+    /// `cors`, from `--cors-allow-origins`) and the headers runs get.
+    pub(crate) fn configure(project: Option<Self>, config: &mut mostrador_api::ApiConfig) {
+        let Some(project) = project else {
+            return;
+        };
+        config.graph_descriptions = project
+            .graphs
+            .into_iter()
+            .filter_map(|(id, description)| Some((id, description?)))
+            .collect();
+        if let Some(rules) = project.cors {
+            config.cors = mostrador_api::app::Cors::Project(rules);
+        }
+        config.configurable_headers = project.configurable_headers;
+    }
+}
+
+/// `http.cors`, with Starlette's defaults for what it leaves out.
+fn cors_rules(value: &Value) -> Result<ProjectCors, String> {
+    let fields = value.as_object().ok_or("must be an object")?;
+    let mut rules = ProjectCors::default();
+    for (field, value) in fields {
+        let list = || strings(value).ok_or(format!("{field} must be a list of strings"));
+        match field.as_str() {
+            "allow_origins" => rules.allow_origins = list()?,
+            "allow_methods" => rules.allow_methods = list()?,
+            "allow_headers" => rules.allow_headers = list()?,
+            "expose_headers" => rules.expose_headers = list()?,
+            "allow_origin_regex" => {
+                rules.allow_origin_regex = match value {
+                    Value::Null => None,
+                    Value::String(pattern) => Some(pattern.clone()),
+                    _ => return Err("allow_origin_regex must be a string".into()),
+                };
+            }
+            "allow_credentials" => {
+                rules.allow_credentials = value
+                    .as_bool()
+                    .ok_or("allow_credentials must be true or false")?;
+            }
+            "max_age" => {
+                rules.max_age = value
+                    .as_u64()
+                    .ok_or("max_age must be a number of seconds")?;
+            }
+            other => return Err(format!("{other} is not a CORS setting")),
+        }
+    }
+    rules
+        .origin_regex()
+        .map_err(|err| format!("allow_origin_regex does not compile: {err}"))?;
+    Ok(rules)
+}
+
+/// `http.configurable_headers`: `includes` and `excludes` (or `include`, `exclude`).
+fn header_filter(value: &Value) -> Result<HeaderFilter, String> {
+    let fields = value.as_object().ok_or("must be an object")?;
+    let mut filter = HeaderFilter::default();
+    for (field, value) in fields {
+        let list = strings(value).ok_or(format!("{field} must be a list of strings"))?;
+        match field.as_str() {
+            "includes" | "include" => filter.includes = list,
+            "excludes" | "exclude" => filter.excludes = list,
+            other => return Err(format!("{other} is not includes or excludes")),
+        }
+    }
+    Ok(filter)
+}
+
+/// A JSON list of strings (null: none).
+fn strings(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::Null => Some(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect(),
+        _ => None,
+    }
 }
 
 fn refusal(name: &str) -> String {

@@ -402,7 +402,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         config.slow_client_timeout = timeout;
     }
     config.python_graphs = args.python.graph_ids()?;
-    config.graph_descriptions = langgraph::described(args.python.descriptions()?);
+    langgraph::Project::configure(args.python.project()?, &mut config);
     config.policy = policy.policy;
     config.webhook_hosts = args.webhook_hosts.clone();
     config.apps = graphs.routes.to_vec();

@@ -87,6 +87,9 @@ pub struct ApiConfig {
     pub graph_descriptions: BTreeMap<String, String>,
     /// Which browser origins may call the api (none by default).
     pub cors: Cors,
+    /// Request headers copied into a run's `configurable` (`langgraph.json`'s
+    /// `http.configurable_headers`); none without.
+    pub configurable_headers: Option<HeaderFilter>,
     /// `mostrador dev` on loopback: a request without credentials, or with a key that is not
     /// one of mostrador's (the SDK sends `LANGSMITH_API_KEY`'s), acts as this caller, as every
     /// request does on `langgraph dev`, if it comes from this machine (its `Host` is a loopback
@@ -126,6 +129,126 @@ pub enum Cors {
     },
     /// Any origin (`*`).
     Any,
+    /// A project's own rules (`langgraph.json`'s `http.cors`), read as the official server's
+    /// CORS middleware reads them.
+    Project(ProjectCors),
+}
+
+/// `http.cors` of a `langgraph.json`, with Starlette's defaults for what it leaves out (as the
+/// official server applies it): no origin, `GET` only, the CORS-safelisted headers only, no
+/// credentials, nothing exposed, ten minutes of preflight cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectCors {
+    /// Origins, or `*`.
+    pub allow_origins: Vec<String>,
+    /// An origin matching it whole is allowed too.
+    pub allow_origin_regex: Option<String>,
+    /// Methods, or `*`.
+    pub allow_methods: Vec<String>,
+    /// Request headers beyond the safelisted ones, or `*`.
+    pub allow_headers: Vec<String>,
+    pub allow_credentials: bool,
+    pub expose_headers: Vec<String>,
+    pub max_age: u64,
+}
+
+impl Default for ProjectCors {
+    fn default() -> Self {
+        Self {
+            allow_origins: Vec::new(),
+            allow_origin_regex: None,
+            allow_methods: vec!["GET".into()],
+            allow_headers: Vec::new(),
+            allow_credentials: false,
+            expose_headers: Vec::new(),
+            max_age: 600,
+        }
+    }
+}
+
+impl ProjectCors {
+    /// Its origin regex, compiled.
+    ///
+    /// # Errors
+    ///
+    /// The regex does not compile.
+    pub fn origin_regex(&self) -> Result<Option<regex::Regex>, regex::Error> {
+        self.allow_origin_regex
+            .as_deref()
+            .map(|pattern| regex::Regex::new(&format!("^(?:{pattern})$")))
+            .transpose()
+    }
+
+    fn layer(&self) -> tower_http::cors::CorsLayer {
+        use axum::http::{HeaderName, Method};
+        use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
+        let any = |list: &[String]| list.iter().any(|item| item == "*");
+        let origin = if any(&self.allow_origins) && !self.allow_credentials {
+            AllowOrigin::any()
+        } else {
+            // With credentials, `*` answers the request's own origin, as Starlette does.
+            let rules = self.clone();
+            let regex = self.origin_regex().ok().flatten();
+            AllowOrigin::predicate(move |origin, _| {
+                origin.to_str().is_ok_and(|origin| {
+                    any(&rules.allow_origins)
+                        || rules.allow_origins.iter().any(|allowed| allowed == origin)
+                        || regex.as_ref().is_some_and(|regex| regex.is_match(origin))
+                })
+            })
+        };
+        let methods = if any(&self.allow_methods) {
+            AllowMethods::mirror_request()
+        } else {
+            AllowMethods::list(self.allow_methods.iter().filter_map(|method| {
+                Method::from_bytes(method.to_ascii_uppercase().as_bytes()).ok()
+            }))
+        };
+        let safelisted = [
+            "accept",
+            "accept-language",
+            "content-language",
+            "content-type",
+        ];
+        let headers = if any(&self.allow_headers) {
+            AllowHeaders::mirror_request()
+        } else {
+            AllowHeaders::list(
+                safelisted
+                    .iter()
+                    .map(|name| (*name).to_owned())
+                    .chain(
+                        self.allow_headers
+                            .iter()
+                            .map(|name| name.to_ascii_lowercase()),
+                    )
+                    .filter_map(|name| HeaderName::try_from(name).ok()),
+            )
+        };
+        CorsLayer::new()
+            .allow_origin(origin)
+            .allow_methods(methods)
+            .allow_headers(headers)
+            .allow_credentials(self.allow_credentials)
+            .expose_headers(ExposeHeaders::list(
+                self.expose_headers
+                    .iter()
+                    .filter(|name| *name != "*")
+                    .filter_map(|name| HeaderName::try_from(name.to_ascii_lowercase()).ok()),
+            ))
+            .max_age(Duration::from_secs(self.max_age))
+    }
+
+    fn allows(&self, origin: &str) -> bool {
+        self.allow_origins
+            .iter()
+            .any(|allowed| allowed == "*" || allowed == origin)
+            || self
+                .origin_regex()
+                .ok()
+                .flatten()
+                .is_some_and(|regex| regex.is_match(origin))
+    }
 }
 
 impl Cors {
@@ -153,6 +276,9 @@ impl Cors {
         use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
         let origins = match self {
             Self::Off => return None,
+            Self::Project(rules) => {
+                return Some(rules.layer().allow_private_network(private_network));
+            }
             Self::Any => AllowOrigin::any(),
             Self::Origins { .. } => {
                 let cors = self.clone();
@@ -182,11 +308,57 @@ impl Cors {
         match self {
             Self::Off => false,
             Self::Any => true,
+            Self::Project(rules) => rules.allows(origin),
             Self::Origins { listed, localhost } => {
                 listed.iter().any(|allowed| allowed == origin) || (*localhost && is_local(origin))
             }
         }
     }
+}
+
+/// Which request headers a run's `configurable` gets, as `langgraph.json`'s
+/// `http.configurable_headers` says: those an `includes` pattern matches and no `excludes`
+/// pattern does (none without `includes`, as officially); `*` matches any text. Credentials never (`authorization`,
+/// `x-api-key`, `x-service-key`, `x-tenant-id`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderFilter {
+    pub includes: Vec<String>,
+    pub excludes: Vec<String>,
+}
+
+impl HeaderFilter {
+    /// Whether the header `name` (lowercase) is copied.
+    pub fn copies(&self, name: &str) -> bool {
+        if matches!(
+            name,
+            "authorization" | "x-api-key" | "x-service-key" | "x-tenant-id"
+        ) {
+            return false;
+        }
+        let matching = |pattern: &String| glob(&pattern.to_ascii_lowercase(), name);
+        !self.excludes.iter().any(matching) && self.includes.iter().any(matching)
+    }
+}
+
+/// Whether `text` is `pattern`, where `*` stands for any text (no other wildcard, so no pattern
+/// costs more than a linear pass per star).
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// `http://localhost:3000`, `http://127.0.0.1:5173`, `http://[::1]:8080`.
@@ -223,6 +395,7 @@ impl ApiConfig {
             graph_descriptions: BTreeMap::new(),
             cors: Cors::Off,
             development_caller: None,
+            configurable_headers: None,
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),
@@ -270,6 +443,7 @@ struct Inner {
     slow_client_timeout: Duration,
     cors: Cors,
     development_caller: Option<Caller>,
+    configurable_headers: Option<HeaderFilter>,
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
@@ -323,6 +497,7 @@ impl AppState {
             slow_client_timeout: config.slow_client_timeout,
             cors: config.cors.clone(),
             development_caller: config.development_caller.clone(),
+            configurable_headers: config.configurable_headers.clone(),
             metrics: Metrics::default(),
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
             queue_limit: QueueLimit {
@@ -519,6 +694,11 @@ impl AppState {
 
     pub fn slow_client_timeout(&self) -> Duration {
         self.0.slow_client_timeout
+    }
+
+    /// The request headers a run's `configurable` gets ([`ApiConfig::configurable_headers`]).
+    pub fn configurable_headers(&self) -> Option<&HeaderFilter> {
+        self.0.configurable_headers.as_ref()
     }
 
     /// Whether requests without credentials may act as a development caller (`mostrador dev`).

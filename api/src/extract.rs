@@ -49,6 +49,33 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The request headers a run's `configurable` gets (`http.configurable_headers`), by name.
+#[derive(Debug, Default)]
+pub struct RunHeaders(pub serde_json::Map<String, Value>);
+
+impl FromRequestParts<AppState> for RunHeaders {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(filter) = state.configurable_headers() else {
+            return Ok(Self::default());
+        };
+        Ok(Self(
+            parts
+                .headers
+                .iter()
+                .filter(|(name, _)| filter.copies(name.as_str()))
+                .filter_map(|(name, value)| {
+                    Some((
+                        name.as_str().to_owned(),
+                        Value::String(value.to_str().ok()?.to_owned()),
+                    ))
+                })
+                .collect(),
+        ))
+    }
+}
+
 /// A query string (`?xray=true`); one that does not read as `T` (a key given twice) is a 422.
 #[derive(Debug)]
 pub struct Params<T>(pub T);

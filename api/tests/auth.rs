@@ -398,3 +398,55 @@ async fn a_keyless_request_acts_as_the_development_caller_from_this_machine_only
     let (status, _, _) = api.send(keyless("POST", "/threads", &[local])).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_projects_cors_rules_are_applied_as_the_official_server_applies_them(pool: PgPool) {
+    use crate::support::config;
+    use mostrador_api::app::{Cors, ProjectCors};
+
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            cors: Cors::Project(ProjectCors {
+                allow_origins: vec!["https://app.example.com".into()],
+                allow_origin_regex: Some(r"https://.*\.vercel\.app".into()),
+                allow_methods: vec!["GET".into(), "POST".into()],
+                allow_headers: vec!["authorization".into()],
+                ..ProjectCors::default()
+            }),
+            ..config()
+        },
+    )
+    .await;
+    let preflight = |origin: &'static str, method: &'static str, headers: &'static str| {
+        let request = keyless(
+            "OPTIONS",
+            "/threads",
+            &[
+                ("origin", origin),
+                ("access-control-request-method", method),
+                ("access-control-request-headers", headers),
+            ],
+        );
+        async { api.send(request).await.1 }
+    };
+    let allowed = preflight("https://app.example.com", "POST", "authorization").await;
+    assert_eq!(
+        allowed["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let methods = allowed["access-control-allow-methods"]
+        .to_str()
+        .expect("ascii");
+    assert!(
+        methods.contains("POST") && !methods.contains("DELETE"),
+        "{methods}"
+    );
+    let preview = preflight("https://pr-7.vercel.app", "GET", "content-type").await;
+    assert_eq!(
+        preview["access-control-allow-origin"],
+        "https://pr-7.vercel.app"
+    );
+    let stranger = preflight("https://evil.example.com", "POST", "authorization").await;
+    assert!(stranger.get("access-control-allow-origin").is_none());
+}

@@ -587,3 +587,59 @@ async fn a_stateless_runs_thread_goes_when_the_run_ends_unless_kept(pool: PgPool
         assert_eq!(marked, temporary, "{path} {body}");
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_projects_configurable_headers_reach_the_runs_configurable_and_credentials_never(
+    pool: PgPool,
+) {
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            configurable_headers: Some(mostrador_api::app::HeaderFilter {
+                includes: vec![
+                    "x-user-*".into(),
+                    "x-api-key".into(),
+                    "authorization".into(),
+                ],
+                excludes: vec!["x-user-secret".into()],
+            }),
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let mut request = api.request(
+        "POST",
+        "/runs",
+        &ana,
+        &json!({"assistant_id": "agent", "config": {"configurable": {"x-user-tier": "given"}}})
+            .to_string(),
+    );
+    for (name, value) in [
+        ("x-user-tier", "gold"),
+        ("x-user-secret", "s3cret"),
+        ("x-api-key", "mostrador_nope"),
+        ("x-other", "no"),
+    ] {
+        request
+            .headers_mut()
+            .insert(name, value.parse().expect("a header value"));
+    }
+    let (status, _, run) = api.send(request).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let configurable = &run["kwargs"]["config"]["configurable"];
+    assert_eq!(
+        configurable["x-user-tier"], "gold",
+        "the header over the body's"
+    );
+    for absent in ["x-user-secret", "x-api-key", "x-other", "authorization"] {
+        assert!(
+            configurable.get(absent).is_none(),
+            "{absent}: {configurable}"
+        );
+    }
+    assert_eq!(
+        run["kwargs"]["context"]["x-user-tier"], "given",
+        "the context is the request's own, as officially"
+    );
+}

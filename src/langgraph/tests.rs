@@ -53,14 +53,7 @@ fn custom_auth_is_refused_by_name() {
 
 #[test]
 fn http_keys_not_honoured_are_refused_by_name() {
-    for key in [
-        "app",
-        "cors",
-        "configurable_headers",
-        "mount_prefix",
-        "disable_store",
-        "middleware_order",
-    ] {
+    for key in ["app", "mount_prefix", "disable_store", "middleware_order"] {
         let message = refused(&format!(
             r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"{key}": {{}}}}}}"#
         ));
@@ -97,5 +90,39 @@ fn hooks_webhooks_and_ui_are_refused_by_name() {
             r#"{{"graphs": {{"a": "./a.py:g"}}, "{key}": {{"path": "./x.py:x"}}}}"#
         ));
         assert!(message.contains(&format!("{key}:")), "{key}: {message}");
+    }
+}
+
+#[test]
+fn cors_and_configurable_headers_are_read_with_the_official_defaults() {
+    let served = project(
+        r#"{"graphs": {"a": "./a.py:g"}, "http": {
+            "cors": {"allow_origins": ["https://app.example.com"],
+                     "allow_origin_regex": "https://.*\\.vercel\\.app", "max_age": 60},
+            "configurable_headers": {"includes": ["x-user-*"], "excludes": ["x-user-secret"]}}}"#,
+    )
+    .expect("served");
+    let cors = served.cors.expect("cors");
+    assert_eq!(cors.allow_origins, ["https://app.example.com"]);
+    assert_eq!(cors.allow_methods, ["GET"], "Starlette's default");
+    assert_eq!(cors.max_age, 60);
+    let regex = cors.origin_regex().expect("compiles").expect("a regex");
+    assert!(regex.is_match("https://preview-1.vercel.app"));
+    assert!(
+        !regex.is_match("https://preview-1.vercel.app.evil.com"),
+        "matched whole"
+    );
+    let headers = served.configurable_headers.expect("headers");
+    assert!(headers.copies("x-user-tier"));
+    assert!(!headers.copies("x-user-secret"));
+    assert!(!headers.copies("x-other"));
+    for bad in [
+        r#"{"cors": {"allow_origin_regex": "("}}"#,
+        r#"{"cors": {"allow_origins": "https://x"}}"#,
+        r#"{"cors": {"allow_everything": true}}"#,
+        r#"{"configurable_headers": {"includes": "x-*"}}"#,
+    ] {
+        let text = format!(r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {bad}}}"#);
+        assert!(refused(&text).contains("http."), "{bad}");
     }
 }

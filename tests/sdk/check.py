@@ -61,15 +61,26 @@ async def main():
 
     stateless = await ana.runs.wait(None, "e2e_linear_5", input={})
     assert stateless["log"] == LOG5, stateless
+    # Kept, to be joined: by default a stateless run's thread goes when its run ends.
     batch = await ana.runs.create_batch([
-        {"assistant_id": "e2e_linear_5", "input": {}},
-        {"assistant_id": "e2e_linear_6", "input": {}},
+        {"assistant_id": "e2e_linear_5", "input": {}, "on_completion": "keep"},
+        {"assistant_id": "e2e_linear_6", "input": {}, "on_completion": "keep"},
     ])
     assert len({run["thread_id"] for run in batch}) == 2, batch
     for run in batch:
         joined = await ana.runs.join(run["thread_id"], run["run_id"])
         assert joined["log"][:5] == LOG5, joined
-    print("stateless runs.wait + runs.create_batch: ok")
+    [gone] = await ana.runs.create_batch([{"assistant_id": "e2e_linear_5", "input": {}}])
+    for _ in range(200):
+        try:
+            await ana.threads.get(gone["thread_id"])
+        except httpx.HTTPStatusError as err:
+            assert err.response.status_code == 404, err
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("a stateless run's thread outlived its run")
+    print("stateless runs.wait + runs.create_batch (kept, and deleted when done): ok")
 
     joined_thread = await ana.threads.create()
     run = await ana.runs.create(joined_thread["thread_id"], "e2e_linear_5", input={"delay_ms": 50})

@@ -123,6 +123,10 @@ pub struct CreateRun {
     after_seconds: Option<f64>,
     #[schema(schema_with = fields::durability)]
     durability: Option<String>,
+    /// The request's headers a run's `configurable` gets (`http.configurable_headers`).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub(crate) headers: Map<String, Value>,
 }
 
 impl CreateRun {
@@ -491,6 +495,16 @@ pub(super) fn new_run(
         run_config(body.config, body.context, body.durability)?,
     );
     limits(&config, state.max_recursion_limit())?;
+    // The request headers the project copies (`http.configurable_headers`), as the official
+    // server adds them: over the run's own keys, under the caller's.
+    if !body.headers.is_empty() {
+        if !config["configurable"].is_object() {
+            config["configurable"] = json!({});
+        }
+        if let Some(configurable) = config["configurable"].as_object_mut() {
+            configurable.extend(body.headers);
+        }
+    }
     acting_for(&mut config, caller);
     config["context"] = context_under(&assistant.context, context);
     // The worker names a subgraph's events with its namespace for clients that ask.

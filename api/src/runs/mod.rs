@@ -34,7 +34,7 @@ use crate::assistants::Assistant;
 use crate::auth::Caller;
 use crate::authorize::{may_write, visible_thread, writable_thread};
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, RunHeaders};
 use crate::wire;
 
 pub(crate) fn unprocessable(detail: impl Into<String>) -> ApiError {
@@ -151,8 +151,10 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let accepted = accept(&state, &caller, &thread_id, body, Follow::No).await?;
     Ok((
         content_location(&accepted.run),

@@ -19,7 +19,7 @@ use super::{content_location, run_answer, unprocessable};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, RunHeaders};
 use crate::stream;
 use crate::wire;
 
@@ -92,8 +92,10 @@ async fn accept_stateless(
 pub async fn create_stateless(
     State(state): State<AppState>,
     caller: Caller,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let accepted = accept_stateless(&state, &caller, vec![body], Follow::No).await?;
     let run = &accepted[0].run;
     Ok((content_location(run), Json(run_answer(run))).into_response())
@@ -104,8 +106,12 @@ pub async fn create_stateless(
 pub async fn batch(
     State(state): State<AppState>,
     caller: Caller,
-    Body(bodies): Body<Vec<CreateRun>>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut bodies): Body<Vec<CreateRun>>,
 ) -> Result<Json<Vec<wire::Run>>, ApiError> {
+    for body in &mut bodies {
+        body.headers.clone_from(&headers);
+    }
     if bodies.is_empty() || bodies.len() > 1000 {
         return Err(unprocessable("a batch holds 1 to 1000 runs"));
     }
@@ -119,8 +125,10 @@ pub async fn batch(
 pub async fn wait_stateless(
     State(state): State<AppState>,
     caller: Caller,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let delete = body.deletes_on_completion()?;
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
@@ -143,8 +151,10 @@ pub async fn wait_stateless(
 pub async fn stream_stateless(
     State(state): State<AppState>,
     caller: Caller,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;

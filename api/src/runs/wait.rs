@@ -16,15 +16,17 @@ use super::{queue_error, rejoin_location, visible_run};
 use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, RunHeaders};
 use crate::stream::{self, Start};
 
 pub async fn create_and_stream(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let messages = body.messages_form();
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
@@ -145,8 +147,10 @@ pub async fn create_and_wait(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    Body(body): Body<CreateRun>,
+    RunHeaders(headers): RunHeaders,
+    Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
+    body.headers = headers;
     let on_disconnect = body.on_disconnect()?;
     let slot = stream::slot(&state, &caller)?;
     let mut accepted = accept(&state, &caller, &thread_id, body, Follow::Waits).await?;

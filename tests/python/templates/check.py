@@ -31,6 +31,7 @@ EXPECTED = {
     "prebuilt/wait/answer": "It is always sunny in Paris",
     "factory/wait/default/answer": "hello (open for None)",
     "factory/wait/context/answer": "hola (open for hola)",
+    "factory/wait/headers/answer": "{'x-user-tier': 'gold'}",
 }
 
 

@@ -123,6 +123,13 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
     # An async context-manager factory taking the ServerRuntime.
     await wait("factory/wait/default", "factory", HELLO)
     await wait("factory/wait/context", "factory", HELLO, context={"greeting": "hola"})
+    # Request headers into the run's config, as the project's `http.configurable_headers` says.
+    tiered = get_client(url=url, headers={**headers, "x-user-tier": "gold", "x-user-secret": "s3cret"})
+    thread = await tiered.threads.create()
+    answer = await rec.call(
+        "factory/wait/headers", lambda: tiered.runs.wait(thread["thread_id"], "factory", input=HELLO)
+    )
+    rec.raw["factory/wait/headers/answer"] = last_message(answer)
     await rec.call("factory/schemas", lambda: client.assistants.get_schemas(ids.get("factory", "factory")))
     await rec.call("factory/graph", lambda: client.assistants.get_graph(ids.get("factory", "factory")))
     return {key: norm.normalize(value) for key, value in rec.raw.items()}

@@ -4,6 +4,7 @@ LangGraph server documents it: resources are opened only when the graph is run, 
 import contextlib
 from dataclasses import dataclass
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from langgraph_sdk.runtime import ServerRuntime
@@ -18,9 +19,14 @@ OPENED: list[str] = []
 
 
 def build(resource: str) -> StateGraph:
-    async def greet(state: MessagesState, runtime: Runtime[Context]) -> dict:
+    async def greet(state: MessagesState, config: RunnableConfig, runtime: Runtime[Context]) -> dict:
         last = state["messages"][-1].content if state["messages"] else ""
+        # Request headers the project's `http.configurable_headers` copies into the config.
+        configurable = config.get("configurable", {})
+        headers = {k: configurable[k] for k in ("x-user-tier", "x-user-secret") if k in configurable}
         text = f"{runtime.context.greeting} ({resource}): {last}"
+        if headers:
+            text += f" {headers}"
         return {"messages": [{"role": "assistant", "content": text}]}
 
     builder = StateGraph(MessagesState, context_schema=Context)
