@@ -297,6 +297,8 @@ impl Cors {
                     header::LOCATION,
                     header::CONTENT_LOCATION,
                     header::RETRY_AFTER,
+                    header::HeaderName::from_static("x-pagination-total"),
+                    header::HeaderName::from_static("x-pagination-next"),
                 ]))
                 .max_age(Duration::from_secs(3600))
                 .allow_private_network(private_network),

@@ -140,7 +140,7 @@ pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(mut search): Body<Search>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<(axum::http::HeaderMap, Json<Vec<Value>>), ApiError> {
     let select = search.select.take();
     if let Some(unknown) = select
         .iter()
@@ -152,7 +152,9 @@ pub async fn search(
             format!("select: {unknown:?} is not a field of an assistant"),
         ));
     }
-    let found = configured::search(&state, &caller, search).await?;
+    let offset = search.offset;
+    let (found, more) = configured::search(&state, &caller, search).await?;
+    let headers = crate::threads::pagination(offset, found.len(), more);
     let mut answers = Vec::with_capacity(found.len());
     for assistant in found {
         let mut answer = serde_json::to_value(assistant).map_err(ApiError::failed)?;
@@ -161,7 +163,7 @@ pub async fn search(
         }
         answers.push(answer);
     }
-    Ok(Json(answers))
+    Ok((headers, Json(answers)))
 }
 
 /// The assistant `id` names for `caller`: a graph's own (by its id or its graph id), or one the

@@ -173,6 +173,10 @@ pub struct Search {
     /// The fields of each thread to answer (a search only; all when absent).
     #[schema(schema_with = thread_fields)]
     select: Option<Vec<String>>,
+    /// Values to answer under `extracted`, by alias: a path into a thread's `values`,
+    /// `metadata`, `config` or `interrupts` (`values.messages[-1].content`); a search only.
+    #[schema(value_type = Option<Object>)]
+    extract: Option<Map<String, Value>>,
 }
 
 impl Default for Search {
@@ -187,6 +191,7 @@ impl Default for Search {
             sort_by: None,
             sort_order: None,
             select: None,
+            extract: None,
         }
     }
 }
@@ -217,7 +222,7 @@ const THREAD_FIELDS: [&str; 10] = [
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
-    Body(search): Body<Search>,
+    Body(mut search): Body<Search>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
     let select = search.select.clone();
@@ -230,9 +235,11 @@ pub async fn search(
             "select: {unknown:?} is not a field of a thread"
         )));
     }
+    let extract = extracts(search.extract.take())?;
+    let offset = search.offset;
     let query = thread_search(&state, &caller, search)?;
-    let threads = match thread::search(state.pool(), &query).await {
-        Ok(threads) => threads,
+    let (threads, more) = match thread::search_page(state.pool(), &query).await {
+        Ok(page) => page,
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
         Err(err) => return Err(ApiError::failed(err)),
     };
@@ -240,7 +247,9 @@ pub async fn search(
         select
             .iter()
             .any(|field| field == "values" || field == "interrupts")
-    });
+    }) || extract
+        .iter()
+        .any(|(_, path)| path.starts_with("values") || path.starts_with("interrupts"));
     let mut page = b"[".to_vec();
     for (i, thread) in threads.iter().enumerate() {
         let answer = if with_state {
@@ -249,8 +258,17 @@ pub async fn search(
             thread_without_state(thread)
         };
         let mut json = serde_json::to_value(answer).map_err(ApiError::failed)?;
+        let extracted: Map<String, Value> = extract
+            .iter()
+            .map(|(alias, path)| (alias.clone(), extracted(&json, path)))
+            .collect();
         if let (Some(select), Value::Object(fields)) = (&select, &mut json) {
             fields.retain(|field, _| select.contains(field));
+        }
+        if !extract.is_empty()
+            && let Value::Object(fields) = &mut json
+        {
+            fields.insert("extracted".into(), Value::Object(extracted));
         }
         if i > 0 {
             page.push(b',');
@@ -270,9 +288,92 @@ pub async fn search(
     page.push(b']');
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
+        pagination(offset, threads.len(), more),
         page,
     )
         .into_response())
+}
+
+/// `X-Pagination-Total` and, when more follow, `X-Pagination-Next`, as the official server sets
+/// them (it counts no further than the page: with more to come, the total is the next offset
+/// plus one).
+pub(crate) fn pagination(offset: i64, found: usize, more: bool) -> axum::http::HeaderMap {
+    let mut headers = axum::http::HeaderMap::new();
+    let end = offset.saturating_add(i64::try_from(found).unwrap_or(i64::MAX));
+    let total = if more { end.saturating_add(1) } else { end };
+    headers.insert("x-pagination-total", total.into());
+    if more {
+        headers.insert("x-pagination-next", end.into());
+    }
+    headers
+}
+
+/// The roots an `extract` path may start from, as officially.
+const EXTRACTABLE: [&str; 4] = ["values", "metadata", "config", "interrupts"];
+
+/// A search's `extract`, checked as the official server checks it: at most ten aliases, each an
+/// identifier that is no field of a thread, each path a non-empty string from an extractable
+/// field.
+fn extracts(extract: Option<Map<String, Value>>) -> Result<Vec<(String, String)>, ApiError> {
+    let Some(extract) = extract else {
+        return Ok(Vec::new());
+    };
+    if extract.len() > 10 {
+        return Err(unprocessable(format!(
+            "Maximum of 10 extract paths allowed, got {}",
+            extract.len()
+        )));
+    }
+    extract
+        .into_iter()
+        .map(|(alias, path)| {
+            let identifier = alias.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !identifier || THREAD_FIELDS.contains(&alias.as_str()) {
+                return Err(unprocessable(format!(
+                    "Extract key '{alias}' must be an identifier that is not a field of a thread"
+                )));
+            }
+            let Value::String(path) = path else {
+                return Err(unprocessable(format!(
+                    "Extract path for '{alias}' must be a non-empty string"
+                )));
+            };
+            let root = path.split(['.', '[']).next().unwrap_or_default();
+            if !EXTRACTABLE.contains(&root) {
+                return Err(unprocessable(format!(
+                    "Extract path '{path}' must start with one of: config, interrupts, metadata, values"
+                )));
+            }
+            Ok((alias, path))
+        })
+        .collect()
+}
+
+/// The value at `path` (`values.messages[-1].content`: keys after dots, indexes in brackets,
+/// negative from the end) in a thread's answer; null where it leads nowhere.
+fn extracted(thread: &Value, path: &str) -> Value {
+    let mut current = thread;
+    for part in path.split(['.', '[']).filter(|part| !part.is_empty()) {
+        let next = match part.strip_suffix(']') {
+            Some(index) => index.parse::<i64>().ok().and_then(|index| {
+                let items = current.as_array()?;
+                let at = if index < 0 {
+                    i64::try_from(items.len()).ok()? + index
+                } else {
+                    index
+                };
+                items.get(usize::try_from(at).ok()?)
+            }),
+            None if part.starts_with('_') => None,
+            None => current.get(part),
+        };
+        match next {
+            Some(value) => current = value,
+            None => return Value::Null,
+        }
+    }
+    current.clone()
 }
 
 /// `POST /threads/count`: how many threads a search with the same filters finds.

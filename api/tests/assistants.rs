@@ -272,3 +272,49 @@ async fn assistants_are_versioned_run_with_their_config_and_seen_by_their_creato
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn deleting_an_assistant_with_delete_threads_deletes_the_threads_it_ran_on(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let send = |method: &'static str, path: String, body: Value| {
+        let request = api.request(method, &path, &ana, &body.to_string());
+        async { api.send(request).await }
+    };
+    let mut threads = Vec::new();
+    for _ in 0..2 {
+        let (_, _, assistant) =
+            send("POST", "/assistants".into(), json!({"graph_id": "agent"})).await;
+        let id = assistant["assistant_id"]
+            .as_str()
+            .expect("an id")
+            .to_owned();
+        let thread = new_thread(&api, &ana).await;
+        let (status, _, run) = send(
+            "POST",
+            format!("/threads/{thread}/runs"),
+            json!({"assistant_id": id}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        threads.push((id, thread));
+    }
+    let (status, _, _) = send(
+        "DELETE",
+        format!("/assistants/{}?delete_threads=true", threads[0].0),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = send(
+        "DELETE",
+        format!("/assistants/{}", threads[1].0),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (gone, _, _) = send("GET", format!("/threads/{}", threads[0].1), Value::Null).await;
+    assert_eq!(gone, StatusCode::NOT_FOUND, "its thread went with it");
+    let (kept, _, _) = send("GET", format!("/threads/{}", threads[1].1), Value::Null).await;
+    assert_eq!(kept, StatusCode::OK, "without delete_threads, threads stay");
+}

@@ -559,3 +559,47 @@ async fn a_page_of_threads_past_its_byte_cap_is_a_413_never_a_short_page(pool: P
     assert_eq!(status, StatusCode::OK, "so do fewer fields");
     assert_eq!(page.as_array().map(Vec::len), Some(3));
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_search_extracts_paths_and_pages_with_the_official_headers(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    for title in ["first", "second", "third"] {
+        create(
+            &api,
+            &ana,
+            &json!({"metadata": {"title": title, "tags": ["a", title]}}).to_string(),
+        )
+        .await;
+    }
+    let search = |body: Value| {
+        let request = api.request("POST", "/threads/search", &ana, &body.to_string());
+        async { api.send(request).await }
+    };
+    let (status, headers, page) = search(json!({
+        "limit": 2, "sort_order": "asc", "select": ["thread_id"],
+        "extract": {"title": "metadata.title", "last_tag": "metadata.tags[-1]", "none": "values.x[3]"}
+    }))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(
+        page.as_array().expect("a page")[0]["extracted"],
+        json!({"title": "first", "last_tag": "first", "none": null})
+    );
+    assert!(page[0].get("metadata").is_none(), "selected away");
+    assert_eq!(headers["x-pagination-total"], "3");
+    assert_eq!(headers["x-pagination-next"], "2");
+    let (_, headers, page) = search(json!({"limit": 2, "offset": 2})).await;
+    assert_eq!(page.as_array().map(Vec::len), Some(1));
+    assert_eq!(headers["x-pagination-total"], "3");
+    assert!(headers.get("x-pagination-next").is_none());
+    for extract in [
+        json!({"thread_id": "metadata.title"}),
+        json!({"bad-alias": "metadata.title"}),
+        json!({"x": "owner"}),
+        json!({"x": ""}),
+    ] {
+        let (status, _, _) = search(json!({"extract": extract})).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{extract}");
+    }
+}

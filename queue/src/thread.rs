@@ -19,7 +19,7 @@ use crate::{Error, Result, check_metadata, metadata_max_bytes};
 
 mod search;
 
-pub use search::{ThreadSearch, ThreadSort, ThreadSortKey, Visibility, count, search};
+pub use search::{ThreadSearch, ThreadSort, ThreadSortKey, Visibility, count, search, search_page};
 
 /// A thread id: a UUIDv7 the server draws, or the id a client chose for its new thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
@@ -112,6 +112,31 @@ impl NewThread {
         self.tenant = Some(tenant.into());
         self
     }
+}
+
+/// The threads of `owner` an assistant ran on (their metadata names it), not deleted.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn of_assistant(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    assistant_id: Uuid,
+) -> Result<Vec<ThreadId>> {
+    Ok(sqlx::query_scalar!(
+        r#"
+        select thread_id as "thread_id: ThreadId"
+        from mostrador.threads
+        where owner = $1
+          and deleted_at is null
+          and metadata->>'assistant_id' = $2
+        "#,
+        owner,
+        assistant_id.to_string(),
+    )
+    .fetch_all(executor)
+    .await?)
 }
 
 /// Creates a thread with the id its client chose; `None` when a thread (anyone's, deleted or

@@ -16,7 +16,7 @@ use super::{Assistant, Search, found};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, Params};
 use crate::openapi::fields;
 use crate::runs::queue_error;
 
@@ -216,12 +216,34 @@ pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    Params(query): Params<DeleteQuery>,
 ) -> Result<Response, ApiError> {
     let assistant_id = owned(&state, &caller, &id).await?;
     rows::delete(state.pool(), &caller.subject, assistant_id)
         .await
         .map_err(queue_error)?;
+    if query.delete_threads {
+        // The threads it ran on go too, as officially (their in-flight runs cancelled).
+        let threads =
+            mostrador_queue::thread::of_assistant(state.pool(), &caller.subject, assistant_id)
+                .await
+                .map_err(ApiError::failed)?;
+        for thread_id in threads {
+            match mostrador_queue::thread::delete(state.pool(), thread_id).await {
+                Ok(()) | Err(mostrador_queue::Error::ThreadNotFound(_)) => {}
+                Err(err) => return Err(ApiError::failed(err)),
+            }
+        }
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The query of `DELETE /assistants/{assistant_id}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct DeleteQuery {
+    /// Also delete the threads the assistant ran on.
+    delete_threads: bool,
 }
 
 /// `POST /assistants/{assistant_id}/versions`.
@@ -397,19 +419,24 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
         metadata: metadata.map(Value::Object),
         sort_by,
         descending,
-        // Enough of the caller's to fill the page after the graphs' own are merged in.
-        limit: search.offset.saturating_add(search.limit).min(1000),
+        // Enough of the caller's to fill the page after the graphs' own are merged in, and one
+        // more to tell whether another page follows.
+        limit: search
+            .offset
+            .saturating_add(search.limit)
+            .saturating_add(1)
+            .min(1000),
         offset: 0,
     };
     Ok((own, query))
 }
 
-/// The graphs' own assistants and the caller's, sorted, paged.
+/// The graphs' own assistants and the caller's, sorted, paged; and whether more follow.
 pub(super) async fn search(
     state: &AppState,
     caller: &Caller,
     search: Search,
-) -> Result<Vec<Assistant>, ApiError> {
+) -> Result<(Vec<Assistant>, bool), ApiError> {
     state.learn_names().await;
     let (mut all, query) = matching(state, &search)?;
     let created = rows::search(state.pool(), &caller.subject, &query)
@@ -437,11 +464,12 @@ pub(super) async fn search(
         };
         ordered.then_with(|| (ka.1, ka.2).cmp(&(kb.1, kb.2)))
     });
-    Ok(all
-        .into_iter()
-        .skip(usize::try_from(search.offset).unwrap_or(usize::MAX))
-        .take(usize::try_from(search.limit).unwrap_or(0))
-        .collect())
+    let (offset, limit) = (
+        usize::try_from(search.offset).unwrap_or(usize::MAX),
+        usize::try_from(search.limit).unwrap_or(0),
+    );
+    let more = all.len() > offset.saturating_add(limit);
+    Ok((all.into_iter().skip(offset).take(limit).collect(), more))
 }
 
 fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {

@@ -103,6 +103,18 @@ impl ThreadSortKey {
 /// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or metadata that is not an
 /// object.
 pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Result<Vec<Thread>> {
+    Ok(search_page(executor, search).await?.0)
+}
+
+/// [`search`], and whether more threads match after its page (one more is read to tell).
+///
+/// # Errors
+///
+/// As [`search`].
+pub async fn search_page(
+    executor: impl PgExecutor<'_>,
+    search: &ThreadSearch,
+) -> Result<(Vec<Thread>, bool)> {
     if !(1..=1000).contains(&search.limit) || search.offset < 0 {
         return Err(Error::Invalid {
             field: "limit",
@@ -127,7 +139,7 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
         search.metadata,
         ids.as_deref(),
         search.status as Option<ThreadStatus>,
-        search.limit,
+        search.limit + 1,
         search.offset,
         search.sort.by.as_str(),
         search.sort.ascending,
@@ -135,7 +147,10 @@ pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Res
     )
     .fetch_all(executor)
     .await?;
-    Ok(threads)
+    let mut threads = threads;
+    let more = threads.len() > usize::try_from(search.limit).unwrap_or(usize::MAX);
+    threads.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
+    Ok((threads, more))
 }
 
 /// How many visible threads match (the search's limit, offset and order aside).
