@@ -75,7 +75,7 @@ pub async fn latest(
     graph_id: Option<&str>,
 ) -> Result<Option<Latest>, ApiError> {
     if graph_id.is_some_and(|graph_id| state.is_python(graph_id)) {
-        let found = saver::snapshots(state.pool(), thread_id.0, None, None, 1)
+        let found = saver::snapshots(state.pool(), thread_id.0, None, None, 1, None)
             .await
             .map_err(ApiError::failed)?;
         return Ok(found.into_iter().next().map(|saved| {
@@ -258,9 +258,11 @@ pub struct History {
     /// A checkpoint id, or a checkpoint with one.
     #[schema(schema_with = before)]
     before: Option<Value>,
-    #[schema(schema_with = fields::unsupported)]
+    /// Only checkpoints whose metadata contains this object.
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
-    #[schema(schema_with = fields::unsupported)]
+    /// The thread's config, or one of its checkpoints by `checkpoint_id` (not a subgraph's).
+    #[schema(value_type = Option<Object>)]
     checkpoint: Option<Value>,
     /// Which fields to answer with; all are answered.
     #[allow(
@@ -349,22 +351,39 @@ async fn history_of(
     if !(1..=1000).contains(&query.limit) {
         return Err(unprocessable("limit must be between 1 and 1000"));
     }
-    // RemoteGraph sends the thread's config as `checkpoint`: without an id or a namespace it
-    // names the thread's history, which is what is listed.
-    let filters = |value: &Option<Value>, ignored: &[&str]| {
-        value.as_ref().is_some_and(|value| match value {
-            Value::Null => false,
-            Value::Object(fields) => fields.iter().any(|(key, value)| {
-                !ignored.contains(&key.as_str()) && value != "" && !value.is_null()
-            }),
-            _ => true,
-        })
+    // `metadata`: the checkpoints whose metadata contains it, as LangGraph's `list` filters.
+    let metadata = match &query.metadata {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(fields)) if fields.is_empty() => None,
+        Some(metadata @ Value::Object(_)) => Some(metadata),
+        Some(_) => return Err(unprocessable("metadata must be an object")),
     };
-    if filters(&query.metadata, &[]) || filters(&query.checkpoint, &["thread_id"]) {
-        return Err(unprocessable(
-            "filtering history by metadata or checkpoint is not supported",
-        ));
-    }
+    // `checkpoint`: the thread's config (RemoteGraph sends it so), or one checkpoint of it by
+    // `checkpoint_id`; a subgraph's history (`checkpoint_ns`) is not served.
+    let at = match &query.checkpoint {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(fields)) => {
+            if fields
+                .get("checkpoint_ns")
+                .and_then(Value::as_str)
+                .is_some_and(|ns| !ns.is_empty())
+            {
+                return Err(unprocessable(
+                    "a subgraph's history (checkpoint_ns) is not served: ask for the thread's",
+                ));
+            }
+            match fields.get("checkpoint_id") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) if id.is_empty() => None,
+                Some(Value::String(id)) => Some(
+                    Uuid::parse_str(id)
+                        .map_err(|_| unprocessable("checkpoint.checkpoint_id must be a UUID"))?,
+                ),
+                Some(_) => return Err(unprocessable("checkpoint.checkpoint_id must be a UUID")),
+            }
+        }
+        Some(_) => return Err(unprocessable("checkpoint must be an object")),
+    };
     let before = match &query.before {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(id.as_str()),
@@ -375,20 +394,42 @@ async fn history_of(
     .transpose()
     .map_err(|_| unprocessable("before must be a checkpoint id"))?;
     if is_python(state, &thread) {
-        return python_states(state, &thread, None, before, query.limit, false).await;
+        return python_states(state, &thread, at, before, query.limit, false, metadata).await;
     }
     let Some(graph) = graph_of(state, &thread) else {
         return Ok(Vec::new());
     };
-    let history = graph
-        .get_history(
-            &PgCheckpointer::new(state.pool().clone()),
-            thread.thread_id.0,
-            usize::try_from(query.limit).unwrap_or(10),
-            before,
-        )
-        .await
-        .map_err(graph_error)?;
+    let limit = usize::try_from(query.limit).unwrap_or(10);
+    let checkpointer = PgCheckpointer::new(state.pool().clone());
+    let wanted = |snapshot: &StateSnapshot| {
+        at.is_none_or(|id| snapshot.checkpoint_id == Some(id))
+            && metadata.is_none_or(|wanted| contains(&snapshot.metadata, wanted))
+    };
+    let history = if at.is_none() && metadata.is_none() {
+        graph
+            .get_history(&checkpointer, thread.thread_id.0, limit, before)
+            .await
+            .map_err(graph_error)?
+    } else {
+        // Filtered: page through the history until the page is full or the history ends.
+        let mut found = Vec::new();
+        let mut below = before;
+        loop {
+            let page = graph
+                .get_history(&checkpointer, thread.thread_id.0, 100, below)
+                .await
+                .map_err(graph_error)?;
+            let last = page.last().and_then(|snapshot| snapshot.checkpoint_id);
+            let ended = page.len() < 100;
+            found.extend(page.into_iter().filter(|snapshot| wanted(snapshot)));
+            if found.len() >= limit || ended || last.is_none() {
+                break;
+            }
+            below = last;
+        }
+        found.truncate(limit);
+        found
+    };
     let mut answers = Vec::with_capacity(history.len());
     for snapshot in &history {
         let mut answer = snapshot_answer(&thread, snapshot, "");
@@ -396,6 +437,17 @@ async fn history_of(
         answers.push(serde_json::to_value(answer).map_err(ApiError::failed)?);
     }
     Ok(answers)
+}
+
+/// Whether JSON `value` contains `wanted` (objects key by key, the rest equal), as Postgres'
+/// `@>` and LangGraph's metadata filter read it.
+fn contains(value: &Value, wanted: &Value) -> bool {
+    match (value, wanted) {
+        (Value::Object(value), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, wanted)| value.get(key).is_some_and(|value| contains(value, wanted))),
+        (value, wanted) => value == wanted,
+    }
 }
 
 /// `POST /threads/{thread_id}/state/checkpoint`: the state at `checkpoint` (its

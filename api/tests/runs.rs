@@ -643,3 +643,25 @@ async fn a_projects_configurable_headers_reach_the_runs_configurable_and_credent
         "the context is the request's own, as officially"
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_list_answers_the_fields_select_names(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    crate::support::new_run(&api, &ana, &thread).await;
+    let list = |query: &str| {
+        let request = api.request("GET", &format!("/threads/{thread}/runs{query}"), &ana, "");
+        async { api.send(request).await }
+    };
+    let (status, _, runs) = list("?select=run_id&select=status&limit=5").await;
+    assert_eq!(status, StatusCode::OK, "{runs}");
+    let fields: Vec<&String> = runs[0].as_object().expect("a run").keys().collect();
+    assert_eq!(fields, ["run_id", "status"]);
+    let (_, _, runs) = list("").await;
+    assert!(runs[0]["kwargs"].is_object(), "every field without select");
+    let (status, _, _) = list("?select=secrets").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, _) = list("?limit=many").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}

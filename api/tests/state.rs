@@ -302,3 +302,65 @@ async fn copy_is_the_callers_and_prune_touches_only_visible_threads(pool: PgPool
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn history_filters_by_metadata_and_by_checkpoint_as_langgraph_lists(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let (_, _, thread) = api
+        .send(api.request(
+            "POST",
+            "/threads",
+            &ana,
+            r#"{"metadata": {"graph_id": "approval"}}"#,
+        ))
+        .await;
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    let graph = api.state.graph("approval").expect("graph").clone();
+    graph
+        .run(
+            &PgCheckpointer::new(pool),
+            Uuid::parse_str(&id).expect("uuid"),
+            RunInput::Values(json!({})),
+            &RunOptions::default(),
+            &RunControl::new(),
+            discard(),
+        )
+        .await
+        .expect("run");
+    let history = |body: Value| {
+        let request = api.request(
+            "POST",
+            &format!("/threads/{id}/history"),
+            &ana,
+            &body.to_string(),
+        );
+        async { api.send(request).await }
+    };
+    let (status, _, all) = history(json!({"limit": 100})).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let all = all.as_array().expect("a history").clone();
+    let older = &all[0];
+    let (_, _, found) = history(json!({"metadata": {"source": older["metadata"]["source"]}})).await;
+    assert_eq!(found.as_array().map(Vec::len), Some(1), "{found}");
+    assert_eq!(found[0]["checkpoint_id"], older["checkpoint_id"]);
+    let (_, _, found) =
+        history(json!({"checkpoint": {"checkpoint_id": older["checkpoint_id"], "thread_id": id}}))
+            .await;
+    assert_eq!(found.as_array().map(Vec::len), Some(1), "{found}");
+    assert_eq!(found[0]["checkpoint_id"], older["checkpoint_id"]);
+    for filter in [
+        json!({"metadata": {"no such key": 1}}),
+        json!({"metadata": {"source": "elsewhere"}}),
+        json!({"checkpoint": {"checkpoint_id": Uuid::now_v7()}}),
+    ] {
+        let (_, _, none) = history(filter.clone()).await;
+        assert_eq!(none, json!([]), "{filter}");
+    }
+    // The thread's config, as RemoteGraph sends it, is the whole history.
+    let (_, _, whole) =
+        history(json!({"limit": 100, "checkpoint": {"thread_id": id, "checkpoint_ns": ""}})).await;
+    assert_eq!(whole.as_array().map(Vec::len), Some(all.len()));
+    let (status, _, _) = history(json!({"checkpoint": {"checkpoint_ns": "child:1"}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}

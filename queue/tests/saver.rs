@@ -49,7 +49,7 @@ async fn succeed(pool: &PgPool, claimed: ClaimedRun) {
 
 /// The thread's latest state: its checkpoint id and described values (`None`: not described).
 async fn latest(pool: &PgPool, thread_id: ThreadId) -> Option<(Uuid, Option<Value>)> {
-    saver::snapshots(pool, thread_id.0, None, None, 1)
+    saver::snapshots(pool, thread_id.0, None, None, 1, None)
         .await
         .expect("snapshots")
         .pop()

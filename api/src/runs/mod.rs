@@ -18,14 +18,14 @@ pub use stateless::{batch, create_stateless, stream_stateless, wait_stateless};
 pub use wait::{create_and_stream, create_and_wait, join, join_stream};
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::cancel::{self, Selection};
 use mostrador_queue::run::{self};
 use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -227,14 +227,51 @@ impl Default for ListQuery {
     }
 }
 
-/// `GET /threads/{thread_id}/runs`: newest first.
+/// The fields of a run a list may select, as officially.
+const RUN_FIELDS: [&str; 9] = [
+    "run_id",
+    "thread_id",
+    "assistant_id",
+    "created_at",
+    "updated_at",
+    "status",
+    "metadata",
+    "kwargs",
+    "multitask_strategy",
+];
+
+/// `GET /threads/{thread_id}/runs`: newest first; `select` (repeated, as the SDKs send it) keeps
+/// only the fields it names.
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Path(thread_id): Path<String>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Vec<wire::Run>>, ApiError> {
-    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let raw = raw.unwrap_or_default();
+    let (select, rest): (Vec<&str>, Vec<&str>) = raw
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .partition(|pair| pair.starts_with("select="));
+    let select: Vec<String> = select
+        .iter()
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(_, field)| field.to_owned())
+        .filter(|field| !field.is_empty())
+        .collect();
+    if let Some(unknown) = select
+        .iter()
+        .find(|field| !RUN_FIELDS.contains(&field.as_str()))
+    {
+        return Err(unprocessable(format!(
+            "select: {unknown:?} is not a field of a run"
+        )));
+    }
+    let uri: axum::http::Uri = format!("/?{}", rest.join("&"))
+        .parse()
+        .map_err(|_| unprocessable("a query string that does not parse"))?;
+    let Query(query) = Query::<ListQuery>::try_from_uri(&uri)
+        .map_err(|rejection| unprocessable(rejection.body_text()))?;
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let status = status_filter(query.status.as_deref())?;
     let runs = run::list(
@@ -246,7 +283,15 @@ pub async fn list(
     )
     .await
     .map_err(queue_error)?;
-    Ok(Json(runs.iter().map(run_answer).collect()))
+    let mut answers = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let mut answer = serde_json::to_value(run_answer(run)).map_err(ApiError::failed)?;
+        if let (false, Value::Object(fields)) = (select.is_empty(), &mut answer) {
+            fields.retain(|field, _| select.contains(field));
+        }
+        answers.push(answer);
+    }
+    Ok(Json(answers))
 }
 
 fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {

@@ -33,6 +33,7 @@ pub(super) async fn python_states(
     before: Option<Uuid>,
     limit: i64,
     subgraphs: bool,
+    metadata: Option<&Value>,
 ) -> Result<Vec<Value>, ApiError> {
     let snapshots = saver::snapshots(
         state.pool(),
@@ -40,6 +41,7 @@ pub(super) async fn python_states(
         checkpoint_id,
         before,
         limit,
+        metadata,
     )
     .await
     .map_err(ApiError::failed)?;
@@ -95,7 +97,7 @@ pub(super) async fn python_state(
     checkpoint_id: Option<Uuid>,
     subgraphs: bool,
 ) -> Result<Value, ApiError> {
-    match python_states(state, thread, checkpoint_id, None, 1, subgraphs)
+    match python_states(state, thread, checkpoint_id, None, 1, subgraphs, None)
         .await?
         .pop()
     {

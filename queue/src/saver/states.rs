@@ -53,7 +53,7 @@ pub async fn describe_many(
 
 /// A thread's root-namespace states, newest first: the one at `checkpoint_id` (or the latest),
 /// then up to `limit - 1` older ones when `limit` asks for history; `before` starts below a
-/// checkpoint.
+/// checkpoint; `metadata`, only those whose metadata contains it (as LangGraph's `list` filters).
 ///
 /// A checkpoint that a run still in flight saved but has not described yet is left out: the
 /// state is the newest the graph described (at most one superstep behind while a run goes on),
@@ -68,6 +68,7 @@ pub async fn snapshots(
     checkpoint_id: Option<Uuid>,
     before: Option<Uuid>,
     limit: i64,
+    metadata: Option<&Value>,
 ) -> Result<Vec<Snapshot>> {
     let rows = sqlx::query!(
         r#"
@@ -96,6 +97,7 @@ pub async fn snapshots(
                     and checkpoint_id = $3
               )
           )
+          and ($5::jsonb is null or metadata @> $5)
         order by step desc
         limit $4
         "#,
@@ -103,6 +105,7 @@ pub async fn snapshots(
         checkpoint_id,
         before,
         limit,
+        metadata,
     )
     .fetch_all(pool)
     .await?;

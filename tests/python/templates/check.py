@@ -57,6 +57,8 @@ def comparable(answer: Any) -> Any:
                 data = [data[0], {k: v for k, v in data[1].items() if k not in BOOKKEEPING}]
             events.append([name, data])
         return renumber(events)
+    if isinstance(answer, list) and answer and all(isinstance(item, dict) for item in answer):
+        return renumber([comparable(item) for item in answer])
     if isinstance(answer, dict) and isinstance(answer.get("metadata"), dict) and "values" in answer:
         metadata = {k: v for k, v in answer["metadata"].items() if k not in BOOKKEEPING}
         return renumber({**answer, "metadata": metadata})

@@ -88,6 +88,10 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         )
         await rec.call("agent/stream/get_state",
                        lambda: client.threads.get_state(thread["thread_id"]))
+        await rec.call("agent/stream/history/metadata",
+                       lambda: client.threads.get_history(thread["thread_id"], metadata={"source": "input"}))
+        await rec.call("agent/stream/history/limit",
+                       lambda: client.threads.get_history(thread["thread_id"], limit=2))
         await rec.call(
             "agent/stream/second-turn",
             lambda: client.runs.wait(thread["thread_id"], "agent", input=HELLO, context=LARGE),
