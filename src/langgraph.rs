@@ -10,7 +10,8 @@ use clap::Args;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 
 use crate::GraphSet;
-use mostrador_api::app::{HeaderFilter, ProjectCors};
+use mostrador_api::app::{HeaderFilter, ProjectCors, StoreTtl};
+use mostrador_queue::thread::Ttl;
 use serde_json::Value;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
@@ -148,6 +149,10 @@ pub(crate) struct Project {
     pub cors: Option<ProjectCors>,
     /// `http.configurable_headers`: request headers a run's `configurable` gets.
     pub configurable_headers: Option<HeaderFilter>,
+    /// `checkpointer.ttl`: the time to live of threads created without one.
+    pub thread_ttl: Option<Ttl>,
+    /// `store.ttl`: the Store's defaults.
+    pub store_ttl: StoreTtl,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -183,16 +188,6 @@ const REFUSED: &[(&str, &str)] = &[
         "store.index",
         "semantic search over the store (store.index) is not offered by mostrador yet: without \
          it, a search with a query would return unranked items",
-    ),
-    (
-        "store.ttl",
-        "store item time-to-live defaults are not applied yet: remove the key (a store item's own \
-         ttl is honoured)",
-    ),
-    (
-        "checkpointer.ttl",
-        "thread time-to-live is mostrador's retention (mostrador retention, docs/operations.md): \
-         remove the key and set the graph's retention policy",
     ),
     (
         "checkpointer.path",
@@ -299,6 +294,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let config = config.as_object().context("it is not a JSON object")?;
     let mut refused = Vec::new();
     let (mut cors, mut configurable_headers) = (None, None);
+    let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -322,6 +318,20 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         match cors_rules(value) {
                             Ok(rules) => cors = Some(rules),
                             Err(why) => refused.push(format!("http.cors: {why}")),
+                        }
+                        continue;
+                    }
+                    if key == "checkpointer" && field == "ttl" {
+                        match thread_ttl(value) {
+                            Ok(ttl) => thread_ttl_found = ttl,
+                            Err(why) => refused.push(format!("checkpointer.ttl: {why}")),
+                        }
+                        continue;
+                    }
+                    if key == "store" && field == "ttl" {
+                        match store_ttl(value) {
+                            Ok(ttl) => store_ttl_found = ttl,
+                            Err(why) => refused.push(format!("store.ttl: {why}")),
                         }
                         continue;
                     }
@@ -398,6 +408,8 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         graphs: found,
         cors,
         configurable_headers,
+        thread_ttl: thread_ttl_found,
+        store_ttl: store_ttl_found,
     })
 }
 
@@ -417,6 +429,8 @@ impl Project {
             config.cors = mostrador_api::app::Cors::Project(rules);
         }
         config.configurable_headers = project.configurable_headers;
+        config.default_thread_ttl = project.thread_ttl;
+        config.store_ttl = project.store_ttl;
     }
 }
 
@@ -455,6 +469,64 @@ fn cors_rules(value: &Value) -> Result<ProjectCors, String> {
         .origin_regex()
         .map_err(|err| format!("allow_origin_regex does not compile: {err}"))?;
     Ok(rules)
+}
+
+/// `checkpointer.ttl`: `default_ttl` (minutes) and `strategy` (`delete` or `keep_latest`) give
+/// threads created without a time to live theirs; `sweep_interval_minutes` and `sweep_limit` are
+/// the workers' (every worker sweeps at its `--sweep-interval`, a bounded batch at a time).
+fn thread_ttl(value: &Value) -> Result<Option<Ttl>, String> {
+    let fields = value.as_object().ok_or("must be an object")?;
+    let mut keep_latest = false;
+    let mut minutes = None;
+    for (field, value) in fields {
+        match (field.as_str(), value) {
+            (_, Value::Null) => {}
+            ("strategy", Value::String(strategy)) if strategy == "delete" => keep_latest = false,
+            ("strategy", Value::String(strategy)) if strategy == "keep_latest" => {
+                keep_latest = true;
+            }
+            ("strategy", _) => return Err("strategy must be delete or keep_latest".into()),
+            ("default_ttl", value) => {
+                minutes = Some(
+                    value
+                        .as_f64()
+                        .filter(|minutes| *minutes > 0.0 && *minutes <= Ttl::MAX_MINUTES)
+                        .ok_or("default_ttl must be a number of minutes above 0")?,
+                );
+            }
+            ("sweep_interval_minutes" | "sweep_limit", value) if value.is_number() => {}
+            (other, _) => return Err(format!("{other} is not a thread time-to-live setting")),
+        }
+    }
+    Ok(minutes.map(|minutes| Ttl {
+        minutes,
+        keep_latest,
+    }))
+}
+
+/// `store.ttl`: `default_ttl` (minutes) of items put without one, `refresh_on_read`;
+/// `sweep_interval_minutes` is the workers' (they sweep at their `--sweep-interval`).
+fn store_ttl(value: &Value) -> Result<StoreTtl, String> {
+    let fields = value.as_object().ok_or("must be an object")?;
+    let mut ttl = StoreTtl::default();
+    for (field, value) in fields {
+        match (field.as_str(), value) {
+            (_, Value::Null) => {}
+            ("default_ttl", value) => {
+                ttl.default_minutes = Some(
+                    value
+                        .as_f64()
+                        .filter(|minutes| *minutes > 0.0)
+                        .ok_or("default_ttl must be a number of minutes above 0")?,
+                );
+            }
+            ("refresh_on_read", Value::Bool(refresh)) => ttl.refresh_on_read = *refresh,
+            ("refresh_on_read", _) => return Err("refresh_on_read must be true or false".into()),
+            ("sweep_interval_minutes", value) if value.is_number() => {}
+            (other, _) => return Err(format!("{other} is not a store time-to-live setting")),
+        }
+    }
+    Ok(ttl)
 }
 
 /// `http.configurable_headers`: `includes` and `excludes` (or `include`, `exclude`).

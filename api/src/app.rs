@@ -90,6 +90,11 @@ pub struct ApiConfig {
     /// Request headers copied into a run's `configurable` (`langgraph.json`'s
     /// `http.configurable_headers`); none without.
     pub configurable_headers: Option<HeaderFilter>,
+    /// The time to live of threads created without one (`checkpointer.ttl.default_ttl`); none
+    /// without.
+    pub default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
+    /// The Store's defaults (`store.ttl`).
+    pub store_ttl: StoreTtl,
     /// `mostrador dev` on loopback: a request without credentials, or with a key that is not
     /// one of mostrador's (the SDK sends `LANGSMITH_API_KEY`'s), acts as this caller, as every
     /// request does on `langgraph dev`, if it comes from this machine (its `Host` is a loopback
@@ -318,6 +323,24 @@ impl Cors {
     }
 }
 
+/// The Store's time-to-live defaults, as a `langgraph.json`'s `store.ttl` sets them: the minutes
+/// an item put without a `ttl` lives (none: forever), and whether a read restarts an item's time
+/// when the client does not say (yes by default, as officially).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StoreTtl {
+    pub default_minutes: Option<f64>,
+    pub refresh_on_read: bool,
+}
+
+impl Default for StoreTtl {
+    fn default() -> Self {
+        Self {
+            default_minutes: None,
+            refresh_on_read: true,
+        }
+    }
+}
+
 /// Which request headers a run's `configurable` gets, as `langgraph.json`'s
 /// `http.configurable_headers` says: those an `includes` pattern matches and no `excludes`
 /// pattern does (none without `includes`, as officially); `*` matches any text. Credentials never (`authorization`,
@@ -398,6 +421,8 @@ impl ApiConfig {
             cors: Cors::Off,
             development_caller: None,
             configurable_headers: None,
+            default_thread_ttl: None,
+            store_ttl: StoreTtl::default(),
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),
@@ -446,6 +471,8 @@ struct Inner {
     cors: Cors,
     development_caller: Option<Caller>,
     configurable_headers: Option<HeaderFilter>,
+    default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
+    store_ttl: StoreTtl,
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
@@ -500,6 +527,8 @@ impl AppState {
             cors: config.cors.clone(),
             development_caller: config.development_caller.clone(),
             configurable_headers: config.configurable_headers.clone(),
+            default_thread_ttl: config.default_thread_ttl,
+            store_ttl: config.store_ttl,
             metrics: Metrics::default(),
             dashboard: dashboard::page(config.dashboard_token.as_deref()),
             queue_limit: QueueLimit {
@@ -696,6 +725,16 @@ impl AppState {
 
     pub fn slow_client_timeout(&self) -> Duration {
         self.0.slow_client_timeout
+    }
+
+    /// The Store's defaults ([`ApiConfig::store_ttl`]).
+    pub fn store_ttl(&self) -> StoreTtl {
+        self.0.store_ttl
+    }
+
+    /// The time to live of threads created without one ([`ApiConfig::default_thread_ttl`]).
+    pub fn default_thread_ttl(&self) -> Option<mostrador_queue::thread::Ttl> {
+        self.0.default_thread_ttl
     }
 
     /// The request headers a run's `configurable` gets ([`ApiConfig::configurable_headers`]).

@@ -28,7 +28,8 @@ pub struct Put {
     key: String,
     #[schema(value_type = Object)]
     value: serde_json::Map<String, Value>,
-    /// Minutes the item lives; it never expires without one. (`index`, the fields a semantic
+    /// Minutes the item lives; without one, the project's default (`store.ttl.default_ttl`), or
+    /// it never expires. (`index`, the fields a semantic
     /// index would embed, is ignored: mostrador has no index.)
     #[serde(default)]
     #[schema(schema_with = fields::item_ttl)]
@@ -53,7 +54,7 @@ pub async fn put(
         &put.namespace,
         &put.key,
         &Value::Object(put.value),
-        put.ttl,
+        put.ttl.or(state.store_ttl().default_minutes),
     )
     .await
     .map_err(queue_error)?;
@@ -80,8 +81,10 @@ pub async fn get(
     let Some(key) = query.key.filter(|key| !key.is_empty()) else {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Key is required"));
     };
-    let refresh =
-        !matches!(query.refresh_ttl.as_deref(), Some(value) if value.eq_ignore_ascii_case("false"));
+    let refresh = match query.refresh_ttl.as_deref() {
+        None | Some("") => state.store_ttl().refresh_on_read,
+        Some(value) => !value.eq_ignore_ascii_case("false"),
+    };
     let item = store::get(state.pool(), &caller.subject, &namespace, &key, refresh)
         .await
         .map_err(queue_error)?;
@@ -152,7 +155,9 @@ pub async fn search(
             .map(Value::Object),
         limit: body.limit.unwrap_or(10),
         offset: body.offset.unwrap_or(0),
-        refresh_ttl: body.refresh_ttl.unwrap_or(true),
+        refresh_ttl: body
+            .refresh_ttl
+            .unwrap_or(state.store_ttl().refresh_on_read),
     };
     let items = store::search(state.pool(), &caller.subject, &search)
         .await

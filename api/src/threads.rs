@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use mostrador_graph::Checkpointer;
-use mostrador_queue::thread::{self, NewThread, ThreadSearch, ThreadSort, ThreadSortKey};
+use mostrador_queue::thread::{self, NewThread, ThreadSearch, ThreadSort, ThreadSortKey, Ttl};
 use mostrador_queue::{Error as QueueError, PgCheckpointer, Thread, ThreadId, ThreadStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -43,8 +43,60 @@ pub struct Create {
     if_exists: Option<String>,
     #[schema(schema_with = fields::unsupported)]
     supersteps: Option<Value>,
-    #[schema(schema_with = fields::unsupported)]
+    /// Once idle this many minutes, the thread is deleted (`strategy` `delete`, the default) or
+    /// keeps only its latest checkpoint (`keep_latest`).
+    #[schema(schema_with = thread_ttl)]
     ttl: Option<Value>,
+}
+
+fn thread_ttl() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    crate::openapi::schema(json!({
+        "anyOf": [
+            {"type": "number", "exclusiveMinimum": 0},
+            {
+                "type": "object",
+                "properties": {
+                    "ttl": {"type": "number", "exclusiveMinimum": 0},
+                    "strategy": {"type": "string", "enum": ["delete", "keep_latest"]},
+                },
+            },
+            {"type": "null"},
+        ],
+    }))
+}
+
+/// A `ttl` as the SDKs send it: minutes, or `{ttl, strategy}`; `None` when absent (or null).
+fn ttl(given: Option<&Value>) -> Result<Option<Ttl>, ApiError> {
+    let invalid = || {
+        unprocessable(format!(
+            "ttl must be a number of minutes above 0 (at most {}), or {{ttl, strategy}} with \
+             strategy delete or keep_latest",
+            Ttl::MAX_MINUTES
+        ))
+    };
+    let (minutes, strategy) = match given {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(minutes)) => (minutes.as_f64(), None),
+        Some(Value::Object(fields)) => (
+            fields.get("ttl").and_then(Value::as_f64),
+            fields
+                .get("strategy")
+                .filter(|strategy| !strategy.is_null()),
+        ),
+        Some(_) => return Err(invalid()),
+    };
+    let minutes = minutes
+        .filter(|minutes| *minutes > 0.0 && *minutes <= Ttl::MAX_MINUTES)
+        .ok_or_else(invalid)?;
+    let keep_latest = match strategy.map(Value::as_str) {
+        None | Some(Some("delete")) => false,
+        Some(Some("keep_latest")) => true,
+        Some(_) => return Err(invalid()),
+    };
+    Ok(Some(Ttl {
+        minutes,
+        keep_latest,
+    }))
 }
 
 pub async fn create(
@@ -64,11 +116,7 @@ pub async fn create(
             "creating a thread with supersteps is not supported",
         ));
     }
-    if create.ttl.is_some() {
-        return Err(unprocessable(
-            "ttl is not per thread here: each graph's retention policy deletes idle threads",
-        ));
-    }
+    let ttl = ttl(create.ttl.as_ref())?.or(state.default_thread_ttl());
     if create
         .if_exists
         .as_deref()
@@ -94,6 +142,7 @@ pub async fn create(
         tenant: caller.tenant.clone(),
         metadata: Value::Object(metadata),
         temporary: false,
+        ttl,
     };
     // A thread this request created had no state when it was created: nothing to read.
     let Some(thread_id) = chosen else {
@@ -493,9 +542,10 @@ fn thread_without_state(thread: &Thread) -> wire::Thread {
 #[schema(as = ThreadPatch)]
 pub struct Patch {
     /// Merged into the thread's; `graph_id` may not change.
-    #[schema(value_type = Object, required = true)]
+    #[schema(value_type = Object)]
     metadata: Option<Map<String, Value>>,
-    #[schema(schema_with = fields::unsupported)]
+    /// A new time to live (as on create).
+    #[schema(schema_with = thread_ttl)]
     ttl: Option<Value>,
 }
 
@@ -509,14 +559,16 @@ pub async fn update(
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
     let thread = writable_thread(&state, &caller, &thread_id).await?;
-    if patch.ttl.as_ref().is_some_and(|ttl| !ttl.is_null()) {
-        return Err(unprocessable(
-            "ttl is not per thread here: each graph's retention policy deletes idle threads",
-        ));
+    let new_ttl = ttl(patch.ttl.as_ref())?;
+    if patch.metadata.is_none() && patch.ttl.is_none() {
+        return Err(unprocessable("metadata or ttl is required"));
     }
-    let metadata = patch
-        .metadata
-        .ok_or_else(|| unprocessable("metadata is required"))?;
+    if let Some(ttl) = new_ttl {
+        thread::set_ttl(state.pool(), thread.thread_id, Some(ttl))
+            .await
+            .map_err(crate::runs::queue_error)?;
+    }
+    let metadata = patch.metadata.unwrap_or_default();
     if metadata.contains_key("graph_id") {
         return Err(unprocessable(
             "graph_id is the thread's graph: it cannot be changed",
@@ -614,6 +666,7 @@ pub async fn copy(
             tenant: caller.tenant.clone(),
             metadata: original.metadata.clone(),
             temporary: false,
+            ttl: state.default_thread_ttl(),
         },
     )
     .await

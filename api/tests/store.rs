@@ -273,3 +273,83 @@ async fn another_callers_namespace_is_invisible_whoever_they_are(pool: PgPool) {
         );
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn the_projects_store_ttl_applies_to_items_put_without_one_and_expired_ones_are_swept(
+    pool: PgPool,
+) {
+    use mostrador_api::ApiConfig;
+    use mostrador_api::app::StoreTtl;
+
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            store_ttl: StoreTtl {
+                default_minutes: Some(60.0),
+                refresh_on_read: false,
+            },
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    for (key, body) in [
+        (
+            "defaulted",
+            json!({"namespace": ["n"], "key": "defaulted", "value": {"a": 1}}),
+        ),
+        (
+            "own",
+            json!({"namespace": ["n"], "key": "own", "value": {"a": 1}, "ttl": 5}),
+        ),
+    ] {
+        let (status, _, _) = api
+            .send(api.request("PUT", "/store/items", &ana, &body.to_string()))
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{key}");
+    }
+    let ttls: Vec<(String, Option<f64>)> =
+        sqlx::query_as("select key, ttl_minutes from mostrador.store_items order by key")
+            .fetch_all(&pool)
+            .await
+            .expect("items");
+    assert_eq!(
+        ttls,
+        [
+            ("defaulted".to_owned(), Some(60.0)),
+            ("own".to_owned(), Some(5.0))
+        ]
+    );
+    // Reads do not restart the time when the client does not say (`refresh_on_read: false`).
+    sqlx::query("update mostrador.store_items set expires_at = now() + interval '1 minute'")
+        .execute(&pool)
+        .await
+        .expect("soon");
+    let (status, _, item) = api
+        .send(api.request("GET", "/store/items?namespace=n&key=own", &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{item}");
+    let soon: bool = sqlx::query_scalar(
+        "select expires_at < now() + interval '2 minutes' from mostrador.store_items where key = 'own'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("item");
+    assert!(soon, "not refreshed");
+    // Past their time: swept by the workers.
+    sqlx::query("update mostrador.store_items set expires_at = now() - interval '1 second' where key = 'own'")
+        .execute(&pool)
+        .await
+        .expect("expired");
+    assert_eq!(
+        mostrador_queue::store::delete_expired(&pool, 100)
+            .await
+            .expect("sweep"),
+        1
+    );
+    let left: Vec<String> = sqlx::query_scalar("select key from mostrador.store_items")
+        .fetch_all(&pool)
+        .await
+        .expect("items");
+    assert_eq!(left, ["defaulted"]);
+}

@@ -43,7 +43,7 @@ async fn threads_are_created_with_their_owner_and_bad_bodies_change_nothing(pool
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
-            r#"{"ttl": {"ttl": 5}}"#.to_owned(),
+            r#"{"ttl": {"ttl": -5}}"#.to_owned(),
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
@@ -330,7 +330,7 @@ async fn thread_metadata_is_merged_by_patch(pool: PgPool) {
     for body in [
         r#"{}"#,
         r#"{"metadata": {"graph_id": "agent"}}"#,
-        r#"{"metadata": {}, "ttl": 5}"#,
+        r#"{"metadata": {}, "ttl": "soon"}"#,
     ] {
         let (status, _, _) = api.send(api.request("PATCH", &path, &ana, body)).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
@@ -602,4 +602,80 @@ async fn a_search_extracts_paths_and_pages_with_the_official_headers(pool: PgPoo
         let (status, _, _) = search(json!({"extract": extract})).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{extract}");
     }
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_thread_takes_a_time_to_live_as_the_sdks_send_it_or_the_projects_default(pool: PgPool) {
+    use mostrador_api::ApiConfig;
+    use mostrador_queue::thread::Ttl;
+
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            default_thread_ttl: Some(Ttl {
+                minutes: 43_200.0,
+                keep_latest: true,
+            }),
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let ttl_of = |id: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (Option<f64>, String)>(
+                "select ttl_minutes, ttl_strategy from mostrador.threads where thread_id = $1::uuid",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("thread")
+        }
+    };
+    for (body, expected) in [
+        (
+            json!({"ttl": {"ttl": 30, "strategy": "delete"}}),
+            (Some(30.0), "delete"),
+        ),
+        (json!({"ttl": {"ttl": 0.5}}), (Some(0.5), "delete")),
+        (json!({"ttl": 90}), (Some(90.0), "delete")),
+        (json!({}), (Some(43_200.0), "keep_latest")),
+        (json!({"ttl": null}), (Some(43_200.0), "keep_latest")),
+    ] {
+        let thread = create(&api, &ana, &body.to_string()).await;
+        let id = thread["thread_id"].as_str().expect("id").to_owned();
+        let (minutes, strategy) = ttl_of(id).await;
+        assert_eq!((minutes, strategy.as_str()), expected, "{body}");
+    }
+    for ttl in [
+        json!(0),
+        json!(-5),
+        json!("soon"),
+        json!({"ttl": 5, "strategy": "forget"}),
+    ] {
+        let (status, _, _) = api
+            .send(api.request("POST", "/threads", &ana, &json!({"ttl": ttl}).to_string()))
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{ttl}");
+    }
+    // Changed by an update.
+    let thread = new_thread(&api, &ana).await;
+    let patch = |body: Value| {
+        let request = api.request(
+            "PATCH",
+            &format!("/threads/{thread}"),
+            &ana,
+            &body.to_string(),
+        );
+        async { api.send(request).await.0 }
+    };
+    assert_eq!(
+        patch(json!({"ttl": {"ttl": 5, "strategy": "keep_latest"}})).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        ttl_of(thread.clone()).await,
+        (Some(5.0), "keep_latest".to_owned())
+    );
 }

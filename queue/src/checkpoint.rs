@@ -411,59 +411,9 @@ impl Checkpointer for PgCheckpointer {
         keep_latest: usize,
     ) -> std::result::Result<(), BoxError> {
         self.forget();
-        let keep = i64::try_from(keep_latest).unwrap_or(i64::MAX);
-        // N.B. The thread's graph's checkpoints only: a subgraph task's stay with the thread.
-        // Safe by construction: every kept checkpoint names complete values, and a blob is
-        // deleted only when no kept checkpoint names it.
-        let mut tx = self.pool.begin().await.map_err(|err| boxed(err.into()))?;
-        sqlx::query!(
-            r#"
-            with doomed as (
-                delete from mostrador.checkpoints c
-                where c.thread_id = $1
-                  and c.checkpoint_ns = ''
-                  and c.checkpoint_id not in (
-                      select checkpoint_id
-                      from mostrador.checkpoints
-                      where thread_id = $1
-                        and checkpoint_ns = ''
-                      order by step desc
-                      limit $2
-                  )
-                returning c.checkpoint_id
-            )
-            delete from mostrador.checkpoint_writes w
-            using doomed d
-            where w.thread_id = $1
-              and w.checkpoint_ns = ''
-              and w.checkpoint_id = d.checkpoint_id
-            "#,
-            thread_id,
-            keep,
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(|err| boxed(err.into()))?;
-        sqlx::query!(
-            r#"
-            delete from mostrador.checkpoint_blobs b
-            where b.thread_id = $1
-              and b.checkpoint_ns = ''
-              and not exists (
-                  select 1
-                  from mostrador.checkpoints c
-                  where c.thread_id = b.thread_id
-                    and c.checkpoint_ns = b.checkpoint_ns
-                    and (c.channel_versions ->> b.channel)::bigint = b.version
-              )
-            "#,
-            thread_id,
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(|err| boxed(err.into()))?;
-        tx.commit().await.map_err(|err| boxed(err.into()))?;
-        Ok(())
+        prune(&self.pool, thread_id, keep_latest)
+            .await
+            .map_err(boxed)
     }
 
     /// Every namespace of the thread's.
@@ -506,4 +456,64 @@ impl Checkpointer for PgCheckpointer {
         .map_err(|err| boxed(err.into()))?;
         Ok(())
     }
+}
+
+/// Deletes a thread's root checkpoints but its `keep_latest` newest, their pending writes, and
+/// the values no kept checkpoint names, in one transaction.
+///
+/// # Errors
+///
+/// The database failed.
+pub(crate) async fn prune(pool: &PgPool, thread_id: Uuid, keep_latest: usize) -> Result {
+    let keep = i64::try_from(keep_latest).unwrap_or(i64::MAX);
+    // N.B. The thread's graph's checkpoints only: a subgraph task's stay with the thread.
+    // Safe by construction: every kept checkpoint names complete values, and a blob is
+    // deleted only when no kept checkpoint names it.
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        r#"
+        with doomed as (
+            delete from mostrador.checkpoints c
+            where c.thread_id = $1
+              and c.checkpoint_ns = ''
+              and c.checkpoint_id not in (
+                  select checkpoint_id
+                  from mostrador.checkpoints
+                  where thread_id = $1
+                    and checkpoint_ns = ''
+                  order by step desc
+                  limit $2
+              )
+            returning c.checkpoint_id
+        )
+        delete from mostrador.checkpoint_writes w
+        using doomed d
+        where w.thread_id = $1
+          and w.checkpoint_ns = ''
+          and w.checkpoint_id = d.checkpoint_id
+        "#,
+        thread_id,
+        keep,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        r#"
+        delete from mostrador.checkpoint_blobs b
+        where b.thread_id = $1
+          and b.checkpoint_ns = ''
+          and not exists (
+              select 1
+              from mostrador.checkpoints c
+              where c.thread_id = b.thread_id
+                and c.checkpoint_ns = b.checkpoint_ns
+                and (c.channel_versions ->> b.channel)::bigint = b.version
+          )
+        "#,
+        thread_id,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -286,6 +286,65 @@ pub struct Report {
     pub rows: Deleted,
 }
 
+/// What a pass over expired times to live did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Threads deleted whole.
+    pub deleted: u64,
+    /// Threads pruned to their latest checkpoint (`keep_latest`).
+    pub pruned: u64,
+}
+
+/// Applies the times to live that expired (threads idle `ttl_minutes` or more), up to `limit`
+/// threads, longest idle first: a `delete` thread is deleted whole (as retention deletes one,
+/// skipped while it has a run pending or running, or was touched since it was listed); a
+/// `keep_latest` one keeps only its latest checkpoint, once until its next activity. Safe on
+/// every worker at once.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn expire(pool: &PgPool, limit: i64) -> Result<Expired> {
+    let due = sqlx::query!(
+        r#"
+        select thread_id, last_activity_at, ttl_strategy = 'keep_latest' as "keep_latest!"
+        from mostrador.threads
+        where ttl_minutes is not null
+          and deleted_at is null
+          and last_activity_at < now() - make_interval(secs => ttl_minutes * 60)
+          and (ttl_applied_at is null or ttl_applied_at < last_activity_at)
+        order by last_activity_at, thread_id
+        limit $1
+        "#,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut expired = Expired::default();
+    for thread in due {
+        if !thread.keep_latest {
+            if delete_thread(pool, thread.thread_id, Some(thread.last_activity_at))
+                .await?
+                .is_some()
+            {
+                expired.deleted += 1;
+            }
+            continue;
+        }
+        // As `POST /threads/prune` with `keep_latest` (a value goes only when no kept
+        // checkpoint names it).
+        crate::checkpoint::prune(pool, thread.thread_id, 1).await?;
+        sqlx::query!(
+            "update mostrador.threads set ttl_applied_at = now() where thread_id = $1",
+            thread.thread_id,
+        )
+        .execute(pool)
+        .await?;
+        expired.pruned += 1;
+    }
+    Ok(expired)
+}
+
 /// One pass: every policy's idle threads, then threads the api deleted, in batches of
 /// `sweep.batch`; `dry` sees each thread a dry run would delete.
 ///

@@ -313,3 +313,31 @@ pub async fn namespaces(
     .await?;
     Ok(found)
 }
+
+/// Deletes up to `limit` items whose time to live has passed (reads already leave them out),
+/// soonest expired first, through the index of expiring items; one statement, safe on every
+/// worker at once (items another deletes are skipped). The number deleted.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn delete_expired(pool: &sqlx::PgPool, limit: i64) -> Result<u64> {
+    Ok(sqlx::query!(
+        r#"
+        delete from mostrador.store_items i
+        using (
+            select owner, namespace, key
+            from mostrador.store_items
+            where expires_at <= now()
+            order by expires_at
+            limit $1
+            for update skip locked
+        ) d
+        where i.owner = d.owner and i.namespace = d.namespace and i.key = d.key
+        "#,
+        limit,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}

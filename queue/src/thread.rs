@@ -87,6 +87,58 @@ pub struct NewThread {
     pub metadata: Value,
     /// Deleted when its run ends (a stateless run's, `on_completion: delete`).
     pub temporary: bool,
+    /// Its time to live, if it has one.
+    pub ttl: Option<Ttl>,
+}
+
+/// A thread's time to live: once idle this many minutes, it is deleted, or with `keep_latest`
+/// keeps only its latest checkpoint ([`crate::retention::expire`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ttl {
+    pub minutes: f64,
+    pub keep_latest: bool,
+}
+
+impl Ttl {
+    /// The most minutes a time to live may be: ten years.
+    pub const MAX_MINUTES: f64 = 10.0 * 366.0 * 24.0 * 60.0;
+
+    fn strategy(self) -> &'static str {
+        if self.keep_latest {
+            "keep_latest"
+        } else {
+            "delete"
+        }
+    }
+}
+
+/// Sets or clears a thread's time to live.
+///
+/// # Errors
+///
+/// [`Error::ThreadNotFound`]; the database failed.
+pub async fn set_ttl(
+    executor: impl PgExecutor<'_>,
+    thread_id: ThreadId,
+    ttl: Option<Ttl>,
+) -> Result {
+    let updated = sqlx::query!(
+        r#"
+        update mostrador.threads
+        set ttl_minutes = $2, ttl_strategy = coalesce($3, ttl_strategy), ttl_applied_at = null,
+            updated_at = now()
+        where thread_id = $1 and deleted_at is null
+        "#,
+        thread_id.0,
+        ttl.map(|ttl| ttl.minutes),
+        ttl.map(Ttl::strategy),
+    )
+    .execute(executor)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(Error::ThreadNotFound(thread_id));
+    }
+    Ok(())
 }
 
 impl NewThread {
@@ -105,6 +157,7 @@ impl NewThread {
             tenant: None,
             metadata: Value::Object(Default::default()),
             temporary: false,
+            ttl: None,
         }
     }
 
@@ -154,8 +207,9 @@ pub async fn create_with_id(
     Ok(sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata, temporary)
-        values ($1, $2, $3, $4, $5, $6)
+        insert into mostrador.threads
+            (thread_id, graph_id, owner, tenant, metadata, temporary, ttl_minutes, ttl_strategy)
+        values ($1, $2, $3, $4, $5, $6, $7, coalesce($8, 'delete'))
         on conflict (thread_id) do nothing
         returning
             thread_id as "thread_id: ThreadId",
@@ -174,6 +228,8 @@ pub async fn create_with_id(
         new.tenant,
         new.metadata,
         new.temporary,
+        new.ttl.map(|ttl| ttl.minutes),
+        new.ttl.map(Ttl::strategy),
     )
     .fetch_optional(executor)
     .await?)
@@ -196,6 +252,8 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
     let mut tenants = Vec::with_capacity(news.len());
     let mut metadatas = Vec::with_capacity(news.len());
     let mut temporaries = Vec::with_capacity(news.len());
+    let mut ttls = Vec::with_capacity(news.len());
+    let mut strategies = Vec::with_capacity(news.len());
     for new in news {
         check_metadata(&new.metadata)?;
         thread_ids.push(Uuid::now_v7());
@@ -204,13 +262,19 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         tenants.push(new.tenant.clone());
         metadatas.push(new.metadata.clone());
         temporaries.push(new.temporary);
+        ttls.push(new.ttl.map(|ttl| ttl.minutes));
+        strategies.push(new.ttl.map_or("delete", Ttl::strategy));
     }
     let threads = sqlx::query_as!(
         Thread,
         r#"
-        insert into mostrador.threads (thread_id, graph_id, owner, tenant, metadata, temporary)
+        insert into mostrador.threads
+            (thread_id, graph_id, owner, tenant, metadata, temporary, ttl_minutes, ttl_strategy)
         select *
-        from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bool[])
+        from unnest(
+            $1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bool[],
+            $7::float8[], $8::text[]
+        )
         returning
             thread_id as "thread_id: ThreadId",
             graph_id,
@@ -228,6 +292,8 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         &tenants as &[Option<String>],
         &metadatas,
         &temporaries,
+        &ttls as &[Option<f64>],
+        &strategies as &[&str],
     )
     .fetch_all(executor)
     .await?;

@@ -368,3 +368,82 @@ async fn a_temporary_threads_run_deletes_it_when_it_ends_and_retention_purges_it
     assert_eq!(rows(&pool, temporary.thread_id.0).await[0], 0);
     assert!(rows(&pool, kept.thread_id.0).await[0] == 1);
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_threads_time_to_live_deletes_it_or_keeps_its_latest_checkpoint_once_idle(pool: PgPool) {
+    use mostrador_queue::thread::Ttl;
+
+    let with_ttl = |keep_latest: bool| {
+        let pool = pool.clone();
+        async move {
+            let thread = thread::create(
+                &pool,
+                &NewThread {
+                    ttl: Some(Ttl {
+                        minutes: 60.0,
+                        keep_latest,
+                    }),
+                    ..NewThread::new("tienda", "ana")
+                },
+            )
+            .await
+            .expect("thread");
+            thread.thread_id.0
+        }
+    };
+    // Two finished histories given a time to live, idle two hours; one within its hour.
+    let deleted = history(&pool, "tienda", 0).await;
+    let pruned = history(&pool, "tienda", 0).await;
+    let fresh = history(&pool, "tienda", 0).await;
+    for (thread, strategy, idle) in [
+        (deleted, "delete", "2 hours"),
+        (pruned, "keep_latest", "2 hours"),
+        (fresh, "delete", "10 minutes"),
+    ] {
+        sqlx::query(
+            "update mostrador.threads set ttl_minutes = 60, ttl_strategy = $2,
+                 last_activity_at = now() - $3::interval
+             where thread_id = $1",
+        )
+        .bind(thread)
+        .bind(strategy)
+        .bind(idle)
+        .execute(&pool)
+        .await
+        .expect("ttl");
+    }
+    // A second checkpoint for the pruned one, so that it has one to lose.
+    sqlx::query(
+        "insert into mostrador.checkpoints (thread_id, checkpoint_id, step) values ($1, gen_random_uuid(), 2)",
+    )
+    .bind(pruned)
+    .execute(&pool)
+    .await
+    .expect("checkpoint");
+    let untouched = with_ttl(false).await;
+    let expired = retention::expire(&pool, 100).await.expect("expire");
+    assert_eq!(
+        expired,
+        retention::Expired {
+            deleted: 1,
+            pruned: 1
+        }
+    );
+    assert_eq!(rows(&pool, deleted).await, [0; 5], "deleted whole");
+    assert_eq!(
+        rows(&pool, pruned).await[2],
+        1,
+        "only its latest checkpoint"
+    );
+    assert!(
+        thread::get(&pool, ThreadId(pruned)).await.is_ok(),
+        "and kept"
+    );
+    assert_eq!(rows(&pool, fresh).await, [1, 3, 1, 2, 1]);
+    assert!(thread::get(&pool, ThreadId(untouched)).await.is_ok());
+    // Pruned once until its next activity.
+    assert_eq!(
+        retention::expire(&pool, 100).await.expect("expire"),
+        retention::Expired::default()
+    );
+}

@@ -71,8 +71,6 @@ fn http_keys_not_honoured_are_refused_by_name() {
 fn store_and_checkpointer_keys_not_honoured_are_refused_by_name() {
     for (key, field) in [
         ("store", "index"),
-        ("store", "ttl"),
-        ("checkpointer", "ttl"),
         ("checkpointer", "path"),
         ("checkpointer", "serde"),
     ] {
@@ -124,5 +122,29 @@ fn cors_and_configurable_headers_are_read_with_the_official_defaults() {
     ] {
         let text = format!(r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {bad}}}"#);
         assert!(refused(&text).contains("http."), "{bad}");
+    }
+}
+
+#[test]
+fn times_to_live_are_read_as_the_official_server_reads_them() {
+    let served = project(
+        r#"{"graphs": {"a": "./a.py:g"},
+            "checkpointer": {"ttl": {"strategy": "keep_latest", "default_ttl": 43200,
+                                     "sweep_interval_minutes": 10, "sweep_limit": 100}},
+            "store": {"ttl": {"default_ttl": 60, "refresh_on_read": false}}}"#,
+    )
+    .expect("served");
+    let thread = served.thread_ttl.expect("a thread ttl");
+    assert!((thread.minutes - 43200.0).abs() < f64::EPSILON && thread.keep_latest);
+    assert_eq!(served.store_ttl.default_minutes, Some(60.0));
+    assert!(!served.store_ttl.refresh_on_read);
+    for bad in [
+        r#""checkpointer": {"ttl": {"strategy": "forget"}}"#,
+        r#""checkpointer": {"ttl": {"default_ttl": -1}}"#,
+        r#""store": {"ttl": {"refresh_on_read": "yes"}}"#,
+        r#""store": {"ttl": {"forever": true}}"#,
+    ] {
+        let text = format!(r#"{{"graphs": {{"a": "./a.py:g"}}, {bad}}}"#);
+        assert!(refused(&text).contains(".ttl"), "{bad}");
     }
 }

@@ -472,8 +472,11 @@ class MostradorStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, ttl_config: dict | None = None) -> None:
         self.channel = channel
+        # `store.ttl` of the langgraph.json: LangGraph applies its `default_ttl` to a put
+        # without a ttl, and its `refresh_on_read` to a read that does not say.
+        self.ttl_config = ttl_config
 
     async def abatch(self, ops: Any) -> list:
         ops = list(ops)
@@ -699,6 +702,7 @@ class Project:
     def __init__(self, config: dict) -> None:
         self.values: dict[str, Any] = {}
         self.arguments: dict[str, Callable] = {}
+        self.store_ttl: dict | None = (config.get("store") or {}).get("ttl")
         self._context_keys: dict[Any, frozenset | None] = {}
         for graph_id, spec in config.get("graphs", {}).items():
             value = load_graph(config["_base"], graph_id, spec)
@@ -1042,7 +1046,7 @@ class Run:
         self.control = RunControl()
         self.saver = MostradorSaver(channel, self.thread_id)
         self.saver.saving = self.saving
-        self.store = MostradorStore(channel)
+        self.store = MostradorStore(channel, project.store_ttl)
         mostrador._run = Link(channel, self.thread_id)
         self.spans = Spans(channel) if SPANS else None
         if "latest" in spec:

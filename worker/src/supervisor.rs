@@ -572,8 +572,28 @@ impl Supervisor {
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "sweep failed"),
         }
+        // Threads whose time to live expired (`ttl`): a bounded batch a sweep.
+        match mostrador_queue::retention::expire(&self.pool, TTL_BATCH).await {
+            Ok(expired) if expired != mostrador_queue::retention::Expired::default() => {
+                tracing::info!(
+                    deleted = expired.deleted,
+                    pruned = expired.pruned,
+                    "applied expired threads' time to live"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "time-to-live sweep failed"),
+        }
+        // Store items past their time to live (reads already leave them out).
+        if let Err(err) = mostrador_queue::store::delete_expired(&self.pool, TTL_BATCH).await {
+            tracing::warn!(error = %err, "expired store items sweep failed");
+        }
     }
 }
+
+/// The most threads whose time to live expired, and store items, that one sweep deletes (the next
+/// takes the rest).
+const TTL_BATCH: i64 = 100;
 
 fn ticker(period: Duration) -> tokio::time::Interval {
     let mut ticker = interval(period);

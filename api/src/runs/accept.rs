@@ -368,6 +368,7 @@ async fn create_and_enqueue(
         tenant: caller.tenant.clone(),
         metadata: json!({}),
         temporary: false,
+        ttl: state.default_thread_ttl(),
     };
     let mut created =
         run::enqueue_on_new_threads(state.pool(), &[(owned, new)], Some(state.queue_limit()))

@@ -52,6 +52,7 @@ async fn accept_stateless(
             tenant: caller.tenant.clone(),
             metadata: json!({}),
             temporary,
+            ttl: state.default_thread_ttl(),
         };
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
