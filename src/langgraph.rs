@@ -10,7 +10,7 @@ use clap::Args;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 
 use crate::GraphSet;
-use mostrador_api::app::{HeaderFilter, ProjectCors, StoreTtl};
+use mostrador_api::app::{HeaderFilter, ProjectCors, RouteGroups, StoreTtl};
 use mostrador_queue::thread::Ttl;
 use serde_json::Value;
 
@@ -153,6 +153,10 @@ pub(crate) struct Project {
     pub thread_ttl: Option<Ttl>,
     /// `store.ttl`: the Store's defaults.
     pub store_ttl: StoreTtl,
+    /// `http.disable_*`: route groups switched off.
+    pub disabled_routes: RouteGroups,
+    /// `http.disable_webhooks`: no run may name a webhook.
+    pub disable_webhooks: bool,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -210,30 +214,6 @@ const REFUSED: &[(&str, &str)] = &[
         "mostrador serves its routes at the root: put a proxy that strips the prefix in front of it",
     ),
     (
-        "http.disable_assistants",
-        "route groups cannot be switched off yet: remove the key",
-    ),
-    (
-        "http.disable_threads",
-        "route groups cannot be switched off yet: remove the key",
-    ),
-    (
-        "http.disable_runs",
-        "route groups cannot be switched off yet: remove the key",
-    ),
-    (
-        "http.disable_store",
-        "route groups cannot be switched off yet: remove the key",
-    ),
-    (
-        "http.disable_meta",
-        "route groups cannot be switched off yet: remove the key",
-    ),
-    (
-        "http.disable_webhooks",
-        "webhooks are off unless --webhook-hosts names hosts: remove the key",
-    ),
-    (
         "http.middleware_order",
         "it orders custom middleware, which mostrador does not serve (http.app): remove the key",
     ),
@@ -269,7 +249,7 @@ const REFUSED: &[(&str, &str)] = &[
 ];
 
 /// Keys of `http` that need no work here: mostrador has no MCP, A2A or UI routes to switch off,
-/// and it logs no request header.
+/// and it logs no request header. (The other `disable_*` switch route groups off.)
 const HTTP_MOOT: &[&str] = &[
     "disable_mcp",
     "disable_a2a",
@@ -295,6 +275,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let mut refused = Vec::new();
     let (mut cors, mut configurable_headers) = (None, None);
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
+    let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -335,6 +316,24 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         }
                         continue;
                     }
+                    if key == "http" && field.starts_with("disable_") {
+                        let Some(off) = value.as_bool() else {
+                            refused.push(format!("http.{field}: must be true or false"));
+                            continue;
+                        };
+                        match field.as_str() {
+                            "disable_assistants" => disabled_routes.assistants = off,
+                            "disable_threads" => disabled_routes.threads = off,
+                            "disable_runs" => disabled_routes.runs = off,
+                            "disable_store" => disabled_routes.store = off,
+                            "disable_meta" => disabled_routes.meta = off,
+                            "disable_webhooks" => disable_webhooks = off,
+                            _ => refused.push(format!(
+                                "http.{field}: not a key the official server reads either"
+                            )),
+                        }
+                        continue;
+                    }
                     if key == "http" && field == "configurable_headers" {
                         match header_filter(value) {
                             Ok(filter) => configurable_headers = Some(filter),
@@ -343,12 +342,6 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         continue;
                     }
                     let name = format!("{key}.{field}");
-                    if key == "http"
-                        && field.starts_with("disable_")
-                        && value == &Value::Bool(false)
-                    {
-                        continue;
-                    }
                     refused.push(if REFUSED.iter().any(|(refused, _)| *refused == name) {
                         refusal(&name)
                     } else {
@@ -410,6 +403,8 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         configurable_headers,
         thread_ttl: thread_ttl_found,
         store_ttl: store_ttl_found,
+        disabled_routes,
+        disable_webhooks,
     })
 }
 
@@ -431,6 +426,10 @@ impl Project {
         config.configurable_headers = project.configurable_headers;
         config.default_thread_ttl = project.thread_ttl;
         config.store_ttl = project.store_ttl;
+        config.disabled_routes = project.disabled_routes;
+        if project.disable_webhooks {
+            config.webhook_hosts = mostrador_api::webhooks::WebhookHosts::default();
+        }
     }
 }
 

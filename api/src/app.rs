@@ -95,6 +95,8 @@ pub struct ApiConfig {
     pub default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     /// The Store's defaults (`store.ttl`).
     pub store_ttl: StoreTtl,
+    /// Route groups switched off (`http.disable_*`): they answer 404, as absent.
+    pub disabled_routes: RouteGroups,
     /// `mostrador dev` on loopback: a request without credentials, or with a key that is not
     /// one of mostrador's (the SDK sends `LANGSMITH_API_KEY`'s), acts as this caller, as every
     /// request does on `langgraph dev`, if it comes from this machine (its `Host` is a loopback
@@ -323,6 +325,37 @@ impl Cors {
     }
 }
 
+/// Groups of the api's routes, as a `langgraph.json`'s `http.disable_*` names them: each `true`
+/// is a group switched off. `/ok`, `/live` and `/ready` answer whatever is off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteGroups {
+    pub assistants: bool,
+    /// Threads, their state and history (not their runs).
+    pub threads: bool,
+    /// Runs, on threads or not, and crons.
+    pub runs: bool,
+    pub store: bool,
+    /// `/info`, `/metrics`, `/docs`, `/openapi.json`.
+    pub meta: bool,
+}
+
+impl RouteGroups {
+    /// Whether the route at `path` (as the route table writes it) is switched off.
+    pub fn disables(&self, path: &str) -> bool {
+        if path.starts_with("/runs") || path.starts_with("/threads/{thread_id}/runs") {
+            self.runs
+        } else if path.starts_with("/threads") {
+            self.threads
+        } else if path.starts_with("/assistants") {
+            self.assistants
+        } else if path.starts_with("/store") {
+            self.store
+        } else {
+            self.meta && matches!(path, "/info" | "/metrics" | "/docs" | "/openapi.json")
+        }
+    }
+}
+
 /// The Store's time-to-live defaults, as a `langgraph.json`'s `store.ttl` sets them: the minutes
 /// an item put without a `ttl` lives (none: forever), and whether a read restarts an item's time
 /// when the client does not say (yes by default, as officially).
@@ -423,6 +456,7 @@ impl ApiConfig {
             configurable_headers: None,
             default_thread_ttl: None,
             store_ttl: StoreTtl::default(),
+            disabled_routes: RouteGroups::default(),
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),

@@ -21,10 +21,11 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             .flat_map(|app| app.routes)
             .map(|app| &app.route),
     );
+    let disabled = config.disabled_routes;
     let [calls, lasting, probes] = [Kind::Call, Kind::Lasting, Kind::Probe].map(|kind| {
         routes
             .clone()
-            .filter(|route| route.kind == kind)
+            .filter(|route| route.kind == kind && !disabled.disables(route.path))
             .fold(Router::new(), |router, route| {
                 router.route(route.path, route.method_router())
             })
@@ -41,15 +42,19 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
             refuse_while_draining,
         ))
         .merge(probes)
-        .merge(if config.public_metrics {
+        .merge(if config.public_metrics && !disabled.meta {
             crate::serve::metrics_routes()
         } else {
             Router::new()
         })
-        .merge(
-            utoipa_swagger_ui::SwaggerUi::new("/docs")
-                .url("/openapi.json", crate::openapi::document(&config.apps)),
-        )
+        .merge(if disabled.meta {
+            Router::new()
+        } else {
+            Router::new().merge(
+                utoipa_swagger_ui::SwaggerUi::new("/docs")
+                    .url("/openapi.json", crate::openapi::document(&config.apps)),
+            )
+        })
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(axum::middleware::from_fn_with_state(

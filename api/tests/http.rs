@@ -467,3 +467,59 @@ async fn connections_past_the_cap_wait_until_one_closes(pool: PgPool) {
         "{answer:?}"
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn route_groups_a_project_switches_off_answer_404_and_the_rest_serve(pool: PgPool) {
+    use crate::support::{caller, config};
+    use mostrador_api::ApiConfig;
+    use mostrador_api::app::RouteGroups;
+
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            disabled_routes: RouteGroups {
+                runs: true,
+                store: true,
+                meta: true,
+                ..RouteGroups::default()
+            },
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let thread = crate::support::new_thread(&api, &ana).await;
+    for (method, path, body, expected) in [
+        (
+            "POST",
+            "/store/items/search".to_owned(),
+            "{}",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "POST",
+            format!("/threads/{thread}/runs"),
+            r#"{"assistant_id": "agent"}"#,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "POST",
+            "/runs/crons/search".to_owned(),
+            "{}",
+            StatusCode::NOT_FOUND,
+        ),
+        ("GET", "/openapi.json".to_owned(), "", StatusCode::NOT_FOUND),
+        ("GET", "/info".to_owned(), "", StatusCode::NOT_FOUND),
+        ("GET", format!("/threads/{thread}"), "", StatusCode::OK),
+        (
+            "POST",
+            "/assistants/search".to_owned(),
+            "{}",
+            StatusCode::OK,
+        ),
+        ("GET", "/ok".to_owned(), "", StatusCode::OK),
+    ] {
+        let (status, _, answer) = api.send(api.request(method, &path, &ana, body)).await;
+        assert_eq!(status, expected, "{method} {path}: {answer}");
+    }
+}

@@ -53,7 +53,7 @@ fn custom_auth_is_refused_by_name() {
 
 #[test]
 fn http_keys_not_honoured_are_refused_by_name() {
-    for key in ["app", "mount_prefix", "disable_store", "middleware_order"] {
+    for key in ["app", "mount_prefix", "middleware_order"] {
         let message = refused(&format!(
             r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"{key}": {{}}}}}}"#
         ));
@@ -147,4 +147,26 @@ fn times_to_live_are_read_as_the_official_server_reads_them() {
         let text = format!(r#"{{"graphs": {{"a": "./a.py:g"}}, {bad}}}"#);
         assert!(refused(&text).contains(".ttl"), "{bad}");
     }
+}
+
+#[test]
+fn route_groups_and_webhooks_are_switched_off_as_the_official_server_does() {
+    let served = project(
+        r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_store": true, "disable_meta": true,
+            "disable_assistants": false, "disable_webhooks": true}}"#,
+    )
+    .expect("served");
+    let groups = served.disabled_routes;
+    assert!(groups.store && groups.meta && !groups.assistants && !groups.runs);
+    assert!(groups.disables("/store/items") && groups.disables("/openapi.json"));
+    assert!(!groups.disables("/ok") && !groups.disables("/threads"));
+    assert!(served.disable_webhooks);
+    assert!(
+        refused(r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_runs": "yes"}}"#)
+            .contains("http.disable_runs")
+    );
+    assert!(
+        refused(r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_everything": true}}"#)
+            .contains("http.disable_everything")
+    );
 }
