@@ -248,10 +248,11 @@ async fn a_claim_reads_no_table_whole_however_small(pool: PgPool) -> anyhow::Res
         tx.rollback().await?;
         anyhow::Ok((claimed.len(), scanned))
     };
-    assert_eq!(
-        scanned(pool.clone()).await?.1,
-        PENDING as i64,
-        "the premise: the planner's defaults scan every run"
+    // At least every run: a plan may read one twice (seen once as 151 of 150 under load).
+    let premise = scanned(pool.clone()).await?.1;
+    assert!(
+        premise >= PENDING as i64,
+        "the premise: the planner's defaults scan every run ({premise} read)"
     );
     assert_eq!(scanned(mostrador_queue::db::claimer(&pool)).await?, (1, 0));
     Ok(())
