@@ -504,14 +504,29 @@ async fn find(
         .map_err(cron_error)
 }
 
-/// `POST /runs/crons/search`: the caller's crons, oldest first.
+/// `POST /runs/crons/search`: the caller's crons, oldest first, with the official pagination
+/// headers (one more is read to tell whether another page follows).
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(search): Body<SearchCrons>,
-) -> Result<Json<Vec<wire::Cron>>, ApiError> {
-    let crons = find(&state, &caller, &search, search.limit, search.offset).await?;
-    Ok(Json(crons.iter().map(cron_answer).collect()))
+) -> Result<(axum::http::HeaderMap, Json<Vec<wire::Cron>>), ApiError> {
+    if !(1..=1000).contains(&search.limit) {
+        return Err(unprocessable("limit must be from 1 to 1000"));
+    }
+    let mut crons = find(
+        &state,
+        &caller,
+        &search,
+        (search.limit + 1).min(1000),
+        search.offset,
+    )
+    .await?;
+    let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
+    let more = crons.len() > limit;
+    crons.truncate(limit);
+    let headers = crate::threads::pagination(search.offset, crons.len(), more);
+    Ok((headers, Json(crons.iter().map(cron_answer).collect())))
 }
 
 /// `POST /runs/crons/count`.

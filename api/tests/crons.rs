@@ -353,3 +353,38 @@ async fn a_search_by_assistant_finds_that_assistants_crons_only(pool: PgPool) {
     // Another caller's assistant is one they cannot see: nothing of it.
     assert_eq!(found(luis, json!(created)).await, Vec::<Value>::new());
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn cron_searches_filter_by_metadata_and_page_with_the_official_headers(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    for team in ["research", "research", "ops"] {
+        let body = json!({"assistant_id": "agent", "schedule": "0 3 * * *",
+                          "metadata": {"team": team}})
+        .to_string();
+        let (status, _, cron) = api
+            .send(api.request("POST", "/runs/crons", &ana, &body))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{cron}");
+    }
+    let search = |body: Value| {
+        let request = api.request("POST", "/runs/crons/search", &ana, &body.to_string());
+        async { api.send(request).await }
+    };
+    let (_, headers, page) = search(json!({"limit": 2})).await;
+    assert_eq!(page.as_array().map(Vec::len), Some(2));
+    assert_eq!(headers["x-pagination-total"], "3");
+    assert_eq!(headers["x-pagination-next"], "2");
+    let (_, headers, page) = search(json!({"metadata": {"team": "research"}})).await;
+    assert_eq!(page.as_array().map(Vec::len), Some(2));
+    assert!(headers.get("x-pagination-next").is_none());
+    let (_, _, count) = api
+        .send(api.request(
+            "POST",
+            "/runs/crons/count",
+            &ana,
+            r#"{"metadata": {"team": "ops"}}"#,
+        ))
+        .await;
+    assert_eq!(count, json!(1));
+}
