@@ -175,7 +175,10 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "the dashboard hands an operator's development token to anyone who reaches this address");
     }
-    let url = format!("http://{addr}");
+    let url = format!(
+        "http://{addr}{}",
+        config.mount_prefix.as_deref().unwrap_or_default()
+    );
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = move || {

@@ -157,6 +157,8 @@ pub(crate) struct Project {
     pub disabled_routes: RouteGroups,
     /// `http.disable_webhooks`: no run may name a webhook.
     pub disable_webhooks: bool,
+    /// `http.mount_prefix`: every route below it.
+    pub mount_prefix: Option<String>,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -208,10 +210,6 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "store.path",
         "mostrador keeps the store in PostgreSQL: remove the key",
-    ),
-    (
-        "http.mount_prefix",
-        "mostrador serves its routes at the root: put a proxy that strips the prefix in front of it",
     ),
     (
         "http.middleware_order",
@@ -276,6 +274,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let (mut cors, mut configurable_headers) = (None, None);
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
+    let mut mount_prefix = None;
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -331,6 +330,24 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                             _ => refused.push(format!(
                                 "http.{field}: not a key the official server reads either"
                             )),
+                        }
+                        continue;
+                    }
+                    if key == "http" && field == "mount_prefix" {
+                        match value.as_str() {
+                            Some(prefix)
+                                if prefix.len() > 1
+                                    && prefix.starts_with('/')
+                                    && !prefix.ends_with('/')
+                                    && !prefix.contains(['{', '}', '*']) =>
+                            {
+                                mount_prefix = Some(prefix.to_owned());
+                            }
+                            _ => refused.push(
+                                "http.mount_prefix: must start with '/' and not end with one \
+                                 (/api, /v1, /api/v1)"
+                                    .to_owned(),
+                            ),
                         }
                         continue;
                     }
@@ -405,6 +422,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         store_ttl: store_ttl_found,
         disabled_routes,
         disable_webhooks,
+        mount_prefix,
     })
 }
 
@@ -427,6 +445,7 @@ impl Project {
         config.default_thread_ttl = project.thread_ttl;
         config.store_ttl = project.store_ttl;
         config.disabled_routes = project.disabled_routes;
+        config.mount_prefix = project.mount_prefix;
         if project.disable_webhooks {
             config.webhook_hosts = mostrador_api::webhooks::WebhookHosts::default();
         }

@@ -97,6 +97,9 @@ pub struct ApiConfig {
     pub store_ttl: StoreTtl,
     /// Route groups switched off (`http.disable_*`): they answer 404, as absent.
     pub disabled_routes: RouteGroups,
+    /// Every route below this path (`http.mount_prefix`: `/api`), the health checks at the root
+    /// too.
+    pub mount_prefix: Option<String>,
     /// `mostrador dev` on loopback: a request without credentials, or with a key that is not
     /// one of mostrador's (the SDK sends `LANGSMITH_API_KEY`'s), acts as this caller, as every
     /// request does on `langgraph dev`, if it comes from this machine (its `Host` is a loopback
@@ -457,6 +460,7 @@ impl ApiConfig {
             default_thread_ttl: None,
             store_ttl: StoreTtl::default(),
             disabled_routes: RouteGroups::default(),
+            mount_prefix: None,
             policy: Policy::default(),
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),

@@ -63,10 +63,30 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         ))
         .layer(axum::middleware::from_fn(crate::trace::traced));
     // Outermost: a browser's preflight is answered before anything asks for credentials.
-    match config.cors.layer(config.development_caller.is_some()) {
-        Some(cors) => router.layer(cors).with_state(state),
-        None => router.with_state(state),
-    }
+    let router = match config.cors.layer(config.development_caller.is_some()) {
+        Some(cors) => router.layer(cors).with_state(state.clone()),
+        None => router.with_state(state.clone()),
+    };
+    let Some(prefix) = &config.mount_prefix else {
+        return router;
+    };
+    // Under a prefix (`http.mount_prefix`), as the official server mounts it: every route below
+    // it, the health checks at the root too (a load balancer's probes need no change). Answers
+    // name paths below the prefix (`Location: /threads/...`), which clients join to their base
+    // URL, the prefix in it.
+    let probes = ROUTES
+        .iter()
+        .filter(|route| {
+            route.kind == Kind::Probe && matches!(route.path, "/ok" | "/live" | "/ready")
+        })
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, route.method_router())
+        })
+        .with_state(state);
+    Router::new()
+        .nest(prefix, router)
+        .merge(probes)
+        .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
 }
 
 /// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to

@@ -523,3 +523,56 @@ async fn route_groups_a_project_switches_off_answer_404_and_the_rest_serve(pool:
         assert_eq!(status, expected, "{method} {path}: {answer}");
     }
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn under_a_mount_prefix_every_route_moves_and_the_health_checks_stay_at_the_root(
+    pool: PgPool,
+) {
+    use crate::support::{caller, config};
+    use mostrador_api::ApiConfig;
+
+    let api = Api::with(
+        pool,
+        ApiConfig {
+            mount_prefix: Some("/api/v1".into()),
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let (status, _, thread) = api
+        .send(api.request("POST", "/api/v1/threads", &ana, "{}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{thread}");
+    let id = thread["thread_id"].as_str().expect("id").to_owned();
+    let (status, headers, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/api/v1/threads/{id}/runs"),
+            &ana,
+            r#"{"assistant_id": "agent"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    // Below the prefix, as the client joins it to its base URL.
+    assert!(
+        headers[header::CONTENT_LOCATION]
+            .to_str()
+            .expect("ascii")
+            .starts_with(&format!("/threads/{id}/runs/")),
+        "{headers:?}"
+    );
+    for (path, expected) in [
+        (format!("/threads/{id}"), StatusCode::NOT_FOUND),
+        (format!("/api/v1/threads/{id}"), StatusCode::OK),
+        ("/ok".to_owned(), StatusCode::OK),
+        ("/ready".to_owned(), StatusCode::OK),
+        ("/api/v1/ok".to_owned(), StatusCode::OK),
+        ("/api/v1/openapi.json".to_owned(), StatusCode::OK),
+        // The dashboard, which reads the api below the path it is served at.
+        ("/api/v1".to_owned(), StatusCode::OK),
+    ] {
+        let (status, _, answer) = api.send(api.request("GET", &path, &ana, "")).await;
+        assert_eq!(status, expected, "{path}: {answer}");
+    }
+}

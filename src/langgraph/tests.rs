@@ -53,7 +53,7 @@ fn custom_auth_is_refused_by_name() {
 
 #[test]
 fn http_keys_not_honoured_are_refused_by_name() {
-    for key in ["app", "mount_prefix", "middleware_order"] {
+    for key in ["app", "middleware_order"] {
         let message = refused(&format!(
             r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"{key}": {{}}}}}}"#
         ));
@@ -169,4 +169,16 @@ fn route_groups_and_webhooks_are_switched_off_as_the_official_server_does() {
         refused(r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_everything": true}}"#)
             .contains("http.disable_everything")
     );
+}
+
+#[test]
+fn a_mount_prefix_is_read_as_the_official_server_checks_it() {
+    let served = project(r#"{"graphs": {"a": "./a.py:g"}, "http": {"mount_prefix": "/api/v1"}}"#)
+        .expect("served");
+    assert_eq!(served.mount_prefix.as_deref(), Some("/api/v1"));
+    for bad in [r#""api""#, r#""/api/""#, r#""/""#, "7"] {
+        let text =
+            format!(r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"mount_prefix": {bad}}}}}"#);
+        assert!(refused(&text).contains("http.mount_prefix"), "{bad}");
+    }
 }
