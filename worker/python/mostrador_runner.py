@@ -21,8 +21,8 @@ runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id
                   {"t": "cast", "op": ...} for what needs no answer (a task's writes, the
                   snapshots of checkpoints, `subagent_done`, `span`), {"t": "event",
                   "event": name, "data": ...} for the stream, {"t": "done", "outcome": ..., ...}
-                  when the run ends, {"t": "described", "graphs": {id: {"schemas", "graph",
-                  "subgraphs"} | {"error"}}}.
+                  when the run ends, {"t": "described", "graphs": {id: {"name", "schemas",
+                  "graph", "subgraphs"} | {"error"}}}.
 
 The worker handles messages in the order they were sent, so a cast is written before anything
 sent after it (a call that takes long, `execute` or a wait for a `subagent` slot, is answered when
