@@ -9,8 +9,6 @@ and check the answers with check.py.
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,40 +18,24 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
 import fake_openai  # noqa: E402
+from run_official import free_port, stop  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url: str, proc: subprocess.Popen, timeout: float, headers: dict | None = None) -> None:
+def wait_for(url: str, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with {proc.returncode}")
         try:
-            request = urllib.request.Request(url, headers=headers or {})
-            with urllib.request.urlopen(request, timeout=2) as resp:
+            with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.3)
     raise RuntimeError(f"{url} did not answer in {timeout}s")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 def copy_project(into: Path) -> Path:
