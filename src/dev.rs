@@ -87,6 +87,8 @@ pub(crate) struct DevArgs {
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
 /// graph; prints the URL, a development token and an API key.
 pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+    // A project mostrador would not serve as it says is refused before anything is touched.
+    args.python.project()?;
     let graphs = args.python.beside(graphs);
     anyhow::ensure!(
         args.listen.ip().is_loopback() || args.allow_remote,

@@ -5,6 +5,7 @@ mod failover;
 mod faults;
 mod hostile;
 mod model;
+mod project;
 pub(crate) mod refunds;
 mod restart;
 mod retail;
