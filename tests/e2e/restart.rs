@@ -12,8 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::retail::token;
 use crate::support::{Db, Worker};
 
-/// Follows a run's stream through the api until `end`, reconnecting with `Last-Event-ID` after
-/// every cut; returns the ids received.
+/// Follows a run's stream through the api until the run has ended, reconnecting with
+/// `Last-Event-ID` after every cut, as the SDKs do: a stream that closes is checked against the
+/// run's status (it sends no `end` of its own); returns the ids received.
 async fn watch(api_addr: (&'static str, u16), bearer: String, path: String) -> Vec<i64> {
     let mut ids: Vec<i64> = Vec::new();
     loop {
@@ -26,7 +27,6 @@ async fn watch(api_addr: (&'static str, u16), bearer: String, path: String) -> V
             );
             socket.write_all(request.as_bytes()).await.ok()?;
             let (mut received, mut buffer) = (String::new(), [0u8; 8192]);
-            let mut ended = false;
             let mut got = Vec::new();
             while let Ok(n) = socket.read(&mut buffer).await {
                 if n == 0 {
@@ -42,20 +42,39 @@ async fn watch(api_addr: (&'static str, u16), bearer: String, path: String) -> V
                     {
                         got.push(id);
                     }
-                    ended |= block.lines().any(|l| l == "event: end");
                 }
             }
-            Some((got, ended))
+            Some(got)
         };
-        if let Some((got, ended)) = attempt.await {
+        if let Some(got) = attempt.await {
             ids.extend(got);
-            if ended {
+            if ended(api_addr, &bearer, path.trim_end_matches("/stream")).await {
                 return ids;
             }
         }
         // Cut (the database or the api's listener went away): reconnect after `last`.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Whether the run at `run_path` has ended, as the api says (`false` when it cannot say).
+async fn ended(api_addr: (&'static str, u16), bearer: &str, run_path: &str) -> bool {
+    let answer = async {
+        let mut socket = tokio::net::TcpStream::connect(api_addr).await.ok()?;
+        let request = format!(
+            "GET {run_path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+             Authorization: {bearer}\r\n\r\n"
+        );
+        socket.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.ok()?;
+        Some(answer)
+    };
+    answer.await.is_some_and(|answer| {
+        answer.starts_with("HTTP/1.1 200")
+            && !answer.contains(r#""status":"pending""#)
+            && !answer.contains(r#""status":"running""#)
+    })
 }
 
 fn restart_postgres() {
