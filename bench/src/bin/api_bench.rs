@@ -275,7 +275,9 @@ async fn open_stream(
     }
 }
 
-/// The next `(event, data)` of an SSE stream (chunk-size lines and comments skipped).
+/// The next `(event, data)` of an SSE stream (chunk-size lines and comments skipped); `None` once
+/// the response ends (its last, empty chunk: a run's stream closes after its last event) or the
+/// connection closes.
 async fn next_event(reader: &mut BufReader<TcpStream>) -> anyhow::Result<Option<(String, String)>> {
     let (mut event, mut data) = (None, None);
     let mut line = String::new();
@@ -285,6 +287,12 @@ async fn next_event(reader: &mut BufReader<TcpStream>) -> anyhow::Result<Option<
             return Ok(None);
         }
         let line = line.trim_end();
+        if line == "0" {
+            // The last chunk, then the empty line that ends the response.
+            let mut rest = String::new();
+            reader.read_line(&mut rest).await?;
+            return Ok(None);
+        }
         if let Some(value) = line.strip_prefix("event: ") {
             event = Some(value.to_owned());
         } else if let Some(value) = line.strip_prefix("data: ") {
@@ -383,10 +391,7 @@ async fn fanout(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     for mut reader in readers {
         clients.spawn(async move {
             let mut latencies = Vec::new();
-            while let Some((event, data)) = next_event(&mut reader).await? {
-                if event == "end" {
-                    break;
-                }
+            while let Some((_, data)) = next_event(&mut reader).await? {
                 let sent: Value = serde_json::from_str(&data)?;
                 let sent = sent["sent_us"].as_u64().context("sent_us")?;
                 latencies.push(Duration::from_micros(now_micros().saturating_sub(sent)));
@@ -456,9 +461,6 @@ async fn pickup(args: &Args, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         while let Some((event, _)) = next_event(&mut reader).await? {
             if event == "values" && first.is_none() {
                 first = Some(start.elapsed());
-            }
-            if event == "end" {
-                break;
             }
         }
         // The first runs warm connections up.
