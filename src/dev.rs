@@ -157,7 +157,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
             .as_ref()
             .map(|python| python.graphs.clone())
             .unwrap_or_default(),
-        cors: mostrador_api::app::Cors::parse(&args.cors_allow_origins),
+        cors: mostrador_api::cors::Cors::parse(&args.cors_allow_origins),
         // As `langgraph dev`: the official clients with no key (LangGraph Studio, scripts) act
         // as the development caller, from this machine only.
         development_caller: (args.listen.ip().is_loopback() && !args.require_credentials)

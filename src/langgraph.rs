@@ -10,7 +10,8 @@ use clap::Args;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 
 use crate::GraphSet;
-use mostrador_api::app::{HeaderFilter, ProjectCors, RouteGroups, StoreTtl};
+use mostrador_api::app::{HeaderFilter, RouteGroups, StoreTtl};
+use mostrador_api::cors::ProjectCors;
 use mostrador_queue::thread::Ttl;
 use serde_json::Value;
 
@@ -439,7 +440,7 @@ impl Project {
             .filter_map(|(id, description)| Some((id, description?)))
             .collect();
         if let Some(rules) = project.cors {
-            config.cors = mostrador_api::app::Cors::Project(rules);
+            config.cors = mostrador_api::cors::Cors::Project(rules);
         }
         config.configurable_headers = project.configurable_headers;
         config.default_thread_ttl = project.thread_ttl;

@@ -381,7 +381,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let policy = args.policy.load(&graphs)?;
     let mut config = ApiConfig::new(args.jwt.config(policy.claims));
     config.body_limit = args.body_limit;
-    config.cors = mostrador_api::app::Cors::parse(&args.cors_allow_origins);
+    config.cors = mostrador_api::cors::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
     config.max_pending_per_caller = args.max_pending_per_caller;
     config.max_delay = args.max_delay;

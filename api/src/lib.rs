@@ -15,6 +15,7 @@ pub mod app;
 pub mod assistants;
 pub mod auth;
 pub mod authorize;
+pub mod cors;
 pub mod crons;
 pub mod dashboard;
 pub mod error;

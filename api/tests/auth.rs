@@ -331,7 +331,7 @@ async fn a_keyless_request_acts_as_the_development_caller_from_this_machine_only
     let api = Api::with(
         pool.clone(),
         mostrador_api::ApiConfig {
-            cors: mostrador_api::app::Cors::parse("localhost,https://smith.langchain.com"),
+            cors: mostrador_api::cors::Cors::parse("localhost,https://smith.langchain.com"),
             development_caller: Some(development),
             ..config()
         },
@@ -402,7 +402,7 @@ async fn a_keyless_request_acts_as_the_development_caller_from_this_machine_only
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_projects_cors_rules_are_applied_as_the_official_server_applies_them(pool: PgPool) {
     use crate::support::config;
-    use mostrador_api::app::{Cors, ProjectCors};
+    use mostrador_api::cors::{Cors, ProjectCors};
 
     let api = Api::with(
         pool,

@@ -250,7 +250,7 @@ async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn browsers_on_allowed_origins_may_call_and_others_may_not(pool: PgPool) {
-    use mostrador_api::app::Cors;
+    use mostrador_api::cors::Cors;
     let preflight = |origin: &str| {
         Request::builder()
             .method("OPTIONS")
