@@ -80,6 +80,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 from langgraph.types import Command, Send, StateSnapshot  # noqa: E402
+from langgraph.version import __version__ as LANGGRAPH_VERSION  # noqa: E402
 
 import mostrador  # noqa: E402 - beside this script: what the graphs may use of mostrador
 
@@ -1079,6 +1080,8 @@ class Run:
             "graph_id": spec["graph_id"],
             "assistant_id": spec["assistant_id"],
             "run_attempt": spec["attempt"],
+            # As the official server's, the engine that ran it.
+            "langgraph_version": LANGGRAPH_VERSION,
         }
         user = configurable.get("langgraph_auth_user")
         if isinstance(user, dict):

@@ -520,7 +520,10 @@ pub(super) fn new_run(
     if let Some(checkpoint_id) = start_at {
         config["checkpoint_id"] = json!(checkpoint_id);
     }
-    let mut metadata = body.metadata.unwrap_or_default();
+    // As the official server's: the assistant's metadata (`created_by: system` for a graph's
+    // own), the request's over it, and the graph and assistant it ran on.
+    let mut metadata = assistant.metadata.as_object().cloned().unwrap_or_default();
+    metadata.extend(body.metadata.unwrap_or_default());
     metadata.insert("graph_id".into(), json!(assistant.graph_id));
     metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
     Ok(NewRun {

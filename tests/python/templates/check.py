@@ -38,8 +38,8 @@ EXPECTED = {
 # Keys of run and checkpoint metadata that are each server's own bookkeeping (docs/wire-protocol.md
 # §11): the official server's host, plan, versions, request id and user; mostrador's attempt.
 BOOKKEEPING = {
-    "created_by", "langgraph_api_url", "langgraph_api_version", "langgraph_host", "langgraph_plan",
-    "langgraph_version", "langgraph_request_id", "langgraph_auth_user", "langgraph_auth_user_id",
+    "langgraph_api_url", "langgraph_api_version", "langgraph_host", "langgraph_plan",
+    "langgraph_request_id", "langgraph_auth_user", "langgraph_auth_user_id",
     "langgraph_auth_permissions", "run_attempt", "user_id",
 }
 
