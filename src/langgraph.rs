@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
-
-use crate::GraphSet;
 use mostrador_api::app::{HeaderFilter, RouteGroups, StoreTtl};
 use mostrador_api::cors::ProjectCors;
 use mostrador_queue::thread::Ttl;
+use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 use serde_json::Value;
+
+use crate::GraphSet;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
 #[derive(Debug, Clone, Args)]

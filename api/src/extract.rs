@@ -8,13 +8,13 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, HOST, ORIGIN};
 use axum::http::request::Parts;
+use mostrador_queue::api_keys::is_api_key;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::{API_KEY_HEADER, AuthError, Caller, Credential};
 use crate::error::ApiError;
-use mostrador_queue::api_keys::is_api_key;
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
