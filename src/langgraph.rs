@@ -495,32 +495,29 @@ fn cors_rules(value: &Value) -> Result<ProjectCors, String> {
 /// the workers' (every worker sweeps at its `--sweep-interval`, a bounded batch at a time).
 fn thread_ttl(value: &Value) -> Result<Option<Ttl>, String> {
     let fields = value.as_object().ok_or("must be an object")?;
-    let mut keep_latest = false;
-    let mut minutes = None;
+    let (mut minutes, mut strategy) = (None, None);
     for (field, value) in fields {
         match (field.as_str(), value) {
             (_, Value::Null) => {}
-            ("strategy", Value::String(strategy)) if strategy == "delete" => keep_latest = false,
-            ("strategy", Value::String(strategy)) if strategy == "keep_latest" => {
-                keep_latest = true;
-            }
-            ("strategy", _) => return Err("strategy must be delete or keep_latest".into()),
+            ("strategy", Value::String(name)) => strategy = Some(name.as_str()),
             ("default_ttl", value) => {
                 minutes = Some(
                     value
                         .as_f64()
-                        .filter(|minutes| *minutes > 0.0 && *minutes <= Ttl::MAX_MINUTES)
-                        .ok_or("default_ttl must be a number of minutes above 0")?,
+                        .ok_or("default_ttl must be a number of minutes")?,
                 );
             }
             ("sweep_interval_minutes" | "sweep_limit", value) if value.is_number() => {}
             (other, _) => return Err(format!("{other} is not a thread time-to-live setting")),
         }
     }
-    Ok(minutes.map(|minutes| Ttl {
-        minutes,
-        keep_latest,
-    }))
+    match minutes {
+        None if strategy.is_none_or(|name| matches!(name, "delete" | "keep_latest")) => Ok(None),
+        None => Err("strategy must be delete or keep_latest".into()),
+        Some(minutes) => Ttl::new(minutes, strategy).map(Some).ok_or_else(|| {
+            "default_ttl must be minutes above 0 and strategy delete or keep_latest".into()
+        }),
+    }
 }
 
 /// `store.ttl`: `default_ttl` (minutes) of items put without one, `refresh_on_read`;

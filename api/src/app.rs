@@ -573,12 +573,7 @@ impl AppState {
     /// browser, `origin` ([`ApiConfig::development_caller`]).
     pub fn development_caller(&self, host: Option<&str>, origin: Option<&str>) -> Option<&Caller> {
         let caller = self.0.development_caller.as_ref()?;
-        let host = host?;
-        let name = match host.rsplit_once(':') {
-            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-            _ => host,
-        };
-        let local = matches!(name, "localhost" | "127.0.0.1" | "[::1]");
+        let local = host.is_some_and(crate::cors::is_loopback);
         let allowed_origin = origin.is_none_or(|origin| self.0.cors.allows(origin));
         (local && allowed_origin).then_some(caller)
     }

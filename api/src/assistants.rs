@@ -154,7 +154,7 @@ pub async fn search(
     }
     let offset = search.offset;
     let (found, more) = configured::search(&state, &caller, search).await?;
-    let headers = crate::threads::pagination(offset, found.len(), more);
+    let headers = crate::wire::pagination(offset, found.len(), more);
     let mut answers = Vec::with_capacity(found.len());
     for assistant in found {
         let mut answer = serde_json::to_value(assistant).map_err(ApiError::failed)?;

@@ -212,12 +212,15 @@ impl Cors {
 
 /// `http://localhost:3000`, `http://127.0.0.1:5173`, `http://[::1]:8080`.
 fn is_local(origin: &str) -> bool {
-    let Some(host) = origin.strip_prefix("http://") else {
-        return false;
-    };
-    let host = match host.rsplit_once(':') {
+    origin.strip_prefix("http://").is_some_and(is_loopback)
+}
+
+/// Whether `authority` (`host` or `host:port`, as a `Host` header or an origin names it) is this
+/// machine by a loopback name.
+pub(crate) fn is_loopback(authority: &str) -> bool {
+    let host = match authority.rsplit_once(':') {
         Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
-        _ => host,
+        _ => authority,
     };
     matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }

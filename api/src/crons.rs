@@ -213,21 +213,16 @@ impl RunTemplate {
             }
             payload.insert("input".into(), input);
         }
-        // A cron's runs act for the caller who made it.
-        let mut config = self.config.map(Value::Object).unwrap_or_else(|| json!({}));
-        if context.is_some() || config.get("configurable").is_some() {
-            if context.as_ref().is_some_and(|context| !context.is_empty())
-                && config.get("configurable").is_some()
-            {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "specify either config.configurable or context, not both",
-                ));
-            }
-            let own = crate::runs::config::own_context(context.as_ref(), Some(&config));
-            if let Some(given) = context.filter(|context| !context.is_empty()) {
-                config["configurable"] = Value::Object(given);
-            }
+        // The runs' context as a run's is read (`context`, or `config.configurable`), kept when
+        // the template names one; a cron's runs act for the caller who made it.
+        let config = self.config.map(Value::Object);
+        let names_context = context.is_some()
+            || config
+                .as_ref()
+                .is_some_and(|config| config.get("configurable").is_some());
+        let own = crate::runs::config::own_context(context.as_ref(), config.as_ref());
+        let mut config = crate::runs::config::run_config(config, context, None)?;
+        if names_context {
             payload.insert("context".into(), Value::Object(own));
         }
         crate::runs::config::acting_for(&mut config, caller);
@@ -525,7 +520,7 @@ pub async fn search(
     let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
     let more = crons.len() > limit;
     crons.truncate(limit);
-    let headers = crate::threads::pagination(search.offset, crons.len(), more);
+    let headers = wire::pagination(search.offset, crons.len(), more);
     Ok((headers, Json(crons.iter().map(cron_answer).collect())))
 }
 

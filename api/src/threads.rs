@@ -76,27 +76,22 @@ fn ttl(given: Option<&Value>) -> Result<Option<Ttl>, ApiError> {
     };
     let (minutes, strategy) = match given {
         None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(minutes)) => (minutes.as_f64(), None),
+        Some(Value::Number(minutes)) => (minutes.as_f64(), &Value::Null),
         Some(Value::Object(fields)) => (
             fields.get("ttl").and_then(Value::as_f64),
-            fields
-                .get("strategy")
-                .filter(|strategy| !strategy.is_null()),
+            fields.get("strategy").unwrap_or(&Value::Null),
         ),
         Some(_) => return Err(invalid()),
     };
-    let minutes = minutes
-        .filter(|minutes| *minutes > 0.0 && *minutes <= Ttl::MAX_MINUTES)
-        .ok_or_else(invalid)?;
-    let keep_latest = match strategy.map(Value::as_str) {
-        None | Some(Some("delete")) => false,
-        Some(Some("keep_latest")) => true,
-        Some(_) => return Err(invalid()),
+    let strategy = match strategy {
+        Value::Null => None,
+        Value::String(strategy) => Some(strategy.as_str()),
+        _ => return Err(invalid()),
     };
-    Ok(Some(Ttl {
-        minutes,
-        keep_latest,
-    }))
+    minutes
+        .and_then(|minutes| Ttl::new(minutes, strategy))
+        .map(Some)
+        .ok_or_else(invalid)
 }
 
 pub async fn create(
@@ -337,24 +332,10 @@ pub async fn search(
     page.push(b']');
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        pagination(offset, threads.len(), more),
+        wire::pagination(offset, threads.len(), more),
         page,
     )
         .into_response())
-}
-
-/// `X-Pagination-Total` and, when more follow, `X-Pagination-Next`, as the official server sets
-/// them (it counts no further than the page: with more to come, the total is the next offset
-/// plus one).
-pub(crate) fn pagination(offset: i64, found: usize, more: bool) -> axum::http::HeaderMap {
-    let mut headers = axum::http::HeaderMap::new();
-    let end = offset.saturating_add(i64::try_from(found).unwrap_or(i64::MAX));
-    let total = if more { end.saturating_add(1) } else { end };
-    headers.insert("x-pagination-total", total.into());
-    if more {
-        headers.insert("x-pagination-next", end.into());
-    }
-    headers
 }
 
 /// The roots an `extract` path may start from, as officially.

@@ -297,3 +297,17 @@ fn run_status() -> RefOr<Schema> {
 fn multitask_strategy() -> RefOr<Schema> {
     names(MultitaskStrategy::ALL.map(MultitaskStrategy::as_str))
 }
+
+/// `X-Pagination-Total` and, when more follow, `X-Pagination-Next`, as the official server sets
+/// them (it counts no further than the page: with more to come, the total is the next offset
+/// plus one).
+pub(crate) fn pagination(offset: i64, found: usize, more: bool) -> axum::http::HeaderMap {
+    let mut headers = axum::http::HeaderMap::new();
+    let end = offset.saturating_add(i64::try_from(found).unwrap_or(i64::MAX));
+    let total = if more { end.saturating_add(1) } else { end };
+    headers.insert("x-pagination-total", total.into());
+    if more {
+        headers.insert("x-pagination-next", end.into());
+    }
+    headers
+}

@@ -103,6 +103,23 @@ impl Ttl {
     /// The most minutes a time to live may be: ten years.
     pub const MAX_MINUTES: f64 = 10.0 * 366.0 * 24.0 * 60.0;
 
+    /// A time to live of `minutes` (above 0, at most [`Self::MAX_MINUTES`]) with the strategy the
+    /// official server names (`delete`, the default, or `keep_latest`); `None` for anything else.
+    pub fn new(minutes: f64, strategy: Option<&str>) -> Option<Self> {
+        if !(minutes > 0.0 && minutes <= Self::MAX_MINUTES) {
+            return None;
+        }
+        let keep_latest = match strategy {
+            None | Some("delete") => false,
+            Some("keep_latest") => true,
+            Some(_) => return None,
+        };
+        Some(Self {
+            minutes,
+            keep_latest,
+        })
+    }
+
     fn strategy(self) -> &'static str {
         if self.keep_latest {
             "keep_latest"

@@ -55,7 +55,7 @@ pub(crate) fn own_context(
 
 /// The run's `config` as the worker reads it: `configurable` (or `context`), `recursion_limit`,
 /// `max_concurrency`, `durability`.
-pub(super) fn run_config(
+pub(crate) fn run_config(
     config: Option<Value>,
     context: Option<Map<String, Value>>,
     durability: Option<String>,
