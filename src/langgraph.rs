@@ -10,6 +10,7 @@ use clap::Args;
 use mostrador_api::app::{HeaderFilter, RouteGroups, StoreTtl};
 use mostrador_api::cors::ProjectCors;
 use mostrador_queue::thread::Ttl;
+use mostrador_worker::runner::Isolation;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 use serde_json::Value;
 
@@ -37,6 +38,18 @@ pub(crate) struct PythonArgs {
     /// the pod running out of memory. None by default.
     #[arg(long, env = "MOSTRADOR_PYTHON_MEMORY_LIMIT_MIB", value_parser = clap::value_parser!(u64).range(256..))]
     python_memory_limit_mib: Option<u64>,
+
+    /// Which runs may share a runner process: `shared` (any, as the official server runs them
+    /// all in one process: the most runs per MiB), `tenant` (a process serves one tenant's runs,
+    /// the thread's tenant or its owner where there is none, and never another's) or `run` (a
+    /// process per run, ended with it). See docs/python-graphs.md for what each protects.
+    #[arg(long, env = "MOSTRADOR_PYTHON_ISOLATION", default_value = "shared")]
+    python_isolation: Isolation,
+
+    /// Runner processes that share the runs (`shared`), or kept ready for the next tenant or
+    /// run (`tenant`, `run`) [default: one per core].
+    #[arg(long, env = "MOSTRADOR_PYTHON_PROCESSES", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    python_processes: Option<u64>,
 
     /// The most a thread's files (deep agents' files, kept by the worker) may take together, in
     /// MiB: a write past it is refused and the agent told why.
@@ -92,6 +105,10 @@ impl PythonArgs {
             config: path,
             graphs,
             memory_limit_mib: self.python_memory_limit_mib,
+            isolation: self.python_isolation,
+            processes: self
+                .python_processes
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             agents: self.agents(),
         }))
     }

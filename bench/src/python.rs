@@ -16,7 +16,7 @@ use anyhow::Context;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ClaimedRun, RunStatus, WorkerLease, claim};
-use mostrador_worker::runner::Runners;
+use mostrador_worker::runner::{Isolation, Runners};
 use mostrador_worker::{AgentConfig, Executor, Finish, PythonConfig, RunHandle, Telemetry};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -40,17 +40,21 @@ pub async fn linear_per_run(
 ) -> anyhow::Result<Duration> {
     let config = std::fs::canonicalize(graphs.config)
         .with_context(|| format!("{}", graphs.config.display()))?;
-    let runners = Runners::new(PythonConfig {
-        python: graphs.python.to_owned(),
-        config,
-        graphs: vec!["linear1".to_owned(), "linear6".to_owned()],
-        memory_limit_mib: None,
-        agents: AgentConfig::default(),
-    })?;
-    // A warm runner, as a worker keeps them between runs: its start (importing LangGraph and
-    // the graphs) is not part of a run.
-    let warm = runners.take().await?;
-    runners.give_back(warm);
+    let runners = Runners::new(
+        PythonConfig {
+            python: graphs.python.to_owned(),
+            config,
+            graphs: vec!["linear1".to_owned(), "linear6".to_owned()],
+            memory_limit_mib: None,
+            isolation: Isolation::Shared,
+            processes: Some(1),
+            agents: AgentConfig::default(),
+        },
+        1,
+    )?;
+    // A warm runner, as a worker starts them before its first run: its start (importing
+    // LangGraph and the graphs) is not part of a run.
+    runners.warm().await?;
 
     let threads =
         thread::create_many(pool, &vec![NewThread::new(graph, "bench"); runs + 1]).await?;

@@ -37,7 +37,7 @@ claimed as (
     returning
         r.run_id, r.attempt, r.thread_id, r.graph_id, r.input, r.command, r.config,
         r.metadata, r.max_attempts, r.drain_count, r.cancel_action, r.trace_id,
-        r.stream_mode, r.streamed, r.priority, r.available_at, r.seq
+        r.stream_mode, r.streamed, r.priority, r.available_at, r.seq, r.owner
 )
 select
     run_id as "run_id: RunId",
@@ -61,7 +61,17 @@ select
         from mostrador.checkpoints c
         where c.thread_id = claimed.thread_id
         limit 1
-    ) is not null as "checkpointed!"
+    ) is not null as "checkpointed!",
+    -- Whose run it is, for runner processes isolated by tenant: the thread's tenant, or the
+    -- owner where there is none.
+    coalesce(
+        (
+            select coalesce(t.tenant, t.owner)
+            from mostrador.threads t
+            where t.thread_id = claimed.thread_id
+        ),
+        claimed.owner
+    ) as tenant
 from claimed
 -- In queue order, as the candidates were chosen.
 order by priority, available_at, seq

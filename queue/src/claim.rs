@@ -62,6 +62,9 @@ pub struct ClaimedRun {
     /// checkpoints (the api changes a thread's state only when it has none in flight, checked
     /// under the lock every enqueue takes), so the run starts from nothing without reading.
     pub checkpointed: bool,
+    /// Whose run it is: its thread's tenant, or its owner where there is none (a worker that
+    /// isolates runner processes by tenant never hands a process to another).
+    pub tenant: Option<String>,
 }
 
 /// Claims up to `n` runs of `graphs` for `worker_id`, in one statement: pending, due, the oldest

@@ -1,33 +1,35 @@
 """mostrador's Python runner: executes Python LangGraph graphs for a Rust worker.
 
-The worker starts one runner process per concurrent Python run, with the path of a
-`langgraph.json`. The runner loads the graphs once, then executes one run at a time with
-LangGraph's own engine (the `langgraph` package of this environment), so the graphs' semantics are
-LangGraph's. What surrounds the engine stays with the worker: the claim, the lease and its
-heartbeat, the events' log, drain and cancel, and every database write. The graph's checkpointer
-is `MostradorSaver`, whose reads and writes the worker executes in Postgres, fenced by the run's
-lease; its store is `MostradorStore`, the Store's items of the thread's owner. The graphs may
-import `mostrador` (written beside this script): its `deepagents` module reaches the worker through
-the run's `Link`.
+The worker starts a few runner processes, with the path of a `langgraph.json`. A runner loads the
+graphs once, then executes many runs at once, each an asyncio task, with LangGraph's own engine
+(the `langgraph` package of this environment), so the graphs' semantics are LangGraph's. What
+surrounds the engine stays with the worker: the claim, the lease and its heartbeat, the events'
+log, drain and cancel, and every database write. A run's checkpointer is a `MostradorSaver` of its
+own, whose reads and writes the worker executes in Postgres, fenced by the run's lease; its store
+is `MostradorStore`, the Store's items of the thread's owner. The graphs may import `mostrador`
+(written beside this script): its `deepagents` module reaches the worker through the run's `Link`.
 
 The protocol is one JSON object per line on the runner's original stdin and stdout, which it
-keeps for itself: user code that prints writes to stderr, and reads nothing from stdin.
+keeps for itself: user code that prints writes to stderr, and reads nothing from stdin. Every
+message of a run carries the run's number in this process (`"run": n`), chosen by the worker.
 
-worker -> runner: {"t": "run", "run": {...}}, {"t": "reply", "id": n, "result" | "error": ...},
-                  {"t": "drain", "reason": str}, {"t": "cancel"}, {"t": "describe"} between runs
-runner -> worker: {"t": "ready", "graphs": [...]} once loaded, {"t": "call", "id": n, "op": ...}
-                  for the saver's reads and checkpoints, the store's operations (`store`), and
-                  what deep agents ask (`files`, `execute`, `subagent`: `mostrador.deepagents`),
-                  {"t": "cast", "op": ...} for what needs no answer (a task's writes, the
-                  snapshots of checkpoints, `subagent_done`, `span`), {"t": "event",
-                  "event": name, "data": ...} for the stream, {"t": "done", "outcome": ..., ...}
-                  when the run ends, {"t": "described", "graphs": {id: {"name", "schemas",
-                  "graph", "subgraphs"} | {"error"}}}.
+worker -> runner: {"t": "start", "run": n, "spec": {...}}, {"t": "reply", "id": n, "result" |
+                  "error": ...}, {"t": "drain", "run": n, "reason": str}, {"t": "cancel",
+                  "run": n}, {"t": "describe"}
+runner -> worker: {"t": "ready", "graphs": [...]} once loaded; for a run: {"t": "call", "id": n,
+                  "op": ...} (ids unique in the process) for the saver's reads and checkpoints,
+                  the store's operations (`store`), and what deep agents ask (`files`,
+                  `execute`, `subagent`: `mostrador.deepagents`), {"t": "cast", "op": ...} for
+                  what needs no answer (a task's writes, the snapshots of checkpoints,
+                  `subagent_done`, `span`), {"t": "event", "event": name, "data": ...} for the
+                  stream, {"t": "done", "outcome": ..., ...} when the run ends; and
+                  {"t": "described", "graphs": {id: {"name", "schemas", "graph", "subgraphs"} |
+                  {"error"}}}.
 
-The worker handles messages in the order they were sent, so a cast is written before anything
-sent after it (a call that takes long, `execute` or a wait for a `subagent` slot, is answered when
-done, and others' answers may come before it); if it cannot be written, the worker ends the run (the run is retried from its last
-checkpoint) instead of answering.
+The worker handles a run's messages in the order they were sent, so a cast is written before
+anything the run sent after it (a call that takes long, `execute` or a wait for a `subagent` slot,
+is answered when done, and others' answers may come before it); if it cannot be written, the
+worker ends the run (the run is retried from its last checkpoint) instead of answering.
 """
 
 import asyncio
@@ -144,7 +146,8 @@ class SaverFailed(Exception):
 
 
 class Channel:
-    """Lines to and from the worker, and the saver's calls waiting for their replies."""
+    """Lines to and from the worker, shared by the runs of this process, and the calls waiting for
+    their replies (by call id, unique in the process)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -159,21 +162,16 @@ class Channel:
         with self.sending:
             _PROTOCOL_OUT.write(line)
 
-    def cast(self, op: str, **args: Any) -> None:
-        """An operation that needs no answer (see the module's documentation)."""
-        self.send({"t": "cast", "op": op, **args})
-
-    async def call(self, op: str, **args: Any) -> Any:
+    async def call(self, message: dict) -> Any:
         self.next_id += 1
         call_id = self.next_id
         future = self.loop.create_future()
         self.waiting[call_id] = future
-        self.send({"t": "call", "id": call_id, "op": op, **args})
-        return await future
-
-    def call_from_thread(self, op: str, **args: Any) -> Any:
-        """For LangGraph's synchronous paths (a sync node invoking a subgraph)."""
-        return asyncio.run_coroutine_threadsafe(self.call(op, **args), self.loop).result()
+        self.send({**message, "id": call_id})
+        try:
+            return await future
+        finally:
+            self.waiting.pop(call_id, None)
 
     async def read(self) -> None:
         reader = asyncio.StreamReader(limit=1 << 30)
@@ -185,7 +183,7 @@ class Channel:
                 future = self.waiting.pop(message["id"], None)
                 if future is None or future.done():
                     continue
-                # A lost lease gets no reply: the worker kills this process.
+                # A lost lease gets no reply: the worker stops the run.
                 error = message.get("error")
                 if error is None:
                     future.set_result(message.get("result"))
@@ -195,6 +193,29 @@ class Channel:
                 await self.messages.put(message)
         # The worker is gone: nothing this process does can be recorded any more.
         os._exit(0)
+
+
+class RunChannel:
+    """One run's messages: the process's channel, each message marked with the run's number."""
+
+    def __init__(self, channel: Channel, run: int) -> None:
+        self.channel = channel
+        self.run = run
+        self.loop = channel.loop
+
+    def send(self, message: dict) -> None:
+        self.channel.send({**message, "run": self.run})
+
+    def cast(self, op: str, **args: Any) -> None:
+        """An operation that needs no answer (see the module's documentation)."""
+        self.send({"t": "cast", "op": op, **args})
+
+    async def call(self, op: str, **args: Any) -> Any:
+        return await self.channel.call({"t": "call", "op": op, "run": self.run, **args})
+
+    def call_from_thread(self, op: str, **args: Any) -> Any:
+        """For LangGraph's synchronous paths (a sync node invoking a subgraph)."""
+        return asyncio.run_coroutine_threadsafe(self.call(op, **args), self.loop).result()
 
 
 def _b64(data: str) -> bytes:
@@ -230,7 +251,7 @@ class MostradorSaver(BaseCheckpointSaver[int]):
     are also kept here, so that describing them (`aget_state`) reads nothing back.
     """
 
-    def __init__(self, channel: Channel, thread_id: str) -> None:
+    def __init__(self, channel: RunChannel, thread_id: str) -> None:
         super().__init__()
         self.channel = channel
         self.thread_id = thread_id
@@ -473,7 +494,7 @@ class MostradorStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, channel: Channel, ttl_config: dict | None = None) -> None:
+    def __init__(self, channel: RunChannel, ttl_config: dict | None = None) -> None:
         self.channel = channel
         # `store.ttl` of the langgraph.json: LangGraph applies its `default_ttl` to a put
         # without a ttl, and its `refresh_on_read` to a read that does not say.
@@ -959,7 +980,7 @@ def thread_state(thread_id: str, state: StateSnapshot) -> dict:
 class Link:
     """A run's link with its worker, as `mostrador.current()` gives it to the graph's code."""
 
-    def __init__(self, channel: Channel, thread_id: str) -> None:
+    def __init__(self, channel: RunChannel, thread_id: str) -> None:
         self.loop = channel.loop
         self.thread_id = thread_id
         self.call = channel.call
@@ -977,7 +998,7 @@ class Spans(BaseCallbackHandler):
 
     run_inline = True
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: RunChannel) -> None:
         self.channel = channel
         self.parents: dict[Any, Any] = {}
         self.open: set[Any] = set()
@@ -1039,7 +1060,7 @@ class Spans(BaseCallbackHandler):
 class Run:
     """One run: LangGraph's stream, its events to the worker, its checkpoints described."""
 
-    def __init__(self, channel: Channel, project: Project, spec: dict) -> None:
+    def __init__(self, channel: RunChannel, project: Project, spec: dict) -> None:
         self.channel = channel
         self.project = project
         self.spec = spec
@@ -1048,7 +1069,7 @@ class Run:
         self.saver = MostradorSaver(channel, self.thread_id)
         self.saver.saving = self.saving
         self.store = MostradorStore(channel, project.store_ttl)
-        mostrador._run = Link(channel, self.thread_id)
+        self.link = Link(channel, self.thread_id)
         self.spans = Spans(channel) if SPANS else None
         if "latest" in spec:
             # Read by the worker with the run.
@@ -1342,29 +1363,19 @@ class Run:
         return await self.describe(checkpoint_id, live=True)
 
 
-async def run_one(channel: Channel, project: Project, spec: dict) -> None:
-    run = Run(channel, project, spec)
-    task = asyncio.ensure_future(run.execute())
-
-    async def steer():
-        while True:
-            message = await channel.messages.get()
-            if message["t"] == "drain":
-                run.control.request_drain(message.get("reason") or "shutdown")
-            elif message["t"] == "cancel":
-                task.cancel()
-                return
-
-    steering = asyncio.ensure_future(steer())
+async def run_one(run: Run) -> None:
+    """Executes a run to its end and tells the worker how it ended."""
+    # What the graph's code reaches of mostrador is this run's, in this task and those it starts.
+    mostrador._run.set(run.link)
     try:
-        done = await task
+        done = await run.execute()
     except asyncio.CancelledError:
         done = {"outcome": "cancelled"}
     except SaverFailed as failed:
         done = {"outcome": "error", "error": "CheckpointerError", "message": str(failed), "retryable": True}
     except MemoryError:
         # Over the runner's memory limit: another process, with its memory whole, tries again
-        # from the last checkpoint.
+        # from the last checkpoint; this one takes no new run.
         done = {
             "outcome": "error",
             "error": "MemoryError",
@@ -1377,11 +1388,18 @@ async def run_one(channel: Channel, project: Project, spec: dict) -> None:
     except Exception as err:  # noqa: BLE001 - the user's graph failed: the run ends `error`
         traceback.print_exc()
         done = {"outcome": "error", "error": type(err).__name__, "message": str(err), "retryable": False}
-    finally:
-        steering.cancel()
-        # Between runs, no graph code reaches a worker: there is no run to answer it.
-        mostrador._run = None
-    channel.send({"t": "done", **done})
+    run.channel.send({"t": "done", **done})
+
+
+async def describe_all(channel: Channel, project: Project) -> None:
+    described = {}
+    for graph_id in project.ids():
+        try:
+            described[graph_id] = await describe(project, graph_id)
+        except Exception as err:  # noqa: BLE001 - e.g. a factory that needs a run
+            traceback.print_exc()
+            described[graph_id] = {"error": f"{type(err).__name__}: {err}"}
+    channel.send({"t": "described", "graphs": described})
 
 
 def limit_memory() -> None:
@@ -1406,20 +1424,23 @@ async def main() -> None:
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
     channel.send({"t": "ready", "graphs": project.ids()})
+    # The runs this process executes, by their number, each a task of its own.
+    runs: dict[int, tuple[Run, asyncio.Task]] = {}
     while True:
         message = await channel.messages.get()
-        if message["t"] == "run":
-            await run_one(channel, project, message["run"])
-        elif message["t"] == "describe":
-            described = {}
-            for graph_id in project.ids():
-                try:
-                    described[graph_id] = await describe(project, graph_id)
-                except Exception as err:  # noqa: BLE001 - e.g. a factory that needs a run
-                    traceback.print_exc()
-                    described[graph_id] = {"error": f"{type(err).__name__}: {err}"}
-            channel.send({"t": "described", "graphs": described})
-        # A drain or cancel that arrives between runs concerns no run.
+        kind, number = message["t"], message.get("run")
+        if kind == "start":
+            run = Run(RunChannel(channel, number), project, message["spec"])
+            task = asyncio.ensure_future(run_one(run))
+            runs[number] = (run, task)
+            task.add_done_callback(lambda _, number=number: runs.pop(number, None))
+        elif kind == "drain" and number in runs:
+            runs[number][0].control.request_drain(message.get("reason") or "shutdown")
+        elif kind == "cancel" and number in runs:
+            runs[number][1].cancel()
+        elif kind == "describe":
+            asyncio.ensure_future(describe_all(channel, project))
+        # A drain or cancel of a run that has ended concerns nothing.
     reading.cancel()
 
 

@@ -1,5 +1,6 @@
 //! One claimed run of a Python graph, from start to finish: a runner process executes it with
-//! LangGraph's engine while this side answers its checkpointer (fenced by the run's lease),
+//! LangGraph's engine, beside other runs, while this side answers its checkpointer (fenced by the
+//! run's lease),
 //! forwards its events to the [`crate::publish::Publisher`], relays drain and cancel, and ends
 //! the run with the transition its outcome calls for, as [`crate::execute`] does for Rust graphs.
 
@@ -14,14 +15,15 @@ use tokio::time::{Instant, sleep_until};
 use crate::Error;
 use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail};
 use crate::publish::RunEvents;
-use crate::runner::{self, CANCEL_GRACE, Runner, Runners};
+use crate::runner::checkpointer;
+use crate::runner::{CANCEL_GRACE, RunLink, Runners};
 use crate::services::Services;
 
 /// How a run left its runner.
 enum Ended {
-    /// The runner reported its outcome and can take another run.
+    /// The runner reported its outcome.
     Done(Value),
-    /// The process was killed or died: it takes no other run.
+    /// The run was given up on, or its process died.
     Gone(Gone),
 }
 
@@ -61,8 +63,8 @@ impl Executor {
         if handle.control.is_cancelled() {
             return end(&events, claimed, cancelled(handle)).await;
         }
-        let mut runner = match runners.take().await {
-            Ok(runner) => runner,
+        let mut link = match runners.place(&claimed).await {
+            Ok(link) => link,
             Err(err) => {
                 tracing::warn!(run_id = %claimed.run_id(), error = %err, "no python runner");
                 return fail(
@@ -79,7 +81,7 @@ impl Executor {
         let mut services = runners.services(saver.clone());
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let ended = drive(
-            &mut runner,
+            &mut link,
             &claimed,
             handle,
             &events,
@@ -94,17 +96,22 @@ impl Executor {
         drop(saver);
         match ended {
             Ended::Done(done) => {
-                // A runner that ran out of memory may hold on to it: a new one takes the next run.
+                // A runner that ran out of memory may hold on to it: its process takes no new
+                // run.
                 if done["retire"].as_bool().unwrap_or(false) {
-                    runner.kill().await;
-                } else {
-                    runners.give_back(runner);
+                    link.retire();
                 }
+                drop(link);
                 let ending = told(claimed.run_id(), handle, &done);
                 end(&events, claimed, ending).await
             }
             Ended::Gone(gone) => {
-                runner.kill().await;
+                match gone {
+                    // Its process is broken, or could not stop it in time (its event loop is
+                    // blocked): the runs beside it fail retryably too.
+                    Gone::Died(_) | Gone::Cancelled => link.kill(),
+                    Gone::SaverFailed(_) | Gone::TimedOut | Gone::LeaseLost => link.stop().await,
+                }
                 match gone {
                     Gone::LeaseLost => Ok(Finish::LeaseLost),
                     Gone::Cancelled => end(&events, claimed, cancelled(handle)).await,
@@ -201,14 +208,14 @@ fn publish(events: &RunEvents, message: &Value) -> Result<(), Gone> {
         let name = message["event"].as_str().unwrap_or("values");
         events.push(NewEvent::new(name, message["data"].clone()));
     } else {
-        events.describe(runner::described_of(message).map_err(saver_gone)?);
+        events.describe(checkpointer::described_of(message).map_err(saver_gone)?);
     }
     Ok(())
 }
 
 /// Hands the run to the runner and serves it until it reports its outcome or is gone.
 async fn drive(
-    runner: &mut Runner,
+    runner: &mut RunLink,
     claimed: &ClaimedRun,
     handle: &RunHandle,
     events: &RunEvents,
@@ -218,7 +225,7 @@ async fn drive(
 ) -> Result<Ended, Error> {
     let control = &handle.control;
     if let Err(err) = runner
-        .send(&runner::run_message(saver, claimed, max_concurrency).await)
+        .send(checkpointer::start_message(saver, claimed, max_concurrency).await)
         .await
     {
         return Ok(Ended::Gone(Gone::Died(err.to_string())));
@@ -238,12 +245,12 @@ async fn drive(
             }
             () = control.cancelled(), if cancel_deadline.is_none() => {
                 cancel_deadline = Some(Instant::now() + CANCEL_GRACE);
-                let _ = runner.send(&json!({"t": "cancel"})).await;
+                let _ = runner.send(json!({"t": "cancel"})).await;
             }
             () = control.drain_requested(), if !drain_sent => {
                 drain_sent = true;
                 let reason = control.drain_reason();
-                let _ = runner.send(&json!({"t": "drain", "reason": reason})).await;
+                let _ = runner.send(json!({"t": "drain", "reason": reason})).await;
             }
             () = sleep_until(held.until.unwrap_or(far)), if held.until.is_some() => {
                 if let Err(gone) = held.flush(saver, events).await {
@@ -252,7 +259,7 @@ async fn drive(
             }
             Some(ready) = services.next(), if services.working() => {
                 let sent = match ready {
-                    Ok(reply) => runner.send(&reply).await.map_err(|err| Gone::Died(err.to_string())),
+                    Ok(reply) => runner.send(reply).await.map_err(|err| Gone::Died(err.to_string())),
                     Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
                     Err(err) => return Err(err.into()),
                 };
@@ -273,7 +280,7 @@ async fn drive(
                     Some("call") if Services::serves(message["op"].as_str().unwrap_or_default()) => {
                         match services.call(&message).await {
                             Ok(Some(reply)) => runner
-                                .send(&reply)
+                                .send(reply)
                                 .await
                                 .map_err(|err| Gone::Died(err.to_string())),
                             Ok(None) => Ok(()),
@@ -284,10 +291,10 @@ async fn drive(
                     Some("cast") if services.cast(&message) => Ok(()),
                     Some("call") => {
                         let writes = std::mem::take(&mut held.writes);
-                        match runner::call(saver, writes, &message).await {
+                        match checkpointer::call(saver, writes, &message).await {
                             Ok(reply) => match held.release(events) {
                                 Ok(()) => runner
-                                    .send(&reply)
+                                    .send(reply)
                                     .await
                                     .map_err(|err| Gone::Died(err.to_string())),
                                 Err(gone) => Err(gone),
@@ -296,7 +303,7 @@ async fn drive(
                             Err(err) => return Err(err.into()),
                         }
                     }
-                    Some("cast") if message["op"] != "describe" => runner::write_of(&message)
+                    Some("cast") if message["op"] != "describe" => checkpointer::write_of(&message)
                         .map(|write| held.hold(write))
                         .map_err(saver_gone),
                     Some("cast" | "event") if held.writes.is_empty() => publish(events, &message),

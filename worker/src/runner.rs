@@ -1,32 +1,37 @@
 //! The runner processes of Python graphs (`python/mostrador_runner.py`, embedded in the binary):
-//! LangGraph's own engine, one run at a time per process, and the protocol spoken with them.
+//! LangGraph's own engine, many runs at once per process as asyncio tasks, and the protocol
+//! spoken with them.
 //!
 //! The worker keeps everything around the engine: the claim, the lease, events, drain, cancel and
-//! every database write. The runner's checkpointer asks the worker over a pipe, and the worker
-//! executes each request with [`Saver`] ([`call`]; the writes it casts without waiting for an
-//! answer are [`write_of`] them), fenced by the run's lease.
+//! every database write. A runner's checkpointer asks the worker over the process's pipe, and the
+//! worker executes each request with the run's [`Saver`](mostrador_queue::saver::Saver)
+//! ([`checkpointer`]), fenced by the run's lease. Every message of a run carries its number in
+//! the process (`"run"`), so the runs of one process share its pipe: one task per process reads
+//! its messages and routes each to its run's [`RunLink`].
 //!
-//! A process is the unit of isolation. An exception in user code ends its run `error` (as on the
-//! official server); a process that dies (a segfault, memory exhaustion, a kill) fails its run
-//! retryably, so the next attempt resumes from the last checkpoint, and the other runs, each in
-//! a process of its own, never notice. A cancel that the runner does not honour within
-//! [`CANCEL_GRACE`] (a node blocked in C code) kills its process.
+//! Which runs share a process is the operator's choice ([`Isolation`]): any (`shared`, the
+//! official server's model), one tenant's (`tenant`), or one run's (`run`). An exception in user
+//! code ends its run `error` (as on the official server); a process that dies (a segfault, memory
+//! exhaustion, a kill) fails the runs it hosted retryably, so their next attempts resume from
+//! their last checkpoints. A cancel that the runner does not honour within [`CANCEL_GRACE`] (a
+//! node blocking its event loop, or blocked in C code) kills its process.
 
+pub mod checkpointer;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use mostrador_queue::saver::{
-    Blob, Described, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
-};
-use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId};
+use mostrador_queue::saver::Saver;
+use mostrador_queue::{ClaimedRun, Error as QueueError};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use uuid::Uuid;
 
 use crate::services::{AgentConfig, Services};
@@ -43,6 +48,38 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(1);
 /// How long a new runner may take to import the graphs.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Which runs may share a runner process (`--python-isolation`). Graph code is the operator's:
+/// the levels bound what code that misbehaves (a compromised dependency, a tool that evaluates
+/// what a model wrote) can reach of other runs, at the cost of memory and start-ups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Any runs in any process, as the official server runs them all in one: the density of
+    /// asyncio, and a process's crash fails (retryably) every run it hosted.
+    #[default]
+    Shared,
+    /// A process serves one tenant's runs (the thread's tenant, or its owner where there is
+    /// none), never another's: what one tenant's run leaves in a process meets only that
+    /// tenant's runs.
+    Tenant,
+    /// A process serves one run and ends with it.
+    Run,
+}
+
+impl FromStr for Isolation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "shared" => Ok(Self::Shared),
+            "tenant" => Ok(Self::Tenant),
+            "run" => Ok(Self::Run),
+            other => Err(format!(
+                "{other:?} is not an isolation level: shared, tenant or run"
+            )),
+        }
+    }
+}
+
 /// Where a worker's Python graphs come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PythonConfig {
@@ -55,27 +92,22 @@ pub struct PythonConfig {
     /// The address space of each runner process, in MiB (`RLIMIT_AS`, set by the runner before
     /// it loads any graph).
     pub memory_limit_mib: Option<u64>,
+    /// Which runs may share a process.
+    pub isolation: Isolation,
+    /// How many processes serve shared runs, and how many idle ones are kept ready for the next
+    /// tenant or run under the other levels (by default, one per core).
+    pub processes: Option<usize>,
     /// What deep agents may ask of the worker: their files, a sandbox, subagent slots.
     pub agents: AgentConfig,
 }
 
-/// Idle runner processes, started on demand.
+/// The runner processes of a worker, and where its runs go.
 #[derive(Debug)]
 pub struct Runners {
-    config: PythonConfig,
-    script: PathBuf,
-    idle: Mutex<Vec<Runner>>,
+    pool: Arc<Pool>,
     agents: Arc<AgentConfig>,
     /// The worker's subagent slots, shared by all its runs.
     subagent_slots: Option<Arc<Semaphore>>,
-}
-
-/// One runner process.
-#[derive(Debug)]
-pub struct Runner {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
 }
 
 /// Why the graphs could not be described.
@@ -99,25 +131,36 @@ pub enum RunnerError {
 }
 
 impl Runners {
+    /// Runners for a worker that executes up to `max_runs` runs at once.
+    ///
     /// # Errors
     ///
     /// The runner's script could not be written.
-    pub fn new(mut config: PythonConfig) -> std::io::Result<Self> {
+    pub fn new(mut config: PythonConfig, max_runs: usize) -> std::io::Result<Self> {
         let script = write_script()?;
         // Runners start in the langgraph.json's folder: a relative path (not a bare name, which
         // PATH resolves) is the caller's, relative to where the worker started.
         if config.python.components().count() > 1 && config.python.is_relative() {
             config.python = std::path::absolute(&config.python)?;
         }
+        let processes = config
+            .processes
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+            .max(1);
         Ok(Self {
             agents: Arc::new(config.agents.clone()),
             subagent_slots: config
                 .agents
                 .subagents_per_worker
                 .map(|n| Arc::new(Semaphore::new(n))),
-            config,
-            script,
-            idle: Mutex::default(),
+            pool: Arc::new(Pool {
+                per_process: max_runs.div_ceil(processes).max(1),
+                processes,
+                config,
+                script,
+                next_run: AtomicU64::new(1),
+                state: Mutex::default(),
+            }),
         })
     }
 
@@ -127,53 +170,64 @@ impl Runners {
     }
 
     pub fn serves(&self, graph_id: &str) -> bool {
-        self.config.graphs.iter().any(|g| g == graph_id)
+        self.pool.config.graphs.iter().any(|g| g == graph_id)
     }
 
-    /// An idle runner, or a new one once it has loaded the graphs.
+    /// Starts the processes runs will find ready, and waits until they are.
     ///
     /// # Errors
     ///
-    /// The process could not start or did not get ready.
-    pub async fn take(&self) -> Result<Runner, RunnerError> {
-        let idle = self
-            .idle
-            .lock()
-            .expect("runner pool lock is never poisoned")
-            .pop();
-        match idle {
-            Some(runner) => Ok(runner),
-            None => self.start().await,
+    /// A process could not start, or did not get ready.
+    pub async fn warm(&self) -> Result<(), RunnerError> {
+        let started: Vec<_> = {
+            let mut state = self.pool.lock();
+            self.pool.replenish(&mut state);
+            state.processes.clone()
+        };
+        for process in started {
+            process.until_ready().await?;
         }
+        Ok(())
     }
 
-    /// Keeps a runner that finished its run cleanly for the next one.
-    pub fn give_back(&self, runner: Runner) {
-        self.idle
-            .lock()
-            .expect("runner pool lock is never poisoned")
-            .push(runner);
+    /// A place for `claimed` in a process its isolation allows, once that process is ready.
+    ///
+    /// # Errors
+    ///
+    /// No process could start, or it did not get ready.
+    pub async fn place(&self, claimed: &ClaimedRun) -> Result<RunLink, RunnerError> {
+        let key = match self.pool.config.isolation {
+            Isolation::Shared => Key::Shared,
+            Isolation::Tenant => Key::Tenant(claimed.tenant.clone().unwrap_or_default()),
+            Isolation::Run => Key::Run(claimed.run_id().0),
+        };
+        let link = self.pool.attach(key);
+        link.process.until_ready().await?;
+        Ok(link)
     }
 
-    /// What LangGraph says of each graph (schemas, drawings, subgraphs), asked of an idle runner
-    /// and recorded for the api, which runs no Python.
+    /// What LangGraph says of each graph (schemas, drawings, subgraphs), asked of a runner and
+    /// recorded for the api, which runs no Python. Under isolation, in a process of its own that
+    /// serves no run after (describing runs the project's factories).
     ///
     /// # Errors
     ///
     /// No runner could start, or it failed while describing; a database failure.
     pub async fn describe(&self, pool: &mostrador_queue::PgPool) -> Result<(), DescribeError> {
-        let mut runner = self.take().await?;
-        runner.send(&json!({"t": "describe"})).await?;
-        let described = tokio::time::timeout(STARTUP_TIMEOUT, runner.next())
+        let key = match self.pool.config.isolation {
+            Isolation::Shared => Key::Shared,
+            Isolation::Tenant | Isolation::Run => Key::Run(Uuid::now_v7()),
+        };
+        let link = self.pool.attach(key);
+        link.process.until_ready().await?;
+        let (sender, receiver) = oneshot::channel();
+        link.process.lock().described = Some(sender);
+        link.process.write(&json!({"t": "describe"})).await?;
+        let described = tokio::time::timeout(STARTUP_TIMEOUT, receiver)
             .await
-            .map_err(|_| RunnerError::Start("describing the graphs took too long".into()))??;
-        if described["t"] != "described" {
-            runner.kill().await;
-            return Err(
-                RunnerError::Protocol(format!("expected described, got {described:.200}")).into(),
-            );
-        }
-        self.give_back(runner);
+            .map_err(|_| RunnerError::Start("describing the graphs took too long".into()))?
+            .map_err(|_| RunnerError::Exited)?;
+        drop(link);
         let Some(graphs) = described["graphs"].as_object() else {
             return Err(RunnerError::Protocol("described without graphs".into()).into());
         };
@@ -183,12 +237,168 @@ impl Runners {
         Ok(())
     }
 
-    async fn start(&self) -> Result<Runner, RunnerError> {
-        let mut child = Command::new(&self.config.python)
+    /// The process ids of the live runner processes.
+    pub fn pids(&self) -> Vec<u32> {
+        self.pool
+            .lock()
+            .processes
+            .iter()
+            .filter_map(|process| process.pid)
+            .collect()
+    }
+}
+
+/// Who a process serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Shared,
+    Tenant(String),
+    Run(Uuid),
+}
+
+#[derive(Debug)]
+struct Pool {
+    config: PythonConfig,
+    script: PathBuf,
+    /// Shared processes, and idle ones kept for the other levels.
+    processes: usize,
+    /// The most runs a shared or tenant's process hosts at once before another is started.
+    per_process: usize,
+    next_run: AtomicU64,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    processes: Vec<Arc<Process>>,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state
+            .lock()
+            .expect("runner pool lock is never poisoned")
+    }
+
+    /// A run's place: the least busy process serving `key` with room, else a process that never
+    /// served anyone (it serves `key` from now on), else a new one.
+    fn attach(self: &Arc<Self>, key: Key) -> RunLink {
+        let mut state = self.lock();
+        state.processes.retain(|process| !process.lock().gone);
+        // Ready processes first, the least busy of them.
+        let order = |process: &&Arc<Process>| (!process.is_ready(), process.lock().routes.len());
+        let serving = state
+            .processes
+            .iter()
+            .filter(|process| {
+                let hosting = process.lock();
+                hosting.key.as_ref() == Some(&key)
+                    && !hosting.retiring
+                    && hosting.routes.len() < self.per_process
+            })
+            .min_by_key(order)
+            .cloned();
+        let fresh = || {
+            let fresh = state
+                .processes
+                .iter()
+                .filter(|process| process.lock().key.is_none())
+                .min_by_key(order)
+                .cloned()?;
+            fresh.lock().key = Some(key.clone());
+            Some(fresh)
+        };
+        let process = match serving.or_else(fresh) {
+            Some(process) => process,
+            None => {
+                let process = self.spawn(Some(key));
+                state.processes.push(Arc::clone(&process));
+                process
+            }
+        };
+        let run = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let (sender, messages) = mpsc::unbounded_channel();
+        process.lock().routes.insert(run, sender);
+        self.replenish(&mut state);
+        RunLink {
+            pool: Arc::clone(self),
+            process,
+            run,
+            messages,
+        }
+    }
+
+    /// Starts what is missing: the shared processes, or the idle ones kept ready for the next
+    /// tenant or run.
+    fn replenish(&self, state: &mut PoolState) {
+        state.processes.retain(|process| !process.lock().gone);
+        let ready = match self.config.isolation {
+            Isolation::Shared => state
+                .processes
+                .iter()
+                .filter(|process| !process.lock().retiring)
+                .count(),
+            Isolation::Tenant | Isolation::Run => state
+                .processes
+                .iter()
+                .filter(|process| process.lock().key.is_none())
+                .count(),
+        };
+        for _ in ready..self.processes {
+            let key = (self.config.isolation == Isolation::Shared).then_some(Key::Shared);
+            let process = self.spawn(key);
+            state.processes.push(process);
+        }
+    }
+
+    /// A run left `process`: a process that retires, or that served the run alone, ends with its
+    /// last run; idle processes of tenants beyond the number kept are ended too.
+    fn detach(&self, process: &Arc<Process>, run: u64) {
+        let mut state = self.lock();
+        let end = {
+            let mut hosting = process.lock();
+            hosting.routes.remove(&run);
+            hosting.routes.is_empty()
+                && (hosting.retiring || matches!(hosting.key, Some(Key::Run(_))))
+        };
+        if end {
+            process.kill();
+        }
+        if self.config.isolation == Isolation::Tenant {
+            let idle: Vec<_> = state
+                .processes
+                .iter()
+                .filter(|process| {
+                    let hosting = process.lock();
+                    hosting.routes.is_empty() && matches!(hosting.key, Some(Key::Tenant(_)))
+                })
+                .cloned()
+                .collect();
+            for process in idle.iter().skip(self.processes) {
+                process.kill();
+            }
+        }
+        self.replenish(&mut state);
+    }
+
+    fn spawn(&self, key: Option<Key>) -> Arc<Process> {
+        match self.start(key) {
+            Ok(process) => process,
+            Err(err) => {
+                tracing::error!(error = %err, "python runner could not start");
+                Process::failed(err.to_string())
+            }
+        }
+    }
+
+    fn start(&self, key: Option<Key>) -> std::io::Result<Arc<Process>> {
+        let config = &self.config;
+        let mut command = Command::new(&config.python);
+        command
             .arg(&self.script)
-            .arg(&self.config.config)
+            .arg(&config.config)
             .current_dir(
-                self.config
+                config
                     .config
                     .parent()
                     .filter(|dir| !dir.as_os_str().is_empty())
@@ -197,7 +407,7 @@ impl Runners {
             .env("PYTHONUNBUFFERED", "1")
             .env(
                 "MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB",
-                self.config
+                config
                     .memory_limit_mib
                     .map(|mib| mib.to_string())
                     .unwrap_or_default(),
@@ -210,294 +420,287 @@ impl Runners {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                RunnerError::Start(format!("{}: {err}", self.config.python.display()))
-            })?;
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|err| {
+            std::io::Error::new(err.kind(), format!("{}: {err}", config.python.display()))
+        })?;
         let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        let mut runner = Runner {
-            child,
-            stdin,
-            stdout,
-        };
-        let ready = tokio::time::timeout(STARTUP_TIMEOUT, runner.next())
-            .await
-            .map_err(|_| RunnerError::Start("the graphs took too long to load".into()))??;
-        if ready["t"] != "ready" {
-            return Err(RunnerError::Protocol(format!(
-                "expected ready, got {ready}"
-            )));
-        }
-        tracing::info!(pid = runner.child.id(), graphs = %ready["graphs"], "python runner ready");
-        Ok(runner)
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (readiness, ready) = watch::channel(Readiness::Starting);
+        let process = Arc::new(Process {
+            pid: child.id(),
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            child: Mutex::new(Some(child)),
+            ready,
+            hosting: Mutex::new(Hosting {
+                key,
+                ..Hosting::default()
+            }),
+        });
+        tokio::spawn(read(Arc::clone(&process), stdout, readiness));
+        Ok(process)
     }
 }
 
-impl Runner {
-    /// The runner's next message.
-    ///
-    /// # Errors
-    ///
-    /// The process exited, or wrote something that is not a message. Cancel-safe.
-    pub async fn next(&mut self) -> Result<Value, RunnerError> {
-        match self.stdout.next_line().await {
-            Ok(Some(line)) => serde_json::from_str(&line)
-                .map_err(|err| RunnerError::Protocol(format!("{err}: {line:.200}"))),
-            Ok(None) | Err(_) => Err(RunnerError::Exited),
-        }
+/// One runner process.
+#[derive(Debug)]
+struct Process {
+    pid: Option<u32>,
+    /// Where messages to it are written, one line at a time (`None` once it is gone).
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    child: Mutex<Option<Child>>,
+    ready: watch::Receiver<Readiness>,
+    hosting: Mutex<Hosting>,
+}
+
+#[derive(Debug, Clone)]
+enum Readiness {
+    Starting,
+    Ready,
+    Failed(String),
+}
+
+/// What a process serves.
+#[derive(Debug, Default)]
+struct Hosting {
+    /// Who it serves; none yet for a process kept ready.
+    key: Option<Key>,
+    /// The messages of each run it hosts, by the run's number.
+    routes: HashMap<u64, mpsc::UnboundedSender<Value>>,
+    /// The answer to a `describe`, awaited.
+    described: Option<oneshot::Sender<Value>>,
+    /// It takes no new run (it ran out of memory) and ends with its last.
+    retiring: bool,
+    gone: bool,
+}
+
+impl Process {
+    /// A process that could not start: every run placed there fails with why.
+    fn failed(why: String) -> Arc<Self> {
+        let (_, ready) = watch::channel(Readiness::Failed(why));
+        Arc::new(Self {
+            pid: None,
+            stdin: tokio::sync::Mutex::new(None),
+            child: Mutex::new(None),
+            ready,
+            hosting: Mutex::new(Hosting {
+                gone: true,
+                ..Hosting::default()
+            }),
+        })
     }
 
-    /// # Errors
-    ///
-    /// The process exited.
-    pub async fn send(&mut self, message: &Value) -> Result<(), RunnerError> {
+    fn lock(&self) -> MutexGuard<'_, Hosting> {
+        self.hosting
+            .lock()
+            .expect("runner process lock is never poisoned")
+    }
+
+    fn is_ready(&self) -> bool {
+        matches!(*self.ready.borrow(), Readiness::Ready)
+    }
+
+    async fn until_ready(&self) -> Result<(), RunnerError> {
+        let mut ready = self.ready.clone();
+        let waited = tokio::time::timeout(
+            STARTUP_TIMEOUT,
+            ready.wait_for(|ready| !matches!(ready, Readiness::Starting)),
+        )
+        .await;
+        let outcome = match waited {
+            Err(_) => Err(RunnerError::Start(
+                "the graphs took too long to load".into(),
+            )),
+            Ok(Err(_)) => Err(RunnerError::Exited),
+            Ok(Ok(ready)) => match &*ready {
+                Readiness::Failed(why) => Err(RunnerError::Start(why.clone())),
+                _ => Ok(()),
+            },
+        };
+        if outcome.is_err() {
+            self.kill();
+        }
+        outcome
+    }
+
+    /// Writes one message.
+    async fn write(&self, message: &Value) -> Result<(), RunnerError> {
         let mut line = serde_json::to_vec(message).expect("a JSON value always serializes");
         line.push(b'\n');
-        self.stdin
-            .write_all(&line)
-            .await
-            .map_err(|_| RunnerError::Exited)
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else {
+            return Err(RunnerError::Exited);
+        };
+        if pipe.write_all(&line).await.is_err() {
+            *stdin = None;
+            return Err(RunnerError::Exited);
+        }
+        Ok(())
     }
 
-    /// Ends the process now (a run it would not stop, or a broken one).
-    pub async fn kill(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-/// The message that hands a run to a runner, with the thread's latest checkpoint (which LangGraph
-/// reads first) when it could be read, to spare the runner asking for it.
-/// `max_concurrency`: the operator's bound on a superstep's tasks at once (a run may ask for
-/// fewer, never more).
-pub async fn run_message(
-    saver: &Saver,
-    claimed: &ClaimedRun,
-    max_concurrency: Option<usize>,
-) -> Value {
-    let mut spec = run_spec(claimed);
-    if let Some(bound) = max_concurrency {
-        let asked = claimed.config["max_concurrency"].as_u64();
-        let allowed = asked.map_or(bound, |n| usize::try_from(n).unwrap_or(bound).min(bound));
-        spec["config"]["max_concurrency"] = json!(allowed);
-    }
-    if let Ok(latest) = saver.get("", None).await {
-        spec["latest"] = latest.map_or(Value::Null, saved_json);
-    }
-    json!({"t": "run", "run": spec})
-}
-
-/// The run as the runner reads it.
-fn run_spec(claimed: &ClaimedRun) -> Value {
-    let config = &claimed.config;
-    json!({
-        "run_id": claimed.run_id().0,
-        "thread_id": claimed.thread_id.0,
-        "graph_id": claimed.graph_id,
-        "assistant_id": claimed.metadata.get("assistant_id").cloned().unwrap_or(json!(claimed.graph_id)),
-        "attempt": claimed.attempt(),
-        "input": claimed.input,
-        "command": claimed.command,
-        "config": config,
-        "metadata": claimed.metadata,
-        "stream_mode": claimed.stream_mode,
-        "stream_subgraphs": config.get("stream_subgraphs").and_then(Value::as_bool).unwrap_or(false),
-        "interrupt_before": config.get("interrupt_before"),
-        "interrupt_after": config.get("interrupt_after"),
-        "durability": config.get("durability"),
-        "checkpoint_id": config.get("checkpoint_id"),
-        "context": config.get("context"),
-    })
-}
-
-/// Executes one call of the runner's checkpointer, after the writes it cast before (`held`,
-/// written in the same transaction as a checkpoint, before a read); the reply to send back.
-///
-/// # Errors
-///
-/// [`QueueError::LeaseLost`]: the run is no longer this worker's.
-pub async fn call(
-    saver: &Saver,
-    mut held: Vec<Write>,
-    message: &Value,
-) -> Result<Value, QueueError> {
-    let id = &message["id"];
-    let ns = message["ns"].as_str().unwrap_or_default();
-    let result = async {
-        match message["op"].as_str() {
-            Some("get") => {
-                saver.write(&held).await?;
-                let checkpoint_id = uuid_field(&message["checkpoint_id"]);
-                let found = saver.get(ns, checkpoint_id).await?;
-                Ok(found.map_or(Value::Null, saved_json))
-            }
-            Some("list") => {
-                saver.write(&held).await?;
-                let limit = message["limit"].as_i64().unwrap_or(1000).clamp(1, 10_000);
-                let listed = saver
-                    .list(ns, uuid_field(&message["before"]), limit)
-                    .await?;
-                Ok(Value::Array(listed.into_iter().map(saved_json).collect()))
-            }
-            Some("put") => {
-                held.push(write_of(message)?);
-                saver.write(&held).await?;
-                Ok(Value::Null)
-            }
-            Some("store") => {
-                crate::store::batch(saver.pool(), ThreadId(saver.thread_id()), &message["ops"])
-                    .await
-            }
-            other => Err(QueueError::Invalid {
-                field: "op",
-                reason: format!("the runner asked for {other:?}"),
-            }),
+    /// Ends the process now; the task reading it then fails its runs.
+    fn kill(&self) {
+        if let Some(child) = self
+            .child
+            .lock()
+            .expect("runner child lock is never poisoned")
+            .as_mut()
+        {
+            let _ = child.start_kill();
         }
     }
-    .await;
-    match result {
-        Ok(result) => Ok(json!({"t": "reply", "id": id, "result": result})),
-        Err(err @ QueueError::LeaseLost { .. }) => Err(err),
-        Err(QueueError::Invalid { reason, .. }) => {
-            Ok(json!({"t": "reply", "id": id, "error": reason}))
+}
+
+/// Reads a process's messages and routes each to its run, until the process is gone.
+async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Sender<Readiness>) {
+    let mut lines = BufReader::new(stdout).lines();
+    let why = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => break "it exited".to_owned(),
+        };
+        let message: Value = match serde_json::from_str(&line) {
+            Ok(message) => message,
+            Err(err) => break format!("it wrote {line:.200}: {err}"),
+        };
+        match message.get("run").and_then(Value::as_u64) {
+            Some(run) => {
+                let route = process.lock().routes.get(&run).cloned();
+                match route {
+                    Some(route) => {
+                        let _ = route.send(message);
+                    }
+                    // A run the worker let go of (it stopped it): a call gets no answer to wait
+                    // for, and the rest is dropped.
+                    None if message["t"] == "call" => {
+                        let reply = json!({"t": "reply", "id": message["id"], "error": "the run has ended"});
+                        let _ = process.write(&reply).await;
+                    }
+                    None => {}
+                }
+            }
+            None => match message["t"].as_str() {
+                Some("ready") => {
+                    tracing::info!(pid = process.pid, graphs = %message["graphs"], "python runner ready");
+                    readiness.send_replace(Readiness::Ready);
+                }
+                Some("described") => {
+                    if let Some(sender) = process.lock().described.take() {
+                        let _ = sender.send(message);
+                    }
+                }
+                _ => break format!("it wrote {line:.200}"),
+            },
         }
-        Err(err) => Ok(json!({"t": "reply", "id": id, "error": err.to_string()})),
+    };
+    if matches!(*readiness.borrow(), Readiness::Starting) {
+        readiness.send_replace(Readiness::Failed(why.clone()));
+    }
+    process.kill();
+    *process.stdin.lock().await = None;
+    let hosted = {
+        let mut hosting = process.lock();
+        hosting.gone = true;
+        hosting.described = None;
+        std::mem::take(&mut hosting.routes)
+    };
+    if !hosted.is_empty() {
+        tracing::warn!(
+            pid = process.pid,
+            runs = hosted.len(),
+            why,
+            "python runner gone"
+        );
+    }
+    // Its runs' links see their messages end: each fails its run retryably.
+    drop(hosted);
+    let child = process
+        .child
+        .lock()
+        .expect("runner child lock is never poisoned")
+        .take();
+    if let Some(mut child) = child {
+        let _ = child.wait().await;
     }
 }
 
-/// The write a `put` or `put_writes` message asks for.
-///
-/// # Errors
-///
-/// [`QueueError::Invalid`]: the message is not one.
-pub fn write_of(message: &Value) -> Result<Write, QueueError> {
-    let checkpoint_ns = text(&message["ns"]);
-    let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
-    match message["op"].as_str() {
-        Some("put") => {
-            let blobs = message["blobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|blob| {
-                    Ok(Blob {
-                        channel: text(&blob["channel"]),
-                        version: blob["version"]
-                            .as_i64()
-                            .ok_or_else(|| QueueError::Invalid {
-                                field: "version",
-                                reason: format!(
-                                    "channel versions are integers here, not {}",
-                                    blob["version"]
-                                ),
-                            })?,
-                        payload: payload(blob)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, QueueError>>()?;
-            Ok(Write::Checkpoint(NewCheckpoint {
-                checkpoint_ns,
-                checkpoint_id,
-                parent_checkpoint_id: uuid_field(&message["parent_checkpoint_id"]),
-                saved: message["saved"].clone(),
-                metadata: message["metadata"].clone(),
-                blobs,
-            }))
+/// A run's place in a runner process: its messages, and the way to send it more.
+#[derive(Debug)]
+pub struct RunLink {
+    pool: Arc<Pool>,
+    process: Arc<Process>,
+    /// Its number in the process.
+    run: u64,
+    messages: mpsc::UnboundedReceiver<Value>,
+}
+
+impl RunLink {
+    /// The run's next message.
+    ///
+    /// # Errors
+    ///
+    /// The process is gone. Cancel-safe.
+    pub async fn next(&mut self) -> Result<Value, RunnerError> {
+        self.messages.recv().await.ok_or(RunnerError::Exited)
+    }
+
+    /// Sends the run a message (its number added).
+    ///
+    /// # Errors
+    ///
+    /// The process is gone.
+    pub async fn send(&self, mut message: Value) -> Result<(), RunnerError> {
+        message["run"] = json!(self.run);
+        self.process.write(&message).await
+    }
+
+    /// The process takes no other run, and ends once its runs have (it ran out of memory and may
+    /// hold on to it).
+    pub fn retire(&self) {
+        self.process.lock().retiring = true;
+    }
+
+    /// Ends the process, and every run it hosts (retryably): it broke the protocol, or did not
+    /// stop a run in time.
+    pub fn kill(&self) {
+        self.process.kill();
+    }
+
+    /// Stops a run the worker gave up on (its lease lost, its time out, its checkpoint not
+    /// written): cancelled in its process, which is killed if the run has not stopped within
+    /// [`CANCEL_GRACE`]. A process that serves this run alone is killed at once.
+    pub async fn stop(mut self) {
+        if matches!(self.process.lock().key, Some(Key::Run(_))) {
+            self.kill();
+            return;
         }
-        Some("put_writes") => {
-            let writes = message["writes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|write| {
-                    Ok(PendingWrite {
-                        task_id: text(&write["task_id"]),
-                        task_path: text(&write["task_path"]),
-                        idx: write["idx"]
-                            .as_i64()
-                            .and_then(|idx| i32::try_from(idx).ok())
-                            .unwrap_or_default(),
-                        channel: text(&write["channel"]),
-                        payload: payload(write)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, QueueError>>()?;
-            Ok(Write::TaskWrites {
-                checkpoint_ns,
-                checkpoint_id,
-                writes,
-            })
+        if self.send(json!({"t": "cancel"})).await.is_err() {
+            return;
         }
-        other => Err(QueueError::Invalid {
-            field: "op",
-            reason: format!("{other:?} is not a write"),
-        }),
+        let stopped = tokio::time::timeout(CANCEL_GRACE, async {
+            while let Ok(message) = self.next().await {
+                if message["t"] == "done" {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if !matches!(stopped, Ok(true)) {
+            self.kill();
+        }
     }
 }
 
-/// The state a `describe` cast carries.
-///
-/// # Errors
-///
-/// [`QueueError::Invalid`]: it names no checkpoint.
-pub fn described_of(message: &Value) -> Result<Described, QueueError> {
-    Ok(Described {
-        checkpoint_id: required_uuid(&message["checkpoint_id"], "checkpoint_id")?,
-        snapshot: message["snapshot"].clone(),
-    })
-}
-
-fn saved_json(found: SavedCheckpoint) -> Value {
-    let payload_json = |payload: &Payload| (payload.kind.clone(), BASE64.encode(&payload.bytes));
-    json!({
-        "ns": found.checkpoint_ns,
-        "checkpoint_id": found.checkpoint_id,
-        "parent_checkpoint_id": found.parent_checkpoint_id,
-        "saved": found.saved,
-        "metadata": found.metadata,
-        "blobs": found.blobs.iter().map(|blob| {
-            let (kind, bytes) = payload_json(&blob.payload);
-            json!({"channel": blob.channel, "version": blob.version, "type": kind, "bytes": bytes})
-        }).collect::<Vec<_>>(),
-        "writes": found.writes.iter().map(|write| {
-            let (kind, bytes) = payload_json(&write.payload);
-            json!({"task_id": write.task_id, "channel": write.channel, "type": kind, "bytes": bytes})
-        }).collect::<Vec<_>>(),
-    })
-}
-
-fn payload(value: &Value) -> Result<Payload, QueueError> {
-    let bytes = BASE64
-        .decode(value["bytes"].as_str().unwrap_or_default())
-        .map_err(|err| QueueError::Invalid {
-            field: "bytes",
-            reason: err.to_string(),
-        })?;
-    Ok(Payload {
-        kind: text(&value["type"]),
-        bytes,
-    })
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
-}
-
-fn uuid_field(value: &Value) -> Option<Uuid> {
-    value.as_str().and_then(|s| Uuid::parse_str(s).ok())
-}
-
-fn required_uuid(value: &Value, field: &'static str) -> Result<Uuid, QueueError> {
-    uuid_field(value).ok_or_else(|| QueueError::Invalid {
-        field,
-        reason: format!("{value} is not a checkpoint id"),
-    })
+impl Drop for RunLink {
+    fn drop(&mut self) {
+        self.pool.detach(&self.process, self.run);
+    }
 }
 
 /// Writes the embedded runner, with the `mostrador` package its graphs may import, to a new
 /// folder of its own in the temporary folder (a name no one could have planted, created only if
-/// new); [`Runners`] removes it when dropped. Returns the runner's path.
+/// new); the [`Pool`] removes it when dropped. Returns the runner's path.
 fn write_script() -> std::io::Result<PathBuf> {
     let folder = std::env::temp_dir().join(format!("mostrador-runner-{}", Uuid::now_v7()));
     std::fs::create_dir(&folder)?;
@@ -512,7 +715,7 @@ fn write_script() -> std::io::Result<PathBuf> {
     Ok(folder.join("mostrador_runner.py"))
 }
 
-impl Drop for Runners {
+impl Drop for Pool {
     fn drop(&mut self) {
         if let Some(folder) = self.script.parent() {
             let _ = std::fs::remove_dir_all(folder);

@@ -43,15 +43,20 @@ pub async fn run(
     config.validate(&registry).map_err(crate::Error::Config)?;
     let runners = match &config.python {
         Some(python) => Some(Arc::new(
-            Runners::new(python.clone()).map_err(|err| crate::Error::Config(err.to_string()))?,
+            Runners::new(python.clone(), config.max_runs)
+                .map_err(|err| crate::Error::Config(err.to_string()))?,
         )),
         None => None,
     };
     if let Some(runners) = &runners {
-        // Before the worker is ready: this also warms the first runner. A worker whose graphs
-        // cannot load still serves its Rust graphs; each run of a Python graph then fails
-        // retryably with the reason.
-        match runners.describe(&pool).await {
+        // Before the worker is ready, its runner processes start, so that no run waits for one
+        // to import the graphs. A worker whose graphs cannot load still serves its Rust graphs;
+        // each run of a Python graph then fails retryably with the reason.
+        let (warmed, described) = tokio::join!(runners.warm(), runners.describe(&pool));
+        if let Err(err) = warmed {
+            tracing::error!(error = %err, "python runners could not start");
+        }
+        match described {
             Ok(()) => tracing::info!("python graphs described for the api"),
             Err(err) => tracing::error!(error = %err, "python graphs could not be described"),
         }

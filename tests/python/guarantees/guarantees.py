@@ -517,14 +517,17 @@ def cancel_reaches_a_blocked_node_within_a_second_with_interrupt_and_rollback(
     check(world.until_ended(after)["status"] == "success", "the worker still runs graphs")
 
 
-def segfault_and_memory_exhaustion_fail_only_their_own_runs(world: World, measured: dict) -> None:
-    """One worker runs two `linear` runs, held at `s3`, while a `segfault` run (a null pointer
-    dereference) and a `memory` run (leaking past a capped address space) go through every
-    attempt. Each bad run must fail retryably, be retried in a new runner, and end `error` after
-    its `max_attempts`; the worker keeps running; a run started afterwards on the same worker
-    succeeds (no runner left poisoned); the held runs, released at last, finish on their first
-    attempt in the runner they started in, with the right state."""
-    a = world.worker("a")
+def segfault_and_memory_exhaustion_fail_only_their_own_runs_isolated_by_run(
+    world: World, measured: dict
+) -> None:
+    """One worker, a runner process per run (`--python-isolation run`), runs two `linear` runs,
+    held at `s3`, while a `segfault` run (a null pointer dereference) and a `memory` run (leaking
+    past a capped address space) go through every attempt. Each bad run must fail retryably, be
+    retried in a new runner, and end `error` after its `max_attempts`; the worker keeps running;
+    a run started afterwards on the same worker succeeds (no runner left poisoned); the held
+    runs, released at last, finish on their first attempt in the runner they started in, with
+    the right state."""
+    a = world.worker("a", "--python-isolation", "run")
     good = [world.start("linear", {"hold": "s3"}) for _ in range(2)]
     for run in good:
         world.started(run["thread_id"], "s3")
@@ -569,12 +572,126 @@ def segfault_and_memory_exhaustion_fail_only_their_own_runs(world: World, measur
         check(values["log"] == [f"s{i}" for i in range(1, 7)], f"held run: {values}")
 
 
+def held_runs(world: World, n: int) -> list[dict]:
+    """`n` runs of `linear` held at `s3`, once all have started it."""
+    runs = [world.start("linear", {"hold": "s3"}) for _ in range(n)]
+    for run in runs:
+        world.started(run["thread_id"], "s3")
+    return runs
+
+
+def finished(world: World, thread_id: str) -> list[str]:
+    return [e["node"] for e in world.executions(thread_id, "finish")]
+
+
+def resumed_whole(world: World, runs: list[dict], attempt: int) -> None:
+    """Each run succeeded on `attempt`, every node finished once, to an uninterrupted state."""
+    reference = None
+    for run in runs:
+        ended = world.until_ended(run)
+        check(ended["status"] == "success", f"the run succeeds: {ended}")
+        row = world.run_row(run)
+        check(row["attempt"] == attempt, f"attempt {attempt}: {row}")
+        nodes = finished(world, run["thread_id"])
+        check(nodes == [f"s{i}" for i in range(1, 7)], f"every node finished once: {nodes}")
+        reference = reference or world.uninterrupted("linear", {"hold": "s3"})
+        values = world.values(run["thread_id"])
+        check(values == reference, f"the final state {values} is an uninterrupted run's {reference}")
+
+
+def a_crash_in_a_shared_runner_fails_its_runs_retryably_and_they_resume_from_their_checkpoints(
+    world: World, measured: dict
+) -> None:
+    """One runner process (`--python-processes 1`, shared) hosts three `linear` runs held at `s3`
+    when a fourth run, `segfault` with `once`, crashes it. Every run it hosted fails retryably;
+    the next attempts, in the new runner the worker starts, resume from their checkpoints: the
+    crashed run succeeds on its second attempt without re-running `before`, and the held runs,
+    released, finish every node once."""
+    a = world.worker("a", "--python-processes", "1")
+    held = held_runs(world, 3)
+    runner = world.started(held[0]["thread_id"], "s3")["runner"]
+    check(
+        all(world.started(run["thread_id"], "s3")["runner"] == runner for run in held),
+        "the held runs share one runner",
+    )
+    crashing = world.start("segfault", {"once": True})
+    crashed = time.monotonic()
+    until("the shared runner is gone", lambda: process_gone(runner), 30)
+    ended = world.until_ended(crashing)
+    check(ended["status"] == "success", f"the crashed run succeeds on a retry: {ended}")
+    check(world.run_row(crashing)["attempt"] == 2, "the crashed run: retried once")
+    nodes = finished(world, crashing["thread_id"])
+    check(nodes == ["before", "crash"], f"before finished once, crash once: {nodes}")
+    for run in held:
+        again = until(
+            "the held run started s3 again",
+            lambda run=run: len([e for e in world.executions(run["thread_id"], "start") if e["node"] == "s3"]) == 2,
+        )
+        check(again, "s3 again")
+        world.open_gate(run["thread_id"])
+    resumed_whole(world, held, attempt=2)
+    measured["recovery_seconds"] = round(time.monotonic() - crashed, 3)
+    check(a.alive(), f"the worker keeps running: {a.tail()}")
+
+
+def sigkill_of_a_runner_hosting_many_runs_loses_none_and_repeats_no_finished_superstep(
+    world: World, measured: dict
+) -> None:
+    """One runner process hosts four `linear` runs held at `s3`; it gets SIGKILL. Each run fails
+    retryably and resumes in a new runner from its checkpoint: `s1` and `s2` never run again,
+    every node finishes once."""
+    a = world.worker("a", "--python-processes", "1")
+    held = held_runs(world, 4)
+    runner = world.started(held[0]["thread_id"], "s3")["runner"]
+    os.kill(runner, signal.SIGKILL)
+    killed = time.monotonic()
+    for run in held:
+        world.open_gate(run["thread_id"])
+    resumed_whole(world, held, attempt=2)
+    measured["recovery_seconds"] = round(time.monotonic() - killed, 3)
+    for run in held:
+        ran = starts(world, run["thread_id"])
+        check(
+            [node for node, _, _ in ran] == ["s1", "s2", "s3", "s3", "s4", "s5", "s6"],
+            f"only s3 ran again: {ran}",
+        )
+    check(a.alive(), f"the worker keeps running: {a.tail()}")
+
+
+def cancel_of_one_run_leaves_the_runs_beside_it_untouched(world: World, measured: dict) -> None:
+    """Three `linear` runs held at `s3` share one runner process; one is cancelled. It ends
+    `interrupted` within a second; the two beside it, released, finish on their first attempt in
+    the same process."""
+    world.worker("a", "--python-processes", "1")
+    held = held_runs(world, 3)
+    runner = world.started(held[0]["thread_id"], "s3")["runner"]
+    cancelled = held.pop()
+    began = time.monotonic()
+    world.client.runs.cancel(cancelled["thread_id"], cancelled["run_id"], action="interrupt")
+    ended = world.until_ended(cancelled)
+    measured["cancel_seconds"] = round(time.monotonic() - began, 3)
+    check(ended["status"] == "interrupted", f"the cancelled run: {ended}")
+    check(measured["cancel_seconds"] < 1.5, f"cancelled within a second: {measured}")
+    check(not process_gone(runner), "the shared runner lives on")
+    for run in held:
+        world.open_gate(run["thread_id"])
+    resumed_whole(world, held, attempt=1)
+    for run in held:
+        check(
+            {r for _, r, _ in starts(world, run["thread_id"])} == {runner},
+            "the runs beside it finished in the same runner",
+        )
+
+
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
     sigkill_of_the_runner_alone_fails_the_run_retryably_and_it_resumes_from_its_checkpoint,
     cancel_reaches_a_blocked_node_within_a_second_with_interrupt_and_rollback,
-    segfault_and_memory_exhaustion_fail_only_their_own_runs,
+    segfault_and_memory_exhaustion_fail_only_their_own_runs_isolated_by_run,
+    a_crash_in_a_shared_runner_fails_its_runs_retryably_and_they_resume_from_their_checkpoints,
+    sigkill_of_a_runner_hosting_many_runs_loses_none_and_repeats_no_finished_superstep,
+    cancel_of_one_run_leaves_the_runs_beside_it_untouched,
 ]
 
 
