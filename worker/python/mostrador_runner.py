@@ -988,7 +988,7 @@ class Link:
 
 
 # Spans are sent only where the worker exports them.
-SPANS = any(os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+SPANS = bool(os.environ.pop("MOSTRADOR_RUNNER_SPANS", ""))
 
 
 class Spans(BaseCallbackHandler):

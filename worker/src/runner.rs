@@ -143,6 +143,20 @@ impl Runners {
         if config.python.components().count() > 1 && config.python.is_relative() {
             config.python = std::path::absolute(&config.python)?;
         }
+        // Runners are children of this process, and may run code no one reviewed: they must not
+        // read its memory or its environment (`/proc/<worker>/environ`), which hold the
+        // platform's secrets. A process that is not dumpable is readable only with
+        // CAP_SYS_PTRACE, which a runner started by root is not given either.
+        if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+            tracing::warn!(error = %err, "the worker could not make itself undumpable");
+        }
+        let unprivileged = nix::unistd::geteuid().is_root().then(|| {
+            let setpriv = PathBuf::from("/usr/bin/setpriv");
+            if !setpriv.exists() {
+                tracing::warn!("running as root without /usr/bin/setpriv: Python runners keep root's capabilities");
+            }
+            setpriv
+        }).filter(|setpriv| setpriv.exists());
         let processes = config
             .processes
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
@@ -159,6 +173,7 @@ impl Runners {
                 config,
                 script,
                 next_run: AtomicU64::new(1),
+                unprivileged,
                 state: Mutex::default(),
             }),
         })
@@ -265,6 +280,8 @@ struct Pool {
     /// The most runs a shared or tenant's process hosts at once before another is started.
     per_process: usize,
     next_run: AtomicU64,
+    /// `setpriv`, to start runners without capabilities when the worker runs as root.
+    unprivileged: Option<PathBuf>,
     state: Mutex<PoolState>,
 }
 
@@ -393,7 +410,25 @@ impl Pool {
 
     fn start(&self, key: Option<Key>) -> std::io::Result<Arc<Process>> {
         let config = &self.config;
-        let mut command = Command::new(&config.python);
+        let mut command = match &self.unprivileged {
+            // As root, a runner would read the worker's memory and environment whatever they
+            // allow: it starts without any capability.
+            Some(setpriv) => {
+                let mut command = Command::new(setpriv);
+                command
+                    .args(["--bounding-set=-all", "--inh-caps=-all", "--"])
+                    .arg(&config.python);
+                command
+            }
+            None => Command::new(&config.python),
+        };
+        // What the graphs need and none of the platform's secrets: the worker's own settings
+        // (its database, tokens, model, exporter) stay out of the runner's environment.
+        for (name, _) in std::env::vars_os() {
+            if platform_variable(&name) {
+                command.env_remove(name);
+            }
+        }
         command
             .arg(&self.script)
             .arg(&config.config)
@@ -412,11 +447,10 @@ impl Pool {
                     .map(|mib| mib.to_string())
                     .unwrap_or_default(),
             )
-            // User code needs no way into mostrador's database or tokens: the worker writes
-            // for it.
-            .env_remove("MOSTRADOR_DATABASE_URL")
-            .env_remove("DATABASE_URL")
-            .env_remove("MOSTRADOR_JWT_SECRET")
+            .env(
+                "MOSTRADOR_RUNNER_SPANS",
+                if exports_spans() { "1" } else { "" },
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -696,6 +730,33 @@ impl Drop for RunLink {
     fn drop(&mut self) {
         self.pool.detach(&self.process, self.run);
     }
+}
+
+/// A variable of the worker's own configuration, kept from runners: every `MOSTRADOR_*` one (its
+/// database, JWT secret, API-key settings), `DATABASE_URL`, the binary's model (`MODEL_*`) and
+/// OpenTelemetry's exporter (whose headers may carry a key).
+fn platform_variable(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with("MOSTRADOR_")
+        || name.starts_with("OTEL_")
+        || matches!(
+            &*name,
+            "DATABASE_URL"
+                | "MODEL_API_KEY"
+                | "MODEL_BASE_URL"
+                | "MODEL_NAME"
+                | "MODEL_CONTEXT_WINDOW"
+        )
+}
+
+/// The worker exports spans: runners send theirs (model and tool calls) to it.
+fn exports_spans() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
 }
 
 /// Writes the embedded runner, with the `mostrador` package its graphs may import, to a new

@@ -87,7 +87,9 @@ def process_gone(pid: int) -> bool:
 class Process:
     """One `mostrador-e2e` process (api or worker) on a free port, its stderr in a log file."""
 
-    def __init__(self, world: "World", name: str, command: str, args: list[str]) -> None:
+    def __init__(
+        self, world: "World", name: str, command: str, args: list[str], env: dict | None = None
+    ) -> None:
         self.name = name
         self.port = free_port()
         self.log = world.dir / f"{name}.log"
@@ -96,14 +98,16 @@ class Process:
             "MOSTRADOR_JWT_SECRET": JWT_SECRET,
             "GUARANTEES_DIR": str(world.dir),
             "RUST_LOG": "info,sqlx=warn",
+            # The database's address in the environment, as a deployment gives it (an argument
+            # is readable by every process of the machine).
+            "MOSTRADOR_DATABASE_URL": world.url,
+            **(env or {}),
         }
         with open(self.log, "wb") as log:
             self.popen = subprocess.Popen(
                 [
                     str(world.opts.bin),
                     command,
-                    "--database-url",
-                    world.url,
                     "--listen",
                     f"127.0.0.1:{self.port}",
                     "--config",
@@ -191,31 +195,36 @@ class World:
         )
         check(migrated.returncode == 0, f"migrate: {migrated.stderr}")
         self.api = self.spawn("api", "api", [])
+        self.client = self.client_of("ana", "s1")
+        self.api.until_ready()
+
+    def client_of(self, subject: str, tenant: str) -> Any:
+        """The official client, as `subject` of `tenant`."""
         token = subprocess.run(
-            [str(opts.bin), "token", "--sub", "ana", "--role", "customer", "--store", "s1"],
+            [str(self.opts.bin), "token", "--sub", subject, "--role", "customer", "--store", tenant],
             check=True,
             capture_output=True,
             text=True,
             env={**os.environ, "MOSTRADOR_JWT_SECRET": JWT_SECRET},
         ).stdout.strip()
-        self.client = get_sync_client(
+        return get_sync_client(
             url=f"http://127.0.0.1:{self.api.port}",
             headers={"Authorization": f"Bearer {token}"},
         )
-        self.api.until_ready()
 
-    def spawn(self, name: str, command: str, args: list[str]) -> Process:
-        process = Process(self, name, command, args)
+    def spawn(self, name: str, command: str, args: list[str], env: dict | None = None) -> Process:
+        process = Process(self, name, command, args, env)
         self.processes.append(process)
         return process
 
-    def worker(self, name: str, *args: str) -> Process:
+    def worker(self, name: str, *args: str, env: dict | None = None) -> Process:
         """A worker, ready (its first runner has loaded the graphs); short poll and sweep
         intervals, as the Rust end-to-end tests use."""
         worker = self.spawn(
             name,
             "worker",
             ["--name", name, "--poll-interval", "200ms", "--sweep-interval", "300ms", *args],
+            env,
         )
         worker.until_ready()
         return worker
@@ -285,15 +294,20 @@ class World:
 
     # Runs, through the official client.
 
-    def start(self, graph: str, graph_input: dict, *, gate_open: bool = False) -> dict:
-        thread = self.client.threads.create()
+    def start(
+        self, graph: str, graph_input: dict, *, gate_open: bool = False, client: Any = None
+    ) -> dict:
+        client = client or self.client
+        thread = client.threads.create()
         if gate_open:
             self.open_gate(thread["thread_id"])
-        return self.client.runs.create(thread["thread_id"], graph, input=graph_input)
+        return client.runs.create(thread["thread_id"], graph, input=graph_input)
 
-    def until_ended(self, run: dict, timeout: float = DEADLINE) -> dict:
+    def until_ended(self, run: dict, timeout: float = DEADLINE, client: Any = None) -> dict:
+        client = client or self.client
+
         def ended() -> dict | None:
-            now = self.client.runs.get(run["thread_id"], run["run_id"])
+            now = client.runs.get(run["thread_id"], run["run_id"])
             return now if now["status"] in TERMINAL else None
 
         return until(f"run {run['run_id']} ended", ended, timeout)
@@ -683,6 +697,69 @@ def cancel_of_one_run_leaves_the_runs_beside_it_untouched(world: World, measured
         )
 
 
+SECRET = "platform-secret-7f3a"
+
+
+def runner_processes_hold_no_secret_of_the_platform(world: World, measured: dict) -> None:
+    """A worker holds the platform's secrets in its environment (its database, JWT secret, the
+    binary's model key, the exporter's headers) beside a variable the graphs need. A run's code
+    finds the graphs' variable and none of the secrets in its own environment, and cannot read
+    its worker's environment or memory."""
+    world.worker(
+        "a",
+        env={
+            "MODEL_API_KEY": SECRET,
+            "OTEL_EXPORTER_OTLP_HEADERS": f"authorization={SECRET}",
+            "MOSTRADOR_API_KEY_PEPPER": SECRET,
+            "GRAPHS_OWN_SETTING": "kept",
+        },
+    )
+    run = world.start("secrets", {})
+    ended = world.until_ended(run)
+    check(ended["status"] == "success", f"the probe ran: {ended}")
+    seen = world.values(run["thread_id"])["seen"]
+    environ = seen["environ"]
+    check(environ.get("GRAPHS_OWN_SETTING") == "kept", "the graphs' own variable is there")
+    secrets = (SECRET, JWT_SECRET, world.url)
+    leaked = {k: v for k, v in environ.items() if any(secret in v for secret in secrets)}
+    check(not leaked, f"no secret in the runner's environment: {leaked}")
+    named = [k for k in environ if k.startswith(("MOSTRADOR_", "OTEL_")) or k in ("DATABASE_URL", "MODEL_API_KEY")]
+    check(not named, f"none of the platform's variables: {named}")
+    for what in ("worker_environ", "worker_mem"):
+        check(seen[what].startswith("refused"), f"{what}: {seen[what][:200]}")
+    measured["worker_environ"] = seen["worker_environ"]
+
+
+def a_runner_process_serves_one_tenant_at_a_time_when_isolated_by_tenant(
+    world: World, measured: dict
+) -> None:
+    """Isolated by tenant (`--python-isolation tenant`): two runs of tenant s1 share a process;
+    a run of tenant s2, at the same time, gets another; once they have all ended, later runs of
+    each tenant never land in the other's process."""
+    world.worker("a", "--python-isolation", "tenant", "--python-processes", "1")
+    other = world.client_of("jordi", "s2")
+    ana = held_runs(world, 2)
+    jordi = world.start("linear", {"hold": "s3"}, client=other)
+    runner_of = lambda run: world.started(run["thread_id"], "s3")["runner"]  # noqa: E731
+    ana_runner, jordi_runner = runner_of(ana[0]), runner_of(jordi)
+    check(runner_of(ana[1]) == ana_runner, "one tenant's runs share its process")
+    check(ana_runner != jordi_runner, "another tenant's run is in another process")
+    for run in [*ana, jordi]:
+        world.open_gate(run["thread_id"])
+    for run, client in [(ana[0], None), (ana[1], None), (jordi, other)]:
+        check(world.until_ended(run, client=client)["status"] == "success", "the runs succeed")
+    later = {
+        "s1": world.start("linear", {"hold": "s3"}, gate_open=True),
+        "s2": world.start("linear", {"hold": "s3"}, gate_open=True, client=other),
+    }
+    for tenant, run in later.items():
+        client = other if tenant == "s2" else None
+        check(world.until_ended(run, client=client)["status"] == "success", "the later runs succeed")
+        runner = runner_of(run)
+        forbidden = jordi_runner if tenant == "s1" else ana_runner
+        check(runner != forbidden, f"{tenant}'s later run is not in the other tenant's process")
+
+
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
@@ -692,6 +769,8 @@ TESTS = [
     a_crash_in_a_shared_runner_fails_its_runs_retryably_and_they_resume_from_their_checkpoints,
     sigkill_of_a_runner_hosting_many_runs_loses_none_and_repeats_no_finished_superstep,
     cancel_of_one_run_leaves_the_runs_beside_it_untouched,
+    runner_processes_hold_no_secret_of_the_platform,
+    a_runner_process_serves_one_tenant_at_a_time_when_isolated_by_tenant,
 ]
 
 
