@@ -39,6 +39,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: MOSTRADOR_PYTHON_MEMORY_LIMIT_MIB
   value: {{ . | quote }}
 {{- end }}
+- name: MOSTRADOR_PYTHON_ISOLATION
+  value: {{ .Values.python.isolation | default "shared" | quote }}
+{{- with .Values.python.processes }}
+- name: MOSTRADOR_PYTHON_PROCESSES
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* The pod-level settings every pod shares: non-root, no service-account token. */}}
