@@ -46,6 +46,11 @@ pub(crate) struct PythonArgs {
     #[arg(long, env = "MOSTRADOR_PYTHON_ISOLATION", default_value = "shared")]
     python_isolation: Isolation,
 
+    /// How long a run may hold a shared runner's event loop (a blocking call in an async node,
+    /// which the runs beside it wait for) before it fails and its process is replaced; 0: never.
+    #[arg(long, env = "MOSTRADOR_PYTHON_BLOCKED_AFTER", default_value = "30s", value_parser = crate::duration::parse_duration)]
+    python_blocked_after: std::time::Duration,
+
     /// Runner processes that share the runs (`shared`), or kept ready for the next tenant or
     /// run (`tenant`, `run`) [default: one per core].
     #[arg(long, env = "MOSTRADOR_PYTHON_PROCESSES", value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -106,6 +111,7 @@ impl PythonArgs {
             graphs,
             memory_limit_mib: self.python_memory_limit_mib,
             isolation: self.python_isolation,
+            blocked_after: Some(self.python_blocked_after).filter(|after| !after.is_zero()),
             processes: self
                 .python_processes
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),

@@ -9,8 +9,8 @@ Our copy of ../shared/peers/e2e/iobound.py, changed where it would not measure w
 * The server's processes are the process groups given with --pgid (repeatable) *and* every
   process descending from their leaders or sharing their session, so a runner that a worker
   starts is counted even if some day it is put in a group of its own. (Today the runners inherit
-  the worker's group: tokio's Command does not change it. `procs` in the output counts what was
-  summed, to check it.)
+  the worker's group: neither tokio's Command nor setpriv changes it. `procs_at_peak` and
+  `procs_max` in the output count what was summed, to check it.)
 * One read of /proc/PID/stat per process per sample (its rss and CPU times), not two files: with
   a thousand runner processes the sampler's own CPU matters on two cores.
 * The runs are spread over SDK clients of RUNS_PER_CLIENT (10) runs each, each client with as
@@ -27,7 +27,7 @@ Our copy of ../shared/peers/e2e/iobound.py, changed where it would not measure w
 
 usage: iobound.py --url URL [--token T] --pgid PGID [--pgid PGID2] --server NAME
                   [--graph l1] [--runs N] [--delay-ms D] [--creators 64] [--sample-ms 100]
-                  [--runs-per-client 50]
+                  [--runs-per-client 10] [--quiet-wait-s 60] [--burst first]
 """
 import argparse
 import asyncio

@@ -2,7 +2,7 @@
 # Density: how many I/O-bound agents one machine holds. RUNS runs submitted at once, each on a new
 # thread, of the peers' Python graph `l1` (one node that waits DELAY_MS: a model call's wait), on
 #   mostrador  one `api` and one `worker --max-runs RUNS` process (+ WORKER_ARGS), a fresh database;
-#              two bursts: the first (runners started cold) and a second one (runners warm)
+#              two bursts: the first on a fresh worker and a second one on the same processes
 #   lgapi      the official server in memory, `langgraph dev --n-jobs-per-worker RUNS`, a fresh
 #              .langgraph_api/; one burst
 # one after the other, with the same client (iobound.py beside this file, langgraph-sdk). Each
@@ -12,7 +12,8 @@
 #
 # usage: MOSTRADOR_BIN=target/release/mostrador bench/density/run.sh [mostrador] [lgapi]
 # env:   RUNS=1000 DELAY_MS=5000
-#        WORKER_ARGS=""          more `mostrador worker` flags, e.g. "--python-isolation shared"
+#        WORKER_ARGS=""          more `mostrador worker` flags, e.g. "--python-isolation run" or
+#                                "--python-processes 4" (the default: shared, one per core)
 #        WORKER_POOL_SIZE=64     the worker's --pool-size (its default, max runs + 4, is more than
 #                                PostgreSQL's max_connections = 100 here)
 #        CREATORS=64             creates in flight at most (joins are not limited)
@@ -120,7 +121,8 @@ for s in "${SERVERS[@]}"; do
   case $s in
   mostrador)
     B=${MOSTRADOR_BIN:?set MOSTRADOR_BIN to a release mostrador binary}
-    psql "$PG/postgres" -qc "drop database if exists bench_density_mostrador with (force)" \
+    PGOPTIONS=--client-min-messages=warning psql "$PG/postgres" \
+      -qc "drop database if exists bench_density_mostrador with (force)" \
       -c "create database bench_density_mostrador"
     db=$PG/bench_density_mostrador
     "$B" migrate --database-url "$db" > "$OUT/logs/$STAMP-mostrador-migrate.log" 2>&1

@@ -47,6 +47,7 @@ pub async fn linear_per_run(
             graphs: vec!["linear1".to_owned(), "linear6".to_owned()],
             memory_limit_mib: None,
             isolation: Isolation::Shared,
+            blocked_after: None,
             processes: Some(1),
             agents: AgentConfig::default(),
         },

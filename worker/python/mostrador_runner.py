@@ -22,9 +22,10 @@ runner -> worker: {"t": "ready", "graphs": [...]} once loaded; for a run: {"t": 
                   `execute`, `subagent`: `mostrador.deepagents`), {"t": "cast", "op": ...} for
                   what needs no answer (a task's writes, the snapshots of checkpoints,
                   `subagent_done`, `span`), {"t": "event", "event": name, "data": ...} for the
-                  stream, {"t": "done", "outcome": ..., ...} when the run ends; and
-                  {"t": "described", "graphs": {id: {"name", "schemas", "graph", "subgraphs"} |
-                  {"error"}}}.
+                  stream, {"t": "done", "outcome": ..., ...} when the run ends, {"t":
+                  "blocked", "seconds": s} when its task has held the event loop that long (the
+                  run unknown: `"run": null`); and {"t": "described", "graphs": {id: {"name",
+                  "schemas", "graph", "subgraphs"} | {"error"}}}.
 
 The worker handles a run's messages in the order they were sent, so a cast is written before
 anything the run sent after it (a call that takes long, `execute` or a wait for a `subagent` slot,
@@ -44,6 +45,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -982,6 +984,7 @@ class Link:
 
     def __init__(self, channel: RunChannel, thread_id: str) -> None:
         self.loop = channel.loop
+        self.run = channel.run
         self.thread_id = thread_id
         self.call = channel.call
         self.cast = channel.cast
@@ -1402,6 +1405,50 @@ async def describe_all(channel: Channel, project: Project) -> None:
     channel.send({"t": "described", "graphs": described})
 
 
+def watch_the_loop(channel: Channel, blocked_after: float) -> None:
+    """A thread that tells the worker when a run has blocked this process's event loop for
+    `blocked_after` seconds (a `time.sleep` or a CPU-bound loop in an async node): every run of
+    the process waits for it, so the worker ends that run and replaces the process. The run is
+    the one whose task holds the loop (its context carries the run's link)."""
+    loop = channel.loop
+    beat = [time.monotonic()]
+    # The run of each task: its creator's (tasks inherit their creator's context, and with it the
+    # run's link).
+    runs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def task_of_its_run(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        context = kwargs.get("context")
+        link = context.get(mostrador._run) if context is not None else mostrador._run.get()
+        if link is not None:
+            runs[task] = link.run
+        return task
+
+    loop.set_task_factory(task_of_its_run)
+
+    def tick() -> None:
+        beat[0] = time.monotonic()
+        loop.call_later(0.1, tick)
+
+    loop.call_soon_threadsafe(tick)
+
+    def watch() -> None:
+        told = None
+        while True:
+            time.sleep(0.1)
+            blocked = time.monotonic() - beat[0]
+            if blocked < blocked_after:
+                told = None
+                continue
+            task = asyncio.tasks._current_tasks.get(loop)
+            run = runs.get(task) if task is not None else None
+            if told != run:
+                told = run
+                channel.send({"t": "blocked", "run": run, "seconds": round(blocked, 1)})
+
+    threading.Thread(target=watch, name="mostrador-loop-watch", daemon=True).start()
+
+
 def limit_memory() -> None:
     """The worker's `--python-memory-limit-mib`, before any user code allocates."""
     mib = os.environ.pop("MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB", "")
@@ -1423,6 +1470,9 @@ async def main() -> None:
     # the collector's passes, for a few megabytes.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+    blocked_after = float(os.environ.pop("MOSTRADOR_RUNNER_BLOCKED_AFTER", "") or 0)
+    if blocked_after > 0:
+        watch_the_loop(channel, blocked_after)
     channel.send({"t": "ready", "graphs": project.ids()})
     # The runs this process executes, by their number, each a task of its own.
     runs: dict[int, tuple[Run, asyncio.Task]] = {}

@@ -34,6 +34,8 @@ enum Gone {
     SaverFailed(String),
     /// It did not stop a cancelled run in time.
     Cancelled,
+    /// It held its process's event loop, which the runs beside it share, this many seconds.
+    Blocked(f64),
     TimedOut,
     LeaseLost,
 }
@@ -109,7 +111,7 @@ impl Executor {
                 match gone {
                     // Its process is broken, or could not stop it in time (its event loop is
                     // blocked): the runs beside it fail retryably too.
-                    Gone::Died(_) | Gone::Cancelled => link.kill(),
+                    Gone::Died(_) | Gone::Cancelled | Gone::Blocked(_) => link.kill(),
                     Gone::SaverFailed(_) | Gone::TimedOut | Gone::LeaseLost => link.stop().await,
                 }
                 match gone {
@@ -123,6 +125,16 @@ impl Executor {
                         tracing::warn!(run_id = %claimed.run_id(), why, "python runner died");
                         // The next attempt resumes from the last checkpoint.
                         fail(&events, claimed, "PythonRunnerDied", &why, true).await
+                    }
+                    Gone::Blocked(seconds) => {
+                        tracing::warn!(run_id = %claimed.run_id(), seconds, "run blocked its runner's event loop");
+                        // Not retried: it would block the next process's runs as well.
+                        let message = format!(
+                            "the run held its Python runner's event loop for {seconds} s, which the \
+                             runs beside it share: a blocking call in an async node (use an async \
+                             client, a sync node, or asyncio.to_thread)"
+                        );
+                        fail(&events, claimed, "BlockedEventLoop", &message, false).await
                     }
                     Gone::SaverFailed(why) => {
                         tracing::warn!(run_id = %claimed.run_id(), why, "checkpoint write failed");
@@ -310,6 +322,9 @@ async fn drive(
                     Some("cast" | "event") => {
                         held.after.push(message);
                         Ok(())
+                    }
+                    Some("blocked") => {
+                        return Ok(Ended::Gone(Gone::Blocked(message["seconds"].as_f64().unwrap_or_default())));
                     }
                     Some("done") => match held.flush(saver, events).await {
                         Ok(()) => return Ok(Ended::Done(message)),

@@ -94,6 +94,9 @@ pub struct PythonConfig {
     pub memory_limit_mib: Option<u64>,
     /// Which runs may share a process.
     pub isolation: Isolation,
+    /// How long a run may hold a shared process's event loop (a blocking call in an async node,
+    /// which every run of the process waits for) before it fails and the process is replaced.
+    pub blocked_after: Option<Duration>,
     /// How many processes serve shared runs, and how many idle ones are kept ready for the next
     /// tenant or run under the other levels (by default, one per core).
     pub processes: Option<usize>,
@@ -451,6 +454,14 @@ impl Pool {
                 "MOSTRADOR_RUNNER_SPANS",
                 if exports_spans() { "1" } else { "" },
             )
+            .env(
+                "MOSTRADOR_RUNNER_BLOCKED_AFTER",
+                config
+                    .blocked_after
+                    .filter(|_| config.isolation != Isolation::Run)
+                    .map(|after| after.as_secs_f64().to_string())
+                    .unwrap_or_default(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -618,6 +629,7 @@ async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Send
                     tracing::info!(pid = process.pid, graphs = %message["graphs"], "python runner ready");
                     readiness.send_replace(Readiness::Ready);
                 }
+                Some("blocked") => break "a task blocked its event loop".to_owned(),
                 Some("described") => {
                     if let Some(sender) = process.lock().described.take() {
                         let _ = sender.send(message);

@@ -760,6 +760,32 @@ def a_runner_process_serves_one_tenant_at_a_time_when_isolated_by_tenant(
         check(runner != forbidden, f"{tenant}'s later run is not in the other tenant's process")
 
 
+def a_run_blocking_the_event_loop_fails_alone_and_its_runner_is_replaced(
+    world: World, measured: dict
+) -> None:
+    """Three `linear` runs held at `s3` share one runner process with a `blocked` run whose async
+    node calls `time.sleep` (`block_loop`): the event loop they share stops. Past
+    `--python-blocked-after` (2 s), the blocking run ends `error` (`BlockedEventLoop`, not
+    retried) and its process is replaced; the held runs resume from their checkpoints in the new
+    one and finish every node once."""
+    world.worker("a", "--python-processes", "1", "--python-blocked-after", "2s")
+    held = held_runs(world, 3)
+    blocking = world.start("blocked", {"mode": "block_loop"})
+    world.started(blocking["thread_id"], "block_loop")
+    began = time.monotonic()
+    ended = world.until_ended(blocking)
+    measured["detected_seconds"] = round(time.monotonic() - began, 3)
+    check(ended["status"] == "error", f"the blocking run fails: {ended}")
+    row = world.run_row(blocking)
+    check(
+        row["error"]["error"] == "BlockedEventLoop" and row["attempt"] == 1,
+        f"as blocking its event loop, not retried: {row}",
+    )
+    for run in held:
+        world.open_gate(run["thread_id"])
+    resumed_whole(world, held, attempt=2)
+
+
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
@@ -769,6 +795,7 @@ TESTS = [
     a_crash_in_a_shared_runner_fails_its_runs_retryably_and_they_resume_from_their_checkpoints,
     sigkill_of_a_runner_hosting_many_runs_loses_none_and_repeats_no_finished_superstep,
     cancel_of_one_run_leaves_the_runs_beside_it_untouched,
+    a_run_blocking_the_event_loop_fails_alone_and_its_runner_is_replaced,
     runner_processes_hold_no_secret_of_the_platform,
     a_runner_process_serves_one_tenant_at_a_time_when_isolated_by_tenant,
 ]
