@@ -254,16 +254,6 @@ impl Runners {
         }
         Ok(())
     }
-
-    /// The process ids of the live runner processes.
-    pub fn pids(&self) -> Vec<u32> {
-        self.pool
-            .lock()
-            .processes
-            .iter()
-            .filter_map(|process| process.pid)
-            .collect()
-    }
 }
 
 /// Who a process serves.
