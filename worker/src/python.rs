@@ -7,22 +7,23 @@
 use std::time::Duration;
 
 use mostrador_queue::ending::Ending;
-use mostrador_queue::saver::{Saver, Write};
+use mostrador_queue::saver::{Described, Saver, Write};
 use mostrador_queue::{ClaimedRun, Error as QueueError, NewEvent, RunId};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::{Instant, sleep_until};
 
 use crate::Error;
 use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail};
 use crate::publish::RunEvents;
 use crate::runner::checkpointer;
+use crate::runner::protocol::{Cast, FromRunner, Outcome};
 use crate::runner::{CANCEL_GRACE, RunLink, Runners};
 use crate::services::Services;
 
 /// How a run left its runner.
 enum Ended {
     /// The runner reported its outcome.
-    Done(Value),
+    Done(Outcome),
     /// The run was given up on, or its process died.
     Gone(Gone),
 }
@@ -100,7 +101,7 @@ impl Executor {
             Ended::Done(done) => {
                 // A runner that ran out of memory may hold on to it: its process takes no new
                 // run.
-                if done["retire"].as_bool().unwrap_or(false) {
+                if matches!(done, Outcome::Error { retire: true, .. }) {
                     link.retire();
                 }
                 drop(link);
@@ -147,22 +148,24 @@ impl Executor {
 }
 
 /// The ending the runner's outcome calls for.
-fn told(run_id: RunId, handle: &RunHandle, done: &Value) -> Ending {
-    match done["outcome"].as_str().unwrap_or_default() {
-        "success" => Ending::Success,
-        "interrupted" => Ending::Paused,
-        "cancelled" => cancelled(handle),
-        "drained" => Ending::Released {
-            reason: done["reason"].as_str().unwrap_or("shutdown").to_owned(),
+fn told(run_id: RunId, handle: &RunHandle, done: &Outcome) -> Ending {
+    match done {
+        Outcome::Success => Ending::Success,
+        Outcome::Interrupted => Ending::Paused,
+        Outcome::Cancelled => cancelled(handle),
+        Outcome::Drained { reason } => Ending::Released {
+            reason: reason.clone(),
         },
-        _ => {
-            let kind = done["error"].as_str().unwrap_or("Error");
-            let message = done["message"].as_str().unwrap_or_default();
-            let retryable = done["retryable"].as_bool().unwrap_or(false);
-            tracing::warn!(%run_id, kind, message, retryable, "run failed");
+        Outcome::Error {
+            error,
+            message,
+            retryable,
+            ..
+        } => {
+            tracing::warn!(%run_id, error, message, retryable, "run failed");
             Ending::Failed {
-                error: json!({"error": kind, "message": message}),
-                retryable,
+                error: json!({"error": error, "message": message}),
+                retryable: *retryable,
             }
         }
     }
@@ -177,7 +180,7 @@ const HOLD_WRITES: Duration = Duration::from_millis(5);
 struct Held {
     writes: Vec<Write>,
     /// Events and described states sent after the writes: published once they are written.
-    after: Vec<Value>,
+    after: Vec<Published>,
     until: Option<Instant>,
 }
 
@@ -191,10 +194,19 @@ impl Held {
     /// Hands what waited for the writes to the publisher, once they are written.
     fn release(&mut self, events: &RunEvents) -> Result<(), Gone> {
         self.until = None;
-        for message in std::mem::take(&mut self.after) {
-            publish(events, &message)?;
+        for published in std::mem::take(&mut self.after) {
+            published.publish(events);
         }
         Ok(())
+    }
+
+    /// Hands an event or a state to the publisher: at once, or after the writes held before it.
+    fn publish(&mut self, events: &RunEvents, published: Published) {
+        if self.writes.is_empty() {
+            published.publish(events);
+        } else {
+            self.after.push(published);
+        }
     }
 
     /// Writes what is held, then releases what waited for it.
@@ -214,15 +226,19 @@ fn saver_gone(err: QueueError) -> Gone {
     }
 }
 
-/// An event for the stream or a state the graph described, to the run's publisher.
-fn publish(events: &RunEvents, message: &Value) -> Result<(), Gone> {
-    if message["t"] == "event" {
-        let name = message["event"].as_str().unwrap_or("values");
-        events.push(NewEvent::new(name, message["data"].clone()));
-    } else {
-        events.describe(checkpointer::described_of(message).map_err(saver_gone)?);
+/// An event for the stream or a state the graph described, for the run's publisher.
+enum Published {
+    Event(NewEvent),
+    Described(Described),
+}
+
+impl Published {
+    fn publish(self, events: &RunEvents) {
+        match self {
+            Self::Event(event) => events.push(event),
+            Self::Described(described) => events.describe(described),
+        }
     }
-    Ok(())
 }
 
 /// Hands the run to the runner and serves it until it reports its outcome or is gone.
@@ -236,16 +252,15 @@ async fn drive(
     max_concurrency: Option<usize>,
 ) -> Result<Ended, Error> {
     let control = &handle.control;
-    if let Err(err) = runner
-        .send(checkpointer::start_message(saver, claimed, max_concurrency).await)
-        .await
-    {
+    let spec = checkpointer::run_spec(saver, claimed, max_concurrency).await;
+    if let Err(err) = runner.start(spec).await {
         return Ok(Ended::Gone(Gone::Died(err.to_string())));
     }
     let mut drain_sent = false;
     let mut cancel_deadline: Option<Instant> = None;
     let mut held = Held::default();
     let far = Instant::now() + Duration::from_secs(86_400 * 365);
+    let died = |err: crate::runner::RunnerError| Gone::Died(err.to_string());
     loop {
         tokio::select! {
             biased;
@@ -257,12 +272,11 @@ async fn drive(
             }
             () = control.cancelled(), if cancel_deadline.is_none() => {
                 cancel_deadline = Some(Instant::now() + CANCEL_GRACE);
-                let _ = runner.send(json!({"t": "cancel"})).await;
+                let _ = runner.cancel().await;
             }
             () = control.drain_requested(), if !drain_sent => {
                 drain_sent = true;
-                let reason = control.drain_reason();
-                let _ = runner.send(json!({"t": "drain", "reason": reason})).await;
+                let _ = runner.drain(control.drain_reason()).await;
             }
             () = sleep_until(held.until.unwrap_or(far)), if held.until.is_some() => {
                 if let Err(gone) = held.flush(saver, events).await {
@@ -271,7 +285,7 @@ async fn drive(
             }
             Some(ready) = services.next(), if services.working() => {
                 let sent = match ready {
-                    Ok(reply) => runner.send(reply).await.map_err(|err| Gone::Died(err.to_string())),
+                    Ok(reply) => runner.reply(&reply).await.map_err(died),
                     Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
                     Err(err) => return Err(err.into()),
                 };
@@ -285,52 +299,56 @@ async fn drive(
                     Err(err) => {
                         // What it cast before it died is its finished tasks' work: keep it.
                         let _ = held.flush(saver, events).await;
-                        return Ok(Ended::Gone(Gone::Died(err.to_string())));
+                        return Ok(Ended::Gone(died(err)));
                     }
                 };
-                let handled = match message["t"].as_str() {
-                    Some("call") if Services::serves(message["op"].as_str().unwrap_or_default()) => {
-                        match services.call(&message).await {
-                            Ok(Some(reply)) => runner
-                                .send(reply)
-                                .await
-                                .map_err(|err| Gone::Died(err.to_string())),
+                let handled = match message {
+                    FromRunner::Call { id, call, .. } if Services::serves(&call) => {
+                        match services.call(id, call).await {
+                            Ok(Some(reply)) => runner.reply(&reply).await.map_err(died),
                             Ok(None) => Ok(()),
                             Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
                             Err(err) => return Err(err.into()),
                         }
                     }
-                    Some("cast") if services.cast(&message) => Ok(()),
-                    Some("call") => {
+                    FromRunner::Call { id, call, .. } => {
                         let writes = std::mem::take(&mut held.writes);
-                        match checkpointer::call(saver, writes, &message).await {
+                        match checkpointer::call(saver, writes, id, call).await {
                             Ok(reply) => match held.release(events) {
-                                Ok(()) => runner
-                                    .send(reply)
-                                    .await
-                                    .map_err(|err| Gone::Died(err.to_string())),
+                                Ok(()) => runner.reply(&reply).await.map_err(died),
                                 Err(gone) => Err(gone),
                             },
                             Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
                             Err(err) => return Err(err.into()),
                         }
                     }
-                    Some("cast") if message["op"] != "describe" => checkpointer::write_of(&message)
-                        .map(|write| held.hold(write))
-                        .map_err(saver_gone),
-                    Some("cast" | "event") if held.writes.is_empty() => publish(events, &message),
-                    Some("cast" | "event") => {
-                        held.after.push(message);
+                    FromRunner::Cast { cast, .. } => match services.cast(cast) {
+                        None => Ok(()),
+                        Some(Cast::Describe { checkpoint_id, snapshot }) => {
+                            held.publish(events, Published::Described(Described { checkpoint_id, snapshot }));
+                            Ok(())
+                        }
+                        Some(cast) => match checkpointer::write_of(cast) {
+                            Ok(Some(write)) => {
+                                held.hold(write);
+                                Ok(())
+                            }
+                            Ok(None) => Ok(()),
+                            Err(err) => Err(saver_gone(err)),
+                        },
+                    },
+                    FromRunner::Event { event, data, .. } => {
+                        held.publish(events, Published::Event(NewEvent::new(event, data)));
                         Ok(())
                     }
-                    Some("blocked") => {
-                        return Ok(Ended::Gone(Gone::Blocked(message["seconds"].as_f64().unwrap_or_default())));
+                    FromRunner::Blocked { seconds, .. } => {
+                        return Ok(Ended::Gone(Gone::Blocked(seconds)));
                     }
-                    Some("done") => match held.flush(saver, events).await {
-                        Ok(()) => return Ok(Ended::Done(message)),
+                    FromRunner::Done { outcome, .. } => match held.flush(saver, events).await {
+                        Ok(()) => return Ok(Ended::Done(outcome)),
                         Err(gone) => Err(gone),
                     },
-                    _ => Err(Gone::Died(format!("unexpected message {message:.200}"))),
+                    other => Err(Gone::Died(format!("unexpected message {other:?}"))),
                 };
                 if let Err(gone) = handled {
                     return Ok(Ended::Gone(gone));

@@ -1,4 +1,4 @@
-//! The runner processes of Python graphs (`python/mostrador_runner.py`, embedded in the binary):
+//! The runner processes of Python graphs (`python/mostrador_runner/`, embedded in the binary):
 //! LangGraph's own engine, many runs at once per process as asyncio tasks, and the protocol
 //! spoken with them.
 //!
@@ -17,6 +17,7 @@
 //! node blocking its event loop, or blocked in C code) kills its process.
 
 pub mod checkpointer;
+pub mod protocol;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,19 +29,73 @@ use std::time::Duration;
 
 use mostrador_queue::saver::Saver;
 use mostrador_queue::{ClaimedRun, Error as QueueError};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use uuid::Uuid;
 
 use crate::services::{AgentConfig, Services};
+use protocol::{FromRunner, RunSpec, ToRunner};
 
-/// The runner, written next to the binary's temporary files at first use.
-const RUNNER: &str = include_str!("../python/mostrador_runner.py");
-/// What the graphs may import of mostrador (`import mostrador`), written beside the runner.
-const PACKAGE: &str = include_str!("../python/mostrador/__init__.py");
-const DEEPAGENTS: &str = include_str!("../python/mostrador/deepagents.py");
+/// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
+/// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
+/// a worker starts.
+const PYTHON_FILES: [(&str, &str); 14] = [
+    ("runner.py", include_str!("../python/runner.py")),
+    (
+        "mostrador_runner/__init__.py",
+        include_str!("../python/mostrador_runner/__init__.py"),
+    ),
+    (
+        "mostrador_runner/checkpointer.py",
+        include_str!("../python/mostrador_runner/checkpointer.py"),
+    ),
+    (
+        "mostrador_runner/describe.py",
+        include_str!("../python/mostrador_runner/describe.py"),
+    ),
+    (
+        "mostrador_runner/encoding.py",
+        include_str!("../python/mostrador_runner/encoding.py"),
+    ),
+    (
+        "mostrador_runner/main.py",
+        include_str!("../python/mostrador_runner/main.py"),
+    ),
+    (
+        "mostrador_runner/project.py",
+        include_str!("../python/mostrador_runner/project.py"),
+    ),
+    (
+        "mostrador_runner/protocol.py",
+        include_str!("../python/mostrador_runner/protocol.py"),
+    ),
+    (
+        "mostrador_runner/run.py",
+        include_str!("../python/mostrador_runner/run.py"),
+    ),
+    (
+        "mostrador_runner/spans.py",
+        include_str!("../python/mostrador_runner/spans.py"),
+    ),
+    (
+        "mostrador_runner/state.py",
+        include_str!("../python/mostrador_runner/state.py"),
+    ),
+    (
+        "mostrador_runner/store.py",
+        include_str!("../python/mostrador_runner/store.py"),
+    ),
+    (
+        "mostrador/__init__.py",
+        include_str!("../python/mostrador/__init__.py"),
+    ),
+    (
+        "mostrador/deepagents.py",
+        include_str!("../python/mostrador/deepagents.py"),
+    ),
+];
 
 /// How long a runner has to stop a cancelled run before its process is killed.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(1);
@@ -240,16 +295,13 @@ impl Runners {
         link.process.until_ready().await?;
         let (sender, receiver) = oneshot::channel();
         link.process.lock().described = Some(sender);
-        link.process.write(&json!({"t": "describe"})).await?;
-        let described = tokio::time::timeout(STARTUP_TIMEOUT, receiver)
+        link.process.write(&ToRunner::Describe).await?;
+        let graphs = tokio::time::timeout(STARTUP_TIMEOUT, receiver)
             .await
             .map_err(|_| RunnerError::Start("describing the graphs took too long".into()))?
             .map_err(|_| RunnerError::Exited)?;
         drop(link);
-        let Some(graphs) = described["graphs"].as_object() else {
-            return Err(RunnerError::Protocol("described without graphs".into()).into());
-        };
-        for (graph_id, description) in graphs {
+        for (graph_id, description) in &graphs {
             mostrador_queue::graphs::record(pool, graph_id, description).await?;
         }
         Ok(())
@@ -501,9 +553,9 @@ struct Hosting {
     /// Who it serves; none yet for a process kept ready.
     key: Option<Key>,
     /// The messages of each run it hosts, by the run's number.
-    routes: HashMap<u64, mpsc::UnboundedSender<Value>>,
+    routes: HashMap<u64, mpsc::UnboundedSender<FromRunner>>,
     /// The answer to a `describe`, awaited.
-    described: Option<oneshot::Sender<Value>>,
+    described: Option<oneshot::Sender<serde_json::Map<String, Value>>>,
     /// It takes no new run (it ran out of memory) and ends with its last.
     retiring: bool,
     gone: bool,
@@ -559,7 +611,7 @@ impl Process {
     }
 
     /// Writes one message.
-    async fn write(&self, message: &Value) -> Result<(), RunnerError> {
+    async fn write(&self, message: &ToRunner) -> Result<(), RunnerError> {
         let mut line = serde_json::to_vec(message).expect("a JSON value always serializes");
         line.push(b'\n');
         let mut stdin = self.stdin.lock().await;
@@ -594,39 +646,48 @@ async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Send
             Ok(Some(line)) => line,
             Ok(None) | Err(_) => break "it exited".to_owned(),
         };
-        let message: Value = match serde_json::from_str(&line) {
+        let message: FromRunner = match serde_json::from_str(&line) {
             Ok(message) => message,
             Err(err) => break format!("it wrote {line:.200}: {err}"),
         };
-        match message.get("run").and_then(Value::as_u64) {
-            Some(run) => {
-                let route = process.lock().routes.get(&run).cloned();
-                match route {
-                    Some(route) => {
-                        let _ = route.send(message);
-                    }
-                    // A run the worker let go of (it stopped it): a call gets no answer to wait
-                    // for, and the rest is dropped.
-                    None if message["t"] == "call" => {
-                        let reply = json!({"t": "reply", "id": message["id"], "error": "the run has ended"});
-                        let _ = process.write(&reply).await;
-                    }
-                    None => {}
+        if let Some(run) = message.run() {
+            let route = process.lock().routes.get(&run).cloned();
+            match (route, message) {
+                (Some(route), message) => {
+                    let _ = route.send(message);
+                }
+                // A run the worker let go of (it stopped it): a call gets no answer to wait for,
+                // and the rest is dropped.
+                (None, FromRunner::Call { id, .. }) => {
+                    let reply = ToRunner::Reply {
+                        id,
+                        result: Value::Null,
+                        error: Some("the run has ended".into()),
+                    };
+                    let _ = process.write(&reply).await;
+                }
+                (None, _) => {}
+            }
+            continue;
+        }
+        match message {
+            FromRunner::Ready { protocol, graphs } if protocol == protocol::VERSION => {
+                tracing::info!(pid = process.pid, ?graphs, "python runner ready");
+                readiness.send_replace(Readiness::Ready);
+            }
+            FromRunner::Ready { protocol, .. } => {
+                break format!(
+                    "it speaks protocol {protocol}, not {}: another version of mostrador's runner",
+                    protocol::VERSION
+                );
+            }
+            FromRunner::Blocked { .. } => break "a task blocked its event loop".to_owned(),
+            FromRunner::Described { graphs } => {
+                if let Some(sender) = process.lock().described.take() {
+                    let _ = sender.send(graphs);
                 }
             }
-            None => match message["t"].as_str() {
-                Some("ready") => {
-                    tracing::info!(pid = process.pid, graphs = %message["graphs"], "python runner ready");
-                    readiness.send_replace(Readiness::Ready);
-                }
-                Some("blocked") => break "a task blocked its event loop".to_owned(),
-                Some("described") => {
-                    if let Some(sender) = process.lock().described.take() {
-                        let _ = sender.send(message);
-                    }
-                }
-                _ => break format!("it wrote {line:.200}"),
-            },
+            other => break format!("it sent {other:?} for no run"),
         }
     };
     if matches!(*readiness.borrow(), Readiness::Starting) {
@@ -667,7 +728,7 @@ pub struct RunLink {
     process: Arc<Process>,
     /// Its number in the process.
     run: u64,
-    messages: mpsc::UnboundedReceiver<Value>,
+    messages: mpsc::UnboundedReceiver<FromRunner>,
 }
 
 impl RunLink {
@@ -676,18 +737,50 @@ impl RunLink {
     /// # Errors
     ///
     /// The process is gone. Cancel-safe.
-    pub async fn next(&mut self) -> Result<Value, RunnerError> {
+    pub async fn next(&mut self) -> Result<FromRunner, RunnerError> {
         self.messages.recv().await.ok_or(RunnerError::Exited)
     }
 
-    /// Sends the run a message (its number added).
+    /// Starts the run.
     ///
     /// # Errors
     ///
     /// The process is gone.
-    pub async fn send(&self, mut message: Value) -> Result<(), RunnerError> {
-        message["run"] = json!(self.run);
-        self.process.write(&message).await
+    pub async fn start(&self, spec: RunSpec) -> Result<(), RunnerError> {
+        let start = ToRunner::Start {
+            run: self.run,
+            spec: Box::new(spec),
+        };
+        self.process.write(&start).await
+    }
+
+    /// Answers one of the run's calls.
+    ///
+    /// # Errors
+    ///
+    /// The process is gone.
+    pub async fn reply(&self, reply: &ToRunner) -> Result<(), RunnerError> {
+        self.process.write(reply).await
+    }
+
+    /// # Errors
+    ///
+    /// The process is gone.
+    pub async fn drain(&self, reason: String) -> Result<(), RunnerError> {
+        let drain = ToRunner::Drain {
+            run: self.run,
+            reason,
+        };
+        self.process.write(&drain).await
+    }
+
+    /// # Errors
+    ///
+    /// The process is gone.
+    pub async fn cancel(&self) -> Result<(), RunnerError> {
+        self.process
+            .write(&ToRunner::Cancel { run: self.run })
+            .await
     }
 
     /// The process takes no other run, and ends once its runs have (it ran out of memory and may
@@ -710,12 +803,12 @@ impl RunLink {
             self.kill();
             return;
         }
-        if self.send(json!({"t": "cancel"})).await.is_err() {
+        if self.cancel().await.is_err() {
             return;
         }
         let stopped = tokio::time::timeout(CANCEL_GRACE, async {
             while let Ok(message) = self.next().await {
-                if message["t"] == "done" {
+                if matches!(message, FromRunner::Done { .. }) {
                     return true;
                 }
             }
@@ -763,19 +856,18 @@ fn exports_spans() -> bool {
 
 /// Writes the embedded runner, with the `mostrador` package its graphs may import, to a new
 /// folder of its own in the temporary folder (a name no one could have planted, created only if
-/// new); the [`Pool`] removes it when dropped. Returns the runner's path.
+/// new); the [`Pool`] removes it when dropped. Returns the path of `runner.py`.
 fn write_script() -> std::io::Result<PathBuf> {
     let folder = std::env::temp_dir().join(format!("mostrador-runner-{}", Uuid::now_v7()));
     std::fs::create_dir(&folder)?;
-    std::fs::create_dir(folder.join("mostrador"))?;
-    for (path, text) in [
-        ("mostrador_runner.py", RUNNER),
-        ("mostrador/__init__.py", PACKAGE),
-        ("mostrador/deepagents.py", DEEPAGENTS),
-    ] {
-        std::fs::write(folder.join(path), text)?;
+    for (path, text) in PYTHON_FILES {
+        let path = folder.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
     }
-    Ok(folder.join("mostrador_runner.py"))
+    Ok(folder.join("runner.py"))
 }
 
 impl Drop for Pool {

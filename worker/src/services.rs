@@ -26,6 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use crate::runner::protocol::{Call, Cast, FilesCall, SpanJson, ToRunner};
 use crate::sandbox::{self, SandboxConfig};
 
 /// How deep agents are served: the operator's limits.
@@ -61,7 +62,7 @@ type Slot = (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>);
 /// An answer that took time, and the slot it took if it was a wait for one.
 #[derive(Debug)]
 struct Ready {
-    reply: Result<Value, QueueError>,
+    reply: Result<ToRunner, QueueError>,
     slot: Option<(u64, Slot)>,
 }
 
@@ -99,8 +100,11 @@ impl Services {
     }
 
     /// Whether a call is one of these services'.
-    pub fn serves(op: &str) -> bool {
-        matches!(op, "files" | "execute" | "subagent")
+    pub fn serves(call: &Call) -> bool {
+        matches!(
+            call,
+            Call::Files(_) | Call::Execute { .. } | Call::Subagent {}
+        )
     }
 
     /// Answers a call now, or starts its work and answers it from [`Services::next`]: `None`.
@@ -108,20 +112,22 @@ impl Services {
     /// # Errors
     ///
     /// [`QueueError::LeaseLost`].
-    pub async fn call(&mut self, message: &Value) -> Result<Option<Value>, QueueError> {
-        let id = message["id"].clone();
-        match message["op"].as_str() {
-            Some("files") => {
-                let result = files_op(&self.saver, self.config.files_limit_bytes, message).await;
+    pub async fn call(&mut self, id: u64, call: Call) -> Result<Option<ToRunner>, QueueError> {
+        match call {
+            Call::Files(files) => {
+                let result = files_op(&self.saver, self.config.files_limit_bytes, files).await;
                 reply(id, result).map(Some)
             }
-            Some("execute") => {
+            Call::Execute {
+                command,
+                timeout,
+                span_parent,
+            } => {
                 let (saver, config) = (self.saver.clone(), self.config.clone());
-                let command = message["command"].as_str().unwrap_or_default().to_owned();
-                let timeout = message["timeout"].as_u64().map(Duration::from_secs);
+                let timeout = timeout.map(Duration::from_secs);
                 // Under the tool call that runs it.
                 let span = tracing::info_span!(
-                    parent: &self.parent(&message["span_parent"]),
+                    parent: &self.parent(span_parent.as_deref()),
                     "sandbox",
                     otel.name = "sandbox execution",
                     exit_code = tracing::field::Empty,
@@ -142,7 +148,7 @@ impl Services {
                 );
                 Ok(None)
             }
-            _ => {
+            Call::Subagent {} => {
                 self.next_slot += 1;
                 let slot_id = self.next_slot;
                 let (run, worker) = (self.run_slots.clone(), self.worker_slots.clone());
@@ -163,6 +169,10 @@ impl Services {
                 });
                 Ok(None)
             }
+            other => Err(QueueError::Invalid {
+                field: "op",
+                reason: format!("{other:?} is not a service's"),
+            }),
         }
     }
 
@@ -172,7 +182,7 @@ impl Services {
     }
 
     /// The next answer of work that took time. Cancel-safe.
-    pub async fn next(&mut self) -> Option<Result<Value, QueueError>> {
+    pub async fn next(&mut self) -> Option<Result<ToRunner, QueueError>> {
         let ready = match self.working.join_next().await? {
             Ok(ready) => ready,
             Err(err) => {
@@ -189,71 +199,76 @@ impl Services {
     }
 
     /// What the runner cast to these services (`subagent_done`, `span`); `false` for another's.
-    pub fn cast(&mut self, message: &Value) -> bool {
-        match message["op"].as_str() {
-            Some("subagent_done") => {
-                if let Some(slot) = message["slot"].as_u64() {
-                    self.slots.remove(&slot);
-                }
-                true
+    pub fn cast(&mut self, cast: Cast) -> Option<Cast> {
+        match cast {
+            Cast::SubagentDone { slot } => {
+                self.slots.remove(&slot);
+                None
             }
-            Some("span") => {
-                self.span(message);
-                true
+            Cast::Span(span) => {
+                self.span(span);
+                None
             }
-            _ => false,
+            other => Some(other),
         }
     }
 
     /// The open span `id` names, or the run's.
-    fn parent(&self, id: &Value) -> tracing::Span {
-        id.as_str()
-            .and_then(|id| self.spans.get(id))
+    fn parent(&self, id: Option<&str>) -> tracing::Span {
+        id.and_then(|id| self.spans.get(id))
             .cloned()
             .unwrap_or_else(tracing::Span::current)
     }
 
     /// Opens or closes a span of the run's model calls, tool calls and delegations.
-    fn span(&mut self, message: &Value) {
-        let id = message["id"].as_str().unwrap_or_default();
-        if message["phase"] == "end" {
-            if let (Some(span), Some(error)) = (self.spans.remove(id), message["error"].as_str()) {
-                span.record("otel.status_code", "ERROR");
-                span.record("error", error);
+    fn span(&mut self, span: SpanJson) {
+        let (id, parent, name, kind, model, tool, subagent) = match span {
+            SpanJson::End { id, error } => {
+                if let (Some(span), Some(error)) = (self.spans.remove(&id), error) {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error", error);
+                }
+                return;
             }
-            return;
-        }
+            SpanJson::Start {
+                id,
+                parent,
+                name,
+                kind,
+                model,
+                tool,
+                subagent,
+            } => (id, parent, name, kind, model, tool, subagent),
+        };
         if self.spans.len() >= OPEN_SPANS {
             return;
         }
-        let parent = self.parent(&message["parent"]);
-        let text = |key: &str| message[key].as_str().unwrap_or_default().to_owned();
+        let parent = self.parent(parent.as_deref());
         let span = tracing::info_span!(
             parent: &parent,
             "agent",
-            otel.name = %text("name"),
-            kind = %text("kind"),
-            model = %text("model"),
-            tool = %text("tool"),
-            subagent = %text("subagent"),
+            otel.name = %name,
+            kind = %kind,
+            model = %model.unwrap_or_default(),
+            tool = %tool.unwrap_or_default(),
+            subagent = %subagent.unwrap_or_default(),
             otel.status_code = tracing::field::Empty,
             error = tracing::field::Empty,
         );
-        self.spans.insert(id.to_owned(), span);
+        self.spans.insert(id, span);
     }
 }
 
 /// A call's answer: what it returns, or why it failed as the agent should read it. Only a lost
 /// lease is not answered.
-fn reply(id: Value, result: Result<Value, QueueError>) -> Result<Value, QueueError> {
-    match result {
-        Ok(result) => Ok(json!({"t": "reply", "id": id, "result": result})),
-        Err(err @ QueueError::LeaseLost { .. }) => Err(err),
-        Err(QueueError::Invalid { reason, .. }) => {
-            Ok(json!({"t": "reply", "id": id, "result": {"error": reason}}))
-        }
-        Err(err) => Ok(json!({"t": "reply", "id": id, "error": err.to_string()})),
-    }
+fn reply(id: u64, result: Result<Value, QueueError>) -> Result<ToRunner, QueueError> {
+    let (result, error) = match result {
+        Ok(result) => (result, None),
+        Err(err @ QueueError::LeaseLost { .. }) => return Err(err),
+        Err(QueueError::Invalid { reason, .. }) => (json!({"error": reason}), None),
+        Err(err) => (Value::Null, Some(err.to_string())),
+    };
+    Ok(ToRunner::Reply { id, result, error })
 }
 
 async fn execute(
@@ -283,56 +298,45 @@ async fn execute(
     }
 }
 
-/// One operation on the thread's files (`action`: list, read, read_under, write).
-async fn files_op(saver: &Saver, limit: i64, message: &Value) -> Result<Value, QueueError> {
+/// One operation on the thread's files.
+async fn files_op(saver: &Saver, limit: i64, call: FilesCall) -> Result<Value, QueueError> {
     let (pool, thread_id) = (saver.pool(), saver.thread_id());
-    let path = message["path"].as_str().unwrap_or("/");
-    match message["action"].as_str() {
-        Some("list") => {
-            let found = files::list(pool, thread_id, path).await?;
+    match call {
+        FilesCall::List { path } => {
+            let found = files::list(pool, thread_id, &path).await?;
             Ok(found.iter().map(files::FileInfo::json).collect())
         }
-        Some("read") => Ok(files::read(pool, thread_id, path)
+        FilesCall::Read { path } => Ok(files::read(pool, thread_id, &path)
             .await?
             .map_or(Value::Null, |file| file.json())),
-        Some("read_under") => Ok(files::read_under(pool, thread_id, path)
+        FilesCall::ReadUnder { path } => Ok(files::read_under(pool, thread_id, &path)
             .await?
             .iter()
             .map(File::json)
             .collect()),
-        Some("write") => {
+        FilesCall::Write { files, deleted } => {
             let mut written = Vec::new();
-            for file in message["files"].as_array().into_iter().flatten() {
-                let path = file["path"].as_str().unwrap_or_default().to_owned();
-                let content = file["content"].as_str().unwrap_or_default();
-                let is_binary = file["encoding"] == "base64";
+            for file in files {
+                let is_binary = file.encoding == "base64";
                 let content = if is_binary {
-                    BASE64.decode(content).map_err(|err| QueueError::Invalid {
-                        field: "content",
-                        reason: format!("{path}: not base64 ({err})"),
-                    })?
+                    BASE64
+                        .decode(&file.content)
+                        .map_err(|err| QueueError::Invalid {
+                            field: "content",
+                            reason: format!("{}: not base64 ({err})", file.path),
+                        })?
                 } else {
-                    content.as_bytes().to_vec()
+                    file.content.into_bytes()
                 };
                 written.push(NewFile {
-                    path,
+                    path: file.path,
                     content,
                     is_binary,
                 });
             }
-            let deleted: Vec<String> = message["deleted"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.as_str().map(str::to_owned))
-                .collect();
             let done =
                 files::write(pool, &saver.lease(), thread_id, &written, &deleted, limit).await?;
             Ok(json!({"deleted": done.deleted, "total_bytes": done.total_bytes}))
         }
-        other => Err(QueueError::Invalid {
-            field: "action",
-            reason: format!("the runner asked for files {other:?}"),
-        }),
     }
 }

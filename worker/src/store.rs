@@ -23,7 +23,7 @@ impl ThreadStore {
 impl StoreBackend for ThreadStore {
     fn batch(&self, ops: Vec<Value>) -> StoreFuture<'_> {
         Box::pin(async move {
-            match batch(&self.pool, self.thread_id, &Value::Array(ops)).await {
+            match batch(&self.pool, self.thread_id, &ops).await {
                 Ok(Value::Array(results)) => Ok(results),
                 Ok(other) => Ok(vec![other]),
                 Err(err) => Err(StoreError {
@@ -45,7 +45,7 @@ impl StoreBackend for ThreadStore {
 ///
 /// [`QueueError::Invalid`] for an operation the store does not have or refuses; the database
 /// failed.
-pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &Value) -> Result<Value, QueueError> {
+pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<Value, QueueError> {
     let owner = thread::get(pool, thread_id).await?.owner;
     let labels = |value: &Value| -> Vec<String> {
         value
@@ -56,7 +56,7 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &Value) -> Result<Va
             .collect()
     };
     let mut results = Vec::new();
-    for op in ops.as_array().into_iter().flatten() {
+    for op in ops {
         let key = op["key"].as_str().unwrap_or_default();
         let refresh_ttl = op["refresh_ttl"].as_bool().unwrap_or(true);
         let result = match op["op"].as_str() {

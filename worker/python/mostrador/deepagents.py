@@ -123,7 +123,7 @@ class ThreadFiles(BackendProtocol):
             return WriteResult(error=error)
         return WriteResult(path=file_path)
 
-    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:  # noqa: FBT001, FBT002
+    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
         found = await _files("read", path=file_path)
         if found is None:
             return EditResult(error=f"Error: File '{file_path}' not found")
@@ -197,7 +197,7 @@ class ThreadFiles(BackendProtocol):
     def write(self, file_path: str, content: str) -> WriteResult:
         return _sync(self.awrite, file_path, content)
 
-    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:  # noqa: FBT001, FBT002
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
         return _sync(self.aedit, file_path, old_string, new_string, replace_all)
 
     def delete(self, file_path: str) -> DeleteResult:

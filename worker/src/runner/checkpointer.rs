@@ -1,62 +1,67 @@
 //! The runner's checkpointer and store, answered by the worker: each call executed with the run's
 //! [`Saver`] (fenced by its lease), the writes it casts ([`write_of`]) held to be written with the
-//! checkpoint that follows them, and the described states ([`described_of`]) for the api.
+//! checkpoint that follows them.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use mostrador_queue::saver::{
-    Blob, Described, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
+    Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
 };
 use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
-/// The message that starts a run in its runner, with the thread's latest checkpoint (which LangGraph
-/// reads first) when it could be read, to spare the runner asking for it.
-/// `max_concurrency`: the operator's bound on a superstep's tasks at once (a run may ask for
-/// fewer, never more).
-pub async fn start_message(
+use super::protocol::{
+    BlobJson, Call, Cast, Latest, PutCheckpoint, PutWrites, RunSpec, SavedJson, SavedWriteJson,
+    ToRunner,
+};
+
+/// The run as its runner executes it, with the thread's latest checkpoint (which LangGraph reads
+/// first) when it could be read, to spare the runner asking for it. `max_concurrency`: the
+/// operator's bound on a superstep's tasks at once (a run may ask for fewer, never more).
+pub async fn run_spec(
     saver: &Saver,
     claimed: &ClaimedRun,
     max_concurrency: Option<usize>,
-) -> Value {
-    let mut spec = run_spec(claimed);
+) -> RunSpec {
+    let mut config = claimed.config.clone();
     if let Some(bound) = max_concurrency {
-        let asked = claimed.config["max_concurrency"].as_u64();
+        let asked = config["max_concurrency"].as_u64();
         let allowed = asked.map_or(bound, |n| usize::try_from(n).unwrap_or(bound).min(bound));
-        spec["config"]["max_concurrency"] = json!(allowed);
+        config["max_concurrency"] = json!(allowed);
     }
-    if let Ok(latest) = saver.get("", None).await {
-        spec["latest"] = latest.map_or(Value::Null, saved_json);
+    let field = |key: &str| claimed.config.get(key).cloned().unwrap_or(Value::Null);
+    let latest = saver.get("", None).await.ok().map(|latest| Latest {
+        checkpoint: latest.map(saved_json),
+    });
+    RunSpec {
+        run_id: claimed.run_id().0,
+        thread_id: claimed.thread_id.0,
+        graph_id: claimed.graph_id.clone(),
+        assistant_id: claimed.metadata["assistant_id"]
+            .as_str()
+            .unwrap_or(&claimed.graph_id)
+            .to_owned(),
+        attempt: claimed.attempt(),
+        input: claimed.input.clone().unwrap_or(Value::Null),
+        command: claimed.command.clone().unwrap_or(Value::Null),
+        metadata: claimed.metadata.clone(),
+        stream_mode: claimed.stream_mode.clone(),
+        stream_subgraphs: field("stream_subgraphs").as_bool().unwrap_or(false),
+        interrupt_before: field("interrupt_before"),
+        interrupt_after: field("interrupt_after"),
+        durability: field("durability").as_str().map(str::to_owned),
+        checkpoint_id: field("checkpoint_id")
+            .as_str()
+            .and_then(|id| id.parse().ok()),
+        context: field("context"),
+        config,
+        latest,
     }
-    json!({"t": "start", "spec": spec})
 }
 
-/// The run as the runner reads it.
-fn run_spec(claimed: &ClaimedRun) -> Value {
-    let config = &claimed.config;
-    json!({
-        "run_id": claimed.run_id().0,
-        "thread_id": claimed.thread_id.0,
-        "graph_id": claimed.graph_id,
-        "assistant_id": claimed.metadata.get("assistant_id").cloned().unwrap_or(json!(claimed.graph_id)),
-        "attempt": claimed.attempt(),
-        "input": claimed.input,
-        "command": claimed.command,
-        "config": config,
-        "metadata": claimed.metadata,
-        "stream_mode": claimed.stream_mode,
-        "stream_subgraphs": config.get("stream_subgraphs").and_then(Value::as_bool).unwrap_or(false),
-        "interrupt_before": config.get("interrupt_before"),
-        "interrupt_after": config.get("interrupt_after"),
-        "durability": config.get("durability"),
-        "checkpoint_id": config.get("checkpoint_id"),
-        "context": config.get("context"),
-    })
-}
-
-/// Executes one call of the runner's checkpointer, after the writes it cast before (`held`,
-/// written in the same transaction as a checkpoint, before a read); the reply to send back.
+/// Executes one call of the runner's checkpointer or store, after the writes it cast before
+/// (`held`, written in the same transaction as a checkpoint, before a read); the reply to send
+/// back.
 ///
 /// # Errors
 ///
@@ -64,177 +69,137 @@ fn run_spec(claimed: &ClaimedRun) -> Value {
 pub async fn call(
     saver: &Saver,
     mut held: Vec<Write>,
-    message: &Value,
-) -> Result<Value, QueueError> {
-    let id = &message["id"];
-    let ns = message["ns"].as_str().unwrap_or_default();
+    id: u64,
+    call: Call,
+) -> Result<ToRunner, QueueError> {
     let result = async {
-        match message["op"].as_str() {
-            Some("get") => {
+        match call {
+            Call::Get { ns, checkpoint_id } => {
                 saver.write(&held).await?;
-                let checkpoint_id = uuid_field(&message["checkpoint_id"]);
-                let found = saver.get(ns, checkpoint_id).await?;
-                Ok(found.map_or(Value::Null, saved_json))
+                let found = saver.get(&ns, checkpoint_id).await?;
+                Ok(json!(found.map(saved_json)))
             }
-            Some("list") => {
+            Call::List { ns, before, limit } => {
                 saver.write(&held).await?;
-                let limit = message["limit"].as_i64().unwrap_or(1000).clamp(1, 10_000);
-                let listed = saver
-                    .list(ns, uuid_field(&message["before"]), limit)
-                    .await?;
-                Ok(Value::Array(listed.into_iter().map(saved_json).collect()))
+                let listed = saver.list(&ns, before, limit.clamp(1, 10_000)).await?;
+                Ok(json!(
+                    listed.into_iter().map(saved_json).collect::<Vec<_>>()
+                ))
             }
-            Some("put") => {
-                held.push(write_of(message)?);
+            Call::Put(put) => {
+                held.push(checkpoint_of(put)?);
                 saver.write(&held).await?;
                 Ok(Value::Null)
             }
-            Some("store") => {
-                crate::store::batch(saver.pool(), ThreadId(saver.thread_id()), &message["ops"])
-                    .await
+            Call::Store { ops } => {
+                crate::store::batch(saver.pool(), ThreadId(saver.thread_id()), &ops).await
             }
             other => Err(QueueError::Invalid {
                 field: "op",
-                reason: format!("the runner asked for {other:?}"),
+                reason: format!("{other:?} is not the checkpointer's"),
             }),
         }
     }
     .await;
-    match result {
-        Ok(result) => Ok(json!({"t": "reply", "id": id, "result": result})),
-        Err(err @ QueueError::LeaseLost { .. }) => Err(err),
-        Err(QueueError::Invalid { reason, .. }) => {
-            Ok(json!({"t": "reply", "id": id, "error": reason}))
-        }
-        Err(err) => Ok(json!({"t": "reply", "id": id, "error": err.to_string()})),
-    }
+    let (result, error) = match result {
+        Ok(result) => (result, None),
+        Err(err @ QueueError::LeaseLost { .. }) => return Err(err),
+        Err(QueueError::Invalid { reason, .. }) => (Value::Null, Some(reason)),
+        Err(err) => (Value::Null, Some(err.to_string())),
+    };
+    Ok(ToRunner::Reply { id, result, error })
 }
 
-/// The write a `put` or `put_writes` message asks for.
+/// The write a `put` or `put_writes` cast asks for; `None` for another cast.
 ///
 /// # Errors
 ///
-/// [`QueueError::Invalid`]: the message is not one.
-pub fn write_of(message: &Value) -> Result<Write, QueueError> {
-    let checkpoint_ns = text(&message["ns"]);
-    let checkpoint_id = required_uuid(&message["checkpoint_id"], "checkpoint_id")?;
-    match message["op"].as_str() {
-        Some("put") => {
-            let blobs = message["blobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|blob| {
-                    Ok(Blob {
-                        channel: text(&blob["channel"]),
-                        version: blob["version"]
-                            .as_i64()
-                            .ok_or_else(|| QueueError::Invalid {
-                                field: "version",
-                                reason: format!(
-                                    "channel versions are integers here, not {}",
-                                    blob["version"]
-                                ),
-                            })?,
-                        payload: payload(blob)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, QueueError>>()?;
-            Ok(Write::Checkpoint(NewCheckpoint {
-                checkpoint_ns,
-                checkpoint_id,
-                parent_checkpoint_id: uuid_field(&message["parent_checkpoint_id"]),
-                saved: message["saved"].clone(),
-                metadata: message["metadata"].clone(),
-                blobs,
-            }))
-        }
-        Some("put_writes") => {
-            let writes = message["writes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|write| {
-                    Ok(PendingWrite {
-                        task_id: text(&write["task_id"]),
-                        task_path: text(&write["task_path"]),
-                        idx: write["idx"]
-                            .as_i64()
-                            .and_then(|idx| i32::try_from(idx).ok())
-                            .unwrap_or_default(),
-                        channel: text(&write["channel"]),
-                        payload: payload(write)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, QueueError>>()?;
-            Ok(Write::TaskWrites {
-                checkpoint_ns,
-                checkpoint_id,
-                writes,
+/// [`QueueError::Invalid`]: a value is not base64.
+pub fn write_of(cast: Cast) -> Result<Option<Write>, QueueError> {
+    match cast {
+        Cast::Put(put) => checkpoint_of(put).map(Some),
+        Cast::PutWrites(writes) => writes_of(writes).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn checkpoint_of(put: PutCheckpoint) -> Result<Write, QueueError> {
+    let blobs = put
+        .blobs
+        .into_iter()
+        .map(|blob| {
+            Ok(Blob {
+                payload: payload(blob.kind, &blob.bytes)?,
+                channel: blob.channel,
+                version: blob.version,
             })
-        }
-        other => Err(QueueError::Invalid {
-            field: "op",
-            reason: format!("{other:?} is not a write"),
-        }),
+        })
+        .collect::<Result<Vec<_>, QueueError>>()?;
+    Ok(Write::Checkpoint(NewCheckpoint {
+        checkpoint_ns: put.ns,
+        checkpoint_id: put.checkpoint_id,
+        parent_checkpoint_id: put.parent_checkpoint_id,
+        saved: put.saved,
+        metadata: put.metadata,
+        blobs,
+    }))
+}
+
+fn writes_of(put: PutWrites) -> Result<Write, QueueError> {
+    let writes = put
+        .writes
+        .into_iter()
+        .map(|write| {
+            Ok(PendingWrite {
+                payload: payload(write.kind, &write.bytes)?,
+                task_id: write.task_id,
+                task_path: write.task_path,
+                idx: write.idx,
+                channel: write.channel,
+            })
+        })
+        .collect::<Result<Vec<_>, QueueError>>()?;
+    Ok(Write::TaskWrites {
+        checkpoint_ns: put.ns,
+        checkpoint_id: put.checkpoint_id,
+        writes,
+    })
+}
+
+fn saved_json(found: SavedCheckpoint) -> SavedJson {
+    SavedJson {
+        ns: found.checkpoint_ns,
+        checkpoint_id: found.checkpoint_id,
+        parent_checkpoint_id: found.parent_checkpoint_id,
+        saved: found.saved,
+        metadata: found.metadata,
+        blobs: found
+            .blobs
+            .into_iter()
+            .map(|blob| BlobJson {
+                channel: blob.channel,
+                version: blob.version,
+                bytes: BASE64.encode(&blob.payload.bytes),
+                kind: blob.payload.kind,
+            })
+            .collect(),
+        writes: found
+            .writes
+            .into_iter()
+            .map(|write| SavedWriteJson {
+                task_id: write.task_id,
+                channel: write.channel,
+                bytes: BASE64.encode(&write.payload.bytes),
+                kind: write.payload.kind,
+            })
+            .collect(),
     }
 }
 
-/// The state a `describe` cast carries.
-///
-/// # Errors
-///
-/// [`QueueError::Invalid`]: it names no checkpoint.
-pub fn described_of(message: &Value) -> Result<Described, QueueError> {
-    Ok(Described {
-        checkpoint_id: required_uuid(&message["checkpoint_id"], "checkpoint_id")?,
-        snapshot: message["snapshot"].clone(),
-    })
-}
-
-fn saved_json(found: SavedCheckpoint) -> Value {
-    let payload_json = |payload: &Payload| (payload.kind.clone(), BASE64.encode(&payload.bytes));
-    json!({
-        "ns": found.checkpoint_ns,
-        "checkpoint_id": found.checkpoint_id,
-        "parent_checkpoint_id": found.parent_checkpoint_id,
-        "saved": found.saved,
-        "metadata": found.metadata,
-        "blobs": found.blobs.iter().map(|blob| {
-            let (kind, bytes) = payload_json(&blob.payload);
-            json!({"channel": blob.channel, "version": blob.version, "type": kind, "bytes": bytes})
-        }).collect::<Vec<_>>(),
-        "writes": found.writes.iter().map(|write| {
-            let (kind, bytes) = payload_json(&write.payload);
-            json!({"task_id": write.task_id, "channel": write.channel, "type": kind, "bytes": bytes})
-        }).collect::<Vec<_>>(),
-    })
-}
-
-fn payload(value: &Value) -> Result<Payload, QueueError> {
-    let bytes = BASE64
-        .decode(value["bytes"].as_str().unwrap_or_default())
-        .map_err(|err| QueueError::Invalid {
-            field: "bytes",
-            reason: err.to_string(),
-        })?;
-    Ok(Payload {
-        kind: text(&value["type"]),
-        bytes,
-    })
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
-}
-
-fn uuid_field(value: &Value) -> Option<Uuid> {
-    value.as_str().and_then(|s| Uuid::parse_str(s).ok())
-}
-
-fn required_uuid(value: &Value, field: &'static str) -> Result<Uuid, QueueError> {
-    uuid_field(value).ok_or_else(|| QueueError::Invalid {
-        field,
-        reason: format!("{value} is not a checkpoint id"),
-    })
+fn payload(kind: String, bytes: &str) -> Result<Payload, QueueError> {
+    let bytes = BASE64.decode(bytes).map_err(|err| QueueError::Invalid {
+        field: "bytes",
+        reason: err.to_string(),
+    })?;
+    Ok(Payload { kind, bytes })
 }

@@ -1,0 +1,353 @@
+"""The runner's side of the protocol with its worker (see `mostrador_runner`): its messages, as
+`TypedDict`s, the process's channel, shared by its runs, and each run's view of it.
+
+The worker's side is `worker/src/runner/protocol.rs`. `protocol-examples.json`, beside this
+package, holds an example of every message, which the contract tests of both sides read
+(`tests/test_protocol.py` here): each must be one of these types, field for field.
+"""
+
+import asyncio
+import os
+import sys
+import threading
+from typing import Any, BinaryIO, Literal, NotRequired, TypedDict
+
+from .encoding import dumps, loads
+
+# The protocol's version, which the runner says it speaks when it is ready.
+VERSION = 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker -> runner.
+
+
+class SavedBlob(TypedDict):
+    channel: str
+    version: int
+    type: str
+    bytes: str
+
+
+class SavedWrite(TypedDict):
+    task_id: str
+    channel: str
+    type: str
+    bytes: str
+
+
+class Saved(TypedDict):
+    """A checkpoint read back: its body, its channels' values and its pending writes."""
+
+    ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    saved: dict[str, Any]
+    metadata: dict[str, Any]
+    blobs: list[SavedBlob]
+    writes: list[SavedWrite]
+
+
+class Latest(TypedDict):
+    checkpoint: Saved | None
+
+
+class RunSpec(TypedDict):
+    run_id: str
+    thread_id: str
+    graph_id: str
+    assistant_id: str
+    attempt: int
+    input: Any
+    command: dict[str, Any] | None
+    config: dict[str, Any]
+    metadata: dict[str, Any]
+    stream_mode: list[str]
+    stream_subgraphs: bool
+    interrupt_before: Any
+    interrupt_after: Any
+    durability: str | None
+    checkpoint_id: str | None
+    context: dict[str, Any] | None
+    latest: Latest | None
+
+
+class Start(TypedDict):
+    t: Literal["start"]
+    run: int
+    spec: RunSpec
+
+
+class Reply(TypedDict):
+    t: Literal["reply"]
+    id: int
+    result: Any
+    error: NotRequired[str]
+
+
+class Drain(TypedDict):
+    t: Literal["drain"]
+    run: int
+    reason: str
+
+
+class Cancel(TypedDict):
+    t: Literal["cancel"]
+    run: int
+
+
+class Describe(TypedDict):
+    t: Literal["describe"]
+
+
+ToRunner = Start | Reply | Drain | Cancel | Describe
+
+
+# ---------------------------------------------------------------------------------------------
+# Runner -> worker.
+
+
+class Ready(TypedDict):
+    t: Literal["ready"]
+    protocol: int
+    graphs: list[str]
+
+
+class Described(TypedDict):
+    t: Literal["described"]
+    graphs: dict[str, Any]
+
+
+class Blocked(TypedDict):
+    t: Literal["blocked"]
+    run: int | None
+    seconds: float
+
+
+class Get(TypedDict):
+    op: Literal["get"]
+    ns: str
+    checkpoint_id: str | None
+
+
+class List(TypedDict):
+    op: Literal["list"]
+    ns: str
+    before: str | None
+    limit: int
+
+
+class Blob(TypedDict):
+    channel: str
+    version: int
+    type: str
+    bytes: str
+
+
+class Put(TypedDict):
+    op: Literal["put"]
+    ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    saved: dict[str, Any]
+    metadata: dict[str, Any]
+    blobs: list[Blob]
+
+
+class Store(TypedDict):
+    op: Literal["store"]
+    ops: list[dict[str, Any]]
+
+
+class FileJson(TypedDict):
+    path: str
+    content: str
+    encoding: str
+
+
+class Files(TypedDict):
+    op: Literal["files"]
+    action: Literal["list", "read", "read_under", "write"]
+    path: NotRequired[str]
+    files: NotRequired[list[FileJson]]
+    deleted: NotRequired[list[str]]
+
+
+class Execute(TypedDict):
+    op: Literal["execute"]
+    command: str
+    timeout: int | None
+    span_parent: str | None
+
+
+class Subagent(TypedDict):
+    op: Literal["subagent"]
+
+
+class Call(TypedDict):
+    t: Literal["call"]
+    run: int
+    id: int
+    call: Get | List | Put | Store | Files | Execute | Subagent
+
+
+class Write(TypedDict):
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    bytes: str
+
+
+class PutWrites(TypedDict):
+    op: Literal["put_writes"]
+    ns: str
+    checkpoint_id: str
+    writes: list[Write]
+
+
+class DescribeCheckpoint(TypedDict):
+    op: Literal["describe"]
+    checkpoint_id: str
+    snapshot: dict[str, Any]
+
+
+class SubagentDone(TypedDict):
+    op: Literal["subagent_done"]
+    slot: int
+
+
+class Span(TypedDict):
+    op: Literal["span"]
+    phase: Literal["start", "end"]
+    id: str
+    parent: NotRequired[str | None]
+    name: NotRequired[str]
+    kind: NotRequired[str]
+    model: NotRequired[str]
+    tool: NotRequired[str]
+    subagent: NotRequired[str]
+    error: NotRequired[str | None]
+
+
+class Cast(TypedDict):
+    t: Literal["cast"]
+    run: int
+    cast: Put | PutWrites | DescribeCheckpoint | SubagentDone | Span
+
+
+class Event(TypedDict):
+    t: Literal["event"]
+    run: int
+    event: str
+    data: Any
+
+
+class Outcome(TypedDict):
+    kind: Literal["success", "interrupted", "cancelled", "drained", "error"]
+    reason: NotRequired[str]
+    error: NotRequired[str]
+    message: NotRequired[str]
+    retryable: NotRequired[bool]
+    retire: NotRequired[bool]
+
+
+class Done(TypedDict):
+    t: Literal["done"]
+    run: int
+    outcome: Outcome
+
+
+FromRunner = Ready | Described | Blocked | Call | Cast | Event | Done
+
+
+def take_streams() -> tuple[BinaryIO, int]:
+    """The protocol's streams, the process's original stdout and stdin, taken before any user
+    code runs: what it prints goes to stderr, and it reads nothing."""
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    in_fd = os.dup(0)
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    sys.stdout = sys.stderr
+    return out, in_fd
+
+
+class SaverFailed(Exception):
+    """The worker could not execute a saver operation (the database failed)."""
+
+
+class Channel:
+    """Lines to and from the worker, shared by the runs of this process, and the calls waiting for
+    their replies (by call id, unique in the process)."""
+
+    def __init__(self, out: BinaryIO, in_fd: int) -> None:
+        self.out = out
+        self.in_fd = in_fd
+        self.loop = asyncio.get_running_loop()
+        self.next_id = 0
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.messages: asyncio.Queue = asyncio.Queue()
+        # Callbacks of tools run in threads send too: one line at a time.
+        self.sending = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        line = dumps(message) + b"\n"
+        with self.sending:
+            self.out.write(line)
+
+    async def call(self, message: dict) -> Any:
+        self.next_id += 1
+        call_id = self.next_id
+        future = self.loop.create_future()
+        self.waiting[call_id] = future
+        self.send({**message, "id": call_id})
+        try:
+            return await future
+        finally:
+            self.waiting.pop(call_id, None)
+
+    async def read(self) -> None:
+        reader = asyncio.StreamReader(limit=1 << 30)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        await self.loop.connect_read_pipe(lambda: protocol, os.fdopen(self.in_fd, "rb"))
+        while line := await reader.readline():
+            message = loads(line)
+            if message["t"] == "reply":
+                future = self.waiting.pop(message["id"], None)
+                if future is None or future.done():
+                    continue
+                # A lost lease gets no reply: the worker stops the run.
+                error = message.get("error")
+                if error is None:
+                    future.set_result(message.get("result"))
+                else:
+                    future.set_exception(SaverFailed(error))
+            else:
+                await self.messages.put(message)
+        # The worker is gone: nothing this process does can be recorded any more.
+        os._exit(0)
+
+
+class RunChannel:
+    """One run's messages: the process's channel, each message marked with the run's number."""
+
+    def __init__(self, channel: Channel, run: int) -> None:
+        self.channel = channel
+        self.run = run
+        self.loop = channel.loop
+
+    def send(self, message: dict) -> None:
+        self.channel.send({**message, "run": self.run})
+
+    def cast(self, op: str, **args: Any) -> None:
+        """An operation that needs no answer (see the module's documentation)."""
+        self.send({"t": "cast", "cast": {"op": op, **args}})
+
+    async def call(self, op: str, **args: Any) -> Any:
+        return await self.channel.call({"t": "call", "run": self.run, "call": {"op": op, **args}})
+
+    def call_from_thread(self, op: str, **args: Any) -> Any:
+        """For LangGraph's synchronous paths (a sync node invoking a subgraph)."""
+        return asyncio.run_coroutine_threadsafe(self.call(op, **args), self.loop).result()

@@ -1,0 +1,89 @@
+"""LangGraph's store over mostrador's Store: the items of the run's thread's owner."""
+
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from .protocol import RunChannel
+
+
+class MostradorStore(BaseStore):
+    """LangGraph's `BaseStore` over mostrador's Store, in Postgres: the items of the run's thread's
+    owner, as the worker reads and writes them (a graph cannot name another owner). No semantic
+    index: a search finds items by namespace prefix and filter."""
+
+    supports_ttl = True
+
+    def __init__(self, channel: RunChannel, ttl_config: Any = None) -> None:
+        self.channel = channel
+        # `store.ttl` of the langgraph.json: LangGraph applies its `default_ttl` to a put
+        # without a ttl, and its `refresh_on_read` to a read that does not say.
+        self.ttl_config = ttl_config
+
+    async def abatch(self, ops: Any) -> list:
+        ops = list(ops)
+        results = await self.channel.call("store", ops=[_store_op(op) for op in ops])
+        return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
+
+    def batch(self, ops: Any) -> list:
+        """From LangGraph's synchronous paths (a sync node runs in a thread of its own)."""
+        ops = list(ops)
+        results = self.channel.call_from_thread("store", ops=[_store_op(op) for op in ops])
+        return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
+
+
+def _store_op(op: Any) -> dict:
+    if isinstance(op, GetOp):
+        return {"op": "get", "namespace": list(op.namespace), "key": op.key, "refresh_ttl": op.refresh_ttl}
+    if isinstance(op, PutOp):
+        # A value of None deletes the item.
+        return {"op": "put", "namespace": list(op.namespace), "key": op.key, "value": op.value, "ttl": op.ttl}
+    if isinstance(op, SearchOp):
+        return {
+            "op": "search",
+            "namespace_prefix": list(op.namespace_prefix),
+            "filter": op.filter,
+            "limit": op.limit,
+            "offset": op.offset,
+            "refresh_ttl": op.refresh_ttl,
+        }
+    if isinstance(op, ListNamespacesOp):
+        conditions = {c.match_type: list(c.path) for c in op.match_conditions or ()}
+        return {
+            "op": "list_namespaces",
+            "prefix": conditions.get("prefix", []),
+            "suffix": conditions.get("suffix", []),
+            "max_depth": op.max_depth,
+            "limit": op.limit,
+            "offset": op.offset,
+        }
+    raise ValueError(f"unknown store operation {op!r}")
+
+
+def _item(found: dict, kind: type = Item) -> Item:
+    return kind(
+        namespace=tuple(found["namespace"]),
+        key=found["key"],
+        value=found["value"],
+        created_at=datetime.fromisoformat(found["created_at"]),
+        updated_at=datetime.fromisoformat(found["updated_at"]),
+    )
+
+
+def _store_result(op: Any, result: Any) -> Any:
+    if isinstance(op, GetOp):
+        return None if result is None else _item(result)
+    if isinstance(op, SearchOp):
+        return [_item(found, SearchItem) for found in result]
+    if isinstance(op, ListNamespacesOp):
+        return [tuple(namespace) for namespace in result]
+    return None
