@@ -208,13 +208,17 @@ impl Runners {
         if let Err(err) = nix::sys::prctl::set_dumpable(false) {
             tracing::warn!(error = %err, "the worker could not make itself undumpable");
         }
-        let unprivileged = nix::unistd::geteuid().is_root().then(|| {
+        let unprivileged = if nix::unistd::geteuid().is_root() {
             let setpriv = PathBuf::from("/usr/bin/setpriv");
             if !setpriv.exists() {
-                tracing::warn!("running as root without /usr/bin/setpriv: Python runners keep root's capabilities");
+                tracing::warn!(
+                    "root without /usr/bin/setpriv: Python runners keep its capabilities"
+                );
             }
-            setpriv
-        }).filter(|setpriv| setpriv.exists());
+            Some(setpriv).filter(|setpriv| setpriv.exists())
+        } else {
+            None
+        };
         let processes = config
             .processes
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
