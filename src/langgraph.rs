@@ -51,6 +51,12 @@ pub(crate) struct PythonArgs {
     #[arg(long, env = "MOSTRADOR_PYTHON_BLOCKED_AFTER", default_value = "30s", value_parser = crate::duration::parse_duration)]
     python_blocked_after: std::time::Duration,
 
+    /// Start each runner process cold (a new interpreter importing the graphs), not forked from
+    /// a warm template that loaded them once: for a project whose import starts threads or binds
+    /// an event loop, which a fork does not carry over.
+    #[arg(long, env = "MOSTRADOR_PYTHON_NO_FORK")]
+    python_no_fork: bool,
+
     /// Runner processes that share the runs (`shared`), or kept ready for the next tenant or
     /// run (`tenant`, `run`) [default: one per core].
     #[arg(long, env = "MOSTRADOR_PYTHON_PROCESSES", value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -111,6 +117,7 @@ impl PythonArgs {
             graphs,
             memory_limit_mib: self.python_memory_limit_mib,
             isolation: self.python_isolation,
+            fork: !self.python_no_fork,
             blocked_after: Some(self.python_blocked_after).filter(|after| !after.is_zero()),
             processes: self
                 .python_processes

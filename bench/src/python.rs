@@ -48,6 +48,7 @@ pub async fn linear_per_run(
             memory_limit_mib: None,
             isolation: Isolation::Shared,
             blocked_after: None,
+            fork: true,
             processes: Some(1),
             agents: AgentConfig::default(),
         },

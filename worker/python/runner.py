@@ -1,5 +1,7 @@
 """Starts mostrador's Python runner (the `mostrador_runner` package beside this file) for a worker:
-`python runner.py <langgraph.json>`."""
+`python runner.py <langgraph.json>` serves runs on its standard input and output;
+`python runner.py <langgraph.json> --template` is a warm template that forks runners
+(`mostrador_runner.main.template`)."""
 
 import sys
 
@@ -8,6 +10,9 @@ from mostrador_runner.protocol import take_streams
 # Before anything else is imported: what user code prints must not reach the protocol.
 streams = take_streams()
 
-from mostrador_runner.main import start  # noqa: E402
+from mostrador_runner.main import load, start, template  # noqa: E402
 
-start(streams, sys.argv[1])
+if sys.argv[2:] == ["--template"]:
+    template(streams, sys.argv[1])
+else:
+    start(streams, load(sys.argv[1]))

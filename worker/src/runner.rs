@@ -20,18 +20,24 @@ pub mod checkpointer;
 pub mod protocol;
 
 use std::collections::HashMap;
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mostrador_queue::saver::Saver;
 use mostrador_queue::{ClaimedRun, Error as QueueError};
+use nix::sys::signal::{self, Signal};
+use nix::sys::socket::{ControlMessage, MsgFlags};
+use nix::unistd::Pid;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use uuid::Uuid;
 
@@ -152,6 +158,10 @@ pub struct PythonConfig {
     /// How long a run may hold a shared process's event loop (a blocking call in an async node,
     /// which every run of the process waits for) before it fails and the process is replaced.
     pub blocked_after: Option<Duration>,
+    /// Runners fork from a warm template (a process that loaded the project once), not from a
+    /// cold interpreter: off for a project whose import starts threads or binds an event loop,
+    /// which a fork does not carry over.
+    pub fork: bool,
     /// How many processes serve shared runs, and how many idle ones are kept ready for the next
     /// tenant or run under the other levels (by default, one per core).
     pub processes: Option<usize>,
@@ -236,6 +246,7 @@ impl Runners {
                 script,
                 next_run: AtomicU64::new(1),
                 unprivileged,
+                template: Mutex::default(),
                 state: Mutex::default(),
             }),
         })
@@ -256,6 +267,7 @@ impl Runners {
     ///
     /// A process could not start, or did not get ready.
     pub async fn warm(&self) -> Result<(), RunnerError> {
+        self.pool.template_ready().await;
         let started: Vec<_> = {
             let mut state = self.pool.lock();
             self.pool.replenish(&mut state);
@@ -331,6 +343,8 @@ struct Pool {
     next_run: AtomicU64,
     /// `setpriv`, to start runners without capabilities when the worker runs as root.
     unprivileged: Option<PathBuf>,
+    /// The warm template new runners fork from (`PythonConfig::fork`).
+    template: Mutex<Option<Arc<Template>>>,
     state: Mutex<PoolState>,
 }
 
@@ -457,7 +471,159 @@ impl Pool {
         }
     }
 
+    /// A new runner: forked from the warm template when it is ready, else started cold.
     fn start(&self, key: Option<Key>) -> std::io::Result<Arc<Process>> {
+        if let Some(template) = self.template() {
+            match self.fork(&template, key.clone()) {
+                Ok(process) => return Ok(process),
+                Err(err) => {
+                    tracing::warn!(error = %err, "the python template could not fork: a runner starts cold");
+                    template.kill();
+                }
+            }
+        }
+        let mut child = self
+            .command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                std::io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", self.config.python.display()),
+                )
+            })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Ok(Process::start(
+            Box::new(stdin),
+            Box::new(stdout),
+            Some(child),
+            key,
+        ))
+    }
+
+    /// A runner forked from `template`: the ends of its pipes go to the template over its socket
+    /// (SCM_RIGHTS), and the fork speaks the protocol on them.
+    fn fork(&self, template: &Template, key: Option<Key>) -> std::io::Result<Arc<Process>> {
+        let (runner_in, to_runner) = std::io::pipe()?;
+        let (from_runner, runner_out) = std::io::pipe()?;
+        let ends = [runner_in.as_raw_fd(), runner_out.as_raw_fd()];
+        nix::sys::socket::sendmsg::<()>(
+            template.commands.as_raw_fd(),
+            &[IoSlice::new(b"f")],
+            &[ControlMessage::ScmRights(&ends)],
+            MsgFlags::empty(),
+            None,
+        )?;
+        let writer = pipe::Sender::from_owned_fd(OwnedFd::from(to_runner))?;
+        let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(from_runner))?;
+        Ok(Process::start(
+            Box::new(writer),
+            Box::new(reader),
+            None,
+            key,
+        ))
+    }
+
+    /// The warm template, when it is ready; one is started when there is none (or it died), and
+    /// runners start cold until it is ready.
+    fn template(&self) -> Option<Arc<Template>> {
+        if !self.config.fork {
+            return None;
+        }
+        let mut template = self
+            .template
+            .lock()
+            .expect("template lock is never poisoned");
+        let alive = template
+            .as_ref()
+            .is_some_and(|t| !matches!(*t.ready.borrow(), Readiness::Failed(_)));
+        if !alive {
+            *template = match self.start_template() {
+                Ok(started) => Some(started),
+                Err(err) => {
+                    tracing::error!(error = %err, "the python template could not start");
+                    None
+                }
+            };
+        }
+        template
+            .as_ref()
+            .filter(|t| matches!(*t.ready.borrow(), Readiness::Ready))
+            .cloned()
+    }
+
+    /// Waits until the template is ready (or could not be), if runners are forked.
+    async fn template_ready(&self) {
+        if !self.config.fork {
+            return;
+        }
+        let _ = self.template();
+        let ready = self
+            .template
+            .lock()
+            .expect("template lock is never poisoned")
+            .as_ref()
+            .map(|t| t.ready.clone());
+        if let Some(mut ready) = ready {
+            let _ = tokio::time::timeout(
+                STARTUP_TIMEOUT,
+                ready.wait_for(|ready| !matches!(ready, Readiness::Starting)),
+            )
+            .await;
+        }
+    }
+
+    fn start_template(&self) -> std::io::Result<Arc<Template>> {
+        let (commands, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let mut child = self
+            .command()
+            .arg("--template")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                std::io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", self.config.python.display()),
+                )
+            })?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (readiness, ready) = watch::channel(Readiness::Starting);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            let why = match lines.next_line().await {
+                Ok(Some(line)) => match serde_json::from_str::<FromRunner>(&line) {
+                    Ok(FromRunner::Ready { protocol, pid, .. })
+                        if protocol == protocol::VERSION =>
+                    {
+                        tracing::info!(pid, "python template ready: runners fork from it");
+                        readiness.send_replace(Readiness::Ready);
+                        // It says nothing more: its output ends when it does.
+                        while let Ok(Some(_)) = lines.next_line().await {}
+                        "it exited".to_owned()
+                    }
+                    _ => format!("it wrote {line:.200}"),
+                },
+                _ => "it exited while loading the graphs".to_owned(),
+            };
+            tracing::warn!(why, "python template gone");
+            readiness.send_replace(Readiness::Failed(why));
+        });
+        Ok(Arc::new(Template {
+            commands,
+            child: Mutex::new(child),
+            ready,
+        }))
+    }
+
+    /// A runner's command (a cold runner, or the template with `--template`): the configured
+    /// interpreter in the project's folder, without the platform's secrets or, as root, any
+    /// capability.
+    fn command(&self) -> Command {
         let config = &self.config;
         let mut command = match &self.unprivileged {
             // As root, a runner would read the worker's memory and environment whatever they
@@ -508,40 +674,53 @@ impl Pool {
                     .map(|after| after.as_secs_f64().to_string())
                     .unwrap_or_default(),
             )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|err| {
-            std::io::Error::new(err.kind(), format!("{}: {err}", config.python.display()))
-        })?;
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (readiness, ready) = watch::channel(Readiness::Starting);
-        let process = Arc::new(Process {
-            pid: child.id(),
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
-            child: Mutex::new(Some(child)),
-            ready,
-            hosting: Mutex::new(Hosting {
-                key,
-                ..Hosting::default()
-            }),
-        });
-        tokio::spawn(read(Arc::clone(&process), stdout, readiness));
-        Ok(process)
+            .stderr(Stdio::inherit());
+        command
     }
 }
 
-/// One runner process.
+/// The warm template: a process that loaded the project once and forks runners.
 #[derive(Debug)]
+struct Template {
+    /// Its standard input: a socket the pipes of each new runner are passed over.
+    commands: std::os::unix::net::UnixStream,
+    child: Mutex<Child>,
+    ready: watch::Receiver<Readiness>,
+}
+
+impl Template {
+    fn kill(&self) {
+        let _ = self
+            .child
+            .lock()
+            .expect("template lock is never poisoned")
+            .start_kill();
+    }
+}
+
+/// Where a runner's messages are written, and read from.
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// One runner process.
 struct Process {
-    pid: Option<u32>,
+    /// Its process id, once known (0 before, and once it is gone).
+    pid: AtomicU32,
     /// Where messages to it are written, one line at a time (`None` once it is gone).
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    writer: tokio::sync::Mutex<Option<Writer>>,
+    /// The process, when the worker started it (a forked one is the template's child).
     child: Mutex<Option<Child>>,
     ready: watch::Receiver<Readiness>,
     hosting: Mutex<Hosting>,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("pid", &self.pid)
+            .field("hosting", &self.hosting)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -566,12 +745,29 @@ struct Hosting {
 }
 
 impl Process {
+    /// A process speaking the protocol on `writer` and `reader`, read by a task of its own.
+    fn start(writer: Writer, reader: Reader, child: Option<Child>, key: Option<Key>) -> Arc<Self> {
+        let (readiness, ready) = watch::channel(Readiness::Starting);
+        let process = Arc::new(Self {
+            pid: AtomicU32::new(child.as_ref().and_then(Child::id).unwrap_or_default()),
+            writer: tokio::sync::Mutex::new(Some(writer)),
+            child: Mutex::new(child),
+            ready,
+            hosting: Mutex::new(Hosting {
+                key,
+                ..Hosting::default()
+            }),
+        });
+        tokio::spawn(read(Arc::clone(&process), reader, readiness));
+        process
+    }
+
     /// A process that could not start: every run placed there fails with why.
     fn failed(why: String) -> Arc<Self> {
         let (_, ready) = watch::channel(Readiness::Failed(why));
         Arc::new(Self {
-            pid: None,
-            stdin: tokio::sync::Mutex::new(None),
+            pid: AtomicU32::new(0),
+            writer: tokio::sync::Mutex::new(None),
             child: Mutex::new(None),
             ready,
             hosting: Mutex::new(Hosting {
@@ -618,12 +814,12 @@ impl Process {
     async fn write(&self, message: &ToRunner) -> Result<(), RunnerError> {
         let mut line = serde_json::to_vec(message).expect("a JSON value always serializes");
         line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        let Some(pipe) = stdin.as_mut() else {
+        let mut writer = self.writer.lock().await;
+        let Some(pipe) = writer.as_mut() else {
             return Err(RunnerError::Exited);
         };
         if pipe.write_all(&line).await.is_err() {
-            *stdin = None;
+            *writer = None;
             return Err(RunnerError::Exited);
         }
         Ok(())
@@ -638,13 +834,22 @@ impl Process {
             .as_mut()
         {
             let _ = child.start_kill();
+            return;
+        }
+        // A fork: by its id while it lives (the template reaps it once dead, and its id may
+        // then be another's), else its input closes and it exits.
+        let pid = self.pid.load(Ordering::Acquire);
+        if pid != 0 && !self.lock().gone {
+            let _ = signal::kill(Pid::from_raw(pid.cast_signed()), Signal::SIGKILL);
+        } else if let Ok(mut writer) = self.writer.try_lock() {
+            *writer = None;
         }
     }
 }
 
 /// Reads a process's messages and routes each to its run, until the process is gone.
-async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Sender<Readiness>) {
-    let mut lines = BufReader::new(stdout).lines();
+async fn read(process: Arc<Process>, reader: Reader, readiness: watch::Sender<Readiness>) {
+    let mut lines = BufReader::new(reader).lines();
     let why = loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -675,8 +880,13 @@ async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Send
             continue;
         }
         match message {
-            FromRunner::Ready { protocol, graphs } if protocol == protocol::VERSION => {
-                tracing::info!(pid = process.pid, ?graphs, "python runner ready");
+            FromRunner::Ready {
+                protocol,
+                pid,
+                graphs,
+            } if protocol == protocol::VERSION => {
+                process.pid.store(pid, Ordering::Release);
+                tracing::info!(pid, ?graphs, "python runner ready");
                 readiness.send_replace(Readiness::Ready);
             }
             FromRunner::Ready { protocol, .. } => {
@@ -697,21 +907,18 @@ async fn read(process: Arc<Process>, stdout: ChildStdout, readiness: watch::Send
     if matches!(*readiness.borrow(), Readiness::Starting) {
         readiness.send_replace(Readiness::Failed(why.clone()));
     }
+    // Killed (a protocol broken) before it counts as gone: a fork's id is its own until then.
     process.kill();
-    *process.stdin.lock().await = None;
+    *process.writer.lock().await = None;
     let hosted = {
         let mut hosting = process.lock();
         hosting.gone = true;
         hosting.described = None;
         std::mem::take(&mut hosting.routes)
     };
+    let pid = process.pid.swap(0, Ordering::AcqRel);
     if !hosted.is_empty() {
-        tracing::warn!(
-            pid = process.pid,
-            runs = hosted.len(),
-            why,
-            "python runner gone"
-        );
+        tracing::warn!(pid, runs = hosted.len(), why, "python runner gone");
     }
     // Its runs' links see their messages end: each fails its run retryably.
     drop(hosted);

@@ -52,11 +52,10 @@ pub async fn run(
         // Before the worker is ready, its runner processes start, so that no run waits for one
         // to import the graphs. A worker whose graphs cannot load still serves its Rust graphs;
         // each run of a Python graph then fails retryably with the reason.
-        let (warmed, described) = tokio::join!(runners.warm(), runners.describe(&pool));
-        if let Err(err) = warmed {
+        if let Err(err) = runners.warm().await {
             tracing::error!(error = %err, "python runners could not start");
         }
-        match described {
+        match runners.describe(&pool).await {
             Ok(()) => tracing::info!("python graphs described for the api"),
             Err(err) => tracing::error!(error = %err, "python graphs could not be described"),
         }

@@ -705,7 +705,7 @@ def runner_processes_hold_no_secret_of_the_platform(world: World, measured: dict
     binary's model key, the exporter's headers) beside a variable the graphs need. A run's code
     finds the graphs' variable and none of the secrets in its own environment, and cannot read
     its worker's environment or memory."""
-    world.worker(
+    worker = world.worker(
         "a",
         env={
             "MODEL_API_KEY": SECRET,
@@ -714,7 +714,7 @@ def runner_processes_hold_no_secret_of_the_platform(world: World, measured: dict
             "GRAPHS_OWN_SETTING": "kept",
         },
     )
-    run = world.start("secrets", {})
+    run = world.start("secrets", {"worker": worker.pid})
     ended = world.until_ended(run)
     check(ended["status"] == "success", f"the probe ran: {ended}")
     seen = world.values(run["thread_id"])["seen"]

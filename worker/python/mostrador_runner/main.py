@@ -3,6 +3,8 @@
 import asyncio
 import gc
 import os
+import signal
+import socket
 import threading
 import time
 import weakref
@@ -11,6 +13,7 @@ from typing import Any, BinaryIO
 import mostrador
 
 from .describe import describe_all
+from .encoding import dumps
 from .project import Project, load_config
 from .protocol import VERSION, Channel, RunChannel
 from .run import Run, run_one
@@ -70,20 +73,25 @@ def limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-async def serve(out: BinaryIO, in_fd: int, config_path: str) -> None:
+def load(config_path: str) -> Project:
+    """The project, loaded once per process (or once per template, whose forks share it)."""
     limit_memory()
-    channel = Channel(out, in_fd)
-    reading = asyncio.ensure_future(channel.read())
     project = Project(load_config(config_path))
-    # What was loaded stays: the collector need not scan it again. LangGraph allocates many
-    # short-lived objects per step; collecting the youngest generation less often spares most of
-    # the collector's passes, for a few megabytes.
+    # What was loaded stays: the collector need not scan it again (nor copy it into a fork's
+    # pages). LangGraph allocates many short-lived objects per step; collecting the youngest
+    # generation less often spares most of the collector's passes, for a few megabytes.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+    return project
+
+
+async def serve(out: BinaryIO, in_fd: int, project: Project) -> None:
+    channel = Channel(out, in_fd)
+    reading = asyncio.ensure_future(channel.read())
     blocked_after = float(os.environ.pop("MOSTRADOR_RUNNER_BLOCKED_AFTER", "") or 0)
     if blocked_after > 0:
         watch_the_loop(channel, blocked_after)
-    channel.send({"t": "ready", "protocol": VERSION, "graphs": project.ids()})
+    channel.send({"t": "ready", "protocol": VERSION, "pid": os.getpid(), "graphs": project.ids()})
     # The runs this process executes, by their number, each a task of its own.
     runs: dict[int, tuple[Run, asyncio.Task]] = {}
     background: set[asyncio.Task] = set()
@@ -108,12 +116,45 @@ async def serve(out: BinaryIO, in_fd: int, config_path: str) -> None:
     reading.cancel()
 
 
-def start(streams: tuple[BinaryIO, int], config_path: str) -> None:
+def start(streams: tuple[BinaryIO, int], project: Project) -> None:
     """Serves the worker on `streams` until it goes away."""
     try:
         # The official server's event loop, where the environment has it.
         import uvloop
     except ImportError:
-        asyncio.run(serve(*streams, config_path))
+        asyncio.run(serve(*streams, project))
     else:
-        uvloop.run(serve(*streams, config_path))
+        uvloop.run(serve(*streams, project))
+    os._exit(0)
+
+
+def template(streams: tuple[BinaryIO, int], config_path: str) -> None:
+    """A warm template: loads the project once, then forks a runner each time the worker sends
+    the two ends of a new runner's pipes (its input, its output) over the template's socket (its
+    standard input). A runner so started shares the loaded project with the template, and never
+    waits for an import. The template says `{"t": "ready", ...}` on its output once loaded."""
+    out, in_fd = streams
+    project = load(config_path)
+    commands = socket.socket(fileno=in_fd)
+    # Its children are the worker's runners, which it never waits for: reaped at once.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    out.write(dumps({"t": "ready", "protocol": VERSION, "pid": os.getpid(), "graphs": project.ids()}) + b"\n")
+    while True:
+        _, fds, _, _ = socket.recv_fds(commands, 16, 2)
+        if len(fds) != 2:
+            # The worker is gone (or sent no pipes): no runner to start.
+            for fd in fds:
+                os.close(fd)
+            if not fds:
+                os._exit(0)
+            continue
+        if os.fork() == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            commands.close()
+            out.close()
+            runner_in, runner_out = fds
+            os.set_inheritable(runner_in, False)
+            os.set_inheritable(runner_out, False)
+            start((os.fdopen(runner_out, "wb", buffering=0), runner_in), project)
+        for fd in fds:
+            os.close(fd)

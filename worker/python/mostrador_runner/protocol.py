@@ -110,6 +110,7 @@ ToRunner = Start | Reply | Drain | Cancel | Describe
 class Ready(TypedDict):
     t: Literal["ready"]
     protocol: int
+    pid: int
     graphs: list[str]
 
 

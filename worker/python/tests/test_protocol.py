@@ -92,7 +92,7 @@ def test_the_messages_the_runner_builds_are_of_the_protocol() -> None:
         from mostrador_runner.run import failure
 
         run.send({"t": "done", "outcome": failure("ValueError", "bad", retryable=False)})
-        channel.send({"t": "ready", "protocol": protocol.VERSION, "graphs": ["g"]})
+        channel.send({"t": "ready", "protocol": protocol.VERSION, "pid": os.getpid(), "graphs": ["g"]})
         channel.out.close()
 
     asyncio.run(build())

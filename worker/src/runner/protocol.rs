@@ -82,8 +82,12 @@ pub struct Latest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FromRunner {
-    /// Loaded: its graphs, and the protocol it speaks.
-    Ready { protocol: u32, graphs: Vec<String> },
+    /// Loaded: the protocol it speaks, its process, its graphs.
+    Ready {
+        protocol: u32,
+        pid: u32,
+        graphs: Vec<String>,
+    },
     /// What LangGraph says of each graph, or why it could not.
     Described { graphs: Map<String, Value> },
     /// A task of `run` (unknown: `None`) has held the event loop for `seconds`.

@@ -1,7 +1,7 @@
 """One node that reports what its runner process can see of the platform: its own environment,
-and whether it can read its worker's (`/proc/<worker>/environ`, `/proc/<worker>/mem`), as code
-that no one reviewed (a compromised dependency, a tool that evaluates what a model wrote) would
-try."""
+and whether it can read its worker's (`/proc/<worker>/environ`, `/proc/<worker>/mem`; the
+worker's pid comes in the input), as code that no one reviewed (a compromised dependency, a tool
+that evaluates what a model wrote) would try."""
 
 import os
 from typing import Any
@@ -12,6 +12,7 @@ from langgraph.graph import END, START, StateGraph
 
 
 class State(TypedDict, total=False):
+    worker: int
     seen: dict
 
 
@@ -24,7 +25,7 @@ def look(path: str) -> str:
 
 
 def probe(state: State) -> dict[str, Any]:
-    worker = os.getppid()
+    worker = state["worker"]
     return {
         "seen": {
             "environ": dict(os.environ),
