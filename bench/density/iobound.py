@@ -98,6 +98,18 @@ def machine_busy_ticks() -> int:
     return sum(cpu) - cpu[3] - cpu[4]  # all but idle and iowait
 
 
+def pss(pid: int) -> int:
+    """A process's proportional set size in bytes (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class Sampler:
     """Peak summed RSS of the server's processes, and CPU ticks per process as last seen."""
 
@@ -105,6 +117,7 @@ class Sampler:
         self.roots = roots
         self.me = os.getpid()
         self.peak = 0
+        self.peak_pss = 0
         self.peak_procs = 0
         self.max_procs = 0
         self.server_cpu: dict[int, tuple[int, int]] = {}  # pid -> (first seen, last seen)
@@ -117,6 +130,9 @@ class Sampler:
         rss = sum(procs[p][4] for p in mine)
         if rss > self.peak:
             self.peak, self.peak_procs = rss, len(mine)
+        # Proportional: a page shared by processes (a fork's, copy-on-write) counted once in all,
+        # as the kernel and a pod's memory limit count it; RSS counts it in each.
+        self.peak_pss = max(self.peak_pss, sum(pss(p) for p in mine))
         self.max_procs = max(self.max_procs, len(mine))
         for table, pids in (
             (self.server_cpu, mine),
@@ -219,6 +235,7 @@ async def main() -> None:
         "server": a.server, "burst": a.burst, "runs": a.runs, "delay_ms": a.delay_ms,
         "success": ok, "wall_s": round(wall, 2), "ideal_s": a.delay_ms / 1000,
         "idle_rss_mib": mib(sampler.idle), "peak_rss_mib": mib(sampler.peak),
+        "peak_pss_mib": mib(sampler.peak_pss),
         "procs_at_peak": sampler.peak_procs, "procs_max": sampler.max_procs,
         "server_cpu_s": round(server_cpu, 2), "postgres_cpu_s": round(pg_cpu, 2),
         "client_cpu_s": round(client_cpu, 2), "clients": len(clients),

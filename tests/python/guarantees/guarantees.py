@@ -786,6 +786,23 @@ def a_run_blocking_the_event_loop_fails_alone_and_its_runner_is_replaced(
     resumed_whole(world, held, attempt=2)
 
 
+def new_runners_fork_from_a_warm_template_and_never_wait_for_imports(
+    world: World, measured: dict
+) -> None:
+    """A process per run (`--python-isolation run`), one kept ready: eight runs at once each get a
+    new runner, forked from the worker's template (which loaded the graphs once), so none waits
+    for an interpreter to import LangGraph; all succeed, each in a runner of its own."""
+    world.worker("a", "--python-isolation", "run", "--python-processes", "1")
+    began = time.monotonic()
+    runs = [world.start("linear", {}, gate_open=True) for _ in range(8)]
+    for run in runs:
+        check(world.until_ended(run)["status"] == "success", "the run succeeds")
+    measured["eight_runs_seconds"] = round(time.monotonic() - began, 3)
+    first = [world.started(run["thread_id"], "s1") for run in runs]
+    check(all(e["forked"] for e in first), f"every runner forked from the template: {first}")
+    check(len({e["runner"] for e in first}) == len(runs), f"a runner per run: {first}")
+
+
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
@@ -798,6 +815,7 @@ TESTS = [
     a_run_blocking_the_event_loop_fails_alone_and_its_runner_is_replaced,
     runner_processes_hold_no_secret_of_the_platform,
     a_runner_process_serves_one_tenant_at_a_time_when_isolated_by_tenant,
+    new_runners_fork_from_a_warm_template_and_never_wait_for_imports,
 ]
 
 

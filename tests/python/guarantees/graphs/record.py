@@ -22,6 +22,28 @@ def thread_of(config: RunnableConfig) -> str:
     return str(config["configurable"]["thread_id"])
 
 
+def forked() -> bool:
+    """Whether this runner was forked from its worker's warm template (`runner.py ...
+    --template`), not started by the worker itself."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[-2:-1] == [b"--template"]
+    except OSError:
+        return False
+
+
+def worker_pid() -> int:
+    """The worker this runner serves: its parent, or its parent's when it was forked."""
+    parent = os.getppid()
+    if forked():
+        try:
+            with open(f"/proc/{parent}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            pass
+    return parent
+
+
 def record(config: RunnableConfig, node: str, phase: str) -> None:
     """One line per start or finish; appends of one short line are atomic (`O_APPEND`)."""
     line = json.dumps(
@@ -30,7 +52,8 @@ def record(config: RunnableConfig, node: str, phase: str) -> None:
             "node": node,
             "phase": phase,
             "runner": os.getpid(),
-            "worker": os.getppid(),
+            "worker": worker_pid(),
+            "forked": forked(),
             "attempt": (config.get("metadata") or {}).get("run_attempt"),
         }
     )
