@@ -41,6 +41,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 - name: MOSTRADOR_PYTHON_ISOLATION
   value: {{ .Values.python.isolation | default "shared" | quote }}
+{{- if eq .Values.python.fork false }}
+- name: MOSTRADOR_PYTHON_NO_FORK
+  value: "true"
+{{- end }}
 {{- with .Values.python.processes }}
 - name: MOSTRADOR_PYTHON_PROCESSES
   value: {{ . | quote }}
