@@ -58,7 +58,7 @@ def watch_the_loop(channel: Channel, blocked_after: float) -> None:
             run = runs.get(task) if task is not None else None
             if told != run:
                 told = run
-                channel.send({"t": "blocked", "run": run, "seconds": round(blocked, 1)})
+                channel.send_now({"t": "blocked", "run": run, "seconds": round(blocked, 1)})
 
     threading.Thread(target=watch, name="mostrador-loop-watch", daemon=True).start()
 

@@ -290,13 +290,43 @@ class Channel:
         self.next_id = 0
         self.waiting: dict[int, asyncio.Future] = {}
         self.messages: asyncio.Queue = asyncio.Queue()
-        # Callbacks of tools run in threads send too: one line at a time.
+        # Lines sent and not written yet, written together once the loop's current step is done:
+        # a superstep sends several messages (writes, events, a checkpoint), and each write is a
+        # system call. Callbacks of tools run in threads send too.
+        self.pending: list[bytes] = []
         self.sending = threading.Lock()
+        # One write at a time on the pipe.
+        self.writing = threading.Lock()
 
     def send(self, message: dict) -> None:
         line = dumps(message) + b"\n"
         with self.sending:
-            self.out.write(line)
+            self.pending.append(line)
+            if len(self.pending) > 1:
+                return
+        try:
+            running = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            running = False
+        if running:
+            self.loop.call_soon(self.flush)
+        else:
+            self.loop.call_soon_threadsafe(self.flush)
+
+    def flush(self) -> None:
+        with self.sending:
+            lines, self.pending = self.pending, []
+        if lines:
+            with self.writing:
+                self.out.write(b"".join(lines))
+
+    def send_now(self, message: dict) -> None:
+        """Written at once, from any thread, even while the loop is blocked (after what waits)."""
+        line = dumps(message) + b"\n"
+        with self.sending:
+            lines, self.pending = [*self.pending, line], []
+        with self.writing:
+            self.out.write(b"".join(lines))
 
     async def call(self, message: dict) -> Any:
         self.next_id += 1

@@ -93,6 +93,7 @@ def test_the_messages_the_runner_builds_are_of_the_protocol() -> None:
 
         run.send({"t": "done", "outcome": failure("ValueError", "bad", retryable=False)})
         channel.send({"t": "ready", "protocol": protocol.VERSION, "pid": os.getpid(), "graphs": ["g"]})
+        channel.flush()
         channel.out.close()
 
     asyncio.run(build())
