@@ -4,6 +4,7 @@ mod dev;
 mod failover;
 mod faults;
 mod hostile;
+mod live;
 mod model;
 mod project;
 pub(crate) mod refunds;

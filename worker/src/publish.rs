@@ -6,12 +6,12 @@
 //! So runs never write their events, nor their endings, themselves. They buffer events; the
 //! publisher takes every buffer and every ending waiting at that moment and writes them with one
 //! statement (`ending::write`), so a run's last events and its ending always commit together.
-//! Events wait at most [`FLUSH_INTERVAL`] (model tokens above all); a run's ending is written at
-//! once, and so is the first event of a run a client streams from its start (`streamed`), since
-//! they wait for them. A run nobody streams (a wait, a background run) has its first events go
-//! with the next flush or its end: a short run's events and its end are one commit. Whatever
-//! arrives while a transaction commits goes in the next one: a busy worker batches by itself, an
-//! idle one answers at the speed of one commit.
+//! A run's ending is written at once, and so is every event of a run a client streams from its
+//! start (`streamed`: a chat's tokens), since a client waits for them: the event's own commit is
+//! its whole delay, and whatever arrives while a transaction commits goes in the next one, so a
+//! busy worker batches by itself and an idle one answers at the speed of one commit. A run nobody
+//! streams (a wait, a background run) has its events wait at most [`FLUSH_INTERVAL`], written
+//! with the next tick or its end: a short run's events and its end are one commit.
 //!
 //! Python graphs' runs also hand it the states their graphs described at checkpoints
 //! ([`RunEvents::describe`]): written in the same transaction, before the events sent after them.
@@ -88,9 +88,8 @@ struct Buffer {
     lease: Lease,
     control: RunControl,
     pending: Mutex<Pending>,
-    /// Set once a pushed event no longer wakes the publisher: after a streamed run's first, from
-    /// the start for a run nobody streams.
-    woke: AtomicBool,
+    /// A client streams it from its start: each event is written at once.
+    streamed: bool,
     lost: AtomicBool,
     /// Its run holds its final checkpoint for its ending: what it buffers waits for the ending,
     /// so no event is visible before the checkpoint it follows.
@@ -199,13 +198,13 @@ impl Publisher {
     }
 
     /// Registers a held run; `control` is cancelled if its lease turns out lost. A `streamed`
-    /// run's first event is written at once; another's waits for the next flush or its end.
+    /// run's events are written at once; another's wait for the next tick or its end.
     pub fn register(&self, lease: Lease, control: RunControl, streamed: bool) -> RunEvents {
         let buffer = Arc::new(Buffer {
             lease,
             control,
             pending: Mutex::default(),
-            woke: AtomicBool::new(!streamed),
+            streamed,
             lost: AtomicBool::new(false),
             held: AtomicBool::new(false),
         });
@@ -223,10 +222,14 @@ impl Publisher {
 impl RunEvents {
     /// Buffers an event. Never blocks: the engine calls it from its tasks.
     pub fn push(&self, event: NewEvent) {
-        self.buffer.lock().events.push(event);
-        if !self.buffer.woke.swap(true, Ordering::SeqCst) {
-            // A streamed run's first event: its client waits for it, don't let it wait for the
-            // tick.
+        let first = {
+            let mut pending = self.buffer.lock();
+            pending.events.push(event);
+            pending.events.len() == 1
+        };
+        if self.buffer.streamed && first {
+            // Its client waits for it: no tick to wait for. (Events that come while this one
+            // waits for its commit go with it, or in the next.)
             let _ = self.publisher.requests.send(Request::Wake);
         }
     }
@@ -298,6 +301,8 @@ impl Drop for RunEvents {
 /// What one transaction carries out.
 #[derive(Default)]
 struct Batch {
+    /// The tick came: every run's events go, not only the streamed runs'.
+    tick: bool,
     ends: Vec<End>,
     /// Beside `ends`, in the same order.
     ended: Vec<oneshot::Sender<Result<bool, Error>>>,
@@ -335,7 +340,7 @@ async fn publish(
                 Some(request) => batch.add(request),
                 None => return,
             },
-            _ = tick.tick() => {}
+            _ = tick.tick() => batch.tick = true,
         }
         while let Ok(request) = requests.try_recv() {
             batch.add(request);
@@ -356,9 +361,16 @@ async fn flush(
         .expect("publisher lock is never poisoned")
         .values()
         .filter(|buffer| {
-            !buffer.lost.load(Ordering::SeqCst)
-                && (!buffer.held.load(Ordering::SeqCst)
-                    || batch.ends.iter().any(|end| end.lease() == buffer.lease))
+            let ending = batch.ends.iter().any(|end| end.lease() == buffer.lease);
+            let due = batch.tick
+                || buffer.streamed
+                || ending
+                || batch
+                    .flushes
+                    .iter()
+                    .any(|(run_id, _)| *run_id == buffer.lease.run_id());
+            due && !buffer.lost.load(Ordering::SeqCst)
+                && (!buffer.held.load(Ordering::SeqCst) || ending)
         })
         .cloned()
         .collect();
