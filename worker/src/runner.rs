@@ -482,18 +482,7 @@ impl Pool {
                 }
             }
         }
-        let mut child = self
-            .command()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                std::io::Error::new(
-                    err.kind(),
-                    format!("{}: {err}", self.config.python.display()),
-                )
-            })?;
+        let mut child = self.spawn_with(self.command().stdin(Stdio::piped()))?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         Ok(Process::start(
@@ -578,19 +567,11 @@ impl Pool {
 
     fn start_template(&self) -> std::io::Result<Arc<Template>> {
         let (commands, theirs) = std::os::unix::net::UnixStream::pair()?;
-        let mut child = self
-            .command()
-            .arg("--template")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                std::io::Error::new(
-                    err.kind(),
-                    format!("{}: {err}", self.config.python.display()),
-                )
-            })?;
+        let mut child = self.spawn_with(
+            self.command()
+                .arg("--template")
+                .stdin(Stdio::from(OwnedFd::from(theirs))),
+        )?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let (readiness, ready) = watch::channel(Readiness::Starting);
         tokio::spawn(async move {
@@ -618,6 +599,20 @@ impl Pool {
             child: Mutex::new(child),
             ready,
         }))
+    }
+
+    /// Starts `command` (from [`Pool::command`]), its output read by the worker.
+    fn spawn_with(&self, command: &mut Command) -> std::io::Result<Child> {
+        command
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                std::io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", self.config.python.display()),
+                )
+            })
     }
 
     /// A runner's command (a cold runner, or the template with `--template`): the configured

@@ -22,7 +22,9 @@ VERSION = 2
 # Worker -> runner.
 
 
-class SavedBlob(TypedDict):
+class Blob(TypedDict):
+    """A channel's value as LangGraph serialized it (`type` "empty": the channel has none)."""
+
     channel: str
     version: int
     type: str
@@ -44,7 +46,7 @@ class Saved(TypedDict):
     parent_checkpoint_id: str | None
     saved: dict[str, Any]
     metadata: dict[str, Any]
-    blobs: list[SavedBlob]
+    blobs: list[Blob]
     writes: list[SavedWrite]
 
 
@@ -136,13 +138,6 @@ class List(TypedDict):
     ns: str
     before: str | None
     limit: int
-
-
-class Blob(TypedDict):
-    channel: str
-    version: int
-    type: str
-    bytes: str
 
 
 class Put(TypedDict):
