@@ -108,3 +108,56 @@ async fn joining_takes_cancel_on_disconnect_as_both_sdks_send_it(pool: PgPool) {
         "leaving a joined stream that did not ask to cancel"
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_reader_cannot_cancel_the_owners_run_by_leaving_a_join(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    // A manager of ana's store reads her threads, and may not cancel her runs.
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    let read = long_run(&api, &ana, &thread).await;
+    let owned = long_run(&api, &ana, &thread).await;
+    for (who, path) in [(&marta, &read), (&ana, &owned)] {
+        for form in ["stream", "join"] {
+            let (status, _) = api
+                .head_of(api.request(
+                    "GET",
+                    &format!("{path}/{form}?cancel_on_disconnect=true"),
+                    who,
+                    "",
+                ))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{form}: a reader may join");
+        }
+    }
+    // The owner's leaving cancels her run (so the disconnects were handled) ...
+    let join = api.request("GET", &format!("{owned}/join"), &ana, "");
+    tokio::time::timeout(Duration::from_secs(10), api.send(join))
+        .await
+        .expect("the owner's run ends once she left");
+    let (_, _, owned) = api.send(api.request("GET", &owned, &ana, "")).await;
+    assert_eq!(owned["status"], "interrupted", "{owned}");
+    // ... and the reader's changed nothing.
+    let (_, _, read) = api.send(api.request("GET", &read, &ana, "")).await;
+    assert_eq!(
+        read["status"], "pending",
+        "a reader's leaving cancels nothing: {read}"
+    );
+}
+
+/// A run of `agent` that waits an hour, queued on `thread` by the caller of `token`; its path.
+async fn long_run(api: &Api, token: &str, thread: &str) -> String {
+    let (_, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            token,
+            r#"{"assistant_id": "agent", "after_seconds": 3600, "multitask_strategy": "enqueue"}"#,
+        ))
+        .await;
+    format!(
+        "/threads/{thread}/runs/{}",
+        run["run_id"].as_str().expect("id")
+    )
+}

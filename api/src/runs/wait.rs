@@ -12,7 +12,7 @@ use mostrador_queue::{Run, RunStatus};
 use serde_json::{Value, json};
 
 use super::accept::{Accepted, CreateRun, Follow, StreamModes, accept};
-use super::{queue_error, rejoin_location, visible_run};
+use super::{queue_error, rejoin_location, visible_run, writable_run};
 use crate::app::{AppState, Subscriber};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -66,8 +66,8 @@ pub async fn join_stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (modes, messages) = stream_modes_query(query.as_deref())?;
-    let on_disconnect = cancel_on_disconnect(query.as_deref());
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
+    let on_disconnect = cancel_on_disconnect(&state, &caller, &run, query.as_deref()).await;
     // After an event the run's log does not have yet, the stream goes on from its latest; a run
     // that ended then replays its end, which closes the stream (it would wait forever).
     let asked = stream::last_event_id(&headers);
@@ -97,8 +97,31 @@ pub async fn join_stream(
 
 /// The `cancel_on_disconnect` query value of a join: `true`, `yes` or `1` (any case) cancels,
 /// anything else does not, as on the official server (the Python SDK sends `true`/`false`, the
-/// JS SDK `1`/`0`).
-fn cancel_on_disconnect(query: Option<&str>) -> stream::OnDisconnect {
+/// JS SDK `1`/`0`); but only for a caller who may cancel the run: one who only reads its thread
+/// (a manager following a customer's chat) joins it, and leaving changes nothing.
+async fn cancel_on_disconnect(
+    state: &AppState,
+    caller: &Caller,
+    run: &Run,
+    query: Option<&str>,
+) -> stream::OnDisconnect {
+    let asked = asked_to_cancel_on_disconnect(query);
+    if asked == stream::OnDisconnect::Cancel
+        && writable_run(
+            state,
+            caller,
+            &run.thread_id.0.to_string(),
+            &run.run_id.0.to_string(),
+        )
+        .await
+        .is_err()
+    {
+        return stream::OnDisconnect::Continue;
+    }
+    asked
+}
+
+fn asked_to_cancel_on_disconnect(query: Option<&str>) -> stream::OnDisconnect {
     let asked = query
         .unwrap_or_default()
         .split('&')
@@ -174,7 +197,7 @@ pub async fn join(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let on_disconnect = cancel_on_disconnect(query.as_deref());
+    let on_disconnect = cancel_on_disconnect(&state, &caller, &run, query.as_deref()).await;
     let slot = stream::slot(&state, &caller)?;
     Ok(waiting(
         state,
