@@ -222,6 +222,8 @@ impl RunTemplate {
                 .is_some_and(|config| config.get("configurable").is_some());
         let own = crate::runs::config::own_context(context.as_ref(), config.as_ref());
         let mut config = crate::runs::config::run_config(config, context, None)?;
+        // Held to a run's limits: each run it makes takes this config.
+        crate::runs::config::limits(&config, state.max_recursion_limit())?;
         if names_context {
             payload.insert("context".into(), Value::Object(own));
         }

@@ -388,3 +388,53 @@ async fn cron_searches_filter_by_metadata_and_page_with_the_official_headers(poo
         .await;
     assert_eq!(count, json!(1));
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_crons_config_is_held_to_the_runs_limits(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let create = |config: &str| {
+        api.request(
+            "POST",
+            "/runs/crons",
+            &ana,
+            &format!(r#"{{"assistant_id": "agent", "schedule": "0 9 * * *", "config": {config}}}"#),
+        )
+    };
+    // What a run may not ask for, a cron may not ask for its runs: refused, nothing created.
+    for config in [
+        r#"{"recursion_limit": 1000000000000}"#,
+        r#"{"recursion_limit": 0}"#,
+        r#"{"max_concurrency": 0}"#,
+        r#"{"recursion_limit": "many"}"#,
+    ] {
+        let (status, _, answer) = api.send(create(config)).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{config}: {answer}"
+        );
+    }
+    let (_, _, found) = api
+        .send(api.request("POST", "/runs/crons/search", &ana, "{}"))
+        .await;
+    assert_eq!(found, json!([]), "no cron was created");
+
+    let (status, _, cron) = api.send(create(r#"{"recursion_limit": 50}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{cron}");
+    let path = format!("/runs/crons/{}", cron["cron_id"].as_str().expect("id"));
+    let (status, _, answer) = api
+        .send(api.request(
+            "PATCH",
+            &path,
+            &ana,
+            r#"{"config": {"recursion_limit": 1000000000000}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    let (_, _, kept) = api.send(api.request("GET", &path, &ana, "")).await;
+    assert_eq!(
+        kept["payload"]["config"]["recursion_limit"], 50,
+        "a refused change changes nothing: {kept}"
+    );
+}

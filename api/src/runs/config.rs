@@ -14,7 +14,7 @@ pub const RECURSION_LIMIT_MAX: u64 = 10_000;
 
 /// `recursion_limit` (at most `max_recursion_limit`) and `max_concurrency` (a request the worker
 /// bounds) are positive integers.
-pub(super) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), ApiError> {
+pub(crate) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), ApiError> {
     for (field, most) in [
         ("recursion_limit", max_recursion_limit),
         ("max_concurrency", u64::from(u32::MAX)),
