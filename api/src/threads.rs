@@ -656,8 +656,12 @@ pub async fn copy(
         .copy_thread(original.thread_id.0, copy.thread_id.0)
         .await
         .map_err(ApiError::failed)?;
-    mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
-        .await
-        .map_err(ApiError::failed)?;
+    // A thread's files are its owner's alone (a reader of the thread reads none): a reader's copy
+    // takes its state, not its files.
+    if crate::authorize::may_write(&caller, &original).is_ok() {
+        mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
+            .await
+            .map_err(ApiError::failed)?;
+    }
     Ok(Json(thread_answer(&state, &copy).await?))
 }

@@ -679,3 +679,45 @@ async fn a_thread_takes_a_time_to_live_as_the_sdks_send_it_or_the_projects_defau
         (Some(5.0), "keep_latest".to_owned())
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_copy_of_a_thread_takes_its_files_only_for_its_writer(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let thread_id = new_thread(&api, &api.token).await;
+    sqlx::query(
+        "insert into mostrador.thread_files (thread_id, path, content, is_binary) \
+         values ($1::uuid, '/memories/iban.txt', 'ES91 2100', false)",
+    )
+    .bind(&thread_id)
+    .execute(api.state.pool())
+    .await
+    .expect("a file of ana's");
+    let files_of = |token: &str, thread: &str| {
+        let request = api.request("GET", &format!("/threads/{thread}/files"), token, "");
+        async { api.send(request).await.2 }
+    };
+    let copy_as = |token: &str| {
+        let request = api.request("POST", &format!("/threads/{thread_id}/copy"), token, "");
+        async {
+            let (status, _, copy) = api.send(request).await;
+            assert_eq!(status, StatusCode::OK, "{copy}");
+            copy["thread_id"].as_str().expect("id").to_owned()
+        }
+    };
+    // A manager of the thread's store reads it and may copy it: the copy is hers, without files.
+    let manager = api.token_for(&caller("marta", "manager", Some("madrid-1")));
+    let copied = copy_as(&manager).await;
+    assert_eq!(
+        files_of(&manager, &copied).await,
+        json!([]),
+        "a reader's copy takes no file"
+    );
+    // The owner's copy takes them.
+    let copied = copy_as(&api.token).await;
+    let files = files_of(&api.token, &copied).await;
+    assert_eq!(
+        files.as_array().map(|files| files.len()),
+        Some(1),
+        "the writer's copy keeps the thread's files: {files}"
+    );
+}
