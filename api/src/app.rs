@@ -289,6 +289,9 @@ struct Inner {
     /// Callers found over their share of the queue, until when their new runs are refused
     /// without asking the database.
     over_share: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// The last readiness check of the database and when it was made: `/ready` is anonymous, so
+    /// a flood of probes asks the database once a second at most, one probe at a time.
+    readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
     slow_client_timeout: Duration,
     cors: Cors,
     development_caller: Option<Caller>,
@@ -345,6 +348,7 @@ impl AppState {
             max_recursion_limit: config.max_recursion_limit,
             subscribers: std::sync::Mutex::default(),
             over_share: std::sync::Mutex::default(),
+            readiness: tokio::sync::Mutex::default(),
             slow_client_timeout: config.slow_client_timeout,
             cors: config.cors.clone(),
             development_caller: config.development_caller.clone(),
@@ -595,6 +599,23 @@ impl AppState {
 
     pub fn is_draining(&self) -> bool {
         self.0.draining.load(Ordering::SeqCst)
+    }
+
+    /// Whether the database serves, as `check` says: asked at most once every `fresh`, by one
+    /// caller at a time (the others wait for its answer).
+    pub async fn database_ready<F>(&self, fresh: Duration, check: F) -> bool
+    where
+        F: Future<Output = bool>,
+    {
+        let mut last = self.0.readiness.lock().await;
+        if let Some((at, ready)) = *last
+            && at.elapsed() < fresh
+        {
+            return ready;
+        }
+        let ready = check.await;
+        *last = Some((std::time::Instant::now(), ready));
+        ready
     }
 }
 

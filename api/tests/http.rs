@@ -33,6 +33,39 @@ async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: P
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn an_anonymous_readiness_probe_tells_no_database_error_and_asks_once_a_second(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ready = || {
+        Request::get("/ready")
+            .body(HttpBody::empty())
+            .expect("request")
+    };
+    // The schema's record gone: the database does not serve this version.
+    sqlx::query("alter table public._sqlx_migrations rename to _sqlx_migrations_away")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let (status, _, body) = api.send(ready()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        body,
+        json!("database unavailable"),
+        "no detail for whoever asks"
+    );
+    // Back as it was: the probes of the next second take the answer already given.
+    sqlx::query("alter table public._sqlx_migrations_away rename to _sqlx_migrations")
+        .execute(&pool)
+        .await
+        .expect("rename back");
+    for _ in 0..20 {
+        assert_eq!(api.send(ready()).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    // The answer stands a second (the time is the point here, there is no signal to wait for).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(api.send(ready()).await.0, StatusCode::OK);
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn routes_need_a_valid_token(pool: PgPool) {
     let api = Api::new(pool).await;
     let anonymous = Request::post("/assistants/search")
