@@ -30,12 +30,17 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
                 router.route(route.path, route.method_router())
             })
     });
+    let body_limit = config.body_limit;
     let router = calls
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
         }))
         // Streams and waits last as long as their runs: no request timeout.
         .merge(lasting)
+        // But no request's body may take longer than that to arrive, whatever its route.
+        .layer(axum::middleware::from_fn(move |request, next| {
+            body_within(timeout, body_limit, request, next)
+        }))
         // Every route above refuses new work while the pod drains; the probes below answer.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -111,6 +116,43 @@ async fn refuse_while_draining(
 }
 
 /// Answers 503 when a (non-streaming) request takes longer than `timeout`.
+/// Reads the request's whole body within `timeout` (a 408 otherwise, and a 413 past `limit`),
+/// before its route runs: a client that sends its body slowly holds no connection for longer,
+/// be the route a stream or a wait that lasts as long as its run.
+async fn body_within(
+    timeout: Duration,
+    limit: usize,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => {
+            next.run(axum::extract::Request::from_parts(
+                parts,
+                axum::body::Body::from(bytes),
+            ))
+            .await
+        }
+        // N.B. The limit's error is http-body-util's, known here by what it says.
+        Ok(Err(err)) if err.to_string().contains("length limit exceeded") => crate::ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {limit} bytes"),
+        )
+        .into_response(),
+        Ok(Err(_)) => {
+            crate::ApiError::new(StatusCode::BAD_REQUEST, "the request body was cut short")
+                .into_response()
+        }
+        Err(_) => crate::ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {timeout:?}"),
+        )
+        .into_response(),
+    }
+}
+
 async fn within(
     timeout: Duration,
     request: axum::extract::Request,

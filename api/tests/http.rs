@@ -167,6 +167,55 @@ async fn bad_bodies_get_clear_client_errors(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_body_sent_slowly_is_cut_off_on_every_route(pool: PgPool) {
+    use futures_util::StreamExt;
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            request_timeout: std::time::Duration::from_millis(300),
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let taking_a_body = mostrador_api::openapi::ROUTES
+        .iter()
+        .filter(|route| matches!(route.method, "post" | "put" | "patch"));
+    let mut checked = 0;
+    for route in taking_a_body {
+        let path = route
+            .path
+            .replace("{assistant_id}", "agent")
+            .replace("{thread_id}", "01a22000-0000-7000-8000-000000000000")
+            .replace("{run_id}", "01a22000-0000-7000-8000-000000000001")
+            .replace("{checkpoint_id}", "01a22000-0000-7000-8000-000000000002");
+        // The body's first byte, and then nothing, for ever: a slow client.
+        let slow = futures_util::stream::iter([Ok::<_, std::io::Error>(
+            axum::body::Bytes::from_static(b"{"),
+        )])
+        .chain(futures_util::stream::pending());
+        let request = Request::builder()
+            .method(route.method.to_uppercase().as_str())
+            .uri(&path)
+            .header(header::AUTHORIZATION, format!("Bearer {}", api.token))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(HttpBody::from_stream(slow))
+            .expect("request");
+        let (status, _, body) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), api.send(request))
+                .await
+                .unwrap_or_else(|_| panic!("{} {path} waited for the body", route.method));
+        assert_eq!(
+            status,
+            StatusCode::REQUEST_TIMEOUT,
+            "{} {path}: {body}",
+            route.method
+        );
+        checked += 1;
+    }
+    assert!(checked > 30, "every route that takes a body: {checked}");
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn openapi_names_every_route_and_docs_are_served_offline(pool: PgPool) {
     let api = Api::new(pool).await;
     let (status, _, document) = api.send(api.request("GET", "/openapi.json", "", "")).await;
