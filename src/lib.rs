@@ -144,7 +144,8 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_CORS_ALLOW_ORIGINS", default_value = "")]
     cors_allow_origins: String,
 
-    /// Non-streaming requests taking longer get a 503 [default: 30s].
+    /// Non-streaming requests taking longer get a 503; a body (any route's) that takes longer
+    /// to arrive, a 408 [default: 30s].
     #[arg(long, env = "MOSTRADOR_REQUEST_TIMEOUT", value_parser = parse_duration)]
     request_timeout: Option<Duration>,
 
