@@ -52,6 +52,7 @@ fn describe(status: u16) -> &'static str {
         401 => "Missing, expired or invalid token",
         403 => "Only a manager may do this",
         404 => "Not found, or not visible to the caller",
+        408 => "The request's body did not arrive within the request timeout",
         409 => "Conflict with the thread's runs or state",
         413 => "Too large: the request's body, or the page of results it asks for",
         415 => "The body is not declared as JSON (Content-Type: application/json)",
@@ -62,12 +63,13 @@ fn describe(status: u16) -> &'static str {
 }
 
 /// The statuses `route` answers with: those of [`ROUTES`], and those every route of its kind
-/// may answer with: 413 and 415 for a JSON body (the extractor's), and 503 behind a token (the
+/// may answer with: 400, 408, 413 and 415 for a JSON body (one cut short, one too slow, the
+/// extractor's), and 503 behind a token (the
 /// pod drains, or the database is away).
 fn statuses(listed: &[u16], authenticated: bool, takes_body: bool) -> Vec<u16> {
     let mut statuses = listed.to_vec();
     if takes_body {
-        statuses.extend([413, 415]);
+        statuses.extend([400, 408, 413, 415]);
     }
     if authenticated {
         statuses.push(503);
