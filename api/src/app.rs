@@ -301,6 +301,8 @@ struct Inner {
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
+    /// The page with the development token filled in (`mostrador dev`), for this machine only.
+    dashboard_dev: Option<String>,
 }
 
 impl AppState {
@@ -356,7 +358,11 @@ impl AppState {
             default_thread_ttl: config.default_thread_ttl,
             store_ttl: config.store_ttl,
             metrics: Metrics::default(),
-            dashboard: dashboard::page(config.dashboard_token.as_deref()),
+            dashboard: dashboard::page(None),
+            dashboard_dev: config
+                .dashboard_token
+                .as_deref()
+                .map(|token| dashboard::page(Some(token))),
             queue_limit: QueueLimit {
                 max_pending: config.max_pending,
                 max_pending_per_caller: config.max_pending_per_caller,
@@ -474,8 +480,14 @@ impl AppState {
         &self.0.metrics
     }
 
-    pub fn dashboard(&self) -> &str {
-        &self.0.dashboard
+    /// The dashboard's page: with the development token only for a request that names this
+    /// machine (`Host`), so a page of another site that a DNS record points here (DNS
+    /// rebinding) never reads it.
+    pub fn dashboard(&self, host: Option<&str>) -> &str {
+        match &self.0.dashboard_dev {
+            Some(dev) if host.is_some_and(crate::cors::is_loopback) => dev,
+            _ => &self.0.dashboard,
+        }
     }
 
     /// Counts a stream or a wait of `subject` in until the returned guard drops.

@@ -3,7 +3,8 @@
 //! no client has, `GET /queue` (the queue's depth and the live workers, for managers).
 //!
 //! The page asks for a token and keeps it in the tab's session storage. `mostrador dev` serves it
-//! with the development token filled in ([`ApiConfig::dashboard_token`]); nothing else does.
+//! with the development token filled in ([`ApiConfig::dashboard_token`]) for a request whose
+//! `Host` is this machine's loopback name; nothing else does.
 //!
 //! [`ApiConfig::dashboard_token`]: crate::ApiConfig::dashboard_token
 
@@ -42,14 +43,17 @@ pub fn page(token: Option<&str>) -> String {
     }
 }
 
-/// `GET /`: the dashboard.
-pub async fn serve(State(state): State<AppState>) -> Response {
+/// `GET /`: the dashboard (the development token in it only for a request to this machine).
+pub async fn serve(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok());
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        state.dashboard().to_owned(),
+        state.dashboard(host).to_owned(),
     )
         .into_response()
 }

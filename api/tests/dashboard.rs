@@ -51,12 +51,28 @@ async fn dashboard_page_is_served_and_fills_in_only_a_configured_token(pool: PgP
         },
     )
     .await;
-    let (_, _, page) = dev.send(dev.request("GET", "/", "", "")).await;
-    assert!(
-        page.as_str()
-            .expect("html")
-            .contains(r#"<meta name="mostrador-dev-token" content="eyJh.eyJz.c2ln">"#)
-    );
+    let to = |host: &str| {
+        let mut request = dev.request("GET", "/", "", "");
+        request
+            .headers_mut()
+            .insert(header::HOST, host.parse().expect("host"));
+        let answered = dev.send(request);
+        async { answered.await.2.as_str().expect("html").to_owned() }
+    };
+    let filled = r#"<meta name="mostrador-dev-token" content="eyJh.eyJz.c2ln">"#;
+    for host in ["localhost:8123", "127.0.0.1:8123", "[::1]:8123"] {
+        assert!(to(host).await.contains(filled), "{host}");
+    }
+    // A page of another site that its DNS points here (DNS rebinding) never reads the token.
+    for host in [
+        "evil.example",
+        "evil.example:8123",
+        "localhost.evil.example",
+    ] {
+        let page = to(host).await;
+        assert!(!page.contains("eyJh.eyJz.c2ln"), "{host}");
+        assert!(page.contains(r#"<meta name="mostrador-dev-token" content="">"#));
+    }
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
