@@ -67,7 +67,8 @@ pub async fn join_stream(
 ) -> Result<Response, ApiError> {
     let (modes, messages) = stream_modes_query(query.as_deref())?;
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let on_disconnect = cancel_on_disconnect(&state, &caller, &run, query.as_deref()).await;
+    let on_disconnect =
+        cancel_on_disconnect(&state, &caller, (&thread_id, &run_id), query.as_deref()).await;
     // After an event the run's log does not have yet, the stream goes on from its latest; a run
     // that ended then replays its end, which closes the stream (it would wait forever).
     let asked = stream::last_event_id(&headers);
@@ -102,19 +103,14 @@ pub async fn join_stream(
 async fn cancel_on_disconnect(
     state: &AppState,
     caller: &Caller,
-    run: &Run,
+    (thread_id, run_id): (&str, &str),
     query: Option<&str>,
 ) -> stream::OnDisconnect {
     let asked = asked_to_cancel_on_disconnect(query);
     if asked == stream::OnDisconnect::Cancel
-        && writable_run(
-            state,
-            caller,
-            &run.thread_id.0.to_string(),
-            &run.run_id.0.to_string(),
-        )
-        .await
-        .is_err()
+        && writable_run(state, caller, thread_id, run_id)
+            .await
+            .is_err()
     {
         return stream::OnDisconnect::Continue;
     }
@@ -197,7 +193,8 @@ pub async fn join(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&state, &caller, &thread_id, &run_id).await?;
-    let on_disconnect = cancel_on_disconnect(&state, &caller, &run, query.as_deref()).await;
+    let on_disconnect =
+        cancel_on_disconnect(&state, &caller, (&thread_id, &run_id), query.as_deref()).await;
     let slot = stream::slot(&state, &caller)?;
     Ok(waiting(
         state,
