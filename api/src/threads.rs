@@ -204,8 +204,9 @@ pub struct Search {
     offset: i64,
     #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
-    #[schema(schema_with = fields::unsupported)]
-    values: Option<Value>,
+    /// Threads whose latest state's values contain this object (as `metadata`, Postgres's `@>`).
+    #[schema(value_type = Option<Object>)]
+    values: Option<Map<String, Value>>,
     #[schema(value_type = Option<Vec<String>>, format = Uuid)]
     ids: Option<Vec<String>>,
     #[schema(schema_with = fields::thread_status)]
@@ -426,11 +427,6 @@ fn thread_search(
     caller: &Caller,
     search: Search,
 ) -> Result<ThreadSearch, ApiError> {
-    if search.values.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err(unprocessable(
-            "searching threads by values is not supported",
-        ));
-    }
     let by = match search.sort_by.as_deref() {
         None => ThreadSortKey::CreatedAt,
         Some(name) => ThreadSortKey::from_name(name).ok_or_else(|| {
@@ -463,6 +459,7 @@ fn thread_search(
     Ok(ThreadSearch {
         visible_to: state.visibility(caller),
         metadata: search.metadata.map(Value::Object),
+        values: search.values.map(Value::Object),
         status,
         ids,
         limit: search.limit,

@@ -181,7 +181,7 @@ async fn search_shows_only_visible_threads(pool: PgPool) {
         r#"{"status": "sleeping"}"#,
         r#"{"limit": 0}"#,
         r#"{"ids": ["nope"]}"#,
-        r#"{"values": {"a": 1}}"#,
+        r#"{"values": ["a"]}"#,
         r#"{"sort_by": "colour"}"#,
         r#"{"sort_order": "sideways"}"#,
         r#"{"select": ["thread_id", "secrets"]}"#,

@@ -33,6 +33,7 @@ from (
           and ($10::text[] is null or t.graph_id = any($10))))
       and ($3::jsonb is null or t.metadata @> $3)
       and ($4::uuid[] is null or t.thread_id = any($4))
+      and ($11::jsonb is null or mostrador.thread_values(t.thread_id) @> $11)
 ) s
 where ($5::mostrador.thread_status is null or s.status = $5)
 order by

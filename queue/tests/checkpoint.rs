@@ -583,3 +583,122 @@ async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
     assert_eq!(checkpoint_xmin, end_xmin, "one transaction wrote both");
     Ok(())
 }
+
+/// A thread search by `values` finds the threads whose latest state holds them, as the official
+/// server's `values @> $values`: a Rust graph's channels, a Python graph's described values, never
+/// a thread without a state, nor a value its state held before.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn threads_are_found_by_the_values_of_their_latest_state(pool: PgPool) -> anyhow::Result<()> {
+    use mostrador_queue::saver::{Described, NewCheckpoint, Saver, Write, describe_many};
+    use mostrador_queue::thread::{self, ThreadSearch, ThreadSort, Visibility};
+
+    // A Rust graph's thread: its topic set twice, the second time its latest.
+    let rust = new_thread(&pool).await.thread_id;
+    let topic = |topic: &'static str| {
+        StateGraph::new()
+            .channel("topic", Reducer::LastValue)
+            .channel("tags", Reducer::LastValue)
+            .node("set", move |_| async move {
+                Ok(Command::new()
+                    .set("topic", json!(topic))
+                    .set("tags", json!(["a", "b"])))
+            })
+            .edge(START, "set")
+            .compile()
+            .expect("valid graph")
+    };
+    for value in ["shipping", "refund"] {
+        topic(value)
+            .run(
+                &PgCheckpointer::new(pool.clone()),
+                rust.0,
+                RunInput::Values(json!({})),
+                &RunOptions::default(),
+                &RunControl::new(),
+                discard(),
+            )
+            .await?;
+    }
+    // A Python graph's thread, its state as its runner described it.
+    let python = new_run(&pool).await.thread_id;
+    let worker = new_worker(&pool).await;
+    let claimed = claim_one(&pool, &worker).await.expect("claimed");
+    let checkpoint_id = uuid::Uuid::now_v7();
+    Saver::fenced(pool.clone(), &claimed)
+        .write(&[Write::Checkpoint(NewCheckpoint {
+            checkpoint_ns: String::new(),
+            checkpoint_id,
+            parent_checkpoint_id: None,
+            saved: json!({"id": checkpoint_id, "channel_versions": {}}),
+            metadata: json!({"step": 0}),
+            blobs: Vec::new(),
+        })])
+        .await?;
+    let described = [Described {
+        checkpoint_id,
+        snapshot: json!({"values": {"topic": "refund", "user": {"name": "ana", "age": 30}}}),
+    }];
+    describe_many(&pool, &[(claimed.lease(), &described)]).await?;
+    // A thread that never ran.
+    new_thread(&pool).await;
+
+    let found = |values: serde_json::Value| {
+        let search = ThreadSearch {
+            visible_to: Visibility::owner("ana"),
+            metadata: None,
+            values: Some(values),
+            status: None,
+            ids: None,
+            limit: 10,
+            offset: 0,
+            sort: ThreadSort::default(),
+        };
+        let pool = pool.clone();
+        async move {
+            let threads = thread::search(&pool, &search).await.expect("search");
+            let count = thread::count(&pool, &search).await.expect("count");
+            assert_eq!(usize::try_from(count).expect("count"), threads.len());
+            threads.into_iter().map(|t| t.thread_id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found(json!({"topic": "refund"})).await, [python, rust]);
+    assert_eq!(
+        found(json!({"topic": "shipping"})).await,
+        [],
+        "not its latest"
+    );
+    assert_eq!(
+        found(json!({"tags": ["b"]})).await,
+        [rust],
+        "a list holds its elements"
+    );
+    assert_eq!(
+        found(json!({"user": {"name": "ana"}})).await,
+        [python],
+        "nested objects"
+    );
+    assert_eq!(
+        found(json!({"topic": "refund", "user": {"age": 31}})).await,
+        []
+    );
+    assert_eq!(found(json!({})).await.len(), 2, "every thread with a state");
+
+    let not_an_object = ThreadSearch {
+        visible_to: Visibility::owner("ana"),
+        metadata: None,
+        values: Some(json!(["refund"])),
+        status: None,
+        ids: None,
+        limit: 10,
+        offset: 0,
+        sort: ThreadSort::default(),
+    };
+    assert!(matches!(
+        thread::search(&pool, &not_an_object).await,
+        Err(Error::Invalid {
+            field: "values",
+            ..
+        })
+    ));
+    Ok(())
+}

@@ -19,6 +19,7 @@ What is compared, per graph:
   * the assistant's schemas, graph (with and without `xray`) and subgraphs;
   * a thread's stream (`threads.join_stream`) while a run starts and ends on it;
   * the store: a graph's memories kept across threads, and the SDK's store calls on them;
+  * threads found and counted by their state's `values`;
   * `runs.cancel_many` by ids of a finished run, by a status with nothing in flight, refused with both;
   * assistants the client creates: create, update, versions, latest, search, count, a run, delete.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
@@ -153,6 +154,9 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     # Refused by each server's own validation, in its own words.
     found.append(("linear6/cancel_many/runs.cancel_many(status and ids)", lambda a: a["error"]["status"] if isinstance(a, dict) and "error" in a else a))
     found.append(("linear6/cancel_many/runs.list(after)", lambda a: [r["status"] for r in a] if isinstance(a, list) else a))
+    for key in official:
+        if key.startswith(("threads.search(values=", "threads.count(values=")):
+            found.append((key, lambda a: [(t["thread_id"], t["values"]) for t in a] if isinstance(a, list) else a))
     for key in official:
         if key.startswith(("memory/store/", "assistants/configured/")) and not key.endswith(
             ("threads.create", "(deleted)")

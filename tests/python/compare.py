@@ -260,6 +260,24 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         await rec.call(f"{label}/threads.get_history", lambda t=thread_id: client.threads.get_history(t, limit=50))
         await rec.call(f"{label}/threads.get", lambda t=thread_id: client.threads.get(t))
 
+    # Threads found by their state's values: two threads of one graph, run with different inputs.
+    probes = []
+    for item in ("probe-one", "probe-two"):
+        label = f"mapreduce/values/{item}"
+        thread_id = await new_thread(label)
+        if thread_id is not None:
+            probes.append(thread_id)
+            await rec.call(
+                f"{label}/runs.wait",
+                lambda t=thread_id, i=item: client.runs.wait(t, "mapreduce", input={"items": [i]}),
+            )
+    for values in ({"items": ["probe-one"]}, {"items": ["probe-two"]}, {"items": ["probe-three"]}):
+        await rec.call(
+            f"threads.search(values={values})",
+            lambda v=values: client.threads.search(values=v, ids=probes),
+        )
+        await rec.call(f"threads.count(values={values})", lambda v=values: client.threads.count(values=v))
+
     # Approval: stream stops at the interrupt, then resume with a command.
     label = "approval/resume"
     thread_id = await new_thread(label)

@@ -37,6 +37,8 @@ pub struct ThreadSearch {
     pub visible_to: Visibility,
     /// Threads whose metadata contains this object.
     pub metadata: Option<Value>,
+    /// Threads whose values (their latest state's) contain this object.
+    pub values: Option<Value>,
     pub status: Option<ThreadStatus>,
     pub ids: Option<Vec<ThreadId>>,
     pub limit: i64,
@@ -100,8 +102,8 @@ impl ThreadSortKey {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or metadata that is not an
-/// object.
+/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or metadata or values that
+/// are not objects.
 pub async fn search(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Result<Vec<Thread>> {
     Ok(search_page(executor, search).await?.0)
 }
@@ -121,12 +123,7 @@ pub async fn search_page(
             reason: "limit must be between 1 and 1000 and offset at least 0".into(),
         });
     }
-    if search.metadata.as_ref().is_some_and(|m| !m.is_object()) {
-        return Err(Error::Invalid {
-            field: "metadata",
-            reason: "must be a JSON object".into(),
-        });
-    }
+    objects(search)?;
     let ids: Option<Vec<Uuid>> = search
         .ids
         .as_ref()
@@ -144,6 +141,7 @@ pub async fn search_page(
         search.sort.by.as_str(),
         search.sort.ascending,
         search.visible_to.tenant_graphs.as_deref(),
+        search.values,
     )
     .fetch_all(executor)
     .await?;
@@ -153,18 +151,26 @@ pub async fn search_page(
     Ok((threads, more))
 }
 
+/// The search's `metadata` and `values`, when given, are objects.
+fn objects(search: &ThreadSearch) -> Result {
+    for (field, filter) in [("metadata", &search.metadata), ("values", &search.values)] {
+        if filter.as_ref().is_some_and(|filter| !filter.is_object()) {
+            return Err(Error::Invalid {
+                field,
+                reason: format!("{field} must be a JSON object"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// How many visible threads match (the search's limit, offset and order aside).
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for metadata that is not an object.
+/// [`Error::Invalid`] for metadata or values that are not objects.
 pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Result<i64> {
-    if search.metadata.as_ref().is_some_and(|m| !m.is_object()) {
-        return Err(Error::Invalid {
-            field: "metadata",
-            reason: "must be a JSON object".into(),
-        });
-    }
+    objects(search)?;
     let ids: Option<Vec<Uuid>> = search
         .ids
         .as_ref()
@@ -178,6 +184,7 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
               and ($6::text[] is null or t.graph_id = any($6))))
           and ($3::jsonb is null or t.metadata @> $3)
           and ($4::uuid[] is null or t.thread_id = any($4))
+          and ($7::jsonb is null or mostrador.thread_values(t.thread_id) @> $7)
           and (
               $5::mostrador.thread_status is null
               or $5 = case
@@ -197,6 +204,7 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
         ids.as_deref(),
         search.status as Option<ThreadStatus>,
         search.visible_to.tenant_graphs.as_deref(),
+        search.values,
     )
     .fetch_one(executor)
     .await?)
