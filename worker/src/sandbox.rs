@@ -8,9 +8,11 @@
 //! `/tmp`; these names are the sandbox's, and a thread's files under them are not seen there.
 //! bubblewrap (`bwrap`) gives the command new namespaces (no network unless the operator allows
 //! it, its own processes, an unprivileged user), and `prlimit` its limits of CPU time, memory and
-//! file size; the worker kills it past its time limit. When it ends, what it created, changed or
-//! deleted among the files is written back to the thread (fenced by the run's lease, within the
-//! thread's limit), and the folder is removed: nothing outlives the command but the thread's files.
+//! file size; the worker kills it past its time limit. When it ends, and only once every one of its
+//! processes has ended (its PID namespace is gone), what it created, changed or deleted among the
+//! regular files is written back to the thread (fenced by the run's lease, within the thread's
+//! limit; a link is never followed, a FIFO or device never opened), and the folder is removed:
+//! nothing outlives the command but the thread's files.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -93,7 +95,24 @@ pub async fn execute(
         }
     }
     let timeout = timeout.map_or(config.timeout, |t| t.min(config.timeout));
-    let (output, exit_code, truncated) = run(config, &root, files_limit, command, timeout).await?;
+    let Ran {
+        output,
+        exit_code,
+        truncated,
+        ended,
+    } = run(config, &root, files_limit, command, timeout).await?;
+    if !ended {
+        return Ok(Executed {
+            output,
+            exit_code,
+            truncated,
+            files_error: Some(
+                "the command's processes could not be seen to end: its changes to the files were \
+                 not kept"
+                    .into(),
+            ),
+        });
+    }
     // What it left is read only within the thread's limit: a command that made more (each file
     // is bounded, not their number) does not make the worker hold it all.
     let Some(after) = read_back(&root, files_limit)? else {
@@ -170,13 +189,22 @@ fn local(root: &Path, path: &str) -> Option<PathBuf> {
     Some(root.join(relative))
 }
 
+/// What a command said, its exit code, whether its output was cut, and whether every one of its
+/// processes is known to have ended (`false`: its folder may still change, and is not read).
+struct Ran {
+    output: String,
+    exit_code: Option<i32>,
+    truncated: bool,
+    ended: bool,
+}
+
 async fn run(
     config: &SandboxConfig,
     root: &Path,
     files_limit: i64,
     command: &str,
     timeout: Duration,
-) -> std::io::Result<(String, Option<i32>, bool)> {
+) -> std::io::Result<Ran> {
     let mut sandbox = Command::new("prlimit");
     sandbox
         .arg(format!("--cpu={}", config.cpu_seconds))
@@ -258,22 +286,56 @@ async fn run(
         Ok::<_, std::io::Error>((output, status.code(), truncated))
     };
     match tokio::time::timeout(timeout, collect).await {
+        // bubblewrap has ended, so has the command's PID namespace (see `end_all`).
         Ok(done) => {
-            let (output, code, truncated) = done?;
-            Ok((
-                String::from_utf8_lossy(&output).into_owned(),
-                code,
+            let (output, exit_code, truncated) = done?;
+            Ok(Ran {
+                output: String::from_utf8_lossy(&output).into_owned(),
+                exit_code,
                 truncated,
-            ))
+                ended: true,
+            })
         }
-        // Dropping the child kills bubblewrap, and with it every process of the sandbox.
-        Err(_) => Ok((
-            format!("the command was stopped after its time limit of {timeout:?}"),
-            None,
-            false,
-        )),
+        Err(_) => Ok(Ran {
+            output: format!("the command was stopped after its time limit of {timeout:?}"),
+            exit_code: None,
+            truncated: false,
+            ended: end_all(&mut child).await,
+        }),
     }
 }
+
+/// Ends every process of a sandbox: its PID namespace's first process (bubblewrap's init, the
+/// only child of bubblewrap) is killed, and the kernel lets it end only once every other process
+/// of the namespace has been killed and has ended; bubblewrap, which waits for it, ends after
+/// it. Killing bubblewrap alone would not wait: the command's processes would die a moment
+/// later, while the worker read the folder they could still change. `false` when that end could
+/// not be seen (bubblewrap's child not found, or not ended in time).
+async fn end_all(bubblewrap: &mut tokio::process::Child) -> bool {
+    let Some(pid) = bubblewrap.id() else {
+        // Already waited for: it ended after its namespace did.
+        return true;
+    };
+    let init = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()
+        .and_then(|children| children.split_whitespace().next()?.parse::<i32>().ok());
+    let Some(init) = init else {
+        let _ = bubblewrap.kill().await;
+        return false;
+    };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(init),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    if let Ok(Ok(_)) = tokio::time::timeout(ENDING, bubblewrap.wait()).await {
+        return true;
+    }
+    let _ = bubblewrap.kill().await;
+    false
+}
+
+/// How long a killed sandbox's processes may take to end.
+const ENDING: Duration = Duration::from_secs(5);
 
 /// The regular files under `root` after the command, by the thread's path; `None` when they take
 /// more than `limit` bytes together.
@@ -298,15 +360,45 @@ fn read_back(root: &Path, limit: i64) -> std::io::Result<Option<HashMap<String, 
             if kind.is_dir() {
                 folders.push(path);
             } else if kind.is_file() {
-                total = total.saturating_add(entry.metadata()?.len());
+                let Some(content) = regular_file(&path, limit.saturating_sub(total))? else {
+                    continue;
+                };
+                total = total.saturating_add(content.len() as u64);
                 if total > limit {
                     return Ok(None);
                 }
-                found.insert(name, std::fs::read(&path)?);
+                found.insert(name, content);
             }
         }
     }
     Ok(Some(found))
+}
+
+/// The content of the file at `path` if it is a regular one (`None`: a link, a FIFO, a device or
+/// a socket, which is not the thread's), at most `room` bytes and one more (the caller tells
+/// "too much" by it). Read after every process of the command has ended, and still as if one had
+/// not: no link is followed, and nothing is opened that could block.
+fn regular_file(path: &Path, room: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(err) if err.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut content = Vec::new();
+    file.take(room.saturating_add(1))
+        .read_to_end(&mut content)?;
+    Ok(Some(content))
 }
 
 /// The files to write (new or changed) and the paths to delete.

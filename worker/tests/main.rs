@@ -4,5 +4,6 @@
 mod conformance;
 mod execute;
 mod publish;
+mod sandbox;
 mod supervisor;
 mod support;
