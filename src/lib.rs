@@ -135,7 +135,8 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_API_LISTEN", default_value = "0.0.0.0:8123")]
     listen: SocketAddr,
 
-    /// Request bodies above this many bytes get a 413.
+    /// Bodies above this many bytes get a 413, on the routes that carry a run's input, a state's
+    /// values or a stored value; on the others, above 1 MiB (or this, if lower).
     #[arg(long, env = "MOSTRADOR_BODY_LIMIT", default_value_t = mostrador_api::app::BODY_LIMIT_DEFAULT)]
     body_limit: usize,
 

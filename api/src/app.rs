@@ -46,7 +46,8 @@ pub const MAX_PAGE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
     pub auth: AuthConfig,
-    /// Request bodies above this many bytes get a 413.
+    /// Bodies above this many bytes get a 413 on the routes that carry a run's input, a state's
+    /// values or a stored value; 1 MiB (or this, if lower) on the others.
     pub body_limit: usize,
     /// Non-streaming requests taking longer get a 503.
     pub request_timeout: Duration,

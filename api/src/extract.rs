@@ -2,8 +2,6 @@
 //! token or the API key (401), JSON bodies (422 when malformed or mistyped or holding a NUL
 //! character, 413 when too large) and query strings (422).
 
-use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, HOST, ORIGIN};
@@ -105,48 +103,173 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
     }
 }
 
-/// A JSON request body.
+/// A JSON request body, read straight into `T`: a body's memory is its bytes and what `T` makes
+/// of them, never a whole [`Value`] tree first. What a body would parse into is estimated from
+/// its bytes (one pass, no allocation): a body that would take more than eight times its size and
+/// a megabyte (megabytes of tiny values, each a [`Value`] of 32 bytes or more) is a 413, and the
+/// bodies being parsed at once take at most [`PARSE_BUDGET`] across the process (the others wait).
 #[derive(Debug)]
 pub struct Body<T>(pub T);
+
+/// What the bodies being parsed at once may take in memory, estimated: a body of the largest
+/// default limit (10 MiB) at its largest, and a few more.
+pub const PARSE_BUDGET: usize = 128 * 1024 * 1024;
+
+/// The estimated memory of the bodies being parsed, in KiB, across the process.
+static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PARSE_BUDGET >> 10);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let Json(value) = Json::<Value>::from_request(request, state)
+        if !is_json(request.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Expected request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| rejected(&rejection))?;
+            .map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
+        let scanned = scan(&bytes);
         // JSON allows `\u0000`; PostgreSQL's jsonb and text do not, so the write would fail
         // after every check had passed.
-        if holds_nul(&value) {
+        if scanned.nul {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "strings and keys may not contain the NUL character (\\u0000)",
             ));
         }
-        serde_json::from_value(value)
+        let memory = scanned.memory(bytes.len());
+        // A body larger than the budget (a higher `--body-limit`) takes all of it.
+        let kib = memory.div_ceil(1024).min(PARSE_BUDGET >> 10);
+        let Some(permits) = u32::try_from(kib)
+            .ok()
+            .filter(|_| memory <= bytes.len().saturating_mul(8).saturating_add(1 << 20))
+        else {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body holds {} JSON values in {} bytes: parsed, they would take \
+                     {} MiB, more than eight times its size",
+                    scanned.values,
+                    bytes.len(),
+                    memory >> 20
+                ),
+            ));
+        };
+        let _parsing = PARSING
+            .acquire_many(permits)
+            .await
+            .map_err(ApiError::failed)?;
+        serde_json::from_slice(&bytes)
             .map(Body)
             .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()))
     }
 }
 
-fn holds_nul(value: &Value) -> bool {
-    match value {
-        Value::String(text) => text.contains('\0'),
-        Value::Array(items) => items.iter().any(holds_nul),
-        Value::Object(fields) => fields
-            .iter()
-            .any(|(key, value)| key.contains('\0') || holds_nul(value)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+/// Whether the request says its body is JSON (`application/json`, or a `+json` type), as axum's
+/// `Json` asks.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(content_type) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence.starts_with("application/") && essence.ends_with("+json")
+}
+
+/// What [`scan`] tells of a JSON text.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Scanned {
+    /// Its values (each scalar, array and object, and each object's key).
+    values: usize,
+    /// Whether a string or key holds `\u0000`.
+    nul: bool,
+}
+
+impl Scanned {
+    /// At most what its values take parsed as [`Value`]s: a value's 32 bytes, twice over for a
+    /// vector's spare room, beside the text's own bytes (its strings).
+    fn memory(&self, len: usize) -> usize {
+        self.values.saturating_mul(64).saturating_add(len)
     }
 }
 
-fn rejected(rejection: &JsonRejection) -> ApiError {
-    let status = match rejection {
-        JsonRejection::JsonDataError(_) | JsonRejection::JsonSyntaxError(_) => {
-            StatusCode::UNPROCESSABLE_ENTITY
+/// Counts a JSON text's values and looks for an escaped NUL, in one pass over its bytes. Not a
+/// validator: serde refuses what is malformed; this has only to be right about what is not.
+fn scan(bytes: &[u8]) -> Scanned {
+    let mut scanned = Scanned::default();
+    let mut in_string = false;
+    // Within a number or a literal (`true`), counted at its first byte.
+    let mut in_scalar = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (in_string, bytes[i]) {
+            (true, b'\\') => {
+                scanned.nul |= bytes.get(i + 1..i + 6) == Some(b"u0000");
+                // The escaped byte is not the string's end.
+                i += 1;
+            }
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => {
+                in_string = true;
+                in_scalar = false;
+                scanned.values += 1;
+            }
+            (false, b'[' | b'{') => {
+                in_scalar = false;
+                scanned.values += 1;
+            }
+            (false, b']' | b'}' | b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') => in_scalar = false,
+            (false, _) => {
+                if !in_scalar {
+                    in_scalar = true;
+                    scanned.values += 1;
+                }
+            }
         }
-        other => other.status(),
-    };
-    ApiError::new(status, rejection.body_text())
+        i += 1;
+    }
+    scanned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Scanned, scan};
+
+    #[test]
+    fn a_bodys_values_are_counted_and_an_escaped_nul_found_in_its_strings_only() {
+        let counted = |text: &str| scan(text.as_bytes());
+        assert_eq!(
+            counted(r#"{"a": [1, 22, true, null], "b": {"c": "x,y"}}"#),
+            Scanned {
+                values: 11,
+                nul: false
+            }
+        );
+        assert_eq!(
+            counted("[[],[],[]]"),
+            Scanned {
+                values: 4,
+                nul: false
+            }
+        );
+        assert!(counted(r#"{"a": "x\u0000"}"#).nul);
+        assert!(counted(r#"{"a\u0000": 1}"#).nul);
+        assert!(
+            !counted(r#"{"a": "x\\u0000"}"#).nul,
+            "an escaped backslash, then text"
+        );
+        assert!(!counted(r#"{"a": "\"", "b": "u0000"}"#).nul);
+    }
 }

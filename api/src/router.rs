@@ -30,7 +30,11 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
                 router.route(route.path, route.method_router())
             })
     });
-    let body_limit = config.body_limit;
+    let limits = BodyLimits {
+        input: config.body_limit,
+        other: config.body_limit.min(OTHER_BODY_LIMIT),
+        prefix: config.mount_prefix.clone(),
+    };
     let router = calls
         .layer(axum::middleware::from_fn(move |request, next| {
             within(timeout, request, next)
@@ -39,7 +43,8 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(lasting)
         // But no request's body may take longer than that to arrive, whatever its route.
         .layer(axum::middleware::from_fn(move |request, next| {
-            body_within(timeout, body_limit, request, next)
+            let limit = limits.of(&request);
+            body_within(timeout, limit, request, next)
         }))
         // Every route above refuses new work while the pod drains; the probes below answer.
         .layer(axum::middleware::from_fn_with_state(
@@ -92,6 +97,56 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .nest(prefix, router)
         .merge(probes)
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+}
+
+/// The most a body of a route that carries no run's input, state's values or stored value may
+/// hold (filters, metadata, configs), unless the configured limit is lower.
+pub const OTHER_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The routes whose bodies carry a run's input, a state's values or a stored value: their bodies
+/// may hold the configured limit (`--body-limit`); every other route's, [`OTHER_BODY_LIMIT`].
+const INPUT_ROUTES: [&str; 12] = [
+    "/threads/{thread_id}/runs",
+    "/threads/{thread_id}/runs/stream",
+    "/threads/{thread_id}/runs/wait",
+    "/threads/{thread_id}/state",
+    "/runs",
+    "/runs/stream",
+    "/runs/wait",
+    "/runs/batch",
+    "/runs/crons",
+    "/threads/{thread_id}/runs/crons",
+    "/runs/crons/{cron_id}",
+    "/store/items",
+];
+
+/// The body limit of each route.
+#[derive(Clone)]
+struct BodyLimits {
+    input: usize,
+    other: usize,
+    /// `http.mount_prefix`, which the matched path begins with.
+    prefix: Option<String>,
+}
+
+impl BodyLimits {
+    fn of(&self, request: &axum::extract::Request) -> usize {
+        let path = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map(axum::extract::MatchedPath::as_str)
+            .unwrap_or_default();
+        let path = self
+            .prefix
+            .as_deref()
+            .and_then(|prefix| path.strip_prefix(prefix))
+            .unwrap_or(path);
+        if INPUT_ROUTES.contains(&path) {
+            self.input
+        } else {
+            self.other
+        }
+    }
 }
 
 /// Answers 503 with `Retry-After` once the pod drains: the load balancer sends new requests to

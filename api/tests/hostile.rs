@@ -393,3 +393,100 @@ async fn the_recursion_limit_and_metadata_caps_are_the_operators(pool: PgPool) {
         .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
 }
+
+/// The process's resident memory now and at its peak since [`reset_peak`], in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .expect("a field of /proc/self/status")
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Makes the peak the current resident memory (Linux's `clear_refs`).
+fn reset_peak() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("clear_refs");
+}
+
+/// A body's memory in the api is its bytes and what its fields make of them: a run's input of
+/// long strings costs about its size, one of millions of tiny values (each a JSON value of 32
+/// bytes or more) is refused before it is parsed, and so is any body past its route's limit.
+/// Measured as the process's peak resident memory around bodies sent at once (nextest runs each
+/// test in a process of its own).
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_large_body_costs_the_api_little_more_than_its_size(pool: PgPool) {
+    const MIB: usize = 1024 * 1024;
+    let config = mostrador_api::ApiConfig {
+        body_limit: 10 * MIB,
+        ..crate::support::config()
+    };
+    let api = Api::with(pool, config).await;
+    let threads = [
+        crate::support::new_thread(&api, &api.token).await,
+        crate::support::new_thread(&api, &api.token).await,
+        crate::support::new_thread(&api, &api.token).await,
+    ];
+    let run = |thread: &str, input: String| {
+        api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &api.token,
+            &format!(r#"{{"assistant_id": "agent", "input": {input}}}"#),
+        )
+    };
+    let message = format!(r#"{{"role": "user", "content": "{}"}}"#, "x".repeat(MIB));
+    let long = || format!(r#"{{"messages": [{}]}}"#, [message.as_str(); 9].join(","));
+    let tiny = || format!("[{}]", vec!["[]"; 3 * MIB].join(","));
+    let size = long().len() + tiny().len();
+    assert!(size > 18 * MIB);
+
+    let long_runs: Vec<_> = threads.iter().map(|t| run(t, long())).collect();
+    let tiny_runs: Vec<_> = threads.iter().map(|t| run(t, tiny())).collect();
+    let search = api.request(
+        "POST",
+        "/assistants/search",
+        &api.token,
+        &format!(r#"{{"metadata": {{"a": {}}}}}"#, tiny()),
+    );
+    reset_peak();
+    let (before, _) = memory();
+    let answers = futures_util::future::join_all(
+        long_runs
+            .into_iter()
+            .chain(tiny_runs)
+            .chain([search])
+            .map(|request| api.send(request)),
+    )
+    .await;
+    let (_, peak) = memory();
+    let statuses: Vec<u16> = answers
+        .iter()
+        .map(|(status, _, _)| status.as_u16())
+        .collect();
+    drop(answers);
+    let grown = usize::try_from(peak.saturating_sub(before)).expect("bytes");
+    let sent = 3 * size + tiny().len();
+    println!(
+        "sent {} MiB at once; peak memory grew {} MiB",
+        sent / MIB,
+        grown / MIB
+    );
+    assert!(
+        grown < sent,
+        "sent {} MiB at once, the api's memory grew {} MiB",
+        sent / MIB,
+        grown / MIB
+    );
+    assert_eq!(statuses, [200, 200, 200, 413, 413, 413, 413]);
+}
