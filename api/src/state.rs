@@ -549,6 +549,7 @@ pub async fn update(
         }
         return python_update(
             &state,
+            &caller,
             &thread,
             update.values,
             update.as_node,

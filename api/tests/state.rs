@@ -364,3 +364,125 @@ async fn history_filters_by_metadata_and_by_checkpoint_as_langgraph_lists(pool: 
     let (status, _, _) = history(json!({"checkpoint": {"checkpoint_ns": "child:1"}})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// An update of a Python graph's thread is queued as a run for a worker to apply: as any run of
+/// its caller's, within their share of the queue and placed after the runs they already have
+/// waiting (not ahead of everyone's), and withdrawn when its request ends without an answer.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn python_state_updates_take_the_callers_share_and_place(pool: PgPool) {
+    let api = Api::with(
+        pool.clone(),
+        mostrador_api::ApiConfig {
+            python_graphs: vec!["py".into()],
+            max_pending_per_caller: 3,
+            request_timeout: std::time::Duration::from_millis(500),
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let new_py_thread = || async {
+        let thread = crate::support::new_thread(&api, &ana).await;
+        sqlx::query("update mostrador.threads set graph_id = 'py' where thread_id = $1::uuid")
+            .bind(&thread)
+            .execute(&pool)
+            .await
+            .expect("bound");
+        thread
+    };
+    let pending = || async {
+        sqlx::query_as::<_, (i32, serde_json::Value)>(
+            "select priority, coalesce(command, 'null') from mostrador.runs \
+             where status = 'pending' order by created_at",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("runs")
+    };
+    let update = |thread: &str| {
+        api.request(
+            "POST",
+            &format!("/threads/{thread}/state"),
+            &ana,
+            r#"{"values": {"note": "x"}}"#,
+        )
+    };
+    // Two runs of Ana's wait.
+    for _ in 0..2 {
+        let thread = new_py_thread().await;
+        let (status, _, run) = api
+            .send(api.request(
+                "POST",
+                &format!("/threads/{thread}/runs"),
+                &ana,
+                r#"{"assistant_id": "py"}"#,
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+    }
+    let queued = pending().await;
+    // Her update waits behind them, as her third run: no worker applies it here, and her request
+    // ends at its timeout.
+    let thread = new_py_thread().await;
+    let (status, _, answer) = api.send(update(&thread)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    // Withdrawn once its request ended (a task of the api's does it).
+    let withdrawn = || async {
+        let mut left = pending().await;
+        for _ in 0..100 {
+            if left.len() == queued.len() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            left = pending().await;
+        }
+        assert_eq!(
+            left, queued,
+            "the update its caller stopped waiting for is withdrawn"
+        );
+    };
+    withdrawn().await;
+
+    // Queued, it had the priority of her third run, after her two waiting ones.
+    let spy = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            loop {
+                let found: Option<i32> = sqlx::query_scalar(
+                    "select priority from mostrador.runs where command ? 'update_state'",
+                )
+                .fetch_optional(&pool)
+                .await
+                .expect("runs");
+                if let Some(priority) = found {
+                    return priority;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        }
+    });
+    api.send(update(&thread)).await;
+    let priority = spy.await.expect("spy");
+    withdrawn().await;
+    assert!(
+        queued.iter().all(|(waiting, _)| priority > *waiting),
+        "placed after her waiting runs: {priority} after {queued:?}"
+    );
+
+    // Past her share, an update is refused like a run, and nothing is queued.
+    let thread = new_py_thread().await;
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            r#"{"assistant_id": "py"}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let full = pending().await;
+    let thread = new_py_thread().await;
+    let (status, _, answer) = api.send(update(&thread)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
+    assert_eq!(pending().await, full, "nothing more was queued");
+}

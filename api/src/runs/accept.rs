@@ -340,7 +340,7 @@ fn nothing_to_resume() -> ApiError {
     )
 }
 
-pub(super) fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
+pub(crate) fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
     match &err {
         QueueError::Backpressure { .. } => {
             state.metrics().backpressure_rejections.inc();

@@ -132,6 +132,7 @@ const PYTHON_UPDATE_TIMEOUT: Duration = Duration::from_secs(60);
 /// in flight.
 pub(super) async fn python_update(
     state: &AppState,
+    caller: &crate::auth::Caller,
     thread: &Thread,
     values: Option<Value>,
     as_node: Option<String>,
@@ -156,23 +157,22 @@ pub(super) async fn python_update(
         },
     }));
     new.stream_mode = Vec::new();
-    let job = match run::enqueue(state.pool(), &new, None).await {
+    // Queued as any run: within the graph's bound and the caller's share, placed after the runs
+    // the caller already has waiting.
+    let job = match run::enqueue(state.pool(), &new, Some(state.queue_limit())).await {
         Ok(enqueued) => enqueued.run,
         Err(QueueError::Conflict { .. }) => return Err(in_flight()),
-        Err(err) => return Err(crate::runs::queue_error(err)),
+        Err(err) => return Err(crate::runs::accept::refused(state, caller, err)),
+    };
+    let withdraw = Withdraw {
+        state: state.clone(),
+        job: Some((job.thread_id, job.run_id)),
     };
     let applied = tokio::time::timeout(PYTHON_UPDATE_TIMEOUT, applied_checkpoint(state, &job));
     let checkpoint = match applied.await {
         Ok(applied) => applied?,
         Err(_) => {
-            // Nothing took it: withdrawn, unless a worker is applying it right now.
-            let _ = cancel(
-                state.pool(),
-                job.thread_id,
-                job.run_id,
-                CancelAction::Rollback,
-            )
-            .await;
+            drop(withdraw);
             return Err(ApiError {
                 retry_after: Some(5),
                 ..ApiError::new(
@@ -182,7 +182,33 @@ pub(super) async fn python_update(
             });
         }
     };
+    withdraw.disarm();
     Ok(super::Updated::at(checkpoint))
+}
+
+/// An update nobody waits for any more, withdrawn (unless a worker is applying it right now): its
+/// wait timed out, or its request was cut short (the request timeout, the client gone), which
+/// drops the handler before it gets further.
+struct Withdraw {
+    state: AppState,
+    job: Option<(mostrador_queue::ThreadId, mostrador_queue::RunId)>,
+}
+
+impl Withdraw {
+    fn disarm(mut self) {
+        self.job = None;
+    }
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if let Some((thread_id, run_id)) = self.job.take() {
+            let pool = self.state.pool().clone();
+            tokio::spawn(async move {
+                let _ = cancel(&pool, thread_id, run_id, CancelAction::Rollback).await;
+            });
+        }
+    }
 }
 
 /// Follows the update's run to its end: the checkpoint it wrote, or why it failed.
