@@ -391,7 +391,7 @@ async fn python_state_updates_take_the_callers_share_and_place(pool: PgPool) {
         thread
     };
     let pending = || async {
-        sqlx::query_as::<_, (i32, serde_json::Value)>(
+        sqlx::query_as::<_, (i32, Value)>(
             "select priority, coalesce(command, 'null') from mostrador.runs \
              where status = 'pending' order by created_at",
         )
