@@ -8,10 +8,10 @@
 //! lost to a crash; every api process sends what is due ([`send`]), at least once, following no
 //! redirect, retrying failures with a growing backoff, and giving up after [`MAX_ATTEMPTS`].
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures_util::future::join_all;
 use mostrador_queue::webhooks::{self, Delivery};
 use mostrador_queue::{Error as QueueError, run};
 use serde_json::{Value, json};
@@ -27,8 +27,15 @@ pub const MAX_ATTEMPTS: i32 = 8;
 /// How often a process looks for deliveries that are due.
 const POLL: Duration = Duration::from_secs(1);
 
-/// Deliveries sent at once by one process.
-const BATCH: i64 = 16;
+/// Deliveries in flight at once in one process.
+const IN_FLIGHT: usize = 64;
+
+/// Deliveries in flight at once to one receiver (a URL's host and port) in one process: a slow
+/// receiver holds this many, never the others' turn.
+const PER_RECEIVER: usize = 4;
+
+/// How long a receiver has to answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a delivery waits for its run's final state.
 const FINAL_STATE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,7 +153,9 @@ impl WebhookHosts {
     }
 }
 
-/// Sends the deliveries that are due, every second, until the api drains.
+/// Sends the deliveries that are due, each as soon as there is room for it, until the api drains:
+/// at most [`IN_FLIGHT`] at once, and [`PER_RECEIVER`] to one receiver, so that a receiver that
+/// answers slowly (or never) delays only its own deliveries.
 pub async fn send(state: AppState, retry_base: Duration) {
     // reqwest is built without a crypto provider of its own; ring is ours (installing it again
     // is a no-op).
@@ -154,7 +163,7 @@ pub async fn send(state: AppState, retry_base: Duration) {
     let client = match reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
+        .timeout(ANSWER_TIMEOUT)
         .user_agent("mostrador")
         .build()
     {
@@ -165,26 +174,43 @@ pub async fn send(state: AppState, retry_base: Duration) {
         }
     };
     let mut shutdown = state.shutdown_signal();
+    let mut sending = tokio::task::JoinSet::new();
+    // Deliveries in flight by receiver.
+    let mut receivers: HashMap<String, usize> = HashMap::new();
     loop {
-        let more = match webhooks::take(state.pool(), BATCH).await {
-            Ok(due) => {
-                let taken = due.len();
-                join_all(
-                    due.into_iter()
-                        .map(|delivery| deliver(&state, &client, delivery, retry_base)),
-                )
-                .await;
-                taken as i64 == BATCH
+        let room = IN_FLIGHT - sending.len();
+        let full: Vec<String> = receivers
+            .iter()
+            .filter(|(_, n)| **n >= PER_RECEIVER)
+            .map(|(receiver, _)| receiver.clone())
+            .collect();
+        if room > 0 {
+            match webhooks::take(state.pool(), room as i64, PER_RECEIVER as i64, &full).await {
+                Ok(due) => {
+                    for delivery in due {
+                        let receiver = webhooks::receiver(&delivery.url).to_owned();
+                        *receivers.entry(receiver.clone()).or_default() += 1;
+                        let (state, client) = (state.clone(), client.clone());
+                        sending.spawn(async move {
+                            deliver(&state, &client, delivery, retry_base).await;
+                            receiver
+                        });
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot take the webhooks that are due"),
             }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot take the webhooks that are due");
-                false
-            }
-        };
-        if more {
-            continue;
         }
         tokio::select! {
+            Some(done) = sending.join_next(), if !sending.is_empty() => {
+                if let Ok(receiver) = done
+                    && let Some(n) = receivers.get_mut(&receiver)
+                {
+                    *n -= 1;
+                    if *n == 0 {
+                        receivers.remove(&receiver);
+                    }
+                }
+            }
             () = tokio::time::sleep(POLL) => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }

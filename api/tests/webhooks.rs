@@ -173,3 +173,103 @@ async fn without_allowed_hosts_webhooks_are_refused(pool: PgPool) {
     );
     assert_eq!(crate::support::runs(&api).await, 0);
 }
+
+/// Deliveries to a receiver that never answers take their few places and their time; another
+/// caller's delivery to a receiver that answers is sent at once, not behind them.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn one_callers_slow_webhook_receiver_delays_no_one_else(pool: PgPool) {
+    // Accepts connections and never answers.
+    let tarpit = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let slow = tarpit.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = tarpit.accept().await {
+            held.push(socket);
+        }
+    });
+    let (port, mut received) = receiver(0).await;
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            webhook_hosts: WebhookHosts::parse(&format!("127.0.0.1:{slow},127.0.0.1:{port}"))
+                .expect("hosts"),
+            max_pending_per_caller: 1_000,
+            ..config()
+        },
+    )
+    .await;
+    let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
+    worker.register(&pool).await.expect("register");
+    let end_runs = |n: usize| {
+        let pool = pool.clone();
+        let worker = worker.clone();
+        async move {
+            for held in claim(&pool, worker.worker_id, &worker.graphs, n as i64)
+                .await
+                .expect("claim")
+            {
+                held.end(&pool, Ending::Success).await.expect("complete");
+            }
+        }
+    };
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    for _ in 0..64 {
+        let thread = new_thread(&api, &ana).await;
+        let body =
+            json!({"assistant_id": "agent", "webhook": format!("http://127.0.0.1:{slow}/hook")});
+        let (status, _, run) = api
+            .send(api.request(
+                "POST",
+                &format!("/threads/{thread}/runs"),
+                &ana,
+                &body.to_string(),
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+    }
+    end_runs(64).await;
+    let sender = tokio::spawn(mostrador_api::webhooks::send(
+        api.state.clone(),
+        Duration::from_secs(60),
+    ));
+    // Ana's deliveries are being sent (and wait for their receiver) when Luis's run ends.
+    for _ in 0..100 {
+        let taken: i64 = sqlx::query_scalar(
+            "select count(*) from mostrador.webhook_deliveries where attempts > 0",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if taken > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let luis = api.token_for(&caller("luis", "customer", Some("madrid-1")));
+    let thread = new_thread(&api, &luis).await;
+    let body = json!({"assistant_id": "agent", "webhook": format!("http://127.0.0.1:{port}/hook")});
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &luis,
+            &body.to_string(),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    end_runs(1).await;
+    let ended = std::time::Instant::now();
+    let sent = tokio::time::timeout(Duration::from_secs(30), received.recv())
+        .await
+        .expect("sent")
+        .expect("a body");
+    assert_eq!(sent["run_id"], run["run_id"]);
+    assert!(
+        ended.elapsed() < Duration::from_secs(3),
+        "Luis's webhook waited {:?} behind Ana's",
+        ended.elapsed()
+    );
+    sender.abort();
+}

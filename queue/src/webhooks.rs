@@ -1,6 +1,6 @@
 //! Webhook deliveries: the announcements of ended runs that named a webhook, queued by the
-//! statement that ended the run (a trigger, migration 0017) and taken by senders with
-//! `FOR UPDATE SKIP LOCKED`. A sender holds what it takes for [`HOLD`] (pushed ahead, not
+//! statement that ended the run (a trigger, migration 0017) and taken by senders a few per
+//! receiver at a time ([`take`]). A sender holds what it takes for [`HOLD`] (pushed ahead, not
 //! locked, so a sender that dies only delays them), then deletes each one sent or given up, or
 //! sets it back by a backoff.
 
@@ -25,12 +25,27 @@ pub struct Delivery {
     pub attempts: i32,
 }
 
-/// Takes up to `limit` deliveries that are due, oldest due first, holding them for [`HOLD`].
+/// The receiver of a webhook: its URL's host and port as written (`https://h:8443/x` →
+/// `h:8443`), as [`take`] groups deliveries.
+pub fn receiver(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split(['/', '?', '#']).next().unwrap_or_default()
+}
+
+/// Takes up to `limit` deliveries that are due, oldest due first, at most `per_receiver` of one
+/// receiver ([`receiver`]) and none of the receivers in `full` (the taker's busy ones), holding
+/// them for [`HOLD`]. A delivery another taker holds is not taken twice: its hold is re-checked
+/// once its lock is free.
 ///
 /// # Errors
 ///
 /// The database failed.
-pub async fn take(executor: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Delivery>> {
+pub async fn take(
+    executor: impl PgExecutor<'_>,
+    limit: i64,
+    per_receiver: i64,
+    full: &[String],
+) -> Result<Vec<Delivery>> {
     Ok(sqlx::query_as!(
         Delivery,
         r#"
@@ -38,18 +53,31 @@ pub async fn take(executor: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Deliv
         set next_attempt_at = now() + make_interval(secs => $2), attempts = d.attempts + 1
         from (
             select run_id
-            from mostrador.webhook_deliveries
-            where next_attempt_at <= now()
+            from (
+                select
+                    run_id,
+                    next_attempt_at,
+                    row_number() over (
+                        partition by substring(url from '^[^:]*://([^/?#]*)')
+                        order by next_attempt_at
+                    ) as nth
+                from mostrador.webhook_deliveries
+                where next_attempt_at <= now()
+                  and coalesce(substring(url from '^[^:]*://([^/?#]*)'), '') <> all($4)
+            ) due
+            where nth <= $3
             order by next_attempt_at
             limit $1
-            for update skip locked
         ) due
         where d.run_id = due.run_id
+          and d.next_attempt_at <= now()
         returning d.run_id as "run_id: RunId", d.thread_id as "thread_id: ThreadId", d.url,
             d.attempts - 1 as "attempts!"
         "#,
         limit,
         HOLD.as_secs_f64(),
+        per_receiver,
+        full,
     )
     .fetch_all(executor)
     .await?)
