@@ -178,7 +178,7 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_SLOW_CLIENT_TIMEOUT", value_parser = parse_duration)]
     slow_client_timeout: Option<Duration>,
 
-    /// Enabled crons one caller may have; a creation past it gets a 422.
+    /// Crons one caller may have, enabled or not; a creation past it gets a 422.
     #[arg(long, env = "MOSTRADOR_MAX_CRONS_PER_CALLER", default_value_t = mostrador_api::app::MAX_CRONS_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
     max_crons_per_caller: i64,
 

@@ -30,7 +30,7 @@ pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 /// Open SSE streams per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 10_000;
 
-/// Enabled crons per caller when no limit is configured.
+/// Crons per caller (enabled or not) when no limit is configured.
 pub const MAX_CRONS_PER_CALLER_DEFAULT: i64 = 100;
 
 /// Open streams and waits of one caller per process when no limit is configured.
@@ -66,7 +66,7 @@ pub struct ApiConfig {
     /// An SSE client that reads nothing for this long while its stream's buffer is full is
     /// disconnected (it reconnects with `Last-Event-ID` when it can read again).
     pub slow_client_timeout: Duration,
-    /// Enabled crons one caller may have (a 422 past it).
+    /// Crons one caller may have, enabled or not (a 422 past it).
     pub max_crons_per_caller: i64,
     /// The most supersteps a run may ask for (`config.recursion_limit`; a 422 past it).
     pub max_recursion_limit: u64,

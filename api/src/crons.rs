@@ -357,15 +357,7 @@ pub async fn update(
             "No fields to update",
         ));
     }
-    match cron::update(
-        state.pool(),
-        id,
-        &caller.subject,
-        &change,
-        state.max_crons_per_caller(),
-    )
-    .await
-    {
+    match cron::update(state.pool(), id, &caller.subject, &change).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),
@@ -451,27 +443,27 @@ impl Default for SearchCrons {
     }
 }
 
-async fn find(
+async fn filter_of<'a>(
     state: &AppState,
     caller: &Caller,
-    search: &SearchCrons,
-    limit: i64,
-    offset: i64,
-) -> Result<Vec<Cron>, ApiError> {
+    search: &'a SearchCrons,
+    assistant: &'a mut Option<Assistant>,
+) -> Result<Option<cron::CronFilter<'a>>, ApiError> {
     if search.select.is_some() || search.sort_by.is_some() || search.sort_order.is_some() {
         return Err(unprocessable(
             "select, sort_by and sort_order are not supported: crons come oldest first",
         ));
     }
-    let assistant = match search.assistant_id.as_deref() {
+    *assistant = match search.assistant_id.as_deref() {
         None => None,
         Some(id) => match crate::assistants::found(state, caller, id).await {
             Ok(assistant) => Some(assistant),
             // No such assistant (or another caller's): no crons of it.
-            Err(err) if err.status == StatusCode::NOT_FOUND => return Ok(Vec::new()),
+            Err(err) if err.status == StatusCode::NOT_FOUND => return Ok(None),
             Err(err) => return Err(err),
         },
     };
+    let assistant: &'a Option<Assistant> = assistant;
     let of = assistant.as_ref().map(|assistant| {
         if assistant.assistant_id == Assistant::for_graph(&assistant.graph_id).assistant_id {
             cron::OfAssistant::Graph(&assistant.graph_id)
@@ -483,10 +475,10 @@ async fn find(
         None => None,
         Some(id) => match Uuid::parse_str(id) {
             Ok(id) => Some(id),
-            Err(_) => return Ok(Vec::new()),
+            Err(_) => return Ok(None),
         },
     };
-    let filter = cron::CronFilter {
+    Ok(Some(cron::CronFilter {
         assistant: of,
         thread_id,
         enabled: search.enabled,
@@ -495,6 +487,20 @@ async fn find(
             .clone()
             .filter(|metadata| !metadata.is_empty())
             .map(Value::Object),
+    }))
+}
+
+/// The caller's crons that `search` finds, oldest first.
+async fn find(
+    state: &AppState,
+    caller: &Caller,
+    search: &SearchCrons,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<Cron>, ApiError> {
+    let mut assistant = None;
+    let Some(filter) = filter_of(state, caller, search, &mut assistant).await? else {
+        return Ok(Vec::new());
     };
     cron::search(state.pool(), &caller.subject, &filter, limit, offset)
         .await
@@ -532,14 +538,14 @@ pub async fn count(
     caller: Caller,
     Body(search): Body<SearchCrons>,
 ) -> Result<Json<usize>, ApiError> {
-    let mut total = 0;
-    loop {
-        let page = find(&state, &caller, &search, 1000, total as i64).await?;
-        total += page.len();
-        if page.len() < 1000 {
-            return Ok(Json(total));
-        }
-    }
+    let mut assistant = None;
+    let Some(filter) = filter_of(&state, &caller, &search, &mut assistant).await? else {
+        return Ok(Json(0));
+    };
+    let count = cron::count(state.pool(), &caller.subject, &filter)
+        .await
+        .map_err(cron_error)?;
+    Ok(Json(usize::try_from(count).unwrap_or_default()))
 }
 
 /// `DELETE /runs/crons/{cron_id}`.

@@ -438,3 +438,36 @@ async fn a_crons_config_is_held_to_the_runs_limits(pool: PgPool) {
         "a refused change changes nothing: {kept}"
     );
 }
+
+/// A caller's crons are bounded whether enabled or not (disabled ones would otherwise pile up
+/// without end), and counted by one query, filters and all.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_crons_are_bounded_enabled_or_not(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_crons_per_caller: 3,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let create = |enabled: bool| {
+        let body = json!({"assistant_id": "agent", "schedule": "0 9 * * *", "enabled": enabled});
+        api.request("POST", "/runs/crons", &ana, &body.to_string())
+    };
+    for enabled in [false, false, true] {
+        let (status, _, cron) = api.send(create(enabled)).await;
+        assert_eq!(status, StatusCode::OK, "{cron}");
+    }
+    let (status, _, answer) = api.send(create(false)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    let count = |body: &'static str| {
+        let request = api.request("POST", "/runs/crons/count", &ana, body);
+        async { api.send(request).await.2 }
+    };
+    assert_eq!(count("{}").await, json!(3));
+    assert_eq!(count(r#"{"enabled": false}"#).await, json!(2));
+    assert_eq!(count(r#"{"assistant_id": "agent"}"#).await, json!(3));
+    assert_eq!(count(r#"{"assistant_id": "nobody"}"#).await, json!(0));
+}

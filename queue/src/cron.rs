@@ -69,8 +69,8 @@ pub struct NewCron {
 /// # Errors
 ///
 /// [`Error::Invalid`] for a schedule that does not parse or never fires, an unknown time zone, a
-/// payload or metadata that is not an object, or an owner who has `max_per_owner` enabled crons
-/// already.
+/// payload or metadata that is not an object, or an owner who has `max_per_owner` crons already
+/// (enabled or not: a disabled one is enabled again without asking).
 pub async fn create(
     executor: impl PgExecutor<'_>,
     new: &NewCron,
@@ -95,8 +95,8 @@ pub async fn create(
     let next_run_at = schedule
         .next_after(Utc::now(), zone)
         .expect("a parsed schedule fires");
-    // The owner's enabled crons are counted without a lock: concurrent creations can pass the
-    // bound by about as many as run at once, as the queue's limit can.
+    // The owner's crons, enabled or not, are counted without a lock: concurrent creations can
+    // pass the bound by about as many as run at once, as the queue's limit can.
     let created = sqlx::query_as!(
         Cron,
         r#"
@@ -105,7 +105,7 @@ pub async fn create(
              end_time, next_run_at, timezone, on_run_completed)
         select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14
         where (
-            select count(*) from mostrador.crons where owner = $4 and enabled
+            select count(*) from mostrador.crons where owner = $4
         ) < $12
         returning cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
@@ -132,7 +132,7 @@ pub async fn create(
     .await?;
     created.ok_or_else(|| Error::Invalid {
         field: "crons",
-        reason: format!("a caller has at most {max_per_owner} enabled crons: delete one first"),
+        reason: format!("a caller has at most {max_per_owner} crons: delete one first"),
     })
 }
 
@@ -207,6 +207,43 @@ pub async fn search(
     .await?)
 }
 
+/// How many crons of `owner` [`search`] finds.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn count(
+    executor: impl PgExecutor<'_>,
+    owner: &str,
+    filter: &CronFilter<'_>,
+) -> Result<i64> {
+    let (graph_id, created) = match filter.assistant {
+        None => (None, None),
+        Some(OfAssistant::Graph(graph_id)) => (Some(graph_id), None),
+        Some(OfAssistant::Created(assistant_id)) => (None, Some(assistant_id.to_string())),
+    };
+    Ok(sqlx::query_scalar!(
+        r#"
+        select count(*) as "count!"
+        from mostrador.crons
+        where owner = $1
+          and ($2::text is null or (graph_id = $2 and payload->>'assistant_id' is null))
+          and ($5::text is null or payload->>'assistant_id' = $5)
+          and ($3::uuid is null or thread_id = $3)
+          and ($4::boolean is null or enabled = $4)
+          and ($6::jsonb is null or metadata @> $6)
+        "#,
+        owner,
+        graph_id,
+        filter.thread_id,
+        filter.enabled,
+        created,
+        filter.metadata,
+    )
+    .fetch_one(executor)
+    .await?)
+}
+
 /// Deletes a cron of `owner`; `false` when there is none (someone else's included).
 ///
 /// # Errors
@@ -269,13 +306,12 @@ pub struct CronUpdate {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] as [`create`] says (enabling it again counts against `max_per_owner`).
+/// [`Error::Invalid`] as [`create`] says.
 pub async fn update<'a>(
     db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>,
     cron_id: Uuid,
     owner: &str,
     change: &CronUpdate,
-    max_per_owner: i64,
 ) -> Result<Option<Cron>> {
     let invalid = |field: &'static str| move |reason: String| Error::Invalid { field, reason };
     let schedule_text = change
@@ -313,22 +349,6 @@ pub async fn update<'a>(
     } else {
         cron.next_run_at
     };
-    if enabling {
-        let others = sqlx::query_scalar!(
-            r#"select count(*) as "count!" from mostrador.crons where owner = $1 and enabled"#,
-            owner
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        if others >= max_per_owner {
-            return Err(Error::Invalid {
-                field: "crons",
-                reason: format!(
-                    "a caller has at most {max_per_owner} enabled crons: disable or delete one first"
-                ),
-            });
-        }
-    }
     let mut payload = cron.payload;
     if let Some(object) = payload.as_object_mut() {
         object.extend(change.payload.clone());
