@@ -41,7 +41,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 const FINAL_STATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hosts webhooks may be sent to: names (`hooks.example.com`), every name under a domain
-/// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`) or any.
+/// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`) or, without one, on the
+/// default port of http or https.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WebhookHosts(Vec<HostRule>);
 
@@ -143,7 +144,12 @@ impl WebhookHosts {
             } else {
                 host == rule.host
             };
-            host_matches && rule.port.is_none_or(|wanted| port == Some(wanted))
+            // A rule without a port allows the scheme's own (80, 443), not every port: a
+            // receiver on another port of that host must be named with it.
+            host_matches
+                && rule
+                    .port
+                    .map_or(parsed.port().is_none(), |wanted| port == Some(wanted))
         });
         if allowed {
             Ok(())
@@ -336,7 +342,8 @@ mod tests {
                 .expect("a list");
         for url in [
             "https://hooks.example.com/run-ended",
-            "http://HOOKS.example.com:8080/x",
+            "http://HOOKS.example.com/x",
+            "https://hooks.example.com:443/x",
             "https://a.corp.example/x",
             "https://a.b.corp.example/x",
             "http://127.0.0.1:9000/hook",
@@ -346,6 +353,8 @@ mod tests {
         }
         for url in [
             "https://evil.example.com/",
+            "http://hooks.example.com:8080/x",
+            "https://hooks.example.com:5432/x",
             "https://corp.example/",
             "https://hooks.example.com.evil.net/",
             "https://evilcorp.example/",
