@@ -636,8 +636,10 @@ pub async fn copy(
     Path(thread_id): Path<String>,
 ) -> Result<Json<wire::Thread>, ApiError> {
     let original = visible_thread(&state, &caller, &thread_id).await?;
+    // One transaction: a copy is whole or is not.
+    let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let copy = thread::create(
-        state.pool(),
+        &mut *tx,
         &NewThread {
             graph_id: original.graph_id.clone(),
             owner: caller.subject.clone(),
@@ -649,16 +651,16 @@ pub async fn copy(
     )
     .await
     .map_err(ApiError::failed)?;
-    PgCheckpointer::new(state.pool().clone())
-        .copy_thread(original.thread_id.0, copy.thread_id.0)
+    mostrador_queue::checkpoint::copy_thread(&mut *tx, original.thread_id.0, copy.thread_id.0)
         .await
         .map_err(ApiError::failed)?;
     // A thread's files are its owner's alone (a reader of the thread reads none): a reader's copy
     // takes its state, not its files.
     if crate::authorize::may_write(&caller, &original).is_ok() {
-        mostrador_queue::files::copy(state.pool(), original.thread_id.0, copy.thread_id.0)
+        mostrador_queue::files::copy(&mut *tx, original.thread_id.0, copy.thread_id.0)
             .await
             .map_err(ApiError::failed)?;
     }
+    tx.commit().await.map_err(ApiError::failed)?;
     Ok(Json(thread_answer(&state, &copy).await?))
 }

@@ -721,3 +721,47 @@ async fn a_copy_of_a_thread_takes_its_files_only_for_its_writer(pool: PgPool) {
         "the writer's copy keeps the thread's files: {files}"
     );
 }
+
+/// A copy is whole or is not: one that fails part-way (here its files cannot be written) leaves
+/// no thread behind.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_copy_that_fails_part_way_leaves_nothing(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let thread_id = new_thread(&api, &api.token).await;
+    sqlx::query(
+        "insert into mostrador.thread_files (thread_id, path, content, is_binary) \
+         values ($1::uuid, '/notes.txt', 'x', false)",
+    )
+    .bind(&thread_id)
+    .execute(&pool)
+    .await
+    .expect("a file");
+    for statement in [
+        "create function mostrador.refuse_files() returns trigger language plpgsql as \
+         $$ begin raise exception 'no more files'; end $$",
+        "create trigger refuse_files before insert on mostrador.thread_files \
+         for each row execute function mostrador.refuse_files()",
+    ] {
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect("trigger");
+    }
+    let threads = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from mostrador.threads")
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+    };
+    let before = threads().await;
+    let (status, _, answer) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread_id}/copy"),
+            &api.token,
+            "",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{answer}");
+    assert_eq!(threads().await, before, "no half copy");
+}

@@ -419,43 +419,52 @@ impl Checkpointer for PgCheckpointer {
     /// Every namespace of the thread's.
     async fn copy_thread(&self, from: Uuid, to: Uuid) -> std::result::Result<(), BoxError> {
         self.forget();
-        sqlx::query!(
-            r#"
-            with copied_blobs as (
-                insert into mostrador.checkpoint_blobs (
-                    thread_id, checkpoint_ns, channel, version, value, payload_type, payload
-                )
-                select $2, checkpoint_ns, channel, version, value, payload_type, payload
-                from mostrador.checkpoint_blobs
-                where thread_id = $1
-            ),
-            copied_writes as (
-                insert into mostrador.checkpoint_writes (
-                    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
-                    payload_type, payload, task_path
-                )
-                select $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
-                    payload_type, payload, task_path
-                from mostrador.checkpoint_writes
-                where thread_id = $1
-            )
-            insert into mostrador.checkpoints (
-                thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                channel_versions, next, tasks, metadata, created_at, saved, snapshot
-            )
-            select $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
-                channel_versions, next, tasks, metadata, created_at, saved, snapshot
-            from mostrador.checkpoints
-            where thread_id = $1
-            "#,
-            from,
-            to,
-        )
-        .execute(&self.pool)
-        .await
-        .map_err(|err| boxed(err.into()))?;
-        Ok(())
+        copy_thread(&self.pool, from, to).await.map_err(boxed)
     }
+}
+
+/// Copies every checkpoint of `from` (every namespace, its channels' values and pending writes)
+/// to `to`, in the caller's transaction if it is one.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn copy_thread(executor: impl sqlx::PgExecutor<'_>, from: Uuid, to: Uuid) -> Result<()> {
+    sqlx::query!(
+        r#"
+        with copied_blobs as (
+            insert into mostrador.checkpoint_blobs (
+                thread_id, checkpoint_ns, channel, version, value, payload_type, payload
+            )
+            select $2, checkpoint_ns, channel, version, value, payload_type, payload
+            from mostrador.checkpoint_blobs
+            where thread_id = $1
+        ),
+        copied_writes as (
+            insert into mostrador.checkpoint_writes (
+                thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
+                payload_type, payload, task_path
+            )
+            select $2, checkpoint_ns, checkpoint_id, task_id, idx, channel, value,
+                payload_type, payload, task_path
+            from mostrador.checkpoint_writes
+            where thread_id = $1
+        )
+        insert into mostrador.checkpoints (
+            thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+            channel_versions, next, tasks, metadata, created_at, saved, snapshot
+        )
+        select $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step,
+            channel_versions, next, tasks, metadata, created_at, saved, snapshot
+        from mostrador.checkpoints
+        where thread_id = $1
+        "#,
+        from,
+        to,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
 }
 
 /// Deletes a thread's root checkpoints but its `keep_latest` newest, their pending writes, and
