@@ -18,12 +18,22 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = |name: &str| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-        };
+        Caller::of(&parts.headers, state).await
+    }
+}
+
+impl Caller {
+    /// Who sends a request with these headers: its bearer token's or API key's subject, or
+    /// `mostrador dev`'s development caller for one from this machine without a credential of
+    /// mostrador's. Asked again of a stream's request before each run it follows, so that a
+    /// revoked key or an expired token stops it.
+    ///
+    /// # Errors
+    ///
+    /// A 401 for a missing, invalid, expired or revoked credential; a 503 when the database (an
+    /// API key's table) failed.
+    pub async fn of(headers: &axum::http::HeaderMap, state: &AppState) -> Result<Self, ApiError> {
+        let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
         let credential = match Credential::from_headers(
             header(AUTHORIZATION.as_str()),
             header(API_KEY_HEADER),

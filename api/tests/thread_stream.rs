@@ -226,3 +226,55 @@ async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden
         .insert("last-event-id", "yesterday".parse().expect("header"));
     assert_eq!(api.send(bad_id).await.0, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// A thread's stream asks again, before each run it follows, whether its caller still may: once
+/// the key it was opened with is revoked, the next run's events are not sent, the stream ends.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_thread_stream_ends_when_the_key_it_was_opened_with_is_revoked(pool: PgPool) {
+    use mostrador_queue::api_keys::{self, NewApiKey};
+
+    let api = Api::new(pool.clone()).await;
+    let (key, secret) = api_keys::create(
+        &pool,
+        &NewApiKey {
+            subject: "ana".into(),
+            roles: vec!["customer".into()],
+            tenant: None,
+            expires_in: None,
+        },
+    )
+    .await
+    .expect("key");
+    let secret = secret.expose().to_owned();
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let thread = new_thread(&api, &ana).await;
+    start_run(&api, &ana, &thread).await;
+    let mut stream = Events::open(&api, &secret, &thread, Some("-")).await;
+    run_once(&api, json!({"n": 1})).await;
+    let (event, _, _) = stream.next().await;
+    assert_eq!(event, "metadata");
+    assert_eq!(
+        stream.next().await.2,
+        json!({"n": 1}),
+        "followed while the key holds"
+    );
+    stream.next().await;
+
+    api_keys::revoke(&pool, key.key_id).await.expect("revoke");
+    start_run(&api, &ana, &thread).await;
+    run_once(&api, json!({"n": 2})).await;
+    let mut rest = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while let Some(bytes) = tokio::time::timeout_at(deadline, stream.body.next())
+        .await
+        .expect("the stream ends")
+    {
+        rest.push_str(std::str::from_utf8(&bytes.expect("bytes")).expect("UTF-8"));
+    }
+    rest.insert_str(0, &stream.text);
+    assert!(
+        !rest.contains(r#""n":2"#),
+        "nothing of the next run: {rest}"
+    );
+    assert!(rest.contains("event: error"), "{rest}");
+}

@@ -137,9 +137,33 @@ pub async fn join(
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let slot = crate::stream::slot(&state, &caller)?;
     let events = respond(slot, move |sender| async move {
-        follow_thread(&state, &thread, modes, start, &sender).await;
+        let asker = Asker { caller, headers };
+        follow_thread(&state, &thread, &asker, modes, start, &sender).await;
     });
     Ok(events.into_response())
+}
+
+/// Who opened a thread's stream, and the headers they opened it with: before each run it
+/// follows, the stream asks again whether they still may (a key revoked, a token expired, the
+/// thread no longer visible to them end it).
+struct Asker {
+    caller: Caller,
+    headers: HeaderMap,
+}
+
+impl Asker {
+    async fn still_may(&self, state: &AppState, thread: &Thread) -> Result<(), ApiError> {
+        let again = Caller::of(&self.headers, state).await?;
+        if again.subject != self.caller.subject {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "the credential names someone else now",
+            ));
+        }
+        visible_thread(state, &again, &thread.thread_id.0.to_string())
+            .await
+            .map(drop)
+    }
 }
 
 /// What became of following one run.
@@ -153,6 +177,7 @@ enum Followed {
 async fn follow_thread(
     state: &AppState,
     thread: &Thread,
+    asker: &Asker,
     modes: Modes,
     start: Start,
     sender: &mpsc::Sender<Event>,
@@ -194,6 +219,16 @@ async fn follow_thread(
             }
             continue;
         };
+        if let Err(refused) = asker.still_may(state, thread).await {
+            tracing::info!(thread_id = %thread.thread_id.0, detail = refused.detail, "thread stream ended: its caller may no longer follow it");
+            let _ =
+                sender
+                    .send(Event::default().event("error").data(
+                        json!({"error": "Unauthorized", "message": refused.detail}).to_string(),
+                    ))
+                    .await;
+            return;
+        }
         let from = within
             .take()
             .and_then(|(queue_seq, seq)| (queue_seq == run.queue_seq).then_some(seq));
