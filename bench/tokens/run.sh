@@ -16,6 +16,8 @@
 #      TOKENS=50 INTERVAL=0.02 (the model's tokens and the seconds between them)
 #      IDLE_WAIT=60 (seconds each measurement waits, at most, for the CPUs to be idle)
 #      MOSTRADOR_BIN=target/release/mostrador (any binary with `dev --config --python`)
+#      MOSTRADOR_DB_OPTIONS (PostgreSQL settings for mostrador's every connection, URL-encoded:
+#      `-c%20synchronous_commit%3Doff` measures what the durable commit costs a token)
 #      PEERS=../shared/peers (the peers' harness, whose venvs are reused)
 #      PYTHON312 (the interpreter new venvs are made with: Aegra needs Python 3.12)
 #      OUT=target/bench-tokens/results.jsonl (appended to)
@@ -170,7 +172,7 @@ serve_mostrador() {  # concurrency, runs
     port_free $port
     fresh_db bench_tokens_mostrador
     (cd "$work/run" && exec setsid "$MOSTRADOR_BIN" dev --config "$work/run/langgraph.json" \
-        --python "$graphs_py" --database-url "$PG/bench_tokens_mostrador" \
+        --python "$graphs_py" --database-url "$PG/bench_tokens_mostrador${MOSTRADOR_DB_OPTIONS:+?options=$MOSTRADOR_DB_OPTIONS}" \
         --listen "127.0.0.1:$port") >"$log" 2>&1 &
     group=$!
     until_ok "http://127.0.0.1:$port/ok"
