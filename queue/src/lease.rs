@@ -125,6 +125,70 @@ impl WorkerLease {
         Ok(heartbeat)
     }
 
+    /// Records which process this worker is (`<boot id>:<pid>:<start time>`), for the next
+    /// incarnation under its name to tell whether it is gone ([`Self::previous_incarnations`]).
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn record_incarnation(
+        &self,
+        executor: impl PgExecutor<'_>,
+        incarnation: &str,
+    ) -> Result {
+        sqlx::query!(
+            "update mostrador.workers set incarnation = $2 where worker_id = $1",
+            self.worker_id.0,
+            incarnation,
+        )
+        .execute(executor)
+        .await?;
+        Ok(())
+    }
+
+    /// The other workers of this worker's name whose lease still runs, with the process each said
+    /// it was: previous incarnations of this one, if their process is gone.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn previous_incarnations(
+        &self,
+        executor: impl PgExecutor<'_>,
+    ) -> Result<Vec<(WorkerId, Option<String>)>> {
+        Ok(sqlx::query!(
+            r#"
+            select worker_id as "worker_id: WorkerId", incarnation
+            from mostrador.workers
+            where name = $1 and worker_id <> $2 and expires_at > now()
+            "#,
+            self.name,
+            self.worker_id.0,
+        )
+        .fetch_all(executor)
+        .await?
+        .into_iter()
+        .map(|row| (row.worker_id, row.incarnation))
+        .collect())
+    }
+
+    /// Ends the lease of workers known to be gone (a previous incarnation of this one): the next
+    /// sweep gives their runs back (fencing keeps them safe should one still write).
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn expire(executor: impl PgExecutor<'_>, workers: &[WorkerId]) -> Result {
+        let ids: Vec<Uuid> = workers.iter().map(|worker| worker.0).collect();
+        sqlx::query!(
+            "update mostrador.workers set expires_at = now() where worker_id = any($1)",
+            &ids,
+        )
+        .execute(executor)
+        .await?;
+        Ok(())
+    }
+
     /// Removes the worker's row on a clean exit, after it released or finished its runs. Runs it
     /// still holds are swept as soon as the sweeper sees them.
     pub async fn deregister(&self, executor: impl PgExecutor<'_>) -> Result {

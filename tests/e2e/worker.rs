@@ -340,3 +340,45 @@ async fn worker_stays_ready_on_a_newer_schema_but_not_on_an_older_one(pool: PgPo
     assert!(body.contains("behind"), "{body}");
     assert_eq!(a.get("/live").await.expect("live").0, 200, "still alive");
 }
+
+/// A worker killed with its runs (SIGKILL, an OOM kill of its container) and started again under
+/// its name takes them back at once, not after their lease (a minute here); a worker of the same
+/// name that is alive (not a previous incarnation) keeps its runs.
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
+async fn a_restarted_worker_takes_back_its_previous_incarnations_runs_at_once(pool: PgPool) {
+    let db = Db::new(pool).await;
+    let mut executions = Executions::listen(&db).await;
+    let input = json!({"width": 2, "delay_ms": 1500});
+    let mut first = Worker::start(&db, "pod-0", &["--lease", "60s"]);
+    let run = db.enqueue("e2e_fanout", input.clone()).await;
+    executions
+        .until(|e| e.thread_id == run.thread_id.0 && e.node == "work" && e.phase == "start")
+        .await;
+    first.kill().await;
+    let restarted = Instant::now();
+    let again = Worker::start(&db, "pod-0", &["--lease", "60s"]);
+    let ended = db.until_end(&run, MINUTE).await;
+    assert_status(&ended, RunStatus::Success);
+    assert!(
+        restarted.elapsed() < Duration::from_secs(15),
+        "taken back after {:?}, its work 1.5 s (the lease: 60 s)",
+        restarted.elapsed()
+    );
+    assert_eq!(ended.attempt, 2, "retried once");
+
+    // Another worker of that name while this one lives is no incarnation of it.
+    let run = db.enqueue("e2e_fanout", input).await;
+    executions
+        .until(|e| e.thread_id == run.thread_id.0 && e.node == "work" && e.phase == "start")
+        .await;
+    let twin = Worker::start(
+        &db,
+        "pod-0",
+        &["--lease", "60s", "--graphs", "e2e_linear_6"],
+    );
+    twin.until_ready_is(200).await;
+    let ended = db.until_end(&run, MINUTE).await;
+    assert_status(&ended, RunStatus::Success);
+    assert_eq!(ended.attempt, 1, "not taken from a live worker");
+    drop((again, twin));
+}

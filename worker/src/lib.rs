@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod execute;
+mod incarnation;
 pub mod publish;
 mod python;
 pub mod runner;

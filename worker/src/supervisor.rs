@@ -16,7 +16,9 @@ use mostrador_queue::db::{Connections, claimer};
 use mostrador_queue::ending::{End, Ending, end_many};
 use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
-use mostrador_queue::{ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerLease, claim, cron};
+use mostrador_queue::{
+    ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerId, WorkerLease, claim, cron,
+};
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
@@ -62,6 +64,7 @@ pub async fn run(
     }
     let lease = WorkerLease::new(&config.name, config.graphs.clone(), config.lease);
     lease.register(&pool).await?;
+    take_back(&pool, &lease).await?;
     let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
     let listener =
         Listener::start_for_worker(pool.clone(), async { listener_stopped.await.unwrap_or(()) })
@@ -598,6 +601,28 @@ impl Supervisor {
 /// The most threads whose time to live expired, and store items, that one sweep deletes (the next
 /// takes the rest).
 const TTL_BATCH: i64 = 100;
+
+/// Records which process this worker is, and ends the lease of the previous incarnations of its
+/// name whose process is surely gone (a container restarted in its pod, `dev` started again after
+/// a crash): the first sweep, at once, gives their runs back, rather than after their lease.
+async fn take_back(pool: &PgPool, lease: &WorkerLease) -> Result<(), crate::Error> {
+    let Some(me) = crate::incarnation::current() else {
+        return Ok(());
+    };
+    lease.record_incarnation(pool, &me).await?;
+    let gone: Vec<WorkerId> = lease
+        .previous_incarnations(pool)
+        .await?
+        .into_iter()
+        .filter(|(_, recorded)| recorded.as_deref().is_some_and(crate::incarnation::is_gone))
+        .map(|(worker_id, _)| worker_id)
+        .collect();
+    if !gone.is_empty() {
+        WorkerLease::expire(pool, &gone).await?;
+        tracing::info!(previous = ?gone, name = lease.name, "took back the runs of this worker's previous incarnation");
+    }
+    Ok(())
+}
 
 fn ticker(period: Duration) -> tokio::time::Interval {
     let mut ticker = interval(period);
