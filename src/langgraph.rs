@@ -84,6 +84,16 @@ pub(crate) struct PythonArgs {
     #[arg(long, env = "MOSTRADOR_SANDBOX_MEMORY_MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..))]
     sandbox_memory_mib: u64,
 
+    /// Sandboxed commands running at once in a worker process; the others wait their turn.
+    #[arg(long, env = "MOSTRADOR_SANDBOX_COMMANDS", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    sandbox_commands: u64,
+
+    /// Processes (and threads) the worker's user may have while a sandboxed command forks
+    /// (`RLIMIT_NPROC`; counted with the worker's own, and not applied to root): a fork bomb
+    /// stops there, not at the node's limit.
+    #[arg(long, env = "MOSTRADOR_SANDBOX_PROCESSES", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..))]
+    sandbox_processes: u64,
+
     /// Lets sandboxed commands reach the network (they have none by default).
     #[arg(long, env = "MOSTRADOR_SANDBOX_NETWORK")]
     sandbox_network: bool,
@@ -132,6 +142,8 @@ impl PythonArgs {
             cpu_seconds: self.sandbox_cpu_seconds,
             memory_mib: self.sandbox_memory_mib,
             network: self.sandbox_network,
+            commands: usize::try_from(self.sandbox_commands).unwrap_or(usize::MAX),
+            processes: self.sandbox_processes,
             ..SandboxConfig::new(bwrap)
         });
         let slots = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));

@@ -43,6 +43,11 @@ pub struct SandboxConfig {
     pub network: bool,
     /// The most output kept: the rest is dropped and the answer says it was truncated.
     pub output_bytes: usize,
+    /// Commands running at once in this process; the others wait their turn.
+    pub commands: usize,
+    /// Processes of the worker's user while a command forks (`RLIMIT_NPROC`, which the kernel
+    /// counts with the worker's own and does not apply to root).
+    pub processes: u64,
 }
 
 impl SandboxConfig {
@@ -54,6 +59,8 @@ impl SandboxConfig {
             memory_mib: 1024,
             network: false,
             output_bytes: 100_000,
+            commands: 4,
+            processes: 1024,
         }
     }
 }
@@ -83,6 +90,14 @@ pub async fn execute(
     command: &str,
     timeout: Option<Duration>,
 ) -> Result<Executed, SandboxError> {
+    // One worker's commands at once, whatever the runs that ask: the first configuration the
+    // process uses sizes it.
+    static RUNNING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let _turn = RUNNING
+        .get_or_init(|| tokio::sync::Semaphore::new(config.commands.max(1)))
+        .acquire()
+        .await
+        .map_err(|err| SandboxError::Io(std::io::Error::other(err)))?;
     let before = files::read_under(saver.pool(), saver.thread_id(), "/").await?;
     let folder = Folder::new()?;
     let root = folder.0.join("root");
@@ -210,6 +225,7 @@ async fn run(
         .arg(format!("--cpu={}", config.cpu_seconds))
         .arg(format!("--as={}", config.memory_mib * 1024 * 1024))
         .arg(format!("--fsize={}", files_limit.max(0)))
+        .arg(format!("--nproc={}", config.processes))
         .arg("--")
         .arg(&config.bwrap)
         .args([

@@ -124,3 +124,43 @@ async fn a_sandboxed_command_cannot_make_the_worker_read_or_wait_outside_its_fol
     std::fs::remove_dir_all(&outside)?;
     Ok(())
 }
+
+/// A worker's sandboxed commands run a few at a time (`--sandbox-commands`), whatever the runs
+/// that ask: one more waits its turn.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+#[ignore = "needs bubblewrap (bwrap): .ci/run runs it once installed"]
+async fn a_worker_runs_its_sandboxed_commands_a_few_at_a_time(pool: PgPool) -> anyhow::Result<()> {
+    let bwrap = std::env::var("MOSTRADOR_TEST_BWRAP").unwrap_or_else(|_| "/usr/bin/bwrap".into());
+    let config = SandboxConfig {
+        commands: 2,
+        ..SandboxConfig::new(bwrap.into())
+    };
+    enqueue(&pool, None, |new| new).await;
+    let claimed = claim_next(&pool).await;
+    let saver = Saver::fenced(pool.clone(), &claimed);
+    // Each command says when it started and when it ended, in milliseconds.
+    let command = "date +%s%3N; sleep 1; date +%s%3N";
+    let run = || sandbox::execute(&config, &saver, LIMIT, command, None);
+    let (first, second, third) = tokio::join!(run(), run(), run());
+    let mut spans: Vec<(u128, u128)> = Vec::new();
+    for executed in [first, second, third] {
+        let output = executed?.output;
+        let times: Vec<u128> = output
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect();
+        anyhow::ensure!(times.len() == 2, "{output}");
+        spans.push((times[0], times[1]));
+    }
+    let at_once = |t: u128| spans.iter().filter(|(s, e)| *s <= t && t < *e).count();
+    let most = spans
+        .iter()
+        .map(|(start, _)| at_once(*start))
+        .max()
+        .unwrap_or(0);
+    anyhow::ensure!(
+        most == 2,
+        "at most two at once, and two did run together: {spans:?}"
+    );
+    Ok(())
+}
