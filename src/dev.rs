@@ -151,6 +151,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     .await
     .context("failed to create the development API key")?;
     let python = args.python.config()?;
+    mostrador_worker::store::set_quota(args.python.store.quota());
     let mut config = ApiConfig {
         dashboard_token: Some(token.clone()),
         python_graphs: python
@@ -167,6 +168,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         apps: graphs.routes.to_vec(),
         // On loopback only: /metrics beside the api's routes.
         public_metrics: true,
+        store_quota: args.python.store.quota(),
         ..ApiConfig::new(auth)
     };
     Project::configure(args.python.project()?, &mut config);

@@ -19,6 +19,9 @@ use crate::GraphSet;
 /// Python graphs, as `dev`, `api` and `worker` take them.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct PythonArgs {
+    #[command(flatten)]
+    pub(crate) store: crate::StoreArgs,
+
     /// A `langgraph.json` whose graphs to serve (Python graphs, executed by the `langgraph`
     /// package of --python's environment), in place of the binary's example graphs.
     #[arg(long = "config", env = "MOSTRADOR_LANGGRAPH_CONFIG")]

@@ -120,6 +120,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let python = args.python.config()?;
+    mostrador_worker::store::set_quota(args.python.store.quota());
     let mut graph_ids = args.graphs;
     if graph_ids.is_empty() {
         graph_ids = registry.keys().cloned().collect();

@@ -95,6 +95,8 @@ pub struct ApiConfig {
     /// without.
     pub default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     /// The Store's defaults (`store.ttl`).
+    /// What one caller may keep in the Store.
+    pub store_quota: mostrador_queue::store::StoreQuota,
     pub store_ttl: StoreTtl,
     /// Route groups switched off (`http.disable_*`): they answer 404, as absent.
     pub disabled_routes: RouteGroups,
@@ -244,6 +246,7 @@ impl ApiConfig {
             configurable_headers: None,
             default_thread_ttl: None,
             store_ttl: StoreTtl::default(),
+            store_quota: mostrador_queue::store::StoreQuota::default(),
             disabled_routes: RouteGroups::default(),
             mount_prefix: None,
             policy: Policy::default(),
@@ -299,6 +302,7 @@ struct Inner {
     configurable_headers: Option<HeaderFilter>,
     default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     store_ttl: StoreTtl,
+    store_quota: mostrador_queue::store::StoreQuota,
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
@@ -358,6 +362,7 @@ impl AppState {
             configurable_headers: config.configurable_headers.clone(),
             default_thread_ttl: config.default_thread_ttl,
             store_ttl: config.store_ttl,
+            store_quota: config.store_quota,
             metrics: Metrics::default(),
             dashboard: dashboard::page(None),
             dashboard_dev: config
@@ -564,6 +569,11 @@ impl AppState {
 
     pub fn slow_client_timeout(&self) -> Duration {
         self.0.slow_client_timeout
+    }
+
+    /// What one caller may keep in the Store ([`ApiConfig::store_quota`]).
+    pub fn store_quota(&self) -> mostrador_queue::store::StoreQuota {
+        self.0.store_quota
     }
 
     /// The Store's defaults ([`ApiConfig::store_ttl`]).

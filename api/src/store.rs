@@ -55,6 +55,7 @@ pub async fn put(
         &put.key,
         &Value::Object(put.value),
         put.ttl.or(state.store_ttl().default_minutes),
+        state.store_quota(),
     )
     .await
     .map_err(queue_error)?;

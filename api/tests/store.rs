@@ -353,3 +353,69 @@ async fn the_projects_store_ttl_applies_to_items_put_without_one_and_expired_one
         .expect("items");
     assert_eq!(left, ["defaulted"]);
 }
+
+/// What one caller keeps in the Store is bounded (items, bytes, the size of one value), so that
+/// no caller fills the database every tenant shares: past it a new item is a 422 that writes
+/// nothing, an item the caller has is still rewritten, and others write as before.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_storage_is_bounded(pool: PgPool) {
+    let api = Api::with(
+        pool.clone(),
+        mostrador_api::ApiConfig {
+            body_limit: 4 * 1024 * 1024,
+            store_quota: mostrador_queue::store::StoreQuota {
+                items: 3,
+                bytes: 10_000,
+            },
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
+    let put = |token: &str, key: &str, value: serde_json::Value| {
+        let body = json!({"namespace": ["notes"], "key": key, "value": value}).to_string();
+        let request = api.request("PUT", "/store/items", token, &body);
+        async { api.send(request).await }
+    };
+    let items = |owner: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("select count(*) from mostrador.store_items where owner = $1")
+                .bind(owner)
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+        }
+    };
+    for key in ["a", "b", "c"] {
+        let (status, _, answer) = put(&ana, key, json!({"text": key})).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    }
+    let (status, _, answer) = put(&ana, "d", json!({"text": "d"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "past her items: {answer}");
+    assert_eq!(items("ana").await, 3, "nothing written");
+    let (status, _, answer) = put(&ana, "a", json!({"text": "rewritten"})).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "an item she has: {answer}");
+
+    // Bytes: luis's one large value fits, a second does not.
+    // Incompressible (PostgreSQL compresses what it stores, and the quota counts that).
+    let mut seed: u64 = 7;
+    let noise: String = (0..6_000)
+        .map(|_| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            char::from(b'a' + u8::try_from(seed >> 59).expect("5 bits"))
+        })
+        .collect();
+    let large = json!({ "text": noise });
+    let (status, _, answer) = put(&luis, "big", large.clone()).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    let (status, _, answer) = put(&luis, "bigger", large).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "past his bytes: {answer}");
+    assert_eq!(items("luis").await, 1);
+
+    // One value is a memory, not a file.
+    let huge = json!({"text": "x".repeat(mostrador_queue::store::MAX_VALUE_BYTES)});
+    let (status, _, answer) = put(&luis, "big", huge).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+}

@@ -14,6 +14,28 @@ use crate::{Error, Result, check_page};
 /// The longest TTL: 100 years, in minutes.
 pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
 
+/// The largest value an item may hold, in bytes of JSON: memories, not files.
+pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
+
+/// What one caller may keep in the Store, so that no caller fills the database every tenant
+/// shares. Writes to an item the caller has already are not counted again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreQuota {
+    pub items: i64,
+    /// The bytes of their values, as PostgreSQL stores them.
+    pub bytes: i64,
+}
+
+impl Default for StoreQuota {
+    /// 100,000 items and 1 GiB: a long-lived agent's memories many times over.
+    fn default() -> Self {
+        Self {
+            items: 100_000,
+            bytes: 1 << 30,
+        }
+    }
+}
+
 /// An item of the Store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
@@ -100,7 +122,8 @@ pub fn check_key(key: &str) -> Result {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for an empty or malformed namespace, or a TTL that is not positive.
+/// [`Error::Invalid`] for an empty or malformed namespace, a TTL that is not positive, a value
+/// over [`MAX_VALUE_BYTES`], or a new item past the owner's `quota`.
 pub async fn put(
     executor: impl PgExecutor<'_>,
     owner: &str,
@@ -108,6 +131,7 @@ pub async fn put(
     key: &str,
     value: &Value,
     ttl_minutes: Option<f64>,
+    quota: StoreQuota,
 ) -> Result {
     check_namespace(namespace)?;
     check_key(key)?;
@@ -123,10 +147,27 @@ pub async fn put(
             reason: format!("ttl must be a positive number of minutes, at most {MAX_TTL_MINUTES}"),
         });
     }
-    sqlx::query!(
+    if serde_json::to_vec(value).map_or(usize::MAX, |json| json.len()) > MAX_VALUE_BYTES {
+        return Err(Error::Invalid {
+            field: "value",
+            reason: format!("an item's value holds at most {MAX_VALUE_BYTES} bytes of JSON"),
+        });
+    }
+    // A new item only within the owner's quota (counted without a lock: concurrent writes can
+    // pass it by about as many as run at once); an item the owner has is always rewritten.
+    let written = sqlx::query!(
         r#"
         insert into mostrador.store_items as i (owner, namespace, key, value, ttl_minutes, expires_at)
-        values ($1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60))
+        select $1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60)
+        where exists (
+            select 1 from mostrador.store_items
+            where owner = $1 and namespace = $2 and key = $3
+        ) or (
+            select count(*) < $6
+                and coalesce(sum(pg_column_size(value)), 0) + pg_column_size($4::jsonb) <= $7
+            from mostrador.store_items
+            where owner = $1
+        )
         on conflict (owner, namespace, key) do update
         set value = excluded.value,
             updated_at = now(),
@@ -140,9 +181,21 @@ pub async fn put(
         key,
         value,
         ttl_minutes,
+        quota.items,
+        quota.bytes,
     )
     .execute(executor)
     .await?;
+    if written.rows_affected() == 0 {
+        return Err(Error::Invalid {
+            field: "store",
+            reason: format!(
+                "a caller keeps at most {} items and {} MiB in the Store: delete some first",
+                quota.items,
+                quota.bytes >> 20
+            ),
+        });
+    }
     Ok(())
 }
 

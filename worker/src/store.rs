@@ -38,6 +38,18 @@ impl StoreBackend for ThreadStore {
     }
 }
 
+/// What one caller may keep in the Store, as this process's operator set it (once, at start).
+static QUOTA: std::sync::OnceLock<store::StoreQuota> = std::sync::OnceLock::new();
+
+/// Sets [`QUOTA`]; the first call counts.
+pub fn set_quota(quota: store::StoreQuota) {
+    let _ = QUOTA.set(quota);
+}
+
+fn quota() -> store::StoreQuota {
+    QUOTA.get().copied().unwrap_or_default()
+}
+
 /// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
 /// items of the thread's owner, whoever the graph says it is: their results, in order.
 ///
@@ -70,7 +82,7 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<
             Some("put") => {
                 let namespace = labels(&op["namespace"]);
                 let ttl = op["ttl"].as_f64();
-                store::put(pool, &owner, &namespace, key, &op["value"], ttl).await?;
+                store::put(pool, &owner, &namespace, key, &op["value"], ttl, quota()).await?;
                 Value::Null
             }
             Some("search") => {
