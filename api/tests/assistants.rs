@@ -318,3 +318,69 @@ async fn deleting_an_assistant_with_delete_threads_deletes_the_threads_it_ran_on
     let (kept, _, _) = send("GET", format!("/threads/{}", threads[1].1), Value::Null).await;
     assert_eq!(kept, StatusCode::OK, "without delete_threads, threads stay");
 }
+
+/// A caller's assistants and each assistant's versions are bounded: past the most assistants a
+/// creation is a 422 that writes nothing, and an update keeps the newest versions only.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_assistants_and_their_versions_are_bounded(pool: PgPool) {
+    use mostrador_queue::assistants::{MAX_PER_OWNER, VERSIONS_KEPT};
+
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let create = || {
+        api.request(
+            "POST",
+            "/assistants",
+            &ana,
+            r#"{"graph_id": "agent", "config": {}}"#,
+        )
+    };
+    let (status, _, created) = api.send(create()).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let assistant = created["assistant_id"].as_str().expect("id").to_owned();
+    // Her other assistants, as many as she may have.
+    sqlx::query(
+        "insert into mostrador.assistants (assistant_id, owner, graph_id, name) \
+         select gen_random_uuid(), 'ana', 'agent', 'a' from generate_series(2, $1)",
+    )
+    .bind(MAX_PER_OWNER)
+    .execute(&pool)
+    .await
+    .expect("assistants");
+    let (status, _, answer) = api.send(create()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    let count: i64 = sqlx::query_scalar("select count(*) from mostrador.assistants")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(count, MAX_PER_OWNER, "nothing written");
+
+    // Versions 2 to VERSIONS_KEPT, then one more update: the oldest goes.
+    sqlx::query(
+        "insert into mostrador.assistant_versions (assistant_id, version, graph_id, name) \
+         select $1::uuid, v, 'agent', 'a' from generate_series(2, $2) v",
+    )
+    .bind(&assistant)
+    .bind(VERSIONS_KEPT)
+    .execute(&pool)
+    .await
+    .expect("versions");
+    let (status, _, updated) = api
+        .send(api.request(
+            "PATCH",
+            &format!("/assistants/{assistant}"),
+            &ana,
+            r#"{"metadata": {"v": "newest"}}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["version"], json!(VERSIONS_KEPT + 1));
+    let (oldest, kept): (i32, i64) = sqlx::query_as(
+        "select min(version), count(*) from mostrador.assistant_versions where assistant_id = $1::uuid",
+    )
+    .bind(&assistant)
+    .fetch_one(&pool)
+    .await
+    .expect("versions");
+    assert_eq!((oldest, kept), (2, i64::from(VERSIONS_KEPT)));
+}

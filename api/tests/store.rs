@@ -381,11 +381,13 @@ async fn a_callers_storage_is_bounded(pool: PgPool) {
     let items = |owner: &'static str| {
         let pool = pool.clone();
         async move {
-            sqlx::query_scalar::<_, i64>("select count(*) from mostrador.store_items where owner = $1")
-                .bind(owner)
-                .fetch_one(&pool)
-                .await
-                .expect("count")
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from mostrador.store_items where owner = $1",
+            )
+            .bind(owner)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
         }
     };
     for key in ["a", "b", "c"] {
@@ -393,7 +395,11 @@ async fn a_callers_storage_is_bounded(pool: PgPool) {
         assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
     }
     let (status, _, answer) = put(&ana, "d", json!({"text": "d"})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "past her items: {answer}");
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "past her items: {answer}"
+    );
     assert_eq!(items("ana").await, 3, "nothing written");
     let (status, _, answer) = put(&ana, "a", json!({"text": "rewritten"})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "an item she has: {answer}");
@@ -411,7 +417,11 @@ async fn a_callers_storage_is_bounded(pool: PgPool) {
     let (status, _, answer) = put(&luis, "big", large.clone()).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
     let (status, _, answer) = put(&luis, "bigger", large).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "past his bytes: {answer}");
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "past his bytes: {answer}"
+    );
     assert_eq!(items("luis").await, 1);
 
     // One value is a memory, not a file.

@@ -23,6 +23,14 @@ versioned as (
         (assistant_id, version, graph_id, name, description, config, context, metadata)
     select assistant_id, version, graph_id, name, description, config, context, metadata
     from new
+),
+-- An assistant keeps its newest versions ($9 with the new one): every update adds one, and no
+-- caller fills the database with them.
+pruned as (
+    delete from mostrador.assistant_versions v
+    using new
+    where v.assistant_id = new.assistant_id
+      and v.version <= new.version - $9
 )
 update mostrador.assistants a
 set version = new.version, graph_id = new.graph_id, name = new.name,

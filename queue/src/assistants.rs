@@ -69,15 +69,35 @@ pub const SORTS: [&str; 5] = [
     "updated_at",
 ];
 
+/// The most assistants one caller may have: no caller fills the database every tenant shares.
+pub const MAX_PER_OWNER: i64 = 10_000;
+
+/// The versions an assistant keeps, its newest: each update adds one, and the oldest beyond
+/// these go.
+pub const VERSIONS_KEPT: i32 = 1_000;
+
 /// Creates an assistant and its first version; `None` when its id is taken (by anyone).
 ///
 /// # Errors
 ///
-/// The database failed.
+/// [`Error::Invalid`] when its owner has [`MAX_PER_OWNER`] already; the database failed.
 pub async fn create(
-    executor: impl PgExecutor<'_>,
+    executor: impl PgExecutor<'_> + Copy,
     new: &NewAssistant,
 ) -> Result<Option<Assistant>> {
+    // Counted without a lock: concurrent creations can pass the bound by as many as run at once.
+    let owned = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from mostrador.assistants where owner = $1"#,
+        new.owner,
+    )
+    .fetch_one(executor)
+    .await?;
+    if owned >= MAX_PER_OWNER {
+        return Err(Error::Invalid {
+            field: "assistants",
+            reason: format!("a caller has at most {MAX_PER_OWNER} assistants: delete one first"),
+        });
+    }
     let created = sqlx::query_as!(
         Assistant,
         r#"
@@ -142,7 +162,8 @@ pub async fn get(
     Ok(found)
 }
 
-/// A new version of `owner`'s assistant, made the latest; `None` when it has no such assistant.
+/// A new version of `owner`'s assistant, made the latest (its oldest beyond [`VERSIONS_KEPT`]
+/// go); `None` when it has no such assistant.
 ///
 /// # Errors
 ///
@@ -166,6 +187,7 @@ pub async fn update<'a>(
         change.config,
         change.context,
         change.metadata,
+        VERSIONS_KEPT,
     )
     .fetch_optional(&mut *tx)
     .await?;
