@@ -206,8 +206,8 @@ struct ApiArgs {
     #[arg(long, env = "MOSTRADOR_MAX_CRONS_PER_CALLER", default_value_t = mostrador_api::app::MAX_CRONS_PER_CALLER_DEFAULT, value_parser = clap::value_parser!(i64).range(1..))]
     max_crons_per_caller: i64,
 
-    /// The bytes a page of threads (`POST /threads/search`) may hold; past it a 413 asks for a
-    /// smaller page.
+    /// The bytes a page (a thread search, a thread's runs or history, a Store search) may hold;
+    /// past it a 413 asks for a smaller page.
     #[arg(long, env = "MOSTRADOR_MAX_PAGE_BYTES", default_value_t = mostrador_api::app::MAX_PAGE_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
     max_page_bytes: usize,
 

@@ -290,10 +290,18 @@ pub async fn history(
     caller: Caller,
     Path(thread_id): Path<String>,
     Body(query): Body<History>,
-) -> Result<Json<Vec<Value>>, ApiError> {
-    history_of(&state, &caller, &thread_id, query)
-        .await
-        .map(Json)
+) -> Result<axum::response::Response, ApiError> {
+    let states = history_of(&state, &caller, &thread_id, query).await?;
+    history_page(&state, &states)
+}
+
+/// A history's states as one page, bounded as every page is.
+fn history_page(state: &AppState, states: &[Value]) -> Result<axum::response::Response, ApiError> {
+    let mut page = wire::Page::new(b"[", state.max_page_bytes());
+    for found in states {
+        page.push(found)?;
+    }
+    Ok(page.answer(b"]"))
 }
 
 /// `before` of a history search: a checkpoint id, or a checkpoint with one.
@@ -321,7 +329,7 @@ pub async fn history_get(
     caller: Caller,
     Path(thread_id): Path<String>,
     Params(query): Params<HistoryQuery>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let limit = match query.limit.as_deref() {
         None | Some("") => History::default().limit,
         Some(limit) => limit
@@ -336,9 +344,8 @@ pub async fn history_get(
             .map(Value::String),
         ..History::default()
     };
-    history_of(&state, &caller, &thread_id, query)
-        .await
-        .map(Json)
+    let states = history_of(&state, &caller, &thread_id, query).await?;
+    history_page(&state, &states)
 }
 
 async fn history_of(

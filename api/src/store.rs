@@ -147,7 +147,7 @@ pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<SearchBody>,
-) -> Result<Json<wire::SearchItems>, ApiError> {
+) -> Result<Response, ApiError> {
     let search = Search {
         namespace_prefix: body.namespace_prefix,
         filter: body
@@ -164,14 +164,14 @@ pub async fn search(
         .await
         .map_err(queue_error)?;
     // Search items have a relevance score, null without a semantic query.
-    let items = items
-        .into_iter()
-        .map(|item| wire::SearchItem {
+    let mut page = wire::Page::new(br#"{"items":["#, state.max_page_bytes());
+    for item in items {
+        page.push(&wire::SearchItem {
             item: item.into(),
             score: None,
-        })
-        .collect();
-    Ok(Json(wire::SearchItems { items }))
+        })?;
+    }
+    Ok(page.answer(b"]}"))
 }
 
 /// `POST /store/namespaces`.

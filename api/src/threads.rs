@@ -269,7 +269,6 @@ pub async fn search(
     caller: Caller,
     Body(mut search): Body<Search>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
     let select = search.select.clone();
     if let Some(unknown) = select
         .iter()
@@ -295,8 +294,8 @@ pub async fn search(
     }) || extract
         .iter()
         .any(|(_, path)| path.starts_with("values") || path.starts_with("interrupts"));
-    let mut page = b"[".to_vec();
-    for (i, thread) in threads.iter().enumerate() {
+    let mut page = wire::Page::new(b"[", state.max_page_bytes());
+    for thread in &threads {
         let answer = if with_state {
             thread_answer(&state, thread).await?
         } else {
@@ -315,28 +314,13 @@ pub async fn search(
         {
             fields.insert("extracted".into(), Value::Object(extracted));
         }
-        if i > 0 {
-            page.push(b',');
-        }
-        serde_json::to_writer(&mut page, &json).map_err(ApiError::failed)?;
-        if page.len() >= state.max_page_bytes() {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the page's threads hold more than {} bytes: ask for fewer (limit) or select \
-                     fields without values",
-                    state.max_page_bytes()
-                ),
-            ));
-        }
+        page.push(&json)?;
     }
-    page.push(b']');
-    Ok((
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        wire::pagination(offset, threads.len(), more),
-        page,
-    )
-        .into_response())
+    let mut answer = page.answer(b"]");
+    answer
+        .headers_mut()
+        .extend(wire::pagination(offset, threads.len(), more));
+    Ok(answer)
 }
 
 /// The roots an `extract` path may start from, as officially.

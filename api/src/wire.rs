@@ -298,6 +298,60 @@ fn multitask_strategy() -> RefOr<Schema> {
     names(MultitaskStrategy::ALL.map(MultitaskStrategy::as_str))
 }
 
+/// A JSON page of items written as they come, at most a number of bytes: past it the answer is
+/// a 413 asking for fewer (`limit`), never a page cut short, and the api holds no more of it
+/// ([`crate::app::AppState::max_page_bytes`]).
+pub(crate) struct Page {
+    bytes: Vec<u8>,
+    max: usize,
+    first: bool,
+}
+
+impl Page {
+    /// A page that opens with `prefix` (`[`, or `{"items": [`).
+    pub(crate) fn new(prefix: &[u8], max: usize) -> Self {
+        Self {
+            bytes: prefix.to_vec(),
+            max,
+            first: true,
+        }
+    }
+
+    /// Adds an item.
+    ///
+    /// # Errors
+    ///
+    /// The 413 past the page's bytes; a 500 for what does not serialize (a bug).
+    pub(crate) fn push(&mut self, item: &impl Serialize) -> Result<(), crate::ApiError> {
+        if !std::mem::take(&mut self.first) {
+            self.bytes.push(b',');
+        }
+        serde_json::to_writer(&mut self.bytes, item).map_err(crate::ApiError::failed)?;
+        if self.bytes.len() > self.max {
+            return Err(crate::ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the page holds more than {} bytes: ask for fewer (limit), or fewer fields \
+                     where a route selects them",
+                    self.max
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The page, closed with `suffix`, as a JSON answer.
+    pub(crate) fn answer(mut self, suffix: &[u8]) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        self.bytes.extend_from_slice(suffix);
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.bytes,
+        )
+            .into_response()
+    }
+}
+
 /// `X-Pagination-Total` and, when more follow, `X-Pagination-Next`, as the official server sets
 /// them (it counts no further than the page: with more to come, the total is the next offset
 /// plus one).

@@ -765,3 +765,70 @@ async fn a_copy_that_fails_part_way_leaves_nothing(pool: PgPool) {
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{answer}");
     assert_eq!(threads().await, before, "no half copy");
 }
+
+/// Every page the api answers is bounded in bytes as a thread search's is: a thread's runs and a
+/// Store search too (history likewise), a 413 past the bound, never a page cut short.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn pages_of_runs_and_store_items_past_the_byte_cap_are_a_413(pool: PgPool) {
+    let api = Api::with(
+        pool,
+        mostrador_api::ApiConfig {
+            max_page_bytes: 4096,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let thread = new_thread(&api, &ana).await;
+    let text = "x".repeat(2000);
+    for _ in 0..3 {
+        let body = json!({"assistant_id": "agent", "input": {"note": text}, "multitask_strategy": "enqueue"});
+        let (status, _, run) = api
+            .send(api.request(
+                "POST",
+                &format!("/threads/{thread}/runs"),
+                &ana,
+                &body.to_string(),
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        let item = json!({"namespace": ["notes"], "key": Uuid::now_v7().to_string(), "value": {"note": text}});
+        let (status, _, answer) = api
+            .send(api.request("PUT", "/store/items", &ana, &item.to_string()))
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    }
+    for (method, path, body) in [
+        ("GET", format!("/threads/{thread}/runs"), String::new()),
+        (
+            "POST",
+            "/store/items/search".to_owned(),
+            r#"{"namespace_prefix": ["notes"]}"#.to_owned(),
+        ),
+    ] {
+        let (status, _, answer) = api.send(api.request(method, &path, &ana, &body)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {answer}");
+        assert!(
+            answer["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("4096")),
+            "{answer}"
+        );
+    }
+    let (status, _, runs) = api
+        .send(api.request("GET", &format!("/threads/{thread}/runs?limit=1"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::OK, "one fits: {runs}");
+    assert_eq!(runs.as_array().map(Vec::len), Some(1));
+    let (status, _, found) = api
+        .send(api.request(
+            "POST",
+            "/store/items/search",
+            &ana,
+            r#"{"namespace_prefix": ["notes"], "limit": 1}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(found["items"][0]["score"], json!(null));
+}

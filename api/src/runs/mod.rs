@@ -247,7 +247,7 @@ pub async fn list(
     caller: Caller,
     Path(thread_id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Response, ApiError> {
     let raw = raw.unwrap_or_default();
     let (select, rest): (Vec<&str>, Vec<&str>) = raw
         .split('&')
@@ -283,15 +283,15 @@ pub async fn list(
     )
     .await
     .map_err(queue_error)?;
-    let mut answers = Vec::with_capacity(runs.len());
+    let mut page = wire::Page::new(b"[", state.max_page_bytes());
     for run in &runs {
         let mut answer = serde_json::to_value(run_answer(run)).map_err(ApiError::failed)?;
         if let (false, Value::Object(fields)) = (select.is_empty(), &mut answer) {
             fields.retain(|field, _| select.contains(field));
         }
-        answers.push(answer);
+        page.push(&answer)?;
     }
-    Ok(Json(answers))
+    Ok(page.answer(b"]"))
 }
 
 fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
