@@ -70,8 +70,8 @@ pub struct ApiConfig {
     pub max_crons_per_caller: i64,
     /// The most supersteps a run may ask for (`config.recursion_limit`; a 422 past it).
     pub max_recursion_limit: u64,
-    /// The bytes a page (threads, runs, history, Store items) may hold (a 413 past it, naming smaller pages): the api holds
-    /// a page in memory while it answers.
+    /// The bytes a page (threads, runs, history, Store items) may hold (a 413 past it, naming
+    /// smaller pages): the api holds a page in memory while it answers.
     pub max_page_bytes: usize,
     /// Connections at once, and the time a client has to send a request's headers.
     pub edge: Edge,
