@@ -24,8 +24,8 @@ use crate::extract::{Body, Params};
 use crate::openapi::fields;
 use crate::wire;
 
-pub use python::python_thread_waits;
 use python::{is_python, python_state, python_states, python_update};
+pub use python::{python_latest_checkpoint, python_thread_waits};
 use rust::with_subgraphs;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
@@ -522,6 +522,13 @@ pub struct Update {
     checkpoint: Option<Value>,
 }
 
+/// Whether a change names the thread's latest checkpoint, or none (the latest): a decider answers
+/// a thread where it waits, and only its owner changes it from a past checkpoint (which would
+/// rewrite its history).
+fn from_latest(named: Option<Uuid>, latest: Option<Uuid>) -> bool {
+    named.is_none() || named == latest
+}
+
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -549,7 +556,8 @@ pub async fn update(
         _ => return Err(unprocessable("checkpoint_id must be a string")),
     };
     if is_python(&state, &thread) {
-        if python_thread_waits(&state, &thread).await? {
+        let latest = python_latest_checkpoint(&state, &thread).await?;
+        if python_thread_waits(&state, &thread).await? && from_latest(checkpoint_id, latest) {
             may_decide(&state, &caller, &thread, "")?;
         } else {
             may_write(&caller, &thread)?;
@@ -578,12 +586,9 @@ pub async fn update(
         ));
     };
     // Changing the state of a thread that waits for an answer is answering: the graph's rule.
-    let waiting = snapshot(&state, &thread, None)
-        .await?
-        .interrupts()
-        .next()
-        .is_some();
-    if waiting {
+    let latest = snapshot(&state, &thread, None).await?;
+    let waiting = latest.interrupts().next().is_some();
+    if waiting && from_latest(checkpoint_id, latest.checkpoint_id) {
         may_decide(&state, &caller, &thread, "")?;
     } else {
         may_write(&caller, &thread)?;

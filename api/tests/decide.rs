@@ -209,3 +209,63 @@ async fn a_run_names_the_caller_it_acts_for_whatever_the_request_says(pool: PgPo
     assert_eq!(cron["langgraph_auth_user"]["identity"], "ana");
     assert_eq!(cron["langgraph_auth_user"]["roles"], json!(["customer"]));
 }
+
+/// A decider answers a thread where it waits: a manager may change the waiting state (naming its
+/// checkpoint or none), not take the thread back to a past checkpoint, which would rewrite its
+/// history; its owner may.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_decider_answers_where_the_thread_waits_not_from_a_past_checkpoint(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let marta = api.token_for(&caller("marta", "manager", Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    // Asked twice: the thread waits at its latest checkpoint, and has past ones.
+    run_to_its_interrupt(&api, pool.clone(), &thread).await;
+    run_to_its_interrupt(&api, pool, &thread).await;
+    let update = |token: &str, checkpoint: &str| {
+        let body = json!({"values": {"decision": "no"}, "checkpoint_id": checkpoint}).to_string();
+        let request = api.request("POST", &format!("/threads/{thread}/state"), token, &body);
+        async { api.send(request).await }
+    };
+    let (_, _, history) = api
+        .send(api.request("GET", &format!("/threads/{thread}/history"), &ana, ""))
+        .await;
+    let checkpoints: Vec<String> = history
+        .as_array()
+        .expect("states")
+        .iter()
+        .map(|state| {
+            state["checkpoint"]["checkpoint_id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    assert!(checkpoints.len() >= 2, "{history}");
+    let past = &checkpoints[checkpoints.len() - 1];
+    let (status, _, answer) = update(&marta, past).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "from a past checkpoint: {answer}"
+    );
+    let (status, _, answer) = update(&ana, past).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "its owner branches from the past: {answer}"
+    );
+    // A decider answers where it waits, naming its checkpoint (on a thread of its own: the
+    // owner's branch above moved this one on).
+    let other = new_thread(&api, &ana).await;
+    run_to_its_interrupt(&api, api.state.pool().clone(), &other).await;
+    let (_, _, waiting) = api
+        .send(api.request("GET", &format!("/threads/{other}/state"), &ana, ""))
+        .await;
+    let at = waiting["checkpoint"]["checkpoint_id"].as_str().expect("id");
+    let body = json!({"values": {"decision": "no"}, "checkpoint_id": at}).to_string();
+    let (status, _, answer) = api
+        .send(api.request("POST", &format!("/threads/{other}/state"), &marta, &body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "where it waits: {answer}");
+}

@@ -279,7 +279,17 @@ pub async fn accept(
         }
         answers = resumes(&new) || waits;
     }
-    if !answers {
+    // Whoever answers the thread answers it where it waits: only its owner takes it back to a
+    // past checkpoint (a decider would rewrite its history). A Rust graph's run names a
+    // checkpoint only when it is not the latest (`new_run`).
+    let past = match new.config.get("checkpoint_id").and_then(Value::as_str) {
+        None => false,
+        Some(named) if python => crate::state::python_latest_checkpoint(state, &thread)
+            .await?
+            .is_none_or(|latest| latest.to_string() != named),
+        Some(_) => true,
+    };
+    if !answers || past {
         may_write(caller, &thread)?;
     }
     let (new, events) = subscribed(state, new, follow);

@@ -110,6 +110,21 @@ pub(super) async fn python_state(
     }
 }
 
+/// The checkpoint a Python graph's thread is at (its latest state's), if it has one.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn python_latest_checkpoint(
+    state: &AppState,
+    thread: &Thread,
+) -> Result<Option<Uuid>, ApiError> {
+    let latest = python_state(state, thread, None, false).await?;
+    Ok(latest["checkpoint"]["checkpoint_id"]
+        .as_str()
+        .and_then(|id| Uuid::parse_str(id).ok()))
+}
+
 /// Whether a thread waits for a resume: its latest state has tasks to run.
 ///
 /// # Errors
