@@ -150,9 +150,6 @@ struct ApiArgs {
     database: DatabaseArgs,
 
     #[command(flatten)]
-    store: StoreArgs,
-
-    #[command(flatten)]
     jwt: JwtArgs,
 
     /// The address to serve on.
@@ -407,7 +404,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let policy = args.policy.load(&graphs)?;
     let mut config = ApiConfig::new(args.jwt.config(policy.claims));
     config.body_limit = args.body_limit;
-    config.store_quota = args.store.quota();
+    config.store_quota = args.python.store.quota();
     config.cors = mostrador_api::cors::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
     config.max_pending_per_caller = args.max_pending_per_caller;
@@ -592,4 +589,15 @@ async fn terminated() {
         _ = int.recv() => "SIGINT",
     };
     tracing::info!(signal = name, "shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's arguments are well formed (clap checks names and groups only when a
+    /// command is built: a duplicate would panic at start-up).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }
