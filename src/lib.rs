@@ -209,8 +209,8 @@ struct ApiArgs {
     max_page_bytes: usize,
 
     /// The hosts webhooks may be sent to, comma-separated: `hooks.example.com`,
-    /// `*.example.com`, an address, each with `:port` or, without one, on the default port of
-    /// http or https [default: none; a run naming a webhook gets a 422].
+    /// `*.example.com`, an address, each with `:port`, `:*` (any), or without one the default port
+    /// of http or https [default: none; a run naming a webhook gets a 422].
     #[arg(long, env = "MOSTRADOR_WEBHOOK_HOSTS", default_value = "", hide_default_value = true, value_parser = parse_webhook_hosts)]
     webhook_hosts: WebhookHosts,
 

@@ -41,8 +41,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 const FINAL_STATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hosts webhooks may be sent to: names (`hooks.example.com`), every name under a domain
-/// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`) or, without one, on the
-/// default port of http or https.
+/// (`*.example.com`), or addresses, each with a port (`127.0.0.1:9000`), any port (`:*`) or,
+/// without one, the default port of http or https.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WebhookHosts(Vec<HostRule>);
 
@@ -51,7 +51,17 @@ struct HostRule {
     /// Lower case; for a wildcard, the domain under it (`example.com`).
     host: String,
     wildcard: bool,
-    port: Option<u16>,
+    port: Port,
+}
+
+/// The ports a rule allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// None written: the scheme's own (80, 443).
+    Default,
+    /// `:*`.
+    Any,
+    Is(u16),
 }
 
 impl WebhookHosts {
@@ -63,9 +73,12 @@ impl WebhookHosts {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut rules = Vec::new();
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let port = |text: &str| {
-                text.parse::<u16>()
-                    .map_err(|_| format!("webhook host {entry:?}: {text:?} is not a port"))
+            let port = |text: &str| match text {
+                "*" => Ok(Port::Any),
+                text => text
+                    .parse::<u16>()
+                    .map(Port::Is)
+                    .map_err(|_| format!("webhook host {entry:?}: {text:?} is not a port")),
             };
             // An IPv6 address goes in brackets: `[::1]:9000`.
             let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
@@ -73,9 +86,9 @@ impl WebhookHosts {
                     .split_once(']')
                     .ok_or_else(|| format!("webhook host {entry:?}: no closing bracket"))?;
                 match after {
-                    "" => (host, None),
+                    "" => (host, Port::Default),
                     after => match after.strip_prefix(':') {
-                        Some(text) => (host, Some(port(text)?)),
+                        Some(text) => (host, port(text)?),
                         None => {
                             return Err(format!(
                                 "webhook host {entry:?}: {after:?} after the address"
@@ -85,8 +98,8 @@ impl WebhookHosts {
                 }
             } else {
                 match entry.rsplit_once(':') {
-                    Some((host, text)) => (host, Some(port(text)?)),
-                    None => (entry, None),
+                    Some((host, text)) => (host, port(text)?),
+                    None => (entry, Port::Default),
                 }
             };
             let (host, wildcard) = match host.strip_prefix("*.") {
@@ -145,11 +158,13 @@ impl WebhookHosts {
                 host == rule.host
             };
             // A rule without a port allows the scheme's own (80, 443), not every port: a
-            // receiver on another port of that host must be named with it.
+            // receiver on another port of that host must be named with it, or `:*`.
             host_matches
-                && rule
-                    .port
-                    .map_or(parsed.port().is_none(), |wanted| port == Some(wanted))
+                && match rule.port {
+                    Port::Default => parsed.port().is_none(),
+                    Port::Any => true,
+                    Port::Is(wanted) => port == Some(wanted),
+                }
         });
         if allowed {
             Ok(())
@@ -337,9 +352,10 @@ mod tests {
 
     #[test]
     fn only_listed_hosts_and_ports_are_allowed() {
-        let hosts =
-            WebhookHosts::parse("hooks.example.com, *.corp.example, 127.0.0.1:9000, [::1]:9001")
-                .expect("a list");
+        let hosts = WebhookHosts::parse(
+            "hooks.example.com, *.corp.example, 127.0.0.1:9000, [::1]:9001, 10.0.0.7:*",
+        )
+        .expect("a list");
         for url in [
             "https://hooks.example.com/run-ended",
             "http://HOOKS.example.com/x",
@@ -348,6 +364,8 @@ mod tests {
             "https://a.b.corp.example/x",
             "http://127.0.0.1:9000/hook",
             "http://[::1]:9001/hook",
+            "http://10.0.0.7:8123/hook",
+            "http://10.0.0.7/hook",
         ] {
             assert_eq!(hosts.check(url), Ok(()), "{url}");
         }
