@@ -9,6 +9,7 @@
 //! redirect, retrying failures with a growing backoff, and giving up after [`MAX_ATTEMPTS`].
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -181,13 +182,7 @@ pub async fn send(state: AppState, retry_base: Duration) {
     // reqwest is built without a crypto provider of its own; ring is ours (installing it again
     // is a no-op).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(ANSWER_TIMEOUT)
-        .user_agent("mostrador")
-        .build()
-    {
+    let client = match client_builder().build() {
         Ok(client) => client,
         Err(err) => {
             tracing::error!(error = %err, "cannot build the webhooks' HTTP client: none is sent");
@@ -238,6 +233,66 @@ pub async fn send(state: AppState, retry_base: Duration) {
     }
 }
 
+/// How every webhook is sent: no redirect followed, bounded in time.
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(ANSWER_TIMEOUT)
+        .user_agent("mostrador")
+}
+
+/// Where a webhook named by a host name is sent: one of the addresses the name resolves to now,
+/// which the request is then pinned to (a name that resolves elsewhere a moment later changes
+/// nothing); never a loopback, link-local (a cloud's metadata service), unspecified or multicast
+/// address, which only an address rule may name. `None` for a URL that names an address.
+///
+/// # Errors
+///
+/// `Ok(Err(why))`: the name resolves to no address it may be sent to (refused);
+/// `Err(why)`: it could not be resolved now (tried again later).
+async fn pinned(url: &str) -> Result<Result<Option<(String, SocketAddr)>, String>, String> {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Ok(Err(format!("{url:?} is not a URL")));
+    };
+    let (Some(name), Some(port)) = (parsed.domain(), parsed.port_or_known_default()) else {
+        return Ok(Ok(None));
+    };
+    let addresses = tokio::net::lookup_host((name, port))
+        .await
+        .map_err(|err| format!("{name} does not resolve: {err}"))?;
+    Ok(addresses
+        .into_iter()
+        .find(|address| !reserved(address.ip()))
+        .map(|address| Some((name.to_owned(), address)))
+        .ok_or_else(|| {
+            format!("{name} resolves to no address a webhook may be sent to (a loopback or link-local one)")
+        }))
+}
+
+/// An address only an address rule may name: this machine, a link's own (169.254.169.254 answers
+/// a cloud's metadata there), none, or many.
+fn reserved(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => reserved(IpAddr::V4(v4)),
+            None => {
+                v6.is_loopback()
+                    || v6.is_unspecified()
+                    || v6.is_multicast()
+                    || v6.is_unicast_link_local()
+            }
+        },
+    }
+}
+
 async fn deliver(
     state: &AppState,
     client: &reqwest::Client,
@@ -264,6 +319,18 @@ async fn deliver(
         tracing::warn!(run_id = %delivery.run_id.0, url = %delivery.url, why, "webhook no longer allowed: not sent");
         return forget().await;
     }
+    let client = match pinned(&delivery.url).await {
+        Ok(Ok(None)) => client.clone(),
+        Ok(Ok(Some((name, address)))) => match client_builder().resolve(&name, address).build() {
+            Ok(client) => client,
+            Err(err) => return later(format!("cannot build its HTTP client: {err}")).await,
+        },
+        Ok(Err(why)) => {
+            tracing::warn!(run_id = %delivery.run_id.0, url = %delivery.url, why, "webhook refused: not sent");
+            return forget().await;
+        }
+        Err(why) => return later(why).await,
+    };
     let run = match run::get(pool, delivery.thread_id, delivery.run_id).await {
         Ok(run) => run,
         Err(QueueError::RunNotFound(_)) => return forget().await,

@@ -273,3 +273,58 @@ async fn one_callers_slow_webhook_receiver_delays_no_one_else(pool: PgPool) {
     );
     sender.abort();
 }
+
+/// An allowed name that resolves to this machine (or a link's own address, a cloud's metadata
+/// service) is not posted to: only an address rule names such an address.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_name_resolving_to_this_machine_gets_no_webhook(pool: PgPool) {
+    let (port, mut received) = receiver(0).await;
+    let api = Api::with(
+        pool.clone(),
+        ApiConfig {
+            webhook_hosts: WebhookHosts::parse("localhost:*").expect("hosts"),
+            ..config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", Some("madrid-1")));
+    let thread = new_thread(&api, &ana).await;
+    let body = json!({"assistant_id": "agent", "webhook": format!("http://localhost:{port}/hook")});
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            &ana,
+            &body.to_string(),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "the name is allowed: {run}");
+    let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
+    worker.register(&pool).await.expect("register");
+    let held = claim(&pool, worker.worker_id, &worker.graphs, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a run");
+    held.end(&pool, Ending::Success).await.expect("complete");
+    assert_eq!(deliveries(&pool).await, 1);
+    let sender = tokio::spawn(mostrador_api::webhooks::send(
+        api.state.clone(),
+        Duration::from_millis(5),
+    ));
+    // Given up at once (refused, not retried), and nothing received.
+    for _ in 0..300 {
+        if deliveries(&pool).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(deliveries(&pool).await, 0, "refused, not retried");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), received.recv())
+            .await
+            .is_err(),
+        "nothing was sent to the loopback receiver"
+    );
+    sender.abort();
+}
