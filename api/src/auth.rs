@@ -228,8 +228,10 @@ impl Jwks {
         // reqwest is built without a crypto provider of its own; ring is ours (installing it
         // again is a no-op).
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // The keys come from the URL the operator named, never from where it redirects.
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|err| AuthError::Unavailable(format!("HTTP client: {err}")))?;
         Ok(Self {

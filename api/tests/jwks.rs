@@ -277,3 +277,33 @@ async fn a_token_not_valid_yet_is_refused_and_keys_come_over_https_only() {
     }
     assert!(Authenticator::new(&config("https://keycloak.example/certs")).is_ok());
 }
+
+/// The keys come from the URL the operator named: a redirect elsewhere (to keys an attacker
+/// holds) is not followed, and the identity provider counts as unreachable.
+#[tokio::test]
+async fn a_jwks_url_that_redirects_is_not_followed() {
+    let (elsewhere, served) = identity_provider(include_str!("fixtures/jwks-2.json")).await;
+    let app = Router::new().route(
+        "/certs",
+        get(move || {
+            let to = elsewhere.clone();
+            async move { (StatusCode::FOUND, [("location", to)]) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/certs", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let auth = Authenticator::new(&config(&url)).expect("config");
+    let err = auth
+        .verify(&rs256(KEY_1, "k1"))
+        .await
+        .expect_err("keys behind a redirect are not taken");
+    assert!(matches!(err, AuthError::Unavailable(_)), "{err:?}");
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        0,
+        "the redirect was not followed"
+    );
+}
