@@ -443,18 +443,19 @@ impl Default for SearchCrons {
     }
 }
 
-async fn filter_of<'a>(
+/// What `search` asks of the caller's crons; `None` when nothing can match (an assistant or a
+/// thread that is not one of theirs).
+async fn filter_of(
     state: &AppState,
     caller: &Caller,
-    search: &'a SearchCrons,
-    assistant: &'a mut Option<Assistant>,
-) -> Result<Option<cron::CronFilter<'a>>, ApiError> {
+    search: &SearchCrons,
+) -> Result<Option<cron::CronFilter>, ApiError> {
     if search.select.is_some() || search.sort_by.is_some() || search.sort_order.is_some() {
         return Err(unprocessable(
             "select, sort_by and sort_order are not supported: crons come oldest first",
         ));
     }
-    *assistant = match search.assistant_id.as_deref() {
+    let assistant = match search.assistant_id.as_deref() {
         None => None,
         Some(id) => match crate::assistants::found(state, caller, id).await {
             Ok(assistant) => Some(assistant),
@@ -463,10 +464,9 @@ async fn filter_of<'a>(
             Err(err) => return Err(err),
         },
     };
-    let assistant: &'a Option<Assistant> = assistant;
-    let of = assistant.as_ref().map(|assistant| {
+    let of = assistant.map(|assistant| {
         if assistant.assistant_id == Assistant::for_graph(&assistant.graph_id).assistant_id {
-            cron::OfAssistant::Graph(&assistant.graph_id)
+            cron::OfAssistant::Graph(assistant.graph_id)
         } else {
             cron::OfAssistant::Created(assistant.assistant_id)
         }
@@ -498,8 +498,7 @@ async fn find(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Cron>, ApiError> {
-    let mut assistant = None;
-    let Some(filter) = filter_of(state, caller, search, &mut assistant).await? else {
+    let Some(filter) = filter_of(state, caller, search).await? else {
         return Ok(Vec::new());
     };
     cron::search(state.pool(), &caller.subject, &filter, limit, offset)
@@ -538,8 +537,7 @@ pub async fn count(
     caller: Caller,
     Body(search): Body<SearchCrons>,
 ) -> Result<Json<usize>, ApiError> {
-    let mut assistant = None;
-    let Some(filter) = filter_of(&state, &caller, &search, &mut assistant).await? else {
+    let Some(filter) = filter_of(&state, &caller, &search).await? else {
         return Ok(Json(0));
     };
     let count = cron::count(state.pool(), &caller.subject, &filter)

@@ -24,8 +24,8 @@ use crate::extract::{Body, Params};
 use crate::openapi::fields;
 use crate::wire;
 
+pub use python::python_position;
 use python::{is_python, python_state, python_states, python_update};
-pub use python::{python_latest_checkpoint, python_thread_waits};
 use rust::with_subgraphs;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
@@ -525,7 +525,7 @@ pub struct Update {
 /// Whether a change names the thread's latest checkpoint, or none (the latest): a decider answers
 /// a thread where it waits, and only its owner changes it from a past checkpoint (which would
 /// rewrite its history).
-fn from_latest(named: Option<Uuid>, latest: Option<Uuid>) -> bool {
+pub(crate) fn from_latest(named: Option<Uuid>, latest: Option<Uuid>) -> bool {
     named.is_none() || named == latest
 }
 
@@ -556,8 +556,8 @@ pub async fn update(
         _ => return Err(unprocessable("checkpoint_id must be a string")),
     };
     if is_python(&state, &thread) {
-        let latest = python_latest_checkpoint(&state, &thread).await?;
-        if python_thread_waits(&state, &thread).await? && from_latest(checkpoint_id, latest) {
+        let (latest, waits) = python_position(&state, &thread).await?;
+        if waits && from_latest(checkpoint_id, latest) {
             may_decide(&state, &caller, &thread, "")?;
         } else {
             may_write(&caller, &thread)?;

@@ -242,21 +242,29 @@ fn client_builder() -> reqwest::ClientBuilder {
         .user_agent("mostrador")
 }
 
-/// Where a webhook named by a host name is sent: one of the addresses the name resolves to now,
-/// which the request is then pinned to (a name that resolves elsewhere a moment later changes
-/// nothing); never a loopback, link-local (a cloud's metadata service), unspecified or multicast
-/// address, which only an address rule may name. `None` for a URL that names an address.
+/// Where a webhook goes.
+enum Destination {
+    /// The address its URL names (an address rule allowed it).
+    AsWritten,
+    /// One address its host name resolves to now, which the request is pinned to (a name that
+    /// resolves elsewhere a moment later changes nothing).
+    Pinned(String, SocketAddr),
+    /// Nowhere: its name resolves only to addresses that only an address rule may name.
+    Refused(String),
+}
+
+/// Where a webhook is sent: a name is resolved, and never sent to a loopback, link-local (a
+/// cloud's metadata service), unspecified or multicast address.
 ///
 /// # Errors
 ///
-/// `Ok(Err(why))`: the name resolves to no address it may be sent to (refused);
-/// `Err(why)`: it could not be resolved now (tried again later).
-async fn pinned(url: &str) -> Result<Result<Option<(String, SocketAddr)>, String>, String> {
+/// The name could not be resolved now (tried again later).
+async fn destination(url: &str) -> Result<Destination, String> {
     let Ok(parsed) = reqwest::Url::parse(url) else {
-        return Ok(Err(format!("{url:?} is not a URL")));
+        return Ok(Destination::Refused(format!("{url:?} is not a URL")));
     };
     let (Some(name), Some(port)) = (parsed.domain(), parsed.port_or_known_default()) else {
-        return Ok(Ok(None));
+        return Ok(Destination::AsWritten);
     };
     let addresses = tokio::net::lookup_host((name, port))
         .await
@@ -264,10 +272,15 @@ async fn pinned(url: &str) -> Result<Result<Option<(String, SocketAddr)>, String
     Ok(addresses
         .into_iter()
         .find(|address| !reserved(address.ip()))
-        .map(|address| Some((name.to_owned(), address)))
-        .ok_or_else(|| {
-            format!("{name} resolves to no address a webhook may be sent to (a loopback or link-local one)")
-        }))
+        .map_or_else(
+            || {
+                Destination::Refused(format!(
+                    "{name} resolves to no address a webhook may be sent to (a loopback or \
+                     link-local one)"
+                ))
+            },
+            |address| Destination::Pinned(name.to_owned(), address),
+        ))
 }
 
 /// An address only an address rule may name: this machine, a link's own (169.254.169.254 answers
@@ -319,13 +332,15 @@ async fn deliver(
         tracing::warn!(run_id = %delivery.run_id.0, url = %delivery.url, why, "webhook no longer allowed: not sent");
         return forget().await;
     }
-    let client = match pinned(&delivery.url).await {
-        Ok(Ok(None)) => client.clone(),
-        Ok(Ok(Some((name, address)))) => match client_builder().resolve(&name, address).build() {
-            Ok(client) => client,
-            Err(err) => return later(format!("cannot build its HTTP client: {err}")).await,
-        },
-        Ok(Err(why)) => {
+    let client = match destination(&delivery.url).await {
+        Ok(Destination::AsWritten) => client.clone(),
+        Ok(Destination::Pinned(name, address)) => {
+            match client_builder().resolve(&name, address).build() {
+                Ok(client) => client,
+                Err(err) => return later(format!("cannot build its HTTP client: {err}")).await,
+            }
+        }
+        Ok(Destination::Refused(why)) => {
             tracing::warn!(run_id = %delivery.run_id.0, url = %delivery.url, why, "webhook refused: not sent");
             return forget().await;
         }

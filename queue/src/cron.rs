@@ -137,22 +137,33 @@ pub async fn create(
 }
 
 /// Which assistant's crons a search asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OfAssistant<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfAssistant {
     /// A graph's own assistant: the graph's crons not on an assistant a caller created.
-    Graph(&'a str),
+    Graph(String),
     /// An assistant a caller created (the crons whose payload names it).
     Created(Uuid),
 }
 
 /// What a search of a caller's crons asks for, besides its page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CronFilter<'a> {
-    pub assistant: Option<OfAssistant<'a>>,
+pub struct CronFilter {
+    pub assistant: Option<OfAssistant>,
     pub thread_id: Option<Uuid>,
     pub enabled: Option<bool>,
     /// Crons whose metadata contains this object's keys and values.
     pub metadata: Option<Value>,
+}
+
+impl CronFilter {
+    /// The assistant as the statements filter by it: a graph id, or a created assistant's id.
+    fn assistant_columns(&self) -> (Option<&str>, Option<String>) {
+        match &self.assistant {
+            None => (None, None),
+            Some(OfAssistant::Graph(graph_id)) => (Some(graph_id), None),
+            Some(OfAssistant::Created(assistant_id)) => (None, Some(assistant_id.to_string())),
+        }
+    }
 }
 
 /// A caller's crons (optionally of one assistant, one thread, enabled or not, with some
@@ -164,15 +175,11 @@ pub struct CronFilter<'a> {
 pub async fn search(
     executor: impl PgExecutor<'_>,
     owner: &str,
-    filter: &CronFilter<'_>,
+    filter: &CronFilter,
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Cron>> {
-    let (graph_id, created) = match filter.assistant {
-        None => (None, None),
-        Some(OfAssistant::Graph(graph_id)) => (Some(graph_id), None),
-        Some(OfAssistant::Created(assistant_id)) => (None, Some(assistant_id.to_string())),
-    };
+    let (graph_id, created) = filter.assistant_columns();
     if !(1..=1000).contains(&limit) || offset < 0 {
         return Err(Error::Invalid {
             field: "limit",
@@ -212,16 +219,8 @@ pub async fn search(
 /// # Errors
 ///
 /// The database failed.
-pub async fn count(
-    executor: impl PgExecutor<'_>,
-    owner: &str,
-    filter: &CronFilter<'_>,
-) -> Result<i64> {
-    let (graph_id, created) = match filter.assistant {
-        None => (None, None),
-        Some(OfAssistant::Graph(graph_id)) => (Some(graph_id), None),
-        Some(OfAssistant::Created(assistant_id)) => (None, Some(assistant_id.to_string())),
-    };
+pub async fn count(executor: impl PgExecutor<'_>, owner: &str, filter: &CronFilter) -> Result<i64> {
+    let (graph_id, created) = filter.assistant_columns();
     Ok(sqlx::query_scalar!(
         r#"
         select count(*) as "count!"

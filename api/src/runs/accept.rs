@@ -259,6 +259,21 @@ pub async fn accept(
     if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
         rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
     }
+    // Where the thread is, read when the run answers it or names a checkpoint: whether it waits
+    // for an answer, and its latest checkpoint (a Rust graph's run names one only when it is not
+    // its head: `new_run`).
+    let named = new
+        .config
+        .get("checkpoint_id")
+        .and_then(Value::as_str)
+        .and_then(|id| Uuid::parse_str(id).ok());
+    let (latest, waits) = if new.command.is_none() && named.is_none() {
+        (None, false)
+    } else if python {
+        crate::state::python_position(state, &thread).await?
+    } else {
+        (head, rust_thread_waits(state, &thread).await?)
+    };
     // Answering the thread's interrupts is the graph's rule (`may_decide`); any other run on it,
     // its owner's.
     let mut answers = false;
@@ -266,11 +281,6 @@ pub async fn accept(
         if resumes(&new) {
             may_decide(state, caller, &thread, &assistant.graph_id)?;
         }
-        let waits = if python {
-            crate::state::python_thread_waits(state, &thread).await?
-        } else {
-            rust_thread_waits(state, &thread).await?
-        };
         match (resumes(&new), waits) {
             (true, false) => return Err(nothing_to_resume()),
             // A `goto` or `update` that changes a thread waiting for an answer answers it.
@@ -280,16 +290,8 @@ pub async fn accept(
         answers = resumes(&new) || waits;
     }
     // Whoever answers the thread answers it where it waits: only its owner takes it back to a
-    // past checkpoint (a decider would rewrite its history). A Rust graph's run names a
-    // checkpoint only when it is not the latest (`new_run`).
-    let past = match new.config.get("checkpoint_id").and_then(Value::as_str) {
-        None => false,
-        Some(named) if python => crate::state::python_latest_checkpoint(state, &thread)
-            .await?
-            .is_none_or(|latest| latest.to_string() != named),
-        Some(_) => true,
-    };
-    if !answers || past {
+    // past checkpoint (a decider would rewrite its history).
+    if !answers || !crate::state::from_latest(named, latest) {
         may_write(caller, &thread)?;
     }
     let (new, events) = subscribed(state, new, follow);

@@ -110,31 +110,24 @@ pub(super) async fn python_state(
     }
 }
 
-/// The checkpoint a Python graph's thread is at (its latest state's), if it has one.
+/// Where a Python graph's thread is, from one read of its latest state: the checkpoint (none
+/// for a thread that never ran), and whether it waits there for a resume (it has tasks to run).
 ///
 /// # Errors
 ///
 /// The database failed.
-pub async fn python_latest_checkpoint(
+pub async fn python_position(
     state: &AppState,
     thread: &Thread,
-) -> Result<Option<Uuid>, ApiError> {
+) -> Result<(Option<Uuid>, bool), ApiError> {
     let latest = python_state(state, thread, None, false).await?;
-    Ok(latest["checkpoint"]["checkpoint_id"]
+    let checkpoint_id = latest["checkpoint"]["checkpoint_id"]
         .as_str()
-        .and_then(|id| Uuid::parse_str(id).ok()))
-}
-
-/// Whether a thread waits for a resume: its latest state has tasks to run.
-///
-/// # Errors
-///
-/// The database failed.
-pub async fn python_thread_waits(state: &AppState, thread: &Thread) -> Result<bool, ApiError> {
-    let latest = python_state(state, thread, None, false).await?;
-    Ok(latest["next"]
+        .and_then(|id| Uuid::parse_str(id).ok());
+    let waits = latest["next"]
         .as_array()
-        .is_some_and(|next| !next.is_empty()))
+        .is_some_and(|next| !next.is_empty());
+    Ok((checkpoint_id, waits))
 }
 
 /// How long an update of a Python graph's thread may wait for a worker to apply it.
