@@ -78,6 +78,11 @@ pub(crate) struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// Whether a policy file is named.
+    pub(crate) fn is_set(&self) -> bool {
+        self.policy.is_some()
+    }
+
     /// The policy file named, or the graphs' own, or owner-only.
     pub(crate) fn load(&self, graphs: &GraphSet) -> anyhow::Result<PolicyFile> {
         let (text, source) = match (&self.policy, graphs.policy) {

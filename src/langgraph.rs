@@ -205,6 +205,8 @@ pub(crate) struct Project {
     pub disable_webhooks: bool,
     /// `http.mount_prefix`: every route below it.
     pub mount_prefix: Option<String>,
+    /// `auth.path`: the project's own auth handlers (a `langgraph_sdk.Auth` object).
+    pub auth_path: Option<String>,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -227,9 +229,9 @@ const BUILD_KEYS: &[&str] = &[
 /// A project that sets one is refused at start-up: it would otherwise run without what it says.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "auth",
-        "custom auth handlers (auth.path) do not run in mostrador yet: remove the key and express \
-         who may do what in an authorization policy (--policy, docs/authorization.md)",
+        "auth.openapi",
+        "the security schemes of custom auth are not added to /openapi.json by mostrador yet: \
+         remove the key",
     ),
     (
         "http.app",
@@ -320,7 +322,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let (mut cors, mut configurable_headers) = (None, None);
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
-    let mut mount_prefix = None;
+    let (mut mount_prefix, mut auth_path) = (None, None);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -332,10 +334,6 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                     }
                     continue;
                 };
-                if key == "auth" && !fields.is_empty() {
-                    refused.push(refusal("auth"));
-                    continue;
-                }
                 for (field, value) in fields {
                     if value.is_null() || (key == "http" && HTTP_MOOT.contains(&field.as_str())) {
                         continue;
@@ -395,6 +393,19 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                                     .to_owned(),
                             ),
                         }
+                        continue;
+                    }
+                    if key == "auth" && field == "path" {
+                        match value.as_str() {
+                            Some(path) if path.contains(':') => auth_path = Some(path.to_owned()),
+                            _ => refused.push(
+                                "auth.path: must be './file.py:name' or 'module:name'".to_owned(),
+                            ),
+                        }
+                        continue;
+                    }
+                    // Studio's own sign-in (LangSmith's) is not served here: nothing to disable.
+                    if key == "auth" && field == "disable_studio_auth" && value.is_boolean() {
                         continue;
                     }
                     if key == "http" && field == "configurable_headers" {
@@ -469,7 +480,53 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         disabled_routes,
         disable_webhooks,
         mount_prefix,
+        auth_path,
     })
+}
+
+/// How many processes serve a project's auth handlers: two, so one that dies (or is restarted)
+/// leaves the other answering.
+const AUTH_PROCESSES: usize = 2;
+
+/// The project's own auth handlers (`auth.path`), started for the api and loaded: none without
+/// the key. They decide who may do what: a policy file beside them is refused.
+///
+/// # Errors
+///
+/// `--policy` beside `auth.path`, or handlers that could not be loaded.
+pub(crate) async fn custom_auth(
+    python: &PythonArgs,
+    policy_set: bool,
+) -> anyhow::Result<Option<mostrador_api::custom_auth::CustomAuth>> {
+    let (Some(project), Some(config)) = (python.project()?, python.config()?) else {
+        return Ok(None);
+    };
+    let Some(auth_path) = project.auth_path else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        !policy_set,
+        "the project's auth handlers (auth.path) decide who may do what: remove --policy \
+         (MOSTRADOR_POLICY), or auth.path"
+    );
+    let processes = std::sync::Arc::new(mostrador_worker::runner::AuthProcesses::new(config)?);
+    let spawn: mostrador_api::custom_auth::Spawn = std::sync::Arc::new(move || processes.command());
+    let auth = mostrador_api::custom_auth::CustomAuth::start(spawn, AUTH_PROCESSES)
+        .await
+        .map_err(|why| anyhow::anyhow!("auth.path {auth_path}: {why}"))?;
+    let unserved: Vec<&str> = auth
+        .resources()
+        .into_iter()
+        .filter(|resource| !mostrador_api::custom_auth::SERVED.contains(resource))
+        .collect();
+    anyhow::ensure!(
+        unserved.is_empty(),
+        "auth.path {auth_path}: it has handlers for {unserved:?}, which mostrador does not ask \
+         yet (it asks those of {:?}): they would not run",
+        mostrador_api::custom_auth::SERVED
+    );
+    tracing::info!(auth_path, resources = ?auth.resources(), "the project's auth handlers decide who may do what");
+    Ok(Some(auth))
 }
 
 impl Project {

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::assistants::Assistant;
 use crate::auth::{AuthConfig, AuthError, Authenticator, Caller};
 use crate::cors::Cors;
+use crate::custom_auth::CustomAuth;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::serve::Edge;
@@ -116,6 +117,9 @@ pub struct ApiConfig {
     pub webhook_retry: Duration,
     /// Routes the binary's apps add beside the platform's (the retail app's `/approvals`).
     pub apps: Vec<AppRoutes>,
+    /// A project's own auth handlers (`auth.path`): they name every request's caller and decide
+    /// every action in place of mostrador's credentials and policy.
+    pub custom_auth: Option<CustomAuth>,
 }
 
 /// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
@@ -253,6 +257,7 @@ impl ApiConfig {
             webhook_hosts: WebhookHosts::default(),
             webhook_retry: Duration::from_secs(5),
             apps: Vec::new(),
+            custom_auth: None,
         }
     }
 }
@@ -271,6 +276,7 @@ struct Inner {
     graphs: BTreeMap<String, Graph>,
     python_graphs: BTreeSet<String>,
     policy: Policy,
+    custom_auth: Option<CustomAuth>,
     webhook_hosts: WebhookHosts,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
@@ -342,6 +348,7 @@ impl AppState {
             graphs,
             python_graphs,
             policy: config.policy.clone(),
+            custom_auth: config.custom_auth.clone(),
             webhook_hosts: config.webhook_hosts.clone(),
             assistants,
             names: std::sync::RwLock::default(),
@@ -396,13 +403,22 @@ impl AppState {
         &self.0.policy
     }
 
+    /// The project's own auth handlers, if it has them (`auth.path`).
+    pub fn custom_auth(&self) -> Option<&CustomAuth> {
+        self.0.custom_auth.as_ref()
+    }
+
     /// The hosts webhooks may be sent to.
     pub fn webhook_hosts(&self) -> &WebhookHosts {
         &self.0.webhook_hosts
     }
 
-    /// The threads `caller` sees, as the queue's searches filter them.
+    /// The threads `caller` sees, as the queue's searches filter them (under a project's auth
+    /// handlers, every thread: the route adds the filter its handler returns).
     pub fn visibility(&self, caller: &Caller) -> Visibility {
+        if self.0.custom_auth.is_some() {
+            return Visibility::filtered(None);
+        }
         let served = self
             .0
             .graphs

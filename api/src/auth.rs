@@ -17,6 +17,7 @@
 //! nobody can be authenticated now, which says nothing about the key.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
@@ -28,6 +29,8 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::custom_auth::ProjectUser;
+
 /// The least time between two fetches of the JWKS.
 pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
 
@@ -35,12 +38,15 @@ pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
 pub const API_KEY_HEADER: &str = "x-api-key";
 
 /// An authenticated caller: who (a subject), of which tenant, with which roles. What the roles
-/// allow is the authorization policy's ([`crate::policy`]).
+/// allow is the authorization policy's ([`crate::policy`]). Under a project's own auth handlers
+/// (`auth.path`), the user its authenticate handler returned, whose identity is the subject, and
+/// whom its other handlers are asked about ([`crate::custom_auth`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub subject: String,
     pub tenant: Option<String>,
     pub roles: BTreeSet<String>,
+    pub project_user: Option<Arc<ProjectUser>>,
 }
 
 impl Caller {
@@ -50,6 +56,17 @@ impl Caller {
             subject: subject.into(),
             tenant: None,
             roles: BTreeSet::new(),
+            project_user: None,
+        }
+    }
+
+    /// The caller a project's authenticate handler named (`None`: the project has none, and the
+    /// caller is anonymous).
+    pub fn of_project(user: Option<ProjectUser>) -> Self {
+        let subject = user.as_ref().map(|user| user.identity().to_owned());
+        Self {
+            project_user: user.map(Arc::new),
+            ..Self::new(subject.unwrap_or_default())
         }
     }
 
@@ -404,6 +421,7 @@ impl Authenticator {
             subject,
             tenant,
             roles,
+            project_user: None,
         })
     }
 
@@ -455,6 +473,7 @@ async fn verify_api_key(pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
         subject: key.subject,
         tenant: key.tenant,
         roles: key.roles.into_iter().collect(),
+        project_user: None,
     })
 }
 

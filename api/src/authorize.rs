@@ -1,5 +1,9 @@
 //! Thread authorization: the one function every route that takes a thread id goes through.
 //!
+//! Under a project's own auth handlers (`auth.path`) they decide instead, as on the official
+//! server: every route asks the handler of its action ([`grant`]), a thread by id is found only
+//! if its metadata passes the handler's filter, and the owner and policy rules below stand aside.
+//!
 //! A thread is visible to its owner and to whom the authorization policy lets read its tenant's
 //! threads ([`crate::policy`]). Anything else, a malformed id and a thread that does not exist get
 //! the same 404, so a response never confirms that someone else's thread exists.
@@ -10,10 +14,12 @@
 //! [`may_decide`].
 
 use mostrador_queue::{Error as QueueError, Thread, ThreadId, thread};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::custom_auth::Grant;
 use crate::error::ApiError;
 use axum::http::StatusCode;
 
@@ -25,7 +31,8 @@ use axum::http::StatusCode;
 ///
 /// A 403: the caller sees the thread, so a 404 would not hide it.
 pub fn may_write(caller: &Caller, thread: &Thread) -> Result<(), ApiError> {
-    if caller.subject == thread.owner {
+    // A project's handlers were asked about the action already.
+    if caller.project_user.is_some() || caller.subject == thread.owner {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -45,7 +52,21 @@ pub async fn writable_thread(
     caller: &Caller,
     raw_id: &str,
 ) -> Result<Thread, ApiError> {
-    let thread = visible_thread(state, caller, raw_id).await?;
+    writable_thread_for(state, caller, raw_id, "update").await
+}
+
+/// [`writable_thread`], for `action` of a project's handlers (`update`, `delete`).
+///
+/// # Errors
+///
+/// As [`writable_thread`], and the handler's refusal.
+pub async fn writable_thread_for(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    action: &str,
+) -> Result<Thread, ApiError> {
+    let thread = thread_for(state, caller, raw_id, action).await?;
     may_write(caller, &thread)?;
     Ok(thread)
 }
@@ -62,7 +83,7 @@ pub fn may_decide(
     thread: &Thread,
     graph_id: &str,
 ) -> Result<(), ApiError> {
-    if state.policy().decides(caller, thread, graph_id) {
+    if state.custom_auth().is_some() || state.policy().decides(caller, thread, graph_id) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -78,7 +99,7 @@ pub fn may_decide(
 ///
 /// A 403.
 pub fn may_start(state: &AppState, caller: &Caller, graph_id: &str) -> Result<(), ApiError> {
-    if state.policy().starts(caller, graph_id) {
+    if state.custom_auth().is_some() || state.policy().starts(caller, graph_id) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -95,7 +116,7 @@ pub fn may_start(state: &AppState, caller: &Caller, graph_id: &str) -> Result<()
 /// A 403.
 pub fn may_schedule(state: &AppState, caller: &Caller, graph_id: &str) -> Result<(), ApiError> {
     may_start(state, caller, graph_id)?;
-    if state.policy().schedules(caller, graph_id) {
+    if state.custom_auth().is_some() || state.policy().schedules(caller, graph_id) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -118,12 +139,92 @@ pub async fn visible_thread(
     caller: &Caller,
     raw_id: &str,
 ) -> Result<Thread, ApiError> {
+    thread_for(state, caller, raw_id, "read").await
+}
+
+/// The thread `raw_id` names, if `caller` may see it; under a project's auth handlers, if the
+/// handler of the threads' `action` allows it and the thread's metadata passes its filter.
+///
+/// # Errors
+///
+/// As [`visible_thread`], and the handler's refusal.
+pub async fn thread_for(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    action: &str,
+) -> Result<Thread, ApiError> {
+    let grant = match state.custom_auth() {
+        Some(_) => Some(
+            grant(
+                state,
+                caller,
+                "threads",
+                action,
+                json!({"thread_id": raw_id}),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let sees = |thread: &Thread| match &grant {
+        Some(grant) => grant.admits(&thread.metadata),
+        None => state.policy().sees(caller, thread),
+    };
+    found_thread(state, raw_id, sees).await
+}
+
+/// The thread `raw_id` names if its metadata passes `grant`'s filter (a project's handler's,
+/// asked already).
+///
+/// # Errors
+///
+/// As [`visible_thread`].
+pub async fn visible_thread_granted(
+    state: &AppState,
+    raw_id: &str,
+    grant: &Grant,
+) -> Result<Thread, ApiError> {
+    found_thread(state, raw_id, |thread| grant.admits(&thread.metadata)).await
+}
+
+async fn found_thread(
+    state: &AppState,
+    raw_id: &str,
+    sees: impl Fn(&Thread) -> bool,
+) -> Result<Thread, ApiError> {
     let Ok(id) = Uuid::parse_str(raw_id) else {
         return Err(ApiError::thread_not_found());
     };
     match thread::get(state.pool(), ThreadId(id)).await {
-        Ok(thread) if state.policy().sees(caller, &thread) => Ok(thread),
+        Ok(thread) if sees(&thread) => Ok(thread),
         Ok(_) | Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
         Err(err) => Err(ApiError::failed(err)),
+    }
+}
+
+/// What the project's handler of `resource`'s `action` makes of `value` for `caller`
+/// (`auth.path`); without the project's handlers, `value` as it is, unfiltered.
+///
+/// # Errors
+///
+/// The handler's refusal ([`crate::custom_auth::CustomAuth::event`]).
+pub async fn grant(
+    state: &AppState,
+    caller: &Caller,
+    resource: &str,
+    action: &str,
+    value: Value,
+) -> Result<Grant, ApiError> {
+    match state.custom_auth() {
+        Some(custom) => {
+            custom
+                .event(caller.project_user.as_deref(), resource, action, value)
+                .await
+        }
+        None => Ok(Grant {
+            value,
+            filter: None,
+        }),
     }
 }

@@ -19,6 +19,8 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// For 500s: the id in the body and in the log line of the failure.
     pub correlation_id: Option<uuid::Uuid>,
+    /// Headers of the answer beyond these (a project's auth handler's `HTTPException`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl ApiError {
@@ -28,6 +30,7 @@ impl ApiError {
             detail: detail.into(),
             retry_after: None,
             correlation_id: None,
+            headers: Vec::new(),
         }
     }
 
@@ -96,6 +99,14 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        for (name, value) in &self.headers {
+            if let (Ok(name), Ok(value)) = (
+                header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().insert(name, value);
+            }
         }
         if let Some(seconds) = self.retry_after {
             response

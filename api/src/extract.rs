@@ -12,27 +12,45 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::{API_KEY_HEADER, AuthError, Caller, Credential};
+use crate::custom_auth::RequestFacts;
 use crate::error::ApiError;
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Caller::of(&parts.headers, state).await
+        Caller::of(&RequestFacts::of(parts), state).await
+    }
+}
+
+impl<'a> RequestFacts<'a> {
+    /// What a request shows: its method, path, query and headers.
+    pub fn of(parts: &'a Parts) -> Self {
+        Self {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query().unwrap_or_default(),
+            headers: &parts.headers,
+        }
     }
 }
 
 impl Caller {
-    /// Who sends a request with these headers: its bearer token's or API key's subject, or
-    /// `mostrador dev`'s development caller for one from this machine without a credential of
-    /// mostrador's. Asked again of a stream's request before each run it follows, so that a
-    /// revoked key or an expired token stops it.
+    /// Who sends `request`: the user the project's authenticate handler names (`auth.path`),
+    /// else its bearer token's or API key's subject, or `mostrador dev`'s development caller for
+    /// one from this machine without a credential of mostrador's. Asked again of a stream's
+    /// request before each run it follows, so that a revoked key or an expired token stops it.
     ///
     /// # Errors
     ///
     /// A 401 for a missing, invalid, expired or revoked credential; a 503 when the database (an
-    /// API key's table) failed.
-    pub async fn of(headers: &axum::http::HeaderMap, state: &AppState) -> Result<Self, ApiError> {
+    /// API key's table) failed. Under `auth.path`, what its handler answered
+    /// ([`crate::custom_auth::CustomAuth::authenticate`]).
+    pub async fn of(request: &RequestFacts<'_>, state: &AppState) -> Result<Self, ApiError> {
+        if let Some(custom) = state.custom_auth() {
+            return Ok(Caller::of_project(custom.authenticate(request).await?));
+        }
+        let headers = request.headers;
         let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
         let credential = match Credential::from_headers(
             header(AUTHORIZATION.as_str()),

@@ -17,6 +17,7 @@ pub mod auth;
 pub mod authorize;
 pub mod cors;
 pub mod crons;
+pub mod custom_auth;
 pub mod dashboard;
 pub mod error;
 pub mod extract;

@@ -535,7 +535,7 @@ pub async fn update(
     Path(thread_id): Path<String>,
     Body(update): Body<Update>,
 ) -> Result<Json<Updated>, ApiError> {
-    let thread = visible_thread(&state, &caller, &thread_id).await?;
+    let thread = crate::authorize::thread_for(&state, &caller, &thread_id, "update").await?;
     // The checkpoint to update from: `checkpoint_id`, or `checkpoint` (RemoteGraph sends the
     // thread's config, without one for the latest).
     let checkpoint = update.checkpoint.clone().unwrap_or(Value::Null);

@@ -17,7 +17,9 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{visible_thread, writable_thread};
+use crate::authorize::{
+    grant, visible_thread, visible_thread_granted, writable_thread, writable_thread_for,
+};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::openapi::fields;
@@ -119,7 +121,16 @@ pub async fn create(
     {
         return Err(unprocessable("if_exists must be raise or do_nothing"));
     }
-    let metadata = create.metadata.unwrap_or_default();
+    // The project's handler may stamp the metadata (an owner, say), as officially.
+    let grant = grant(
+        &state,
+        &caller,
+        "threads",
+        "create",
+        json!({"thread_id": chosen, "metadata": create.metadata.clone().unwrap_or_default(), "if_exists": create.if_exists}),
+    )
+    .await?;
+    let metadata = granted_metadata(grant.value, create.metadata)?;
     let graph_id = match metadata.get("graph_id") {
         None | Some(Value::Null) => None,
         Some(Value::String(graph_id)) if state.serves(graph_id) => Some(graph_id.clone()),
@@ -164,6 +175,25 @@ pub async fn create(
     Err(thread_taken())
 }
 
+/// The metadata a project's handler left in its `value` (its `metadata`), else `sent`.
+///
+/// # Errors
+///
+/// A 500 for a handler that left metadata that is not an object.
+pub(crate) fn granted_metadata(
+    mut value: Value,
+    sent: Option<Map<String, Value>>,
+) -> Result<Map<String, Value>, ApiError> {
+    match value.get_mut("metadata").map(Value::take) {
+        None => Ok(sent.unwrap_or_default()),
+        Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(metadata)) => Ok(metadata),
+        Some(other) => Err(ApiError::failed(format!(
+            "the project's auth handler left metadata that is not an object: {other:.100}"
+        ))),
+    }
+}
+
 /// The one answer for a client-chosen thread id that a thread has already.
 pub fn thread_taken() -> ApiError {
     ApiError::new(StatusCode::CONFLICT, "Thread already exists")
@@ -185,7 +215,7 @@ pub async fn delete(
     caller: Caller,
     Path(thread_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let thread = writable_thread(&state, &caller, &thread_id).await?;
+    let thread = writable_thread_for(&state, &caller, &thread_id, "delete").await?;
     match thread::delete(state.pool(), thread.thread_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(QueueError::ThreadNotFound(_)) => Err(ApiError::thread_not_found()),
@@ -281,7 +311,7 @@ pub async fn search(
     }
     let extract = extracts(search.extract.take())?;
     let offset = search.offset;
-    let query = thread_search(&state, &caller, search)?;
+    let query = thread_search(&state, &caller, search).await?;
     let (threads, more) = match thread::search_page(state.pool(), &query).await {
         Ok(page) => page,
         Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
@@ -397,7 +427,7 @@ pub async fn count(
     caller: Caller,
     Body(search): Body<Search>,
 ) -> Result<Json<i64>, ApiError> {
-    let query = thread_search(&state, &caller, search)?;
+    let query = thread_search(&state, &caller, search).await?;
     match thread::count(state.pool(), &query).await {
         Ok(count) => Ok(Json(count)),
         Err(QueueError::Invalid { reason, .. }) => Err(unprocessable(reason)),
@@ -405,8 +435,9 @@ pub async fn count(
     }
 }
 
-/// A search's filters and order, validated, among the caller's visible threads.
-fn thread_search(
+/// A search's filters and order, validated, among the caller's visible threads (those the
+/// project's search handler's filter lets through, under `auth.path`).
+async fn thread_search(
     state: &AppState,
     caller: &Caller,
     search: Search,
@@ -440,8 +471,23 @@ fn thread_search(
                 .map_err(|_| unprocessable("ids must be thread ids (UUIDs)"))?,
         ),
     };
+    let mut visible_to = state.visibility(caller);
+    if state.custom_auth().is_some() {
+        let grant = grant(
+            state,
+            caller,
+            "threads",
+            "search",
+            json!({
+                "metadata": search.metadata.clone().unwrap_or_default(), "values": search.values, "status": search.status,
+                "limit": search.limit, "offset": search.offset,
+            }),
+        )
+        .await?;
+        visible_to.auth_filter = grant.filter_json();
+    }
     Ok(ThreadSearch {
-        visible_to: state.visibility(caller),
+        visible_to,
         metadata: search.metadata.map(Value::Object),
         values: search.values.map(Value::Object),
         status,
@@ -520,17 +566,34 @@ pub async fn update(
     Body(patch): Body<Patch>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    let thread = writable_thread(&state, &caller, &thread_id).await?;
     let new_ttl = ttl(patch.ttl.as_ref())?;
     if patch.metadata.is_none() && patch.ttl.is_none() {
         return Err(unprocessable("metadata or ttl is required"));
     }
+    let (thread, metadata) = match state.custom_auth() {
+        // The project's handler sees the metadata, and may stamp it, as officially.
+        Some(_) => {
+            let grant = grant(
+                &state,
+                &caller,
+                "threads",
+                "update",
+                json!({"thread_id": thread_id, "metadata": patch.metadata.clone().unwrap_or_default()}),
+            )
+            .await?;
+            let thread = visible_thread_granted(&state, &thread_id, &grant).await?;
+            (thread, granted_metadata(grant.value, patch.metadata)?)
+        }
+        None => (
+            writable_thread(&state, &caller, &thread_id).await?,
+            patch.metadata.unwrap_or_default(),
+        ),
+    };
     if let Some(ttl) = new_ttl {
         thread::set_ttl(state.pool(), thread.thread_id, Some(ttl))
             .await
             .map_err(crate::runs::queue_error)?;
     }
-    let metadata = patch.metadata.unwrap_or_default();
     if metadata.contains_key("graph_id") {
         return Err(unprocessable(
             "graph_id is the thread's graph: it cannot be changed",
@@ -588,7 +651,7 @@ pub async fn prune(
     let checkpointer = PgCheckpointer::new(state.pool().clone());
     let mut pruned = 0;
     for id in &prune.thread_ids {
-        let thread = match writable_thread(&state, &caller, id).await {
+        let thread = match writable_thread_for(&state, &caller, id, "delete").await {
             Ok(thread) => thread,
             Err(err) if [StatusCode::NOT_FOUND, StatusCode::FORBIDDEN].contains(&err.status) => {
                 continue;
@@ -620,6 +683,15 @@ pub async fn copy(
     Path(thread_id): Path<String>,
 ) -> Result<Json<wire::Thread>, ApiError> {
     let original = visible_thread(&state, &caller, &thread_id).await?;
+    // The copy is a thread the caller creates, as officially.
+    grant(
+        &state,
+        &caller,
+        "threads",
+        "create",
+        json!({"thread_id": null}),
+    )
+    .await?;
     // One transaction: a copy is whole or is not.
     let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let copy = thread::create(

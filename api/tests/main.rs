@@ -1,6 +1,7 @@
 mod api_keys;
 mod assistants;
 mod auth;
+mod auth_filter;
 mod cancel;
 mod context;
 mod crons;

@@ -25,8 +25,9 @@ select
 from mostrador.runs r
 join mostrador.threads t on t.thread_id = r.thread_id
 where t.deleted_at is null
-  and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+  and ($1::text is null or t.owner = $1 or ($2::text is not null and t.tenant = $2
       and ($5::text[] is null or t.graph_id = any($5))))
+  and ($6::jsonb is null or mostrador.auth_admits(t.metadata, $6))
   and ($3::mostrador.run_status is null or r.status = $3)
 order by r.created_at desc, r.run_id desc
 limit $4

@@ -29,8 +29,9 @@ from (
         coalesce(t.state_updated_at, t.last_activity_at) as state_updated_at
     from mostrador.threads t
     where t.deleted_at is null
-      and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+      and ($1::text is null or t.owner = $1 or ($2::text is not null and t.tenant = $2
           and ($10::text[] is null or t.graph_id = any($10))))
+      and ($12::jsonb is null or mostrador.auth_admits(t.metadata, $12))
       and ($3::jsonb is null or t.metadata @> $3)
       and ($4::uuid[] is null or t.thread_id = any($4))
       and ($11::jsonb is null or mostrador.thread_values(t.thread_id) @> $11)

@@ -394,6 +394,7 @@ pub async fn recent(
         status as Option<RunStatus>,
         limit,
         visible_to.tenant_graphs.as_deref(),
+        visible_to.auth_filter,
     )
     .fetch_all(executor)
     .await?;

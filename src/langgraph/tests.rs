@@ -45,10 +45,18 @@ fn a_javascript_graph_is_refused_by_name_beside_python_ones() {
 }
 
 #[test]
-fn custom_auth_is_refused_by_name() {
-    let message = refused(r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth"}}"#);
-    assert!(message.contains("auth:"), "{message}");
-    assert!(message.contains("--policy"), "{message}");
+fn custom_auth_is_taken_and_what_it_cannot_do_yet_is_refused_by_name() {
+    let served = project(
+        r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "disable_studio_auth": true}}"#,
+    )
+    .expect("served");
+    assert_eq!(served.auth_path.as_deref(), Some("./auth.py:auth"));
+    let message = refused(r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "auth"}}"#);
+    assert!(message.contains("auth.path"), "{message}");
+    let message = refused(
+        r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "openapi": {}}}"#,
+    );
+    assert!(message.contains("auth.openapi"), "{message}");
 }
 
 #[test]

@@ -48,8 +48,9 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
     let db = Db::new(pool).await;
     for (text, named) in [
         (
-            r#"{"graphs": {"agent": "./agent.py:graph"}, "auth": {"path": "./auth.py:auth"}}"#,
-            "auth:",
+            r#"{"graphs": {"agent": "./agent.py:graph"},
+                "auth": {"path": "./auth.py:auth", "openapi": {}}}"#,
+            "auth.openapi",
         ),
         (
             r#"{"graphs": {"agent": "./agent.py:graph", "ui": "./src/graph.ts:graph"}}"#,

@@ -1,7 +1,8 @@
 """Starts mostrador's Python runner (the `mostrador_runner` package beside this file) for a worker:
 `python runner.py <langgraph.json>` serves runs on its standard input and output;
 `python runner.py <langgraph.json> --template` is a warm template that forks runners
-(`mostrador_runner.main.template`)."""
+(`mostrador_runner.main.template`); `python runner.py <langgraph.json> --auth` serves the
+project's auth handlers to the api (`mostrador_runner.auth`)."""
 
 import sys
 
@@ -9,6 +10,11 @@ from mostrador_runner.protocol import take_streams
 
 # Before anything else is imported: what user code prints must not reach the protocol.
 streams = take_streams()
+
+if sys.argv[2:] == ["--auth"]:
+    from mostrador_runner import auth
+
+    auth.start(streams, sys.argv[1])
 
 from mostrador_runner.main import load, start, template  # noqa: E402
 

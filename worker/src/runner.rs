@@ -47,11 +47,15 @@ use protocol::{FromRunner, ToRunner};
 /// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
 /// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
 /// a worker starts.
-const PYTHON_FILES: [(&str, &str); 14] = [
+const PYTHON_FILES: [(&str, &str); 16] = [
     ("runner.py", include_str!("../python/runner.py")),
     (
         "mostrador_runner/__init__.py",
         include_str!("../python/mostrador_runner/__init__.py"),
+    ),
+    (
+        "mostrador_runner/auth.py",
+        include_str!("../python/mostrador_runner/auth.py"),
     ),
     (
         "mostrador_runner/checkpointer.py",
@@ -88,6 +92,10 @@ const PYTHON_FILES: [(&str, &str); 14] = [
     (
         "mostrador_runner/state.py",
         include_str!("../python/mostrador_runner/state.py"),
+    ),
+    (
+        "mostrador_runner/user.py",
+        include_str!("../python/mostrador_runner/user.py"),
     ),
     (
         "mostrador_runner/store.py",
@@ -218,17 +226,7 @@ impl Runners {
         if let Err(err) = nix::sys::prctl::set_dumpable(false) {
             tracing::warn!(error = %err, "the worker could not make itself undumpable");
         }
-        let unprivileged = if nix::unistd::geteuid().is_root() {
-            let setpriv = PathBuf::from("/usr/bin/setpriv");
-            if !setpriv.exists() {
-                tracing::warn!(
-                    "root without /usr/bin/setpriv: Python runners keep its capabilities"
-                );
-            }
-            Some(setpriv).filter(|setpriv| setpriv.exists())
-        } else {
-            None
-        };
+        let unprivileged = unprivileged();
         let processes = config
             .processes
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
@@ -615,62 +613,125 @@ impl Pool {
             })
     }
 
-    /// A runner's command (a cold runner, or the template with `--template`): the configured
-    /// interpreter in the project's folder, without the platform's secrets or, as root, any
-    /// capability.
+    /// A runner's command (a cold runner, or the template with `--template`).
     fn command(&self) -> Command {
-        let config = &self.config;
-        let mut command = match &self.unprivileged {
-            // As root, a runner would read the worker's memory and environment whatever they
-            // allow: it starts without any capability.
-            Some(setpriv) => {
-                let mut command = Command::new(setpriv);
-                command
-                    .args(["--bounding-set=-all", "--inh-caps=-all", "--"])
-                    .arg(&config.python);
-                command
-            }
-            None => Command::new(&config.python),
-        };
-        // What the graphs need and none of the platform's secrets: the worker's own settings
-        // (its database, tokens, model, exporter) stay out of the runner's environment.
-        for (name, _) in std::env::vars_os() {
-            if platform_variable(&name) {
-                command.env_remove(name);
-            }
+        runner_command(&self.config, &self.script, self.unprivileged.as_deref())
+    }
+}
+
+/// A runner's command: the configured interpreter running `script` in the project's folder,
+/// without the platform's secrets or, as root (`unprivileged`: setpriv), any capability.
+fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Path>) -> Command {
+    let mut command = match unprivileged {
+        // As root, a runner would read the worker's memory and environment whatever they
+        // allow: it starts without any capability.
+        Some(setpriv) => {
+            let mut command = Command::new(setpriv);
+            command
+                .args(["--bounding-set=-all", "--inh-caps=-all", "--"])
+                .arg(&config.python);
+            command
         }
+        None => Command::new(&config.python),
+    };
+    // What the graphs need and none of the platform's secrets: the worker's own settings
+    // (its database, tokens, model, exporter) stay out of the runner's environment.
+    for (name, _) in std::env::vars_os() {
+        if platform_variable(&name) {
+            command.env_remove(name);
+        }
+    }
+    command
+        .arg(script)
+        .arg(&config.config)
+        .current_dir(
+            config
+                .config
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        )
+        .env("PYTHONUNBUFFERED", "1")
+        .env(
+            "MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB",
+            config
+                .memory_limit_mib
+                .map(|mib| mib.to_string())
+                .unwrap_or_default(),
+        )
+        .env(
+            "MOSTRADOR_RUNNER_SPANS",
+            if exports_spans() { "1" } else { "" },
+        )
+        .env(
+            "MOSTRADOR_RUNNER_BLOCKED_AFTER",
+            config
+                .blocked_after
+                .filter(|_| config.isolation != Isolation::Run)
+                .map(|after| after.as_secs_f64().to_string())
+                .unwrap_or_default(),
+        )
+        .stderr(Stdio::inherit());
+    command
+}
+
+/// setpriv, to start Python without root's capabilities, when this process is root.
+fn unprivileged() -> Option<PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let setpriv = PathBuf::from("/usr/bin/setpriv");
+    if !setpriv.exists() {
+        tracing::warn!("root without /usr/bin/setpriv: Python processes keep its capabilities");
+    }
+    Some(setpriv).filter(|setpriv| setpriv.exists())
+}
+
+/// The project's auth handlers' processes for the api (`auth.path`: `runner.py --auth`, the
+/// [`mostrador_runner.auth`](../python/mostrador_runner/auth.py) module), started as runners
+/// are: the project's interpreter in its folder, without the platform's secrets or capabilities.
+#[derive(Debug)]
+pub struct AuthProcesses {
+    config: PythonConfig,
+    script: PathBuf,
+    unprivileged: Option<PathBuf>,
+}
+
+impl AuthProcesses {
+    /// # Errors
+    ///
+    /// The runner's files could not be written.
+    pub fn new(mut config: PythonConfig) -> std::io::Result<Self> {
+        if config.python.components().count() > 1 && config.python.is_relative() {
+            config.python = std::path::absolute(&config.python)?;
+        }
+        if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+            tracing::warn!(error = %err, "the api could not make itself undumpable");
+        }
+        Ok(Self {
+            config,
+            script: write_script()?,
+            unprivileged: unprivileged(),
+        })
+    }
+
+    /// The command that starts one, its input and output piped.
+    pub fn command(&self) -> Command {
+        let mut command = runner_command(&self.config, &self.script, self.unprivileged.as_deref());
         command
-            .arg(&self.script)
-            .arg(&config.config)
-            .current_dir(
-                config
-                    .config
-                    .parent()
-                    .filter(|dir| !dir.as_os_str().is_empty())
-                    .unwrap_or(Path::new(".")),
-            )
-            .env("PYTHONUNBUFFERED", "1")
-            .env(
-                "MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB",
-                config
-                    .memory_limit_mib
-                    .map(|mib| mib.to_string())
-                    .unwrap_or_default(),
-            )
-            .env(
-                "MOSTRADOR_RUNNER_SPANS",
-                if exports_spans() { "1" } else { "" },
-            )
-            .env(
-                "MOSTRADOR_RUNNER_BLOCKED_AFTER",
-                config
-                    .blocked_after
-                    .filter(|_| config.isolation != Isolation::Run)
-                    .map(|after| after.as_secs_f64().to_string())
-                    .unwrap_or_default(),
-            )
-            .stderr(Stdio::inherit());
+            .arg("--auth")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true);
         command
+    }
+}
+
+impl Drop for AuthProcesses {
+    fn drop(&mut self) {
+        if let Some(folder) = self.script.parent() {
+            let _ = std::fs::remove_dir_all(folder);
+        }
     }
 }
 

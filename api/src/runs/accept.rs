@@ -20,7 +20,10 @@ use super::{queue_error, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_decide, may_start, may_write, visible_thread};
+use crate::authorize::{
+    grant, may_decide, may_start, may_write, visible_thread, visible_thread_granted,
+};
+use crate::custom_auth::Grant;
 use crate::error::ApiError;
 use crate::openapi::fields;
 use crate::stream::{self, Start};
@@ -205,11 +208,14 @@ pub async fn accept(
     state: &AppState,
     caller: &Caller,
     thread_id: &str,
-    body: CreateRun,
+    mut body: CreateRun,
     follow: Follow,
 ) -> Result<Accepted, ApiError> {
     let create = body.if_not_exists.as_deref() == Some("create");
-    let found = visible_thread(state, caller, thread_id).await;
+    let found = match run_grant(state, caller, Some(thread_id), &mut body).await? {
+        Some(grant) => visible_thread_granted(state, thread_id, &grant).await,
+        None => visible_thread(state, caller, thread_id).await,
+    };
     let thread = match found {
         Ok(thread) => Some(thread),
         // `if_not_exists: create` (RemoteGraph, client-chosen ids): the caller's new thread.
@@ -240,6 +246,12 @@ pub async fn accept(
         .into_iter()
         .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
     let head = rust_head(state, &thread, python, names_one).await?;
+    // The run's metadata holds its thread's, under the request's, as officially.
+    if let Value::Object(thread_metadata) = &thread.metadata {
+        let mut metadata = thread_metadata.clone();
+        metadata.extend(body.metadata.take().unwrap_or_default());
+        body.metadata = Some(metadata);
+    }
     let mut new = new_run(
         state,
         caller,
@@ -363,6 +375,64 @@ pub(crate) fn refused(state: &AppState, caller: &Caller, err: QueueError) -> Api
     queue_error(err)
 }
 
+/// What the project's `threads.create_run` handler makes of a run (`auth.path`; `None` without
+/// the project's handlers): it may refuse it, stamp its metadata (which a thread the run creates
+/// takes too, as officially) and filter the thread it runs on.
+///
+/// # Errors
+///
+/// The handler's refusal.
+pub(super) async fn run_grant(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: Option<&str>,
+    body: &mut CreateRun,
+) -> Result<Option<Grant>, ApiError> {
+    if state.custom_auth().is_none() {
+        return Ok(None);
+    }
+    let granted = grant(
+        state,
+        caller,
+        "threads",
+        "create_run",
+        json!({
+            "thread_id": thread_id,
+            "assistant_id": body.assistant_id,
+            "run_id": null,
+            "status": "pending",
+            "metadata": body.metadata.clone().unwrap_or_default(),
+            "prevent_insert_if_inflight": true,
+            "multitask_strategy": body.multitask_strategy,
+            "if_not_exists": body.if_not_exists,
+            "after_seconds": body.after_seconds,
+            "kwargs": {
+                "input": body.input,
+                "command": body.command,
+                "config": body.config,
+                "context": body.context,
+                "webhook": body.webhook,
+            },
+        }),
+    )
+    .await?;
+    body.metadata = Some(crate::threads::granted_metadata(
+        granted.value.clone(),
+        body.metadata.take(),
+    )?);
+    Ok(Some(granted))
+}
+
+/// The metadata of a thread a run creates: under a project's auth handlers, the run's (which
+/// their stamp is in), as officially; else none.
+pub(super) fn new_thread_metadata(state: &AppState, run: &NewRun) -> Value {
+    if state.custom_auth().is_some() {
+        run.metadata.clone()
+    } else {
+        json!({})
+    }
+}
+
 /// Creates the caller's thread with the id the client chose and enqueues its first run, together
 /// or not at all: a run refused leaves no thread behind. An id a thread has already (whoever's)
 /// is the same conflict.
@@ -378,7 +448,7 @@ async fn create_and_enqueue(
         graph_id: None,
         owner: caller.subject.clone(),
         tenant: caller.tenant.clone(),
-        metadata: json!({}),
+        metadata: new_thread_metadata(state, &new),
         temporary: false,
         ttl: state.default_thread_ttl(),
     };
@@ -533,7 +603,8 @@ pub(super) fn new_run(
         config["checkpoint_id"] = json!(checkpoint_id);
     }
     // As the official server's: the assistant's metadata (`created_by: system` for a graph's
-    // own), the request's over it, and the graph and assistant it ran on.
+    // own), the request's over it (with its thread's: `accept`), and the graph and assistant it
+    // ran on.
     let mut metadata = assistant.metadata.as_object().cloned().unwrap_or_default();
     metadata.extend(body.metadata.unwrap_or_default());
     metadata.insert("graph_id".into(), json!(assistant.graph_id));

@@ -117,17 +117,26 @@ pub(crate) fn acting_for(config: &mut Value, caller: &Caller) {
     for key in CALLER_KEYS {
         map.remove(key);
     }
-    map.insert(
-        "langgraph_auth_user".into(),
-        json!({
-            "identity": caller.subject,
-            "display_name": caller.subject,
-            "is_authenticated": true,
-            "permissions": [],
-            "roles": caller.roles,
-            "tenant": caller.tenant,
-        }),
-    );
+    // The user a project's authenticate handler returned, whole, with its permissions.
+    let (user, permissions) = match &caller.project_user {
+        Some(project) => {
+            let mut user = project.fields.clone();
+            user["permissions"] = json!(project.permissions);
+            (user, json!(project.permissions))
+        }
+        None => (
+            json!({
+                "identity": caller.subject,
+                "display_name": caller.subject,
+                "is_authenticated": true,
+                "permissions": [],
+                "roles": caller.roles,
+                "tenant": caller.tenant,
+            }),
+            json!([]),
+        ),
+    };
+    map.insert("langgraph_auth_user".into(), user);
     map.insert("langgraph_auth_user_id".into(), json!(caller.subject));
-    map.insert("langgraph_auth_permissions".into(), json!([]));
+    map.insert("langgraph_auth_permissions".into(), permissions);
 }

@@ -32,7 +32,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
-use crate::authorize::{may_write, visible_thread, writable_thread};
+use crate::authorize::{grant, visible_thread, writable_thread};
 use crate::error::ApiError;
 use crate::extract::{Body, RunHeaders};
 use crate::wire;
@@ -181,10 +181,8 @@ pub async fn writable_run(
     thread_id: &str,
     run_id: &str,
 ) -> Result<Run, ApiError> {
-    let thread = visible_thread(state, caller, thread_id).await?;
-    let run = run_of(state, &thread, run_id).await?;
-    may_write(caller, &thread)?;
-    Ok(run)
+    let thread = writable_thread(state, caller, thread_id).await?;
+    run_of(state, &thread, run_id).await
 }
 
 async fn run_of(
@@ -328,14 +326,13 @@ pub async fn recent(
 ) -> Result<Json<Vec<wire::RecentRun>>, ApiError> {
     let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
     let status = status_filter(query.status.as_deref())?;
-    let runs = run::recent(
-        state.pool(),
-        &state.visibility(&caller),
-        status,
-        query.limit,
-    )
-    .await
-    .map_err(queue_error)?;
+    let mut visible_to = state.visibility(&caller);
+    visible_to.auth_filter = grant(&state, &caller, "threads", "search", json!({}))
+        .await?
+        .filter_json();
+    let runs = run::recent(state.pool(), &visible_to, status, query.limit)
+        .await
+        .map_err(queue_error)?;
     Ok(Json(
         runs.iter()
             .map(|run| wire::RecentRun {

@@ -8,11 +8,11 @@ use axum::response::{IntoResponse, Response};
 use mostrador_queue::ThreadId;
 use mostrador_queue::run;
 use mostrador_queue::thread::NewThread;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::accept::{
-    Accepted, CreateRun, Follow, new_run, refused, resolve_assistant, rust_graph, subscribed,
+    Accepted, CreateRun, Follow, new_run, new_thread_metadata, refused, resolve_assistant,
+    run_grant, rust_graph, subscribed,
 };
 use super::wait::{streaming, waiting};
 use super::{content_location, run_answer, unprocessable};
@@ -35,7 +35,8 @@ async fn accept_stateless(
     let mut runs = Vec::with_capacity(bodies.len());
     let mut assistants = Vec::with_capacity(bodies.len());
     let mut subscriptions = Vec::with_capacity(bodies.len());
-    for body in bodies {
+    for mut body in bodies {
+        run_grant(state, caller, None, &mut body).await?;
         let assistant = resolve_assistant(state, caller, &body).await?;
         if body.resumes() {
             return Err(ApiError::new(
@@ -46,14 +47,6 @@ async fn accept_stateless(
         // `on_completion: delete` (the default): the thread goes when the run ends, with the
         // statement that ends it; a wait deletes it itself, once it has read the answer.
         let temporary = body.deletes_on_completion()? && follow != Follow::Waits;
-        let new_thread = NewThread {
-            graph_id: Some(assistant.graph_id.clone()),
-            owner: caller.subject.clone(),
-            tenant: caller.tenant.clone(),
-            metadata: json!({}),
-            temporary,
-            ttl: state.default_thread_ttl(),
-        };
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
         let new = new_run(
@@ -65,6 +58,14 @@ async fn accept_stateless(
             graph,
             None,
         )?;
+        let new_thread = NewThread {
+            graph_id: Some(assistant.graph_id.clone()),
+            owner: caller.subject.clone(),
+            tenant: caller.tenant.clone(),
+            metadata: new_thread_metadata(state, &new),
+            temporary,
+            ttl: state.default_thread_ttl(),
+        };
         let (new, events) = subscribed(state, new, follow);
         runs.push((new_thread, new));
         assistants.push(assistant);

@@ -22,6 +22,7 @@ use super::{Accumulated, Messages, error_event, respond, send};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::authorize::visible_thread;
+use crate::custom_auth::RequestFacts;
 use crate::error::ApiError;
 
 /// How often a thread stream with nothing to follow looks for new runs anyway: the wake-up of an
@@ -130,6 +131,7 @@ pub async fn join(
     caller: Caller,
     Path(thread_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let modes = Modes::parse(&query)?;
@@ -137,7 +139,11 @@ pub async fn join(
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let slot = crate::stream::slot(&state, &caller)?;
     let events = respond(slot, move |sender| async move {
-        let asker = Asker { caller, headers };
+        let asker = Asker {
+            caller,
+            uri,
+            headers,
+        };
         follow_thread(&state, &thread, &asker, modes, start, &sender).await;
     });
     Ok(events.into_response())
@@ -148,12 +154,19 @@ pub async fn join(
 /// thread no longer visible to them end it).
 struct Asker {
     caller: Caller,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 }
 
 impl Asker {
     async fn still_may(&self, state: &AppState, thread: &Thread) -> Result<(), ApiError> {
-        let again = Caller::of(&self.headers, state).await?;
+        let request = RequestFacts {
+            method: "GET",
+            path: self.uri.path(),
+            query: self.uri.query().unwrap_or_default(),
+            headers: &self.headers,
+        };
+        let again = Caller::of(&request, state).await?;
         if again.subject != self.caller.subject {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,

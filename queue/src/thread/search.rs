@@ -11,22 +11,38 @@ use crate::{Error, Result};
 /// Who may see which threads, as [`search`] filters them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Visibility {
-    /// Threads this subject owns.
-    pub owner: String,
+    /// Threads this subject owns; `None`: every thread (a project's auth handlers decide, with
+    /// [`Visibility::auth_filter`]).
+    pub owner: Option<String>,
     /// And the threads of this tenant, where the authorization policy lets the caller's roles
     /// read their tenant's threads.
     pub tenant: Option<String>,
     /// Of these graphs only; `None`: of every graph (threads no run has bound yet included).
     pub tenant_graphs: Option<Vec<String>>,
+    /// And whose metadata passes this filter of a project's auth handler
+    /// (`mostrador.auth_admits`).
+    pub auth_filter: Option<Value>,
 }
 
 impl Visibility {
     /// Its owner's threads only.
     pub fn owner(owner: impl Into<String>) -> Self {
         Self {
-            owner: owner.into(),
+            owner: Some(owner.into()),
             tenant: None,
             tenant_graphs: None,
+            auth_filter: None,
+        }
+    }
+
+    /// Every thread whose metadata passes `filter` (all of them without one): what a project's
+    /// auth handlers let a caller see.
+    pub fn filtered(filter: Option<Value>) -> Self {
+        Self {
+            owner: None,
+            tenant: None,
+            tenant_graphs: None,
+            auth_filter: filter,
         }
     }
 }
@@ -142,6 +158,7 @@ pub async fn search_page(
         search.sort.ascending,
         search.visible_to.tenant_graphs.as_deref(),
         search.values,
+        search.visible_to.auth_filter,
     )
     .fetch_all(executor)
     .await?;
@@ -180,8 +197,9 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
         select count(*) as "count!"
         from mostrador.threads t
         where t.deleted_at is null
-          and (t.owner = $1 or ($2::text is not null and t.tenant = $2
+          and ($1::text is null or t.owner = $1 or ($2::text is not null and t.tenant = $2
               and ($6::text[] is null or t.graph_id = any($6))))
+          and ($8::jsonb is null or mostrador.auth_admits(t.metadata, $8))
           and ($3::jsonb is null or t.metadata @> $3)
           and ($4::uuid[] is null or t.thread_id = any($4))
           and ($7::jsonb is null or mostrador.thread_values(t.thread_id) @> $7)
@@ -205,6 +223,7 @@ pub async fn count(executor: impl PgExecutor<'_>, search: &ThreadSearch) -> Resu
         search.status as Option<ThreadStatus>,
         search.visible_to.tenant_graphs.as_deref(),
         search.values,
+        search.visible_to.auth_filter,
     )
     .fetch_one(executor)
     .await?)

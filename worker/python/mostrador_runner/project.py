@@ -6,7 +6,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -89,34 +89,6 @@ def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
     if not isinstance(obj, Pregel) and hasattr(obj, "compile") and callable(obj.compile):
         obj = obj.compile()
     return obj
-
-
-class User(dict):
-    """The caller a run acts for (`langgraph_auth_user`), read as the official server's user is:
-    by key or by attribute (`identity`, `permissions`, ...), so LangGraph's `runtime.server_info`
-    and a `ServerRuntime` carry it."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    @property
-    def identity(self) -> str:
-        return self.get("identity", "")
-
-    @property
-    def display_name(self) -> str:
-        return self.get("display_name") or self.identity
-
-    @property
-    def is_authenticated(self) -> bool:
-        return self.get("is_authenticated", True)
-
-    @property
-    def permissions(self) -> Sequence[str]:
-        return self.get("permissions") or []
 
 
 def _is_server_runtime(annotation: Any) -> bool:

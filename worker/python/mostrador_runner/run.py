@@ -16,11 +16,12 @@ from langgraph.version import __version__ as LANGGRAPH_VERSION
 import mostrador
 
 from .checkpointer import MostradorSaver
-from .project import Project, User
+from .project import Project
 from .protocol import Outcome, RunChannel, SaverFailed
 from .spans import SPANS, Spans
 from .state import checkpoint_json, goto, interrupt_json, thread_state
 from .store import MostradorStore
+from .user import User
 
 
 class Link:

@@ -1,0 +1,242 @@
+"""A project's own authentication and authorization (`auth.path` of its `langgraph.json`: a
+`langgraph_sdk.Auth` object), served to the api, which stays Rust: `python runner.py
+<langgraph.json> --auth` loads the object and answers the api on its standard input and output,
+one JSON line per message, many requests at once (each carries its `id`; its answer too).
+
+The api asks two things, with the official server's semantics (`langgraph_api.auth.custom`):
+
+* `{"t": "authenticate", "method", "path", "query", "headers": [[name, value], ...]}`: the
+  `@auth.authenticate` handler, given the arguments it names, returns the user; the answer is
+  `{"user": {...}, "permissions": [...]}`.
+* `{"t": "event", "user", "permissions", "resource", "action", "value"}`: the most specific
+  `@auth.on...` handler for the resource and action; the answer is the value as the handler
+  left it and the filter it returned (`{"value", "filter"}`), `False` a 403.
+
+A refusal is `{"error": {"status", "detail", "headers"}}`. Once loaded the process says
+`{"t": "ready", "authenticate": bool, "handlers": [[resource, action], ...]}`.
+"""
+
+import asyncio
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+from urllib.parse import parse_qsl
+
+from langgraph_sdk import Auth
+
+from .encoding import dumps, jsonable, loads
+from .project import load_config
+from .user import User
+
+# The arguments an authenticate handler may name, as officially.
+_ARGUMENTS = {"request", "scope", "scopes", "user", "path_params", "path", "query_params", "headers", "authorization", "method"}
+
+
+def load_auth(config: dict) -> Auth:
+    """The `Auth` object `auth.path` names: `./file.py:name` or `module:name`."""
+    path = (config.get("auth") or {}).get("path")
+    if not isinstance(path, str) or ":" not in path:
+        raise ValueError(f"auth.path must be './file.py:name' or 'module:name', not {path!r}")
+    location, _, name = path.rpartition(":")
+    if location.endswith(".py") or "/" in location:
+        file = os.path.normpath(os.path.join(config["_base"], location))
+        spec = importlib.util.spec_from_file_location("mostrador_project_auth", file)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"auth.path: {file} is not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    auth = getattr(module, name, None)
+    if not isinstance(auth, Auth):
+        raise TypeError(f"auth.path: {path} is {type(auth).__name__}, not a langgraph_sdk.Auth")
+    return auth
+
+
+class Refused(Exception):
+    """An answer other than the handler's result: a status, a detail and headers."""
+
+    def __init__(self, status: int, detail: str, headers: dict | None = None) -> None:
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+def _user_of(response: Any) -> tuple[dict, list[str]]:
+    """The user and permissions an authenticate handler returned, as the official server reads
+    them: a `(permissions, user)` pair, a string (its identity), a mapping with `identity`, or an
+    object with an `identity` attribute (its `model_dump()` or `dict()` for the rest)."""
+    permissions: Any = []
+    user = response
+    if isinstance(response, tuple):
+        if len(response) != 2:
+            raise ValueError(f"expected (permissions, user), got a tuple of {len(response)}")
+        permissions, user = response
+    elif isinstance(response, dict) and "permissions" in response:
+        permissions = response["permissions"]
+    elif hasattr(response, "permissions") and not isinstance(response, (str, dict)):
+        permissions = response.permissions
+    if isinstance(user, str):
+        fields: dict = {"identity": user}
+    elif isinstance(user, dict) and "identity" in user:
+        fields = dict(user)
+    elif hasattr(user, "identity"):
+        dump = getattr(user, "model_dump", None) or getattr(user, "dict", None)
+        fields = {**(dump() if callable(dump) else {}), "identity": user.identity}
+        for attribute in ("display_name", "is_authenticated"):
+            if hasattr(user, attribute):
+                fields[attribute] = getattr(user, attribute)
+    else:
+        raise ValueError(f"the authenticate handler returned {type(user).__name__}, not a user with an identity")
+    fields.setdefault("display_name", fields["identity"])
+    fields.setdefault("is_authenticated", True)
+    return jsonable(fields), [str(p) for p in (permissions or [])]
+
+
+def _query_params(query: str) -> Any:
+    pairs = parse_qsl(query, keep_blank_values=True)
+    try:
+        from starlette.datastructures import QueryParams
+    except ImportError:  # pragma: no cover - starlette comes with most projects' web stack
+        return dict(pairs)
+    return QueryParams(pairs)
+
+
+class Handlers:
+    """The `Auth` object's handlers, called as the official server calls them."""
+
+    def __init__(self, auth: Auth) -> None:
+        self.auth = auth
+        fn = auth._authenticate_handler
+        self.authenticator = fn
+        self.arguments: set[str] = set()
+        if fn is not None:
+            parameters = inspect.signature(fn).parameters
+            unknown = [n for n, p in parameters.items() if n not in _ARGUMENTS and p.default is p.empty]
+            if unknown:
+                raise TypeError(f"the authenticate handler takes {unknown}, which the server does not give")
+            self.arguments = {n for n in parameters if n in _ARGUMENTS}
+
+    def inventory(self) -> dict:
+        handlers = sorted(self.auth._handlers)
+        if self.auth._global_handlers:
+            handlers.append(("*", "*"))
+        return {"authenticate": self.authenticator is not None, "handlers": [list(h) for h in handlers]}
+
+    async def authenticate(self, message: dict) -> dict:
+        if self.authenticator is None:
+            # No authenticate handler: every request is anonymous, as officially.
+            return {"user": None, "permissions": []}
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in message["headers"]]
+        headers = dict(raw)
+        scope = {
+            "type": "http",
+            "method": message["method"],
+            "path": message["path"],
+            "raw_path": message["path"].encode(),
+            "query_string": message["query"].encode(),
+            "headers": raw,
+            "path_params": {},
+        }
+        given: dict[str, Any] = {
+            "scope": scope,
+            "scopes": [],
+            "user": None,
+            "path_params": {},
+            "path": message["path"],
+            "method": message["method"],
+            "headers": headers,
+            "authorization": headers.get(b"authorization", b"").decode("latin-1") or None,
+        }
+        if "query_params" in self.arguments:
+            given["query_params"] = _query_params(message["query"])
+        if "request" in self.arguments:
+            from starlette.requests import Request
+
+            given["request"] = Request(scope)
+        arguments = {name: given[name] for name in self.arguments}
+        try:
+            response = await _call(self.authenticator, arguments)
+        except Auth.exceptions.HTTPException as e:
+            raise Refused(e.status_code, str(e.detail), dict(e.headers or {})) from None
+        user, permissions = _user_of(response)
+        return {"user": user, "permissions": permissions}
+
+    def handler(self, resource: str, action: str) -> Callable | None:
+        """The most specific handler, as officially: resource and action, the resource's, the
+        action's, then the global one (the last registered of each)."""
+        for key in ((resource, action), (resource, "*"), ("*", action), ("*", "*")):
+            if key in self.auth._handlers:
+                return self.auth._handlers[key][-1]
+        return self.auth._global_handlers[-1] if self.auth._global_handlers else None
+
+    async def event(self, message: dict) -> dict:
+        value = message["value"]
+        handler = self.handler(message["resource"], message["action"])
+        if handler is None:
+            return {"value": value, "filter": None}
+        user = User(message["user"] or {})
+        ctx = Auth.types.AuthContext(
+            user=user,  # type: ignore[arg-type]
+            permissions=message["permissions"],
+            resource=message["resource"],
+            action=message["action"],
+        )
+        try:
+            result = await _call(handler, {"ctx": ctx, "value": value})
+        except Auth.exceptions.HTTPException as e:
+            raise Refused(e.status_code, str(e.detail), dict(e.headers or {})) from None
+        except AssertionError as e:
+            raise Refused(403, str(e)) from None
+        if result is None or result is True:
+            return {"value": value, "filter": None}
+        if result is False:
+            raise Refused(403, "Forbidden")
+        if not isinstance(result, dict):
+            raise Refused(500, f"Auth handler returned invalid result. Expected filter dict, None, or boolean. Got {type(result)} instead.")
+        return {"value": value, "filter": result}
+
+
+async def _call(fn: Callable, arguments: dict) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(**arguments)
+    return await asyncio.to_thread(fn, **arguments)
+
+
+async def _answer(handlers: Handlers, message: dict) -> dict:
+    try:
+        if message["t"] == "authenticate":
+            body = await handlers.authenticate(message)
+        else:
+            body = await handlers.event(message)
+    except Refused as e:
+        body = {"error": {"status": e.status, "detail": e.detail, "headers": e.headers}}
+    except Exception as e:  # noqa: BLE001 - a bug of the project's handler: a 500, logged here
+        print(f"mostrador auth: the project's handler failed: {type(e).__name__}: {e}", file=sys.stderr)
+        body = {"error": {"status": 500, "detail": f"{type(e).__name__}: {e}", "headers": {}, "bug": True}}
+    return {"id": message["id"], **body}
+
+
+async def serve(out: BinaryIO, in_fd: int, handlers: Handlers) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0))
+    out.write(dumps({"t": "ready", "pid": os.getpid(), **handlers.inventory()}) + b"\n")
+    tasks: set[asyncio.Task] = set()
+
+    async def one(message: dict) -> None:
+        out.write(dumps(await _answer(handlers, message)) + b"\n")
+
+    while line := await reader.readline():
+        task = asyncio.ensure_future(one(loads(line)))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+def start(streams: tuple[BinaryIO, int], config_path: str) -> None:
+    """Serves the api on `streams` until it goes away."""
+    handlers = Handlers(load_auth(load_config(config_path)))
+    asyncio.run(serve(*streams, handlers))
+    os._exit(0)
