@@ -173,20 +173,73 @@ pub async fn search(
 ///
 /// 404 for an assistant the caller does not have; 503 when the database failed.
 pub async fn found(state: &AppState, caller: &Caller, id: &str) -> Result<Assistant, ApiError> {
-    if let Some(assistant) = state.assistant(id) {
+    found_for(state, caller, id, Some("read")).await
+}
+
+/// [`found`], where a project's auth handler for `action` on assistants (`auth.path`; none:
+/// not asked) allows it and its filter passes the assistant's metadata.
+///
+/// # Errors
+///
+/// As [`found`], and the handler's refusal.
+pub async fn found_for(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    action: Option<&str>,
+) -> Result<Assistant, ApiError> {
+    let grant = match action.filter(|_| state.custom_auth().is_some()) {
+        Some(action) => Some(
+            crate::authorize::grant(
+                state,
+                caller,
+                "assistants",
+                action,
+                json!({"assistant_id": id}),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found"));
+    let assistant = if let Some(assistant) = state.assistant(id) {
         let assistant = assistant.clone();
         state.learn_names().await;
-        return Ok(state.named(assistant));
-    }
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found"));
-    let Ok(assistant_id) = Uuid::parse_str(id) else {
-        return Err(not_found());
+        state.named(assistant)
+    } else {
+        let Ok(assistant_id) = Uuid::parse_str(id) else {
+            return Err(not_found());
+        };
+        mostrador_queue::assistants::get(state.pool(), owner_scope(state, caller), assistant_id)
+            .await
+            .map_err(ApiError::failed)?
+            .map(Assistant::from)
+            .ok_or_else(not_found)?
     };
-    mostrador_queue::assistants::get(state.pool(), &caller.subject, assistant_id)
-        .await
-        .map_err(ApiError::failed)?
-        .map(Assistant::from)
-        .ok_or_else(not_found)
+    match grant {
+        Some(grant) if !grant.admits(&assistant.metadata) => Err(not_found()),
+        _ => Ok(assistant),
+    }
+}
+
+/// The assistant a run or a cron runs: a graph's own without asking a project's handlers, one
+/// created by a caller where its read handler allows it, as officially.
+///
+/// # Errors
+///
+/// As [`found_for`].
+pub async fn runnable(state: &AppState, caller: &Caller, id: &str) -> Result<Assistant, ApiError> {
+    let ask = state.assistant(id).is_none().then_some("read");
+    found_for(state, caller, id, ask).await
+}
+
+/// Whose created assistants a caller reaches: their own, or, under a project's auth handlers,
+/// anyone's that the handlers' filters pass (as officially).
+pub(crate) fn owner_scope<'a>(state: &AppState, caller: &'a Caller) -> Option<&'a str> {
+    state
+        .custom_auth()
+        .is_none()
+        .then_some(caller.subject.as_str())
 }
 
 /// `GET /assistants/{assistant_id}`.

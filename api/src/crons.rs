@@ -18,8 +18,9 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::assistants::Assistant;
+use crate::assistants::owner_scope;
 use crate::auth::Caller;
-use crate::authorize::writable_thread;
+use crate::authorize::{grant, writable_thread_for};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::openapi::fields;
@@ -89,7 +90,7 @@ pub async fn create_for_thread(
     Path(thread_id): Path<String>,
     Body(body): Body<CreateCron>,
 ) -> Result<Json<wire::Cron>, ApiError> {
-    let thread = writable_thread(&state, &caller, &thread_id).await?;
+    let thread = writable_thread_for(&state, &caller, &thread_id, "read").await?;
     let new = new_cron(&state, &caller, body, Some(thread.thread_id)).await?;
     if thread
         .graph_id
@@ -130,7 +131,7 @@ async fn new_cron(
         .assistant_id
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    let assistant = crate::assistants::found(state, caller, assistant_id).await?;
+    let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     let mut payload = template.payload(state, caller)?;
     if assistant.assistant_id != Assistant::for_graph(&assistant.graph_id).assistant_id {
         // One the caller created: each run takes its config as it is then (`queue::cron`).
@@ -149,7 +150,21 @@ async fn new_cron(
             "multitask_strategy must be reject, enqueue, interrupt or rollback",
         ));
     }
-    payload.insert("metadata".into(), json!(body.metadata.clone()));
+    // The project's handler may stamp the metadata (an owner, say), as officially.
+    let granted = grant(
+        state,
+        caller,
+        "crons",
+        "create",
+        json!({
+            "payload": payload, "schedule": schedule, "cron_id": null, "thread_id": thread_id.map(|id| id.0),
+            "user_id": caller.subject, "end_time": body.end_time,
+            "metadata": body.metadata.clone().unwrap_or_default(),
+        }),
+    )
+    .await?;
+    let metadata = crate::threads::granted_metadata(granted.value, body.metadata)?;
+    payload.insert("metadata".into(), json!(metadata));
     payload.insert("multitask_strategy".into(), json!(strategy));
     payload.entry("input").or_insert(Value::Null);
     Ok(NewCron {
@@ -160,7 +175,7 @@ async fn new_cron(
         schedule,
         timezone: body.timezone,
         payload: Value::Object(payload),
-        metadata: Value::Object(body.metadata.unwrap_or_default()),
+        metadata: Value::Object(metadata),
         enabled: body.enabled.unwrap_or(true),
         end_time: body.end_time,
         on_run_completed: completed.unwrap_or_else(|| "delete".to_owned()),
@@ -291,7 +306,8 @@ pub async fn get(
     Path(cron_id): Path<String>,
 ) -> Result<Json<wire::Cron>, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
-    match cron::get(state.pool(), id, &caller.subject).await {
+    let owner = reachable(&state, &caller, id, "read", json!({"cron_id": id})).await?;
+    match cron::get(state.pool(), id, owner).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),
@@ -318,6 +334,14 @@ pub async fn update(
             "Request body cannot be empty",
         ));
     }
+    let owner = reachable(
+        &state,
+        &caller,
+        id,
+        "update",
+        json!({"cron_id": id, "payload": body, "schedule": body.get("schedule")}),
+    )
+    .await?;
     let patch: PatchCron = serde_json::from_value(Value::Object(body))
         .map_err(|err| unprocessable(err.to_string()))?;
     if let Some(timezone) = patch.timezone.as_deref() {
@@ -357,9 +381,33 @@ pub async fn update(
             "No fields to update",
         ));
     }
-    match cron::update(state.pool(), id, &caller.subject, &change).await {
+    match cron::update(state.pool(), id, owner, &change).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
+        Err(err) => Err(cron_error(err)),
+    }
+}
+
+/// Whose cron `id` the statements reach: the caller's own, or, under a project's auth handlers
+/// (`auth.path`), anyone's that its `action` handler allows and whose metadata passes its filter.
+///
+/// # Errors
+///
+/// The handler's refusal, or the 404 of a cron it hides.
+async fn reachable<'a>(
+    state: &AppState,
+    caller: &'a Caller,
+    id: Uuid,
+    action: &str,
+    value: Value,
+) -> Result<Option<&'a str>, ApiError> {
+    if state.custom_auth().is_none() {
+        return Ok(Some(&caller.subject));
+    }
+    let granted = grant(state, caller, "crons", action, value).await?;
+    match cron::get(state.pool(), id, None).await {
+        Ok(Some(cron)) if granted.admits(&cron.metadata) => Ok(None),
+        Ok(_) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),
     }
 }
@@ -457,7 +505,7 @@ async fn filter_of(
     }
     let assistant = match search.assistant_id.as_deref() {
         None => None,
-        Some(id) => match crate::assistants::found(state, caller, id).await {
+        Some(id) => match crate::assistants::runnable(state, caller, id).await {
             Ok(assistant) => Some(assistant),
             // No such assistant (or another caller's): no crons of it.
             Err(err) if err.status == StatusCode::NOT_FOUND => return Ok(None),
@@ -478,10 +526,22 @@ async fn filter_of(
             Err(_) => return Ok(None),
         },
     };
+    let granted = grant(
+        state,
+        caller,
+        "crons",
+        "search",
+        json!({
+            "assistant_id": search.assistant_id, "thread_id": search.thread_id,
+            "limit": search.limit, "offset": search.offset,
+        }),
+    )
+    .await?;
     Ok(Some(cron::CronFilter {
         assistant: of,
         thread_id,
         enabled: search.enabled,
+        auth_filter: granted.filter_json(),
         metadata: search
             .metadata
             .clone()
@@ -501,9 +561,15 @@ async fn find(
     let Some(filter) = filter_of(state, caller, search).await? else {
         return Ok(Vec::new());
     };
-    cron::search(state.pool(), &caller.subject, &filter, limit, offset)
-        .await
-        .map_err(cron_error)
+    cron::search(
+        state.pool(),
+        owner_scope(state, caller),
+        &filter,
+        limit,
+        offset,
+    )
+    .await
+    .map_err(cron_error)
 }
 
 /// `POST /runs/crons/search`: the caller's crons, oldest first, with the official pagination
@@ -540,7 +606,7 @@ pub async fn count(
     let Some(filter) = filter_of(&state, &caller, &search).await? else {
         return Ok(Json(0));
     };
-    let count = cron::count(state.pool(), &caller.subject, &filter)
+    let count = cron::count(state.pool(), owner_scope(&state, &caller), &filter)
         .await
         .map_err(cron_error)?;
     Ok(Json(usize::try_from(count).unwrap_or_default()))
@@ -553,7 +619,8 @@ pub async fn delete(
     Path(cron_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
-    if cron::delete(state.pool(), id, &caller.subject)
+    let owner = reachable(&state, &caller, id, "delete", json!({"cron_id": id})).await?;
+    if cron::delete(state.pool(), id, owner)
         .await
         .map_err(cron_error)?
     {

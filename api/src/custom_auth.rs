@@ -27,8 +27,9 @@ pub use filter::AuthFilter;
 
 use crate::error::ApiError;
 
-/// The resources whose actions the api asks the project's handlers about.
-pub const SERVED: &[&str] = &["threads"];
+/// The resources whose actions the api asks the project's handlers about (`*`: a handler for
+/// every resource).
+pub const SERVED: &[&str] = &["*", "threads", "assistants", "crons", "store"];
 
 /// Starts one handler process: the binary's, `runner.py <langgraph.json> --auth` with its input
 /// and output piped.

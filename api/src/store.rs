@@ -1,6 +1,8 @@
 //! `/store`: the Store (long-term memory) as the official server serves it. Each item is the
 //! caller's own (its subject's): a caller reads, searches and deletes only what it wrote, or what
-//! graph runs on its threads wrote.
+//! graph runs on its threads wrote. A project's store handlers (`auth.path`) are asked first, as
+//! officially: they may refuse, move the namespace (under the user's own, say), and add to a
+//! search's filter.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,11 +10,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::store::{self, Namespaces, Search};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::authorize::grant;
+use crate::custom_auth::Grant;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
@@ -36,10 +40,6 @@ pub struct Put {
     ttl: Option<f64>,
     #[serde(default)]
     #[schema(value_type = Value)]
-    #[allow(
-        dead_code,
-        reason = "accepted as the client sends it; there is no index"
-    )]
     index: Option<Value>,
 }
 
@@ -48,10 +48,22 @@ pub async fn put(
     caller: Caller,
     Body(put): Body<Put>,
 ) -> Result<Response, ApiError> {
+    let granted = grant(
+        &state,
+        &caller,
+        "store",
+        "put",
+        json!({
+            "namespace": put.namespace, "key": put.key, "value": put.value,
+            "index": put.index, "ttl": put.ttl,
+        }),
+    )
+    .await?;
+    let namespace = granted_namespace(&granted, put.namespace)?;
     store::put(
         state.pool(),
         &caller.subject,
-        &put.namespace,
+        &namespace,
         &put.key,
         &Value::Object(put.value),
         put.ttl.or(state.store_ttl().default_minutes),
@@ -86,6 +98,15 @@ pub async fn get(
         None | Some("") => state.store_ttl().refresh_on_read,
         Some(value) => !value.eq_ignore_ascii_case("false"),
     };
+    let granted = grant(
+        &state,
+        &caller,
+        "store",
+        "get",
+        json!({"namespace": namespace, "key": key, "refresh_ttl": refresh}),
+    )
+    .await?;
+    let namespace = granted_namespace(&granted, namespace)?;
     let item = store::get(state.pool(), &caller.subject, &namespace, &key, refresh)
         .await
         .map_err(queue_error)?;
@@ -107,14 +128,18 @@ pub async fn delete(
     Body(delete): Body<Delete>,
 ) -> Result<Response, ApiError> {
     store::check_namespace(&delete.namespace).map_err(queue_error)?;
-    store::delete(
-        state.pool(),
-        &caller.subject,
-        &delete.namespace,
-        &delete.key,
+    let granted = grant(
+        &state,
+        &caller,
+        "store",
+        "delete",
+        json!({"namespace": delete.namespace, "key": delete.key}),
     )
-    .await
-    .map_err(queue_error)?;
+    .await?;
+    let namespace = granted_namespace(&granted, delete.namespace)?;
+    store::delete(state.pool(), &caller.subject, &namespace, &delete.key)
+        .await
+        .map_err(queue_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -135,10 +160,6 @@ pub struct SearchBody {
     /// A semantic query: ignored, as mostrador has no index (items are found by prefix and
     /// filter alone).
     #[serde(default)]
-    #[allow(
-        dead_code,
-        reason = "accepted as the client sends it; there is no index"
-    )]
     query: Option<String>,
     refresh_ttl: Option<bool>,
 }
@@ -148,10 +169,26 @@ pub async fn search(
     caller: Caller,
     Body(body): Body<SearchBody>,
 ) -> Result<Response, ApiError> {
+    let granted = grant(
+        &state,
+        &caller,
+        "store",
+        "search",
+        json!({
+            "namespace": body.namespace_prefix, "filter": body.filter, "limit": body.limit.unwrap_or(10),
+            "offset": body.offset.unwrap_or(0), "query": body.query, "refresh_ttl": body.refresh_ttl,
+        }),
+    )
+    .await?;
+    let namespace_prefix = granted_namespace(&granted, body.namespace_prefix)?;
+    // The handler's filter joins the request's, over the items' values, as officially.
+    let mut filter = body.filter.unwrap_or_default();
+    if let Some(Value::Object(added)) = granted.filter_json() {
+        filter.extend(added);
+    }
     let search = Search {
-        namespace_prefix: body.namespace_prefix,
-        filter: body
-            .filter
+        namespace_prefix,
+        filter: Some(filter)
             .filter(|filter| !filter.is_empty())
             .map(Value::Object),
         limit: body.limit.unwrap_or(10),
@@ -172,6 +209,27 @@ pub async fn search(
         })?;
     }
     Ok(page.answer(b"]}"))
+}
+
+/// The namespace a project's handler left in its value (`namespace`), else `sent`.
+///
+/// # Errors
+///
+/// A 500 for a handler that left one that is not a list of strings.
+fn granted_namespace(granted: &Grant, sent: Vec<String>) -> Result<Vec<String>, ApiError> {
+    match granted.value.get("namespace") {
+        None | Some(Value::Null) => Ok(sent),
+        Some(Value::Array(labels)) => labels
+            .iter()
+            .map(|label| label.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                ApiError::failed("the project's store handler left a namespace that is not strings")
+            }),
+        Some(other) => Err(ApiError::failed(format!(
+            "the project's store handler left a namespace that is not a list: {other:.100}"
+        ))),
+    }
 }
 
 /// `POST /store/namespaces`.
@@ -195,8 +253,19 @@ pub async fn namespaces(
     caller: Caller,
     Body(body): Body<NamespacesBody>,
 ) -> Result<Json<wire::NamespaceList>, ApiError> {
+    let granted = grant(
+        &state,
+        &caller,
+        "store",
+        "list_namespaces",
+        json!({
+            "namespace": body.prefix, "suffix": body.suffix, "max_depth": body.max_depth,
+            "limit": body.limit.unwrap_or(100), "offset": body.offset.unwrap_or(0),
+        }),
+    )
+    .await?;
     let asked = Namespaces {
-        prefix: body.prefix.unwrap_or_default(),
+        prefix: granted_namespace(&granted, body.prefix.unwrap_or_default())?,
         suffix: body.suffix.unwrap_or_default(),
         max_depth: body.max_depth,
         limit: body.limit.unwrap_or(100),

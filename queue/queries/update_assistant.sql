@@ -1,7 +1,7 @@
 with old as (
     select *
     from mostrador.assistants
-    where assistant_id = $1 and owner = $2
+    where assistant_id = $1 and ($2::text is null or owner = $2)
     for update
 ),
 new as (

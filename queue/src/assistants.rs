@@ -54,6 +54,9 @@ pub struct Search {
     pub name: Option<String>,
     /// Assistants whose metadata holds these keys and values (JSON containment).
     pub metadata: Option<Value>,
+    /// Assistants whose metadata passes this filter of a project's auth handler
+    /// (`mostrador.auth_admits`).
+    pub auth_filter: Option<Value>,
     pub sort_by: &'static str,
     pub descending: bool,
     pub limit: i64,
@@ -136,14 +139,14 @@ pub async fn create(
     Ok(created)
 }
 
-/// `owner`'s assistant.
+/// `owner`'s assistant (anyone's: `None`, under a project's auth handlers).
 ///
 /// # Errors
 ///
 /// The database failed.
 pub async fn get(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     assistant_id: Uuid,
 ) -> Result<Option<Assistant>> {
     let found = sqlx::query_as!(
@@ -152,7 +155,7 @@ pub async fn get(
         select assistant_id, graph_id, name, description, config, context, metadata, version,
                created_at, updated_at
         from mostrador.assistants
-        where assistant_id = $1 and owner = $2
+        where assistant_id = $1 and ($2::text is null or owner = $2)
         "#,
         assistant_id,
         owner,
@@ -170,7 +173,7 @@ pub async fn get(
 /// The database failed.
 pub async fn update<'a>(
     db: impl Acquire<'a, Database = Postgres>,
-    owner: &str,
+    owner: Option<&str>,
     assistant_id: Uuid,
     change: &Change,
 ) -> Result<Option<Assistant>> {
@@ -203,7 +206,7 @@ pub async fn update<'a>(
 /// The database failed.
 pub async fn set_latest(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     assistant_id: Uuid,
     version: i32,
 ) -> Result<Option<Assistant>> {
@@ -215,7 +218,7 @@ pub async fn set_latest(
             description = v.description, config = v.config, context = v.context,
             metadata = v.metadata, updated_at = now()
         from mostrador.assistant_versions v
-        where a.assistant_id = $1 and a.owner = $2
+        where a.assistant_id = $1 and ($2::text is null or a.owner = $2)
           and v.assistant_id = a.assistant_id and v.version = $3
         returning a.assistant_id, a.graph_id, a.name, a.description, a.config, a.context,
                   a.metadata, a.version, a.created_at, a.updated_at
@@ -236,11 +239,12 @@ pub async fn set_latest(
 /// The database failed.
 pub async fn delete(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     assistant_id: Uuid,
 ) -> Result<bool> {
     let deleted = sqlx::query!(
-        "delete from mostrador.assistants where assistant_id = $1 and owner = $2",
+        "delete from mostrador.assistants \
+         where assistant_id = $1 and ($2::text is null or owner = $2)",
         assistant_id,
         owner,
     )
@@ -257,7 +261,7 @@ pub async fn delete(
 /// [`Error::Invalid`] for a limit outside 1..=1000 or a negative offset.
 pub async fn versions(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     assistant_id: Uuid,
     metadata: Option<&Value>,
     limit: i64,
@@ -279,7 +283,7 @@ pub async fn versions(
             limit $4
             offset $5
         ) v on true
-        where a.assistant_id = $1 and a.owner = $2
+        where a.assistant_id = $1 and ($2::text is null or a.owner = $2)
         "#,
         assistant_id,
         owner,
@@ -320,7 +324,7 @@ pub async fn versions(
 /// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or an unknown sort.
 pub async fn search(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     search: &Search,
 ) -> Result<Vec<Assistant>> {
     check_page(search.limit, search.offset)?;
@@ -335,10 +339,11 @@ pub async fn search(
         "select assistant_id, graph_id, name, description, config, context, metadata, version, \
                 created_at, updated_at \
          from mostrador.assistants \
-         where owner = $1 \
+         where ($1::text is null or owner = $1) \
            and ($2::text is null or graph_id = $2) \
            and ($3::text is null or name = $3) \
            and ($4::jsonb is null or metadata @> $4) \
+           and ($7::jsonb is null or mostrador.auth_admits(metadata, $7)) \
          order by {} {}, assistant_id \
          limit $5 offset $6",
         search.sort_by,
@@ -365,6 +370,7 @@ pub async fn search(
     .bind(&search.metadata)
     .bind(search.limit)
     .bind(search.offset)
+    .bind(&search.auth_filter)
     .fetch_all(executor)
     .await?;
     Ok(found
@@ -402,20 +408,26 @@ pub async fn search(
 /// # Errors
 ///
 /// The database failed.
-pub async fn count(executor: impl PgExecutor<'_>, owner: &str, search: &Search) -> Result<i64> {
+pub async fn count(
+    executor: impl PgExecutor<'_>,
+    owner: Option<&str>,
+    search: &Search,
+) -> Result<i64> {
     let count = sqlx::query_scalar!(
         r#"
         select count(*) as "count!"
         from mostrador.assistants
-        where owner = $1
+        where ($1::text is null or owner = $1)
           and ($2::text is null or graph_id = $2)
           and ($3::text is null or name = $3)
           and ($4::jsonb is null or metadata @> $4)
+          and ($5::jsonb is null or mostrador.auth_admits(metadata, $5))
         "#,
         owner,
         search.graph_id,
         search.name,
         search.metadata,
+        search.auth_filter,
     )
     .fetch_one(executor)
     .await?;

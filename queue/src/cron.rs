@@ -153,6 +153,9 @@ pub struct CronFilter {
     pub enabled: Option<bool>,
     /// Crons whose metadata contains this object's keys and values.
     pub metadata: Option<Value>,
+    /// Crons whose metadata passes this filter of a project's auth handler
+    /// (`mostrador.auth_admits`).
+    pub auth_filter: Option<Value>,
 }
 
 impl CronFilter {
@@ -174,7 +177,7 @@ impl CronFilter {
 /// [`Error::Invalid`] for a limit outside 1..=1000 or a negative offset.
 pub async fn search(
     executor: impl PgExecutor<'_>,
-    owner: &str,
+    owner: Option<&str>,
     filter: &CronFilter,
     limit: i64,
     offset: i64,
@@ -192,12 +195,13 @@ pub async fn search(
         select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
-        where owner = $1
+        where ($1::text is null or owner = $1)
           and ($2::text is null or (graph_id = $2 and payload->>'assistant_id' is null))
           and ($7::text is null or payload->>'assistant_id' = $7)
           and ($3::uuid is null or thread_id = $3)
           and ($4::boolean is null or enabled = $4)
           and ($8::jsonb is null or metadata @> $8)
+          and ($9::jsonb is null or mostrador.auth_admits(metadata, $9))
         order by created_at, cron_id
         limit $5 offset $6
         "#,
@@ -209,6 +213,7 @@ pub async fn search(
         offset,
         created,
         filter.metadata,
+        filter.auth_filter,
     )
     .fetch_all(executor)
     .await?)
@@ -219,18 +224,23 @@ pub async fn search(
 /// # Errors
 ///
 /// The database failed.
-pub async fn count(executor: impl PgExecutor<'_>, owner: &str, filter: &CronFilter) -> Result<i64> {
+pub async fn count(
+    executor: impl PgExecutor<'_>,
+    owner: Option<&str>,
+    filter: &CronFilter,
+) -> Result<i64> {
     let (graph_id, created) = filter.assistant_columns();
     Ok(sqlx::query_scalar!(
         r#"
         select count(*) as "count!"
         from mostrador.crons
-        where owner = $1
+        where ($1::text is null or owner = $1)
           and ($2::text is null or (graph_id = $2 and payload->>'assistant_id' is null))
           and ($5::text is null or payload->>'assistant_id' = $5)
           and ($3::uuid is null or thread_id = $3)
           and ($4::boolean is null or enabled = $4)
           and ($6::jsonb is null or metadata @> $6)
+          and ($7::jsonb is null or mostrador.auth_admits(metadata, $7))
         "#,
         owner,
         graph_id,
@@ -238,6 +248,7 @@ pub async fn count(executor: impl PgExecutor<'_>, owner: &str, filter: &CronFilt
         filter.enabled,
         created,
         filter.metadata,
+        filter.auth_filter,
     )
     .fetch_one(executor)
     .await?)
@@ -248,9 +259,13 @@ pub async fn count(executor: impl PgExecutor<'_>, owner: &str, filter: &CronFilt
 /// # Errors
 ///
 /// The database failed.
-pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -> Result<bool> {
+pub async fn delete(
+    executor: impl PgExecutor<'_>,
+    cron_id: Uuid,
+    owner: Option<&str>,
+) -> Result<bool> {
     let deleted = sqlx::query!(
-        "delete from mostrador.crons where cron_id = $1 and owner = $2",
+        "delete from mostrador.crons where cron_id = $1 and ($2::text is null or owner = $2)",
         cron_id,
         owner
     )
@@ -267,7 +282,7 @@ pub async fn delete(executor: impl PgExecutor<'_>, cron_id: Uuid, owner: &str) -
 pub async fn get(
     executor: impl PgExecutor<'_>,
     cron_id: Uuid,
-    owner: &str,
+    owner: Option<&str>,
 ) -> Result<Option<Cron>> {
     Ok(sqlx::query_as!(
         Cron,
@@ -275,7 +290,7 @@ pub async fn get(
         select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
-        where cron_id = $1 and owner = $2
+        where cron_id = $1 and ($2::text is null or owner = $2)
         "#,
         cron_id,
         owner
@@ -309,7 +324,7 @@ pub struct CronUpdate {
 pub async fn update<'a>(
     db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>,
     cron_id: Uuid,
-    owner: &str,
+    owner: Option<&str>,
     change: &CronUpdate,
 ) -> Result<Option<Cron>> {
     let invalid = |field: &'static str| move |reason: String| Error::Invalid { field, reason };
@@ -324,7 +339,7 @@ pub async fn update<'a>(
         select cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
         from mostrador.crons
-        where cron_id = $1 and owner = $2
+        where cron_id = $1 and ($2::text is null or owner = $2)
         for update
         "#,
         cron_id,
@@ -527,7 +542,7 @@ async fn enqueue_for(
     if let Some(id) = payload.get("assistant_id").and_then(Value::as_str) {
         let assistant = Uuid::parse_str(id)
             .ok()
-            .map(|id| crate::assistants::get(&mut *tx, &cron.owner, id));
+            .map(|id| crate::assistants::get(&mut *tx, Some(&cron.owner), id));
         let assistant = match assistant {
             Some(found) => found.await?,
             None => None,

@@ -350,14 +350,14 @@ async fn a_tick_moves_a_cron_on_by_the_clocks_of_its_time_zone(pool: PgPool) {
     assert_eq!(created.next_run_at.format("%H:%M").to_string(), "03:30");
     make_due(&pool, created.cron_id).await;
     assert_eq!(cron::tick(&pool, None).await.expect("tick"), 1);
-    let moved = cron::get(&pool, created.cron_id, "ana")
+    let moved = cron::get(&pool, created.cron_id, Some("ana"))
         .await
         .expect("get")
         .expect("the cron");
     assert_eq!(moved.next_run_at.format("%H:%M").to_string(), "03:30");
     assert!(moved.next_run_at > Utc::now());
     assert_eq!(
-        cron::get(&pool, created.cron_id, "luis")
+        cron::get(&pool, created.cron_id, Some("luis"))
             .await
             .expect("get"),
         None,

@@ -12,21 +12,29 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{Assistant, Search, found};
+use super::{Assistant, Search, found, found_for, owner_scope};
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::authorize::grant;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
 use crate::runs::queue_error;
+use crate::threads::granted_metadata;
 
 fn unprocessable(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
 }
 
-/// An assistant `id` the caller created; the graphs' own are not theirs to change.
-async fn owned(state: &AppState, caller: &Caller, id: &str) -> Result<Uuid, ApiError> {
-    let assistant = found(state, caller, id).await?;
+/// An assistant `id` the caller created (under a project's auth handlers, one their `action`
+/// handler allows); the graphs' own are not theirs to change.
+async fn owned(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    action: &str,
+) -> Result<Uuid, ApiError> {
+    let assistant = found_for(state, caller, id, Some(action)).await?;
     if state.assistant(id).is_some() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -131,6 +139,20 @@ pub async fn create(
     if state.assistant(&assistant_id.to_string()).is_some() {
         return Err(taken());
     }
+    // The project's handler may stamp the metadata (an owner, say), as officially.
+    let granted = grant(
+        &state,
+        &caller,
+        "assistants",
+        "create",
+        json!({
+            "assistant_id": assistant_id, "graph_id": graph_id, "config": body.config,
+            "context": body.context, "metadata": body.metadata.clone().unwrap_or_default(),
+            "if_exists": body.if_exists, "name": body.name, "description": body.description,
+        }),
+    )
+    .await?;
+    let metadata = granted_metadata(granted.value, body.metadata)?;
     let (config, context) = config_and_context(body.config, body.context)?;
     let new = NewAssistant {
         assistant_id,
@@ -140,7 +162,7 @@ pub async fn create(
         description: body.description,
         config: config.unwrap_or_else(|| json!({})),
         context: context.unwrap_or_else(|| json!({})),
-        metadata: Value::Object(body.metadata.unwrap_or_default()),
+        metadata: Value::Object(metadata),
     };
     match rows::create(state.pool(), &new)
         .await
@@ -149,7 +171,7 @@ pub async fn create(
         Some(created) => Ok(Json(created.into())),
         // Anyone's: the same conflict, and only the caller's own is handed back.
         None if do_nothing => {
-            match rows::get(state.pool(), &caller.subject, assistant_id)
+            match rows::get(state.pool(), owner_scope(&state, &caller), assistant_id)
                 .await
                 .map_err(queue_error)?
             {
@@ -183,7 +205,24 @@ pub async fn update(
     Path(id): Path<String>,
     Body(body): Body<Update>,
 ) -> Result<Json<Assistant>, ApiError> {
-    let assistant_id = owned(&state, &caller, &id).await?;
+    let mut body = body;
+    if state.custom_auth().is_some() {
+        let granted = grant(
+            &state,
+            &caller,
+            "assistants",
+            "update",
+            json!({
+                "assistant_id": id, "graph_id": body.graph_id, "config": body.config,
+                "context": body.context, "metadata": body.metadata.clone().unwrap_or_default(),
+                "name": body.name, "description": body.description,
+            }),
+        )
+        .await?;
+        let sent = body.metadata.take();
+        body.metadata = Some(granted_metadata(granted.value, sent)?);
+    }
+    let assistant_id = owned(&state, &caller, &id, "update").await?;
     if let Some(graph_id) = &body.graph_id
         && state
             .assistant(graph_id)
@@ -204,11 +243,16 @@ pub async fn update(
         context,
         metadata: body.metadata.map(Value::Object),
     };
-    rows::update(state.pool(), &caller.subject, assistant_id, &change)
-        .await
-        .map_err(queue_error)?
-        .map(|updated| Json(updated.into()))
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found")))
+    rows::update(
+        state.pool(),
+        owner_scope(&state, &caller),
+        assistant_id,
+        &change,
+    )
+    .await
+    .map_err(queue_error)?
+    .map(|updated| Json(updated.into()))
+    .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found")))
 }
 
 /// `DELETE /assistants/{assistant_id}`.
@@ -218,8 +262,8 @@ pub async fn delete(
     Path(id): Path<String>,
     Params(query): Params<DeleteQuery>,
 ) -> Result<Response, ApiError> {
-    let assistant_id = owned(&state, &caller, &id).await?;
-    rows::delete(state.pool(), &caller.subject, assistant_id)
+    let assistant_id = owned(&state, &caller, &id, "delete").await?;
+    rows::delete(state.pool(), owner_scope(&state, &caller), assistant_id)
         .await
         .map_err(queue_error)?;
     if query.delete_threads {
@@ -320,7 +364,7 @@ pub async fn versions(
         .map(Value::Object);
     let found = rows::versions(
         state.pool(),
-        &caller.subject,
+        owner_scope(&state, &caller),
         assistant.assistant_id,
         metadata.as_ref(),
         body.limit,
@@ -350,17 +394,22 @@ pub async fn set_latest(
     Path(id): Path<String>,
     Body(body): Body<Latest>,
 ) -> Result<Json<Assistant>, ApiError> {
-    let assistant_id = owned(&state, &caller, &id).await?;
-    rows::set_latest(state.pool(), &caller.subject, assistant_id, body.version)
-        .await
-        .map_err(queue_error)?
-        .map(|latest| Json(latest.into()))
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("Version {} not found for assistant {id}", body.version),
-            )
-        })
+    let assistant_id = owned(&state, &caller, &id, "update").await?;
+    rows::set_latest(
+        state.pool(),
+        owner_scope(&state, &caller),
+        assistant_id,
+        body.version,
+    )
+    .await
+    .map_err(queue_error)?
+    .map(|latest| Json(latest.into()))
+    .ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("Version {} not found for assistant {id}", body.version),
+        )
+    })
 }
 
 /// `POST /assistants/count`.
@@ -370,15 +419,20 @@ pub async fn count(
     Body(search): Body<Search>,
 ) -> Result<Json<i64>, ApiError> {
     state.learn_names().await;
-    let (own, query) = matching(&state, &search)?;
-    let created = rows::count(state.pool(), &caller.subject, &query)
+    let (own, query) = matching(&state, &caller, &search).await?;
+    let created = rows::count(state.pool(), owner_scope(&state, &caller), &query)
         .await
         .map_err(queue_error)?;
     Ok(Json(own.len() as i64 + created))
 }
 
-/// The graphs' own assistants that match, and the query for the caller's.
-fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::Search), ApiError> {
+/// The graphs' own assistants that match, and the query for the caller's (both filtered by a
+/// project's search handler, under `auth.path`).
+async fn matching(
+    state: &AppState,
+    caller: &Caller,
+    search: &Search,
+) -> Result<(Vec<Assistant>, rows::Search), ApiError> {
     if !(1..=1000).contains(&search.limit) || search.offset < 0 {
         return Err(unprocessable(
             "limit must be between 1 and 1000 and offset at least 0",
@@ -400,9 +454,21 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
         .metadata
         .clone()
         .filter(|metadata| !metadata.is_empty());
+    let granted = grant(
+        state,
+        caller,
+        "assistants",
+        "search",
+        json!({
+            "graph_id": search.graph_id, "metadata": search.metadata.clone().unwrap_or_default(),
+            "limit": search.limit, "offset": search.offset,
+        }),
+    )
+    .await?;
     let own = state
         .assistants()
         .map(|a| state.named(a.clone()))
+        .filter(|a| granted.admits(&a.metadata))
         .filter(|a| search.graph_id.as_ref().is_none_or(|g| *g == a.graph_id))
         .filter(|a| search.name.as_ref().is_none_or(|n| *n == a.name))
         .filter(|a| {
@@ -417,6 +483,7 @@ fn matching(state: &AppState, search: &Search) -> Result<(Vec<Assistant>, rows::
         graph_id: search.graph_id.clone(),
         name: search.name.clone(),
         metadata: metadata.map(Value::Object),
+        auth_filter: granted.filter_json(),
         sort_by,
         descending,
         // Enough of the caller's to fill the page after the graphs' own are merged in, and one
@@ -438,8 +505,8 @@ pub(super) async fn search(
     search: Search,
 ) -> Result<(Vec<Assistant>, bool), ApiError> {
     state.learn_names().await;
-    let (mut all, query) = matching(state, &search)?;
-    let created = rows::search(state.pool(), &caller.subject, &query)
+    let (mut all, query) = matching(state, caller, &search).await?;
+    let created = rows::search(state.pool(), owner_scope(state, caller), &query)
         .await
         .map_err(queue_error)?;
     all.extend(created.into_iter().map(Assistant::from));

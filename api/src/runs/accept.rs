@@ -477,7 +477,7 @@ pub(super) async fn resolve_assistant(
         .assistant_id
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
-    let assistant = crate::assistants::found(state, caller, assistant_id).await?;
+    let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     may_start(state, caller, &assistant.graph_id)?;
     Ok(assistant)
 }

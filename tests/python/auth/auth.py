@@ -64,3 +64,29 @@ async def on_thread_delete(ctx: Auth.types.AuthContext, value: dict):
     """Nobody deletes a thread here but Alice, and only her own."""
     assert ctx.user.identity == "user1", "Only Alice deletes threads"
     return owner(ctx)
+
+
+@auth.on.assistants
+async def own_assistants(ctx: Auth.types.AuthContext, value: dict):
+    """Assistants are their creator's: stamped when created or changed, filtered otherwise."""
+    if "metadata" in value:
+        metadata = value.get("metadata") or {}
+        metadata.update(owner(ctx))
+        value["metadata"] = metadata
+    return owner(ctx)
+
+
+@auth.on.crons
+async def own_crons(ctx: Auth.types.AuthContext, value: dict):
+    """Crons too."""
+    if "metadata" in value:
+        metadata = value.get("metadata") or {}
+        metadata.update(owner(ctx))
+        value["metadata"] = metadata
+    return owner(ctx)
+
+
+@auth.on.store
+async def own_namespace(ctx: Auth.types.AuthContext, value: dict):
+    """Each user's memories under a namespace of their own, as the documentation's store example."""
+    value["namespace"] = (ctx.user.identity, *(value.get("namespace") or ()))

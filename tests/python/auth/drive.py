@@ -60,13 +60,24 @@ class Run:
         }
 
     async def record(self, key: str, call: Any) -> Any:
-        try:
-            result = await call
-        except Exception as exc:  # noqa: BLE001 - recorded, the sequence goes on
-            self.answers[key] = refusal(exc)
-            return None
-        self.answers[key] = view(result)
-        return result
+        """`call()`'s answer, recorded; a 503 (a graph not described yet) is asked again, as a
+        client does, for up to a minute."""
+        for _ in range(120):
+            try:
+                result = await call()
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 503:
+                    await asyncio.sleep(0.5)
+                    continue
+                self.answers[key] = refusal(exc)
+                return None
+            except Exception as exc:  # noqa: BLE001 - recorded, the sequence goes on
+                self.answers[key] = refusal(exc)
+                return None
+            self.answers[key] = view(result)
+            return result
+        self.answers[key] = {"error": {"status": 503, "detail": None}}
+        return None
 
     async def raw(self, key: str, method: str, path: str, headers: dict[str, str]) -> None:
         """A request outside the SDK (no token, a malformed one)."""
@@ -81,59 +92,84 @@ class Run:
 
     async def scenarios(self) -> dict[str, Any]:
         alice, bob, rita = self.clients["alice"], self.clients["bob"], self.clients["rita"]
-        # Until the graph is described (mostrador's worker describes it once started).
-        for _ in range(120):
-            try:
-                found = await alice.assistants.search(graph_id="agent")
-                await alice.assistants.get_schemas(found[0]["assistant_id"])
-                break
-            except httpx.HTTPStatusError:
-                await asyncio.sleep(0.5)
         await self.raw("anonymous/threads.create", "POST", "/threads", {})
         await self.raw("forged/threads.create", "POST", "/threads", {"Authorization": "Bearer forged"})
         await self.raw("anonymous/threads.search", "POST", "/threads/search", {})
 
-        thread = await self.record("alice/threads.create", alice.threads.create(metadata={"topic": "tea"}))
+        thread = await self.record("alice/threads.create", lambda: alice.threads.create(metadata={"topic": "tea"}))
         tid = thread["thread_id"]
-        await self.record("alice/threads.get", alice.threads.get(tid))
-        await self.record("bob/threads.get", bob.threads.get(tid))
-        await self.record("rita/threads.create", rita.threads.create())
-        await self.record("bob/threads.create", bob.threads.create(metadata={"topic": "coffee"}))
-        await self.record("alice/threads.search", alice.threads.search(metadata={"topic": "tea"}))
-        await self.record("bob/threads.search", bob.threads.search())
-        await self.record("bob/threads.search/tea", bob.threads.search(metadata={"topic": "tea"}))
-        await self.record("alice/threads.count", alice.threads.count())
-        await self.record("bob/threads.count", bob.threads.count())
-        await self.record("bob/threads.update", bob.threads.update(tid, metadata={"topic": "mine"}))
-        await self.record("alice/threads.update", alice.threads.update(tid, metadata={"color": "green"}))
+        await self.record("alice/threads.get", lambda: alice.threads.get(tid))
+        await self.record("bob/threads.get", lambda: bob.threads.get(tid))
+        await self.record("rita/threads.create", lambda: rita.threads.create())
+        await self.record("bob/threads.create", lambda: bob.threads.create(metadata={"topic": "coffee"}))
+        await self.record("alice/threads.search", lambda: alice.threads.search(metadata={"topic": "tea"}))
+        await self.record("bob/threads.search", lambda: bob.threads.search())
+        await self.record("bob/threads.search/tea", lambda: bob.threads.search(metadata={"topic": "tea"}))
+        await self.record("alice/threads.count", lambda: alice.threads.count())
+        await self.record("bob/threads.count", lambda: bob.threads.count())
+        await self.record("bob/threads.update", lambda: bob.threads.update(tid, metadata={"topic": "mine"}))
+        await self.record("alice/threads.update", lambda: alice.threads.update(tid, metadata={"color": "green"}))
 
-        await self.record("alice/runs.wait", alice.runs.wait(tid, "agent", input={}))
-        await self.record("bob/runs.wait", bob.runs.wait(tid, "agent", input={}))
-        await self.record("rita/runs.wait/stateless", rita.runs.wait(None, "agent", input={}))
-        await self.record("alice/runs.wait/stateless", alice.runs.wait(None, "agent", input={}))
-        await self.record("bob/runs.list", bob.runs.list(tid))
-        runs = await self.record("alice/runs.list", alice.runs.list(tid))
+        await self.record("alice/runs.wait", lambda: alice.runs.wait(tid, "agent", input={}))
+        await self.record("bob/runs.wait", lambda: bob.runs.wait(tid, "agent", input={}))
+        await self.record("rita/runs.wait/stateless", lambda: rita.runs.wait(None, "agent", input={}))
+        await self.record("alice/runs.wait/stateless", lambda: alice.runs.wait(None, "agent", input={}))
+        await self.record("bob/runs.list", lambda: bob.runs.list(tid))
+        runs = await self.record("alice/runs.list", lambda: alice.runs.list(tid))
         if runs:
             run_id = runs[0]["run_id"]
-            await self.record("bob/runs.get", bob.runs.get(tid, run_id))
-            await self.record("bob/runs.join", bob.runs.join(tid, run_id))
-            await self.record("alice/runs.join", alice.runs.join(tid, run_id))
-        await self.record("bob/threads.get_state", bob.threads.get_state(tid))
-        await self.record("alice/threads.get_state", alice.threads.get_state(tid))
-        await self.record("bob/threads.get_history", bob.threads.get_history(tid))
-        await self.record("bob/threads.update_state", bob.threads.update_state(tid, {"asked": []}))
-        await self.record("bob/threads.copy", bob.threads.copy(tid))
+            await self.record("bob/runs.get", lambda: bob.runs.get(tid, run_id))
+            await self.record("bob/runs.join", lambda: bob.runs.join(tid, run_id))
+            await self.record("alice/runs.join", lambda: alice.runs.join(tid, run_id))
+        await self.record("bob/threads.get_state", lambda: bob.threads.get_state(tid))
+        await self.record("alice/threads.get_state", lambda: alice.threads.get_state(tid))
+        await self.record("bob/threads.get_history", lambda: bob.threads.get_history(tid))
+        await self.record("bob/threads.update_state", lambda: bob.threads.update_state(tid, {"asked": []}))
+        await self.record("bob/threads.copy", lambda: bob.threads.copy(tid))
 
         # A run that creates its thread: the thread is its creator's (stamped through the run).
         created = str(uuid.uuid4())
-        await self.record("alice/runs.wait/new-thread",
-                          alice.runs.wait(created, "agent", input={}, if_not_exists="create"))
-        await self.record("alice/threads.get/new-thread", alice.threads.get(created))
-        await self.record("bob/threads.get/new-thread", bob.threads.get(created))
+        await self.record("alice/runs.wait/new-thread", lambda: alice.runs.wait(created, "agent", input={}, if_not_exists="create"))
+        await self.record("alice/threads.get/new-thread", lambda: alice.threads.get(created))
+        await self.record("bob/threads.get/new-thread", lambda: bob.threads.get(created))
 
-        await self.record("bob/threads.delete", bob.threads.delete(tid))
-        await self.record("alice/threads.delete", alice.threads.delete(tid))
-        await self.record("alice/threads.get/deleted", alice.threads.get(tid))
+        # Assistants, crons and the store, under their handlers.
+        await self.record("alice/assistants.search/graphs", lambda: alice.assistants.search(graph_id="agent"))
+        mine = await self.record("alice/assistants.create",
+                                 lambda: alice.assistants.create("agent", name="tea", metadata={"kind": "tea"}))
+        if mine:
+            aid = mine["assistant_id"]
+            await self.record("alice/assistants.get", lambda: alice.assistants.get(aid))
+            await self.record("bob/assistants.get", lambda: bob.assistants.get(aid))
+            await self.record("alice/assistants.search", lambda: alice.assistants.search())
+            await self.record("bob/assistants.search", lambda: bob.assistants.search())
+            await self.record("bob/assistants.update", lambda: bob.assistants.update(aid, name="mine"))
+            await self.record("alice/assistants.update",
+                              lambda: alice.assistants.update(aid, metadata={"kind": "green tea"}))
+            await self.record("bob/runs.wait/assistant", lambda: bob.runs.wait(None, aid, input={}))
+            await self.record("bob/assistants.delete", lambda: bob.assistants.delete(aid))
+            await self.record("alice/assistants.delete", lambda: alice.assistants.delete(aid))
+        cron = await self.record("alice/crons.create",
+                                 lambda: alice.crons.create("agent", schedule="0 0 1 1 *", input={},
+                                                            metadata={"kind": "yearly"}))
+        await self.record("alice/crons.search", lambda: alice.crons.search())
+        await self.record("bob/crons.search", lambda: bob.crons.search())
+        await self.record("bob/crons.count", lambda: bob.crons.count())
+        if cron:
+            await self.record("bob/crons.delete", lambda: bob.crons.delete(cron["cron_id"]))
+            await self.record("alice/crons.delete", lambda: alice.crons.delete(cron["cron_id"]))
+        await self.record("alice/store.put", lambda: alice.store.put_item(["notes"], "tea", {"likes": "green"}))
+        await self.record("alice/store.get", lambda: alice.store.get_item(["notes"], "tea"))
+        await self.record("bob/store.get", lambda: bob.store.get_item(["notes"], "tea"))
+        await self.record("alice/store.search", lambda: alice.store.search_items(["notes"]))
+        await self.record("bob/store.search", lambda: bob.store.search_items(["notes"]))
+        await self.record("alice/store.namespaces", lambda: alice.store.list_namespaces())
+        await self.record("bob/store.delete", lambda: bob.store.delete_item(["notes"], "tea"))
+        await self.record("alice/store.get/after-bob", lambda: alice.store.get_item(["notes"], "tea"))
+
+        await self.record("bob/threads.delete", lambda: bob.threads.delete(tid))
+        await self.record("alice/threads.delete", lambda: alice.threads.delete(tid))
+        await self.record("alice/threads.get/deleted", lambda: alice.threads.get(tid))
         return self.answers
 
 

@@ -47,6 +47,14 @@ EXPECTED = {
     "bob/threads.delete": {"error": {"status": 403, "detail": "Only Alice deletes threads"}},
     "bob/threads.get/new-thread": {"error": {"status": 404, "detail": None}},
     "alice/threads.get/deleted": {"error": {"status": 404, "detail": None}},
+    "alice/assistants.search/graphs": [],
+    "bob/assistants.get": {"error": {"status": 404, "detail": None}},
+    "bob/assistants.search": [],
+    "bob/runs.wait/assistant": {"error": {"status": 404, "detail": None}},
+    "bob/crons.search": [],
+    "bob/crons.count": 0,
+    "bob/store.get": None,
+    "bob/store.search": {"items": []},
 }
 
 
