@@ -21,6 +21,8 @@ from langgraph_sdk import get_client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from compare import Normalizer  # noqa: E402
 
+BOB = {"Authorization": "Bearer user2-token"}
+
 # Details the project's handlers write, which both servers must pass on as they are.
 HANDLER_DETAILS = ("Missing token", "Invalid token", "Writers only", "Only Alice deletes threads")
 
@@ -48,6 +50,11 @@ def view(result: Any) -> Any:
     if isinstance(result, dict) and "checkpoint" in result and "values" in result:
         return {"values": result["values"], "next": result["next"]}
     return result
+
+
+async def events(stream: Any) -> list:
+    """A stream's events, read to its end (a refused stream raises on its first read)."""
+    return [part.event async for part in stream]
 
 
 class Run:
@@ -80,9 +87,10 @@ class Run:
         return None
 
     async def raw(self, key: str, method: str, path: str, headers: dict[str, str]) -> None:
-        """A request outside the SDK (no token, a malformed one)."""
+        """A request outside the SDK (no token, a malformed one, a thread's stream)."""
         async with httpx.AsyncClient(base_url=self.url) as http:
-            response = await http.request(method, path, headers=headers, json={})
+            body = {} if method != "GET" else None
+            response = await http.request(method, path, headers=headers, json=body)
         try:
             detail = response.json().get("detail")
         except Exception:  # noqa: BLE001
@@ -121,6 +129,9 @@ class Run:
             await self.record("bob/runs.get", lambda: bob.runs.get(tid, run_id))
             await self.record("bob/runs.join", lambda: bob.runs.join(tid, run_id))
             await self.record("alice/runs.join", lambda: alice.runs.join(tid, run_id))
+            await self.record("bob/runs.cancel", lambda: bob.runs.cancel(tid, run_id))
+            await self.record("bob/runs.join_stream", lambda: events(bob.runs.join_stream(tid, run_id)))
+        await self.raw("bob/threads/stream", "GET", f"/threads/{tid}/stream", BOB)
         await self.record("bob/threads.get_state", lambda: bob.threads.get_state(tid))
         await self.record("alice/threads.get_state", lambda: alice.threads.get_state(tid))
         await self.record("bob/threads.get_history", lambda: bob.threads.get_history(tid))
