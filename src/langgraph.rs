@@ -207,6 +207,8 @@ pub(crate) struct Project {
     pub mount_prefix: Option<String>,
     /// `auth.path`: the project's own auth handlers (a `langgraph_sdk.Auth` object).
     pub auth_path: Option<String>,
+    /// `auth.openapi`: the security they ask for, in `/openapi.json`.
+    pub auth_openapi: Option<Value>,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -228,11 +230,6 @@ const BUILD_KEYS: &[&str] = &[
 /// Keys the official server honours that mostrador does not yet, each with what to do instead.
 /// A project that sets one is refused at start-up: it would otherwise run without what it says.
 const REFUSED: &[(&str, &str)] = &[
-    (
-        "auth.openapi",
-        "the security schemes of custom auth are not added to /openapi.json by mostrador yet: \
-         remove the key",
-    ),
     (
         "http.app",
         "custom routes (http.app) are not served by mostrador yet: serve them from a service of \
@@ -322,7 +319,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let (mut cors, mut configurable_headers) = (None, None);
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
-    let (mut mount_prefix, mut auth_path) = (None, None);
+    let (mut mount_prefix, mut auth_path, mut auth_openapi) = (None, None, None);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -404,6 +401,25 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         }
                         continue;
                     }
+                    if key == "auth" && field == "openapi" {
+                        if value.is_object() {
+                            auth_openapi = Some(value.clone());
+                        } else {
+                            refused.push("auth.openapi: must be an object".to_owned());
+                        }
+                        continue;
+                    }
+                    if key == "auth" && field == "allow_langsmith_api_keys" && value.is_boolean() {
+                        if value == &Value::Bool(true) {
+                            refused.push(
+                                "auth.allow_langsmith_api_keys: mostrador does not verify \
+                                 LangSmith API keys: remove the key, and let the handlers \
+                                 authenticate every request"
+                                    .to_owned(),
+                            );
+                        }
+                        continue;
+                    }
                     // Studio's own sign-in (LangSmith's) is not served here: nothing to disable.
                     if key == "auth" && field == "disable_studio_auth" && value.is_boolean() {
                         continue;
@@ -481,6 +497,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         disable_webhooks,
         mount_prefix,
         auth_path,
+        auth_openapi,
     })
 }
 
@@ -549,6 +566,7 @@ impl Project {
         config.store_ttl = project.store_ttl;
         config.disabled_routes = project.disabled_routes;
         config.mount_prefix = project.mount_prefix;
+        config.auth_openapi = project.auth_openapi;
         if project.disable_webhooks {
             config.webhook_hosts = mostrador_api::webhooks::WebhookHosts::default();
         }

@@ -120,6 +120,8 @@ pub struct ApiConfig {
     /// A project's own auth handlers (`auth.path`): they name every request's caller and decide
     /// every action in place of mostrador's credentials and policy.
     pub custom_auth: Option<CustomAuth>,
+    /// `auth.openapi`: the security the project's handlers ask for, in `/openapi.json`.
+    pub auth_openapi: Option<serde_json::Value>,
 }
 
 /// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
@@ -258,6 +260,7 @@ impl ApiConfig {
             webhook_retry: Duration::from_secs(5),
             apps: Vec::new(),
             custom_auth: None,
+            auth_openapi: None,
         }
     }
 }

@@ -11,6 +11,23 @@ use crate::app::{ApiConfig, AppState};
 use crate::metrics;
 use crate::openapi::{Kind, ROUTES};
 
+/// Swagger UI at `/docs` and the OpenAPI document at `/openapi.json`, as configured: under a
+/// project's own auth handlers, with the security they describe (`auth.openapi`).
+fn docs(config: &ApiConfig) -> utoipa_swagger_ui::SwaggerUi {
+    let document = crate::openapi::document(&config.apps);
+    let ui = utoipa_swagger_ui::SwaggerUi::new("/docs");
+    if config.custom_auth.is_none() {
+        return ui.url("/openapi.json", document);
+    }
+    match crate::openapi::with_project_security(&document, config.auth_openapi.as_ref()) {
+        Ok(described) => ui.external_url_unchecked("/openapi.json", described),
+        Err(err) => {
+            tracing::error!(error = %err, "the OpenAPI document does not serialize");
+            ui.url("/openapi.json", document)
+        }
+    }
+}
+
 /// Every route of the api ([`ROUTES`]) and of the binary's apps, wrapped as its [`Kind`] says.
 pub fn router(state: AppState, config: &ApiConfig) -> Router {
     let timeout = config.request_timeout;
@@ -60,10 +77,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(if disabled.meta {
             Router::new()
         } else {
-            Router::new().merge(
-                utoipa_swagger_ui::SwaggerUi::new("/docs")
-                    .url("/openapi.json", crate::openapi::document(&config.apps)),
-            )
+            Router::new().merge(docs(config))
         })
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))

@@ -45,7 +45,7 @@ fn a_javascript_graph_is_refused_by_name_beside_python_ones() {
 }
 
 #[test]
-fn custom_auth_is_taken_and_what_it_cannot_do_yet_is_refused_by_name() {
+fn custom_auth_is_taken_and_what_is_not_its_shape_is_refused_by_name() {
     let served = project(
         r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "disable_studio_auth": true}}"#,
     )
@@ -54,9 +54,13 @@ fn custom_auth_is_taken_and_what_it_cannot_do_yet_is_refused_by_name() {
     let message = refused(r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "auth"}}"#);
     assert!(message.contains("auth.path"), "{message}");
     let message = refused(
-        r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "openapi": {}}}"#,
+        r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "openapi": 1}}"#,
     );
     assert!(message.contains("auth.openapi"), "{message}");
+    let message = refused(
+        r#"{"graphs": {"a": "./a.py:g"}, "auth": {"path": "./auth.py:auth", "cache": {}}}"#,
+    );
+    assert!(message.contains("auth.cache"), "{message}");
 }
 
 #[test]

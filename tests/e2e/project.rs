@@ -49,8 +49,8 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
     for (text, named) in [
         (
             r#"{"graphs": {"agent": "./agent.py:graph"},
-                "auth": {"path": "./auth.py:auth", "openapi": {}}}"#,
-            "auth.openapi",
+                "auth": {"path": "./auth.py:auth", "cache": {}}}"#,
+            "auth.cache",
         ),
         (
             r#"{"graphs": {"agent": "./agent.py:graph", "ui": "./src/graph.ts:graph"}}"#,

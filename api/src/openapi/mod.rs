@@ -251,6 +251,59 @@ pub fn document(apps: &[crate::AppRoutes]) -> OpenApi {
         .build()
 }
 
+/// `document` as a project's own auth handlers describe it (`auth.path`): mostrador's schemes and
+/// each route's requirement give way to what `auth.openapi` says, as officially (its
+/// `securitySchemes`, or `security_schemes`; its default `security`; its `paths`' own per
+/// method); without `auth.openapi`, no requirement at all, as the official document has none.
+///
+/// # Errors
+///
+/// The document does not serialize (a bug).
+pub fn with_project_security(
+    document: &OpenApi,
+    openapi: Option<&Value>,
+) -> Result<Value, serde_json::Error> {
+    let mut doc = serde_json::to_value(document)?;
+    for item in doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+    {
+        for operation in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|item| item.values_mut())
+        {
+            if let Some(operation) = operation.as_object_mut() {
+                operation.remove("security");
+            }
+        }
+    }
+    if let Some(components) = doc["components"].as_object_mut() {
+        components.remove("securitySchemes");
+    }
+    if let Some(openapi) = openapi {
+        let schemes = openapi
+            .get("securitySchemes")
+            .or_else(|| openapi.get("security_schemes"));
+        if let Some(schemes) = schemes {
+            doc["components"]["securitySchemes"] = schemes.clone();
+        }
+        if let Some(security) = openapi.get("security") {
+            doc["security"] = security.clone();
+        }
+        for (path, methods) in openapi["paths"].as_object().into_iter().flatten() {
+            for (method, security) in methods.as_object().into_iter().flatten() {
+                let operation = &mut doc["paths"][path][method.to_lowercase()];
+                if operation.is_object() {
+                    operation["security"] = security.clone();
+                }
+            }
+        }
+    }
+    Ok(doc)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

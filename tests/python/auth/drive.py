@@ -100,6 +100,14 @@ class Run:
 
     async def scenarios(self) -> dict[str, Any]:
         alice, bob, rita = self.clients["alice"], self.clients["bob"], self.clients["rita"]
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            doc = (await http.get("/openapi.json")).json()
+        self.answers["openapi/security"] = {
+            "schemes": doc.get("components", {}).get("securitySchemes"),
+            "default": doc.get("security"),
+            "search": doc["paths"]["/threads/search"]["post"].get("security"),
+            "create": doc["paths"]["/threads"]["post"].get("security"),
+        }
         await self.raw("anonymous/threads.create", "POST", "/threads", {})
         await self.raw("forged/threads.create", "POST", "/threads", {"Authorization": "Bearer forged"})
         await self.raw("anonymous/threads.search", "POST", "/threads/search", {})

@@ -40,6 +40,12 @@ KNOWN: dict[str, str] = {
 
 # What the handlers were written to answer, on both servers.
 EXPECTED = {
+    "openapi/security": {
+        "schemes": {"tokens": {"type": "http", "scheme": "bearer"}},
+        "default": [{"tokens": []}],
+        "search": [],
+        "create": None,
+    },
     "anonymous/threads.create": {"status": 401, "detail": "Missing token"},
     "forged/threads.create": {"status": 401, "detail": "Invalid token"},
     "bob/threads.get": {"error": {"status": 404, "detail": None}},
