@@ -6,7 +6,7 @@ project's auth handlers to the api (`mostrador_runner.auth`)."""
 
 import sys
 
-from mostrador_runner.protocol import take_streams
+from mostrador_runner.streams import take_streams
 
 # Before anything else is imported: what user code prints must not reach the protocol.
 streams = take_streams()

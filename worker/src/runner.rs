@@ -47,7 +47,7 @@ use protocol::{FromRunner, ToRunner};
 /// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
 /// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
 /// a worker starts.
-const PYTHON_FILES: [(&str, &str); 16] = [
+const PYTHON_FILES: [(&str, &str); 18] = [
     ("runner.py", include_str!("../python/runner.py")),
     (
         "mostrador_runner/__init__.py",
@@ -60,6 +60,10 @@ const PYTHON_FILES: [(&str, &str); 16] = [
     (
         "mostrador_runner/checkpointer.py",
         include_str!("../python/mostrador_runner/checkpointer.py"),
+    ),
+    (
+        "mostrador_runner/config.py",
+        include_str!("../python/mostrador_runner/config.py"),
     ),
     (
         "mostrador_runner/describe.py",
@@ -96,6 +100,10 @@ const PYTHON_FILES: [(&str, &str); 16] = [
     (
         "mostrador_runner/user.py",
         include_str!("../python/mostrador_runner/user.py"),
+    ),
+    (
+        "mostrador_runner/streams.py",
+        include_str!("../python/mostrador_runner/streams.py"),
     ),
     (
         "mostrador_runner/store.py",

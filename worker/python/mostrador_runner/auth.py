@@ -27,9 +27,23 @@ from urllib.parse import parse_qsl
 
 from langgraph_sdk import Auth
 
-from .encoding import dumps, jsonable, loads
-from .project import load_config
+from .config import load_config
 from .user import User
+
+try:
+    import orjson
+
+    def dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj, default=str)
+
+    loads = orjson.loads
+except ImportError:  # pragma: no cover - orjson comes with langgraph_sdk
+    import json
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, default=str, separators=(",", ":")).encode()
+
+    loads = json.loads
 
 # The arguments an authenticate handler may name, as officially.
 _ARGUMENTS = {"request", "scope", "scopes", "user", "path_params", "path", "query_params", "headers", "authorization", "method"}
@@ -92,7 +106,7 @@ def _user_of(response: Any) -> tuple[dict, list[str]]:
         raise ValueError(f"the authenticate handler returned {type(user).__name__}, not a user with an identity")
     fields.setdefault("display_name", fields["identity"])
     fields.setdefault("is_authenticated", True)
-    return jsonable(fields), [str(p) for p in (permissions or [])]
+    return loads(dumps(fields)), [str(p) for p in (permissions or [])]
 
 
 def _query_params(query: str) -> Any:

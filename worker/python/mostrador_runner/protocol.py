@@ -8,11 +8,11 @@ package, holds an example of every message, which the contract tests of both sid
 
 import asyncio
 import os
-import sys
 import threading
 from typing import Any, BinaryIO, Literal, NotRequired, TypedDict
 
 from .encoding import dumps, loads
+from .streams import take_streams as take_streams
 
 # The protocol's version, which the runner says it speaks when it is ready.
 VERSION = 2
@@ -256,18 +256,6 @@ class Done(TypedDict):
 
 
 FromRunner = Ready | Described | Blocked | Call | Cast | Event | Done
-
-
-def take_streams() -> tuple[BinaryIO, int]:
-    """The protocol's streams, the process's original stdout and stdin, taken before any user
-    code runs: what it prints goes to stderr, and it reads nothing."""
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    in_fd = os.dup(0)
-    os.dup2(2, 1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    sys.stdout = sys.stderr
-    return out, in_fd
 
 
 class SaverFailed(Exception):

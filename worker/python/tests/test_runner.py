@@ -10,7 +10,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph_sdk.runtime import ServerRuntime
 
 from mostrador_runner import protocol
-from mostrador_runner.project import _env_file, factory_arguments
+from mostrador_runner.config import _env_file
+from mostrador_runner.project import factory_arguments
 
 
 def test_an_env_file_is_read_as_dotenv_reads_it(tmp_path: Path) -> None:
