@@ -134,8 +134,7 @@ impl CustomAuth {
     ///
     /// Why the first could not start or load it (its traceback went to the api's standard error).
     pub async fn start(spawn: Spawn, processes: usize) -> Result<Self, String> {
-        let (link, lines, child) = start_one(&spawn).await?;
-        let (first, ready) = link;
+        let (first, ready) = start_one(&spawn).await?;
         let pool = Arc::new(Pool {
             spawn,
             slots: (0..processes.max(1)).map(|_| Mutex::new(None)).collect(),
@@ -143,7 +142,9 @@ impl CustomAuth {
             authenticates: ready.authenticate,
             handlers: ready.handlers.into_iter().collect(),
         });
-        tokio::spawn(supervise(pool.clone(), 0, Some((first, lines, child))));
+        // Serving from now on, before its task reads its first answer.
+        *lock(&pool.slots[0]) = Some(first.link.clone());
+        tokio::spawn(supervise(pool.clone(), 0, Some(first)));
         for index in 1..pool.slots.len() {
             tokio::spawn(supervise(pool.clone(), index, None));
         }
@@ -340,10 +341,15 @@ fn refusal(error: &Value) -> ApiError {
     }
 }
 
-type Started = ((Arc<Link>, Ready), ChildStdout, tokio::process::Child);
+/// A process that said it is ready.
+struct Started {
+    link: Arc<Link>,
+    output: ChildStdout,
+    child: tokio::process::Child,
+}
 
-/// Starts a process and waits for it to say it is ready.
-async fn start_one(spawn: &Spawn) -> Result<Started, String> {
+/// Starts a process and waits for it to say it is ready (and which handlers it has).
+async fn start_one(spawn: &Spawn) -> Result<(Started, Ready), String> {
     let mut child = spawn()
         .spawn()
         .map_err(|err| format!("the auth handlers' process could not start: {err}"))?;
@@ -371,25 +377,28 @@ async fn start_one(spawn: &Spawn) -> Result<Started, String> {
         waiting: Mutex::default(),
         next_id: AtomicU64::new(0),
     });
-    Ok(((link, ready), output.into_inner(), child))
+    let started = Started {
+        link,
+        output: output.into_inner(),
+        child,
+    };
+    Ok((started, ready))
 }
 
 /// Keeps slot `index` served: routes its process's answers, and starts a new one when it dies.
-async fn supervise(
-    pool: Arc<Pool>,
-    index: usize,
-    mut first: Option<(Arc<Link>, ChildStdout, tokio::process::Child)>,
-) {
+async fn supervise(pool: Arc<Pool>, index: usize, mut first: Option<Started>) {
     let mut delay = Duration::from_millis(100);
     loop {
         let started = match first.take() {
             Some(started) => Ok(started),
-            None => start_one(&pool.spawn)
-                .await
-                .map(|((link, _), output, child)| (link, output, child)),
+            None => start_one(&pool.spawn).await.map(|(started, _)| started),
         };
         match started {
-            Ok((link, output, mut child)) => {
+            Ok(Started {
+                link,
+                output,
+                mut child,
+            }) => {
                 *lock(&pool.slots[index]) = Some(link.clone());
                 delay = Duration::from_millis(100);
                 let mut lines = BufReader::new(output).lines();
