@@ -1,5 +1,6 @@
 """16 callers, each creating a thread and reading it back through the official SDK, for a fixed
-time: requests per second and each request's latency (client side), as one JSON line.
+time: requests per second, each request's latency (client side) and the CPU the server and
+PostgreSQL spent per request, as one JSON line.
 
     python drive.py --url http://127.0.0.1:2024 --server mostrador --token-of 'user{i}-token' --seconds 20
 """
@@ -7,6 +8,7 @@ time: requests per second and each request's latency (client side), as one JSON 
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 
@@ -25,6 +27,23 @@ async def caller(url: str, token: str, until: float, create: list, get: list) ->
         get.append(done - created)
 
 
+def cpu_seconds(session_id: int | None) -> float:
+    """CPU time of the server (the processes of its session, which `run.sh` starts it in: its
+    api, workers, runners, handler processes) and of PostgreSQL (every `postgres` process: the other databases idle)."""
+    ticks = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                name, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        session, utime, stime = int(fields[3]), int(fields[11]), int(fields[12])
+        if session == session_id or name.endswith("(postgres"):
+            ticks += utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def quantiles(samples: list) -> dict:
     ms = sorted(s * 1000 for s in samples)
     return {"p50": round(statistics.median(ms), 2), "p99": round(ms[int(len(ms) * 0.99) - 1], 2)}
@@ -35,13 +54,17 @@ async def main(args: argparse.Namespace) -> None:
     await caller(args.url, args.token_of.format(i=0), time.perf_counter() + 1, [], [])
     create: list = []
     get: list = []
+    cpu_before = cpu_seconds(args.session)
     started = time.perf_counter()
     until = started + args.seconds
     await asyncio.gather(*(caller(args.url, args.token_of.format(i=i), until, create, get) for i in range(args.callers)))
     elapsed = time.perf_counter() - started
+    requests = len(create) + len(get)
+    cpu_ms = (cpu_seconds(args.session) - cpu_before) * 1000
     print(json.dumps({
         "server": args.server, "callers": args.callers, "seconds": round(elapsed, 1),
-        "requests_per_s": round((len(create) + len(get)) / elapsed, 1),
+        "requests_per_s": round(requests / elapsed, 1),
+        "server_cpu_ms_per_request": round(cpu_ms / requests, 3) if args.session else None,
         "create_ms": quantiles(create), "get_ms": quantiles(get),
     }))
 
@@ -53,4 +76,5 @@ if __name__ == "__main__":
     parser.add_argument("--token-of", required=True, help="a token per caller: '{i}' is its number")
     parser.add_argument("--callers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--session", type=int, help="the server's session, to count its CPU (and PostgreSQL's)")
     asyncio.run(main(parser.parse_args()))

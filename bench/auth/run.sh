@@ -8,11 +8,11 @@
 #   bench/auth/run.sh                      # REPS=3 SECONDS=20 by default
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-venv=${PYTHON_GRAPHS_VENV:-target/python-graphs-venv}
-bin=${MOSTRADOR_BIN:-target/release/mostrador-e2e}
+venv=$(cd "${PYTHON_GRAPHS_VENV:-target/python-graphs-venv}" && pwd)
+bin=$(realpath "${MOSTRADOR_BIN:-target/release/mostrador-e2e}")
 reps=${REPS:-3}
 seconds=${SECONDS_PER_RUN:-20}
-out=target/bench-auth
+out=$(pwd)/target/bench-auth
 mkdir -p "$out/logs"
 python=$(cd "$(dirname "$venv/bin/python")" && pwd)/python
 project=$(pwd)/bench/auth
@@ -35,10 +35,10 @@ fresh_database() {
     psql -q -h 127.0.0.1 -U postgres -c "create database $database" >/dev/null
 }
 
-serve() {  # name, port, command...
-    local name=$1 port=$2
-    shift 2
-    setsid "$@" >"$out/logs/$name.log" 2>&1 &
+serve() {  # name, port, folder, command...
+    local name=$1 port=$2 folder=$3
+    shift 3
+    (cd "$folder" && exec setsid "$@") >"$out/logs/$name.log" 2>&1 &
     pids+=($!)
     wait_ok "$port"
 }
@@ -49,17 +49,19 @@ stop() {
     unset 'pids[-1]'
 }
 
-drive() {  # server, port, token-of
-    "$python" bench/auth/drive.py --url "http://127.0.0.1:$2" --server "$1" --token-of "$3" \
-        --seconds "$seconds" | tee -a "$out/results.jsonl"
+drive() {  # server, port, token-of: throughput at 16 callers, then latency at one
+    "$python" "$project/drive.py" --url "http://127.0.0.1:$2" --server "$1" --token-of "$3" \
+        --seconds "$seconds" --session "${pids[-1]}" | tee -a "$out/results.jsonl"
+    "$python" "$project/drive.py" --url "http://127.0.0.1:$2" --server "$1" --token-of "$3" \
+        --seconds "$((seconds / 2))" --callers 1 | tee -a "$out/results.jsonl"
 }
 
 official() {
     local dir port=8391
     dir=$(mktemp -d)
     cp bench/auth/auth.py bench/auth/graph.py bench/auth/langgraph.json "$dir/"
-    (cd "$dir" && serve official $port "$venv/bin/langgraph" dev --no-browser --no-reload --port $port \
-        --n-jobs-per-worker 16 --config langgraph.json)
+    serve official $port "$dir" "$venv/bin/langgraph" dev --no-browser --no-reload --port $port \
+        --n-jobs-per-worker 16 --config langgraph.json
     drive official $port 'user{i}-token'
     stop
     rm -rf "$dir"
@@ -68,7 +70,7 @@ official() {
 mostrador_handlers() {
     local port=8392
     fresh_database
-    serve mostrador-auth $port "$bin" dev --database-url "postgres://postgres@127.0.0.1/$database" \
+    serve mostrador-auth $port . "$bin" dev --database-url "postgres://postgres@127.0.0.1/$database" \
         --listen 127.0.0.1:$port --config "$project/langgraph.json" --python "$python"
     drive mostrador-auth $port 'user{i}-token'
     stop
@@ -78,7 +80,7 @@ mostrador_jwt() {
     local port=8393 token
     fresh_database
     token=$(MOSTRADOR_JWT_SECRET=$secret "$bin" token --sub bench-user)
-    MOSTRADOR_JWT_SECRET=$secret serve mostrador-jwt $port "$bin" dev \
+    MOSTRADOR_JWT_SECRET=$secret serve mostrador-jwt $port . "$bin" dev \
         --database-url "postgres://postgres@127.0.0.1/$database" --listen 127.0.0.1:$port \
         --config "$project/langgraph-noauth.json" --python "$python" --require-credentials
     drive mostrador-jwt $port "$token"
