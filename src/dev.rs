@@ -172,7 +172,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         ..ApiConfig::new(auth)
     };
     Project::configure(args.python.project()?, &mut config);
-    config.custom_auth = crate::langgraph::custom_auth(&args.python, args.policy.is_set()).await?;
+    crate::langgraph::project_code(&args.python, args.policy.is_set(), &mut config).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;

@@ -209,6 +209,10 @@ pub(crate) struct Project {
     pub auth_path: Option<String>,
     /// `auth.openapi`: the security they ask for, in `/openapi.json`.
     pub auth_openapi: Option<Value>,
+    /// `http.app`: the project's own HTTP routes (a Starlette or FastAPI app).
+    pub app_path: Option<String>,
+    /// `http.enable_custom_route_auth`: its routes' callers named by the auth handlers.
+    pub custom_route_auth: bool,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -231,11 +235,6 @@ const BUILD_KEYS: &[&str] = &[
 /// A project that sets one is refused at start-up: it would otherwise run without what it says.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "http.app",
-        "custom routes (http.app) are not served by mostrador yet: serve them from a service of \
-         their own beside it",
-    ),
-    (
         "store.index",
         "semantic search over the store (store.index) is not offered by mostrador yet: without \
          it, a search with a query would return unranked items",
@@ -255,14 +254,6 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "store.path",
         "mostrador keeps the store in PostgreSQL: remove the key",
-    ),
-    (
-        "http.middleware_order",
-        "it orders custom middleware, which mostrador does not serve (http.app): remove the key",
-    ),
-    (
-        "http.enable_custom_route_auth",
-        "it concerns custom routes, which mostrador does not serve (http.app): remove the key",
     ),
     (
         "encryption",
@@ -320,6 +311,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
     let (mut mount_prefix, mut auth_path, mut auth_openapi) = (None, None, None);
+    let (mut app_path, mut custom_route_auth) = (None, false);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -389,6 +381,30 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                                  (/api, /v1, /api/v1)"
                                     .to_owned(),
                             ),
+                        }
+                        continue;
+                    }
+                    if key == "http" && field == "app" {
+                        match value.as_str() {
+                            Some(path) if path.contains(':') => app_path = Some(path.to_owned()),
+                            _ => refused.push(
+                                "http.app: must be './file.py:name' or 'module:name'".to_owned(),
+                            ),
+                        }
+                        continue;
+                    }
+                    if key == "http" && field == "enable_custom_route_auth" && value.is_boolean() {
+                        custom_route_auth = value == &Value::Bool(true);
+                        continue;
+                    }
+                    // Middleware of the app is refused when it starts (it would wrap mostrador's
+                    // routes): the order has nothing to order.
+                    if key == "http" && field == "middleware_order" {
+                        if !matches!(value.as_str(), Some("auth_first" | "middleware_first")) {
+                            refused.push(
+                                "http.middleware_order: must be auth_first or middleware_first"
+                                    .to_owned(),
+                            );
                         }
                         continue;
                     }
@@ -498,52 +514,87 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         mount_prefix,
         auth_path,
         auth_openapi,
+        app_path,
+        custom_route_auth,
     })
 }
 
-/// How many processes serve a project's auth handlers: two, so one that dies (or is restarted)
-/// leaves the other answering.
-const AUTH_PROCESSES: usize = 2;
+/// How many helper processes serve a project's own code: two, so one that dies (or is
+/// restarted) leaves the other answering.
+const HELPER_PROCESSES: usize = 2;
 
-/// The project's own auth handlers (`auth.path`), started for the api and loaded: none without
-/// the key. They decide who may do what: a policy file beside them is refused.
+/// The project's own code for the api (`auth.path`, `http.app`), started in helper processes and
+/// loaded: none without either key. Its handlers decide who may do what (a policy file beside
+/// them is refused); its app's routes come before mostrador's.
 ///
 /// # Errors
 ///
-/// `--policy` beside `auth.path`, or handlers that could not be loaded.
-pub(crate) async fn custom_auth(
+/// `--policy` beside `auth.path`, code that could not be loaded, or an app mostrador cannot serve
+/// as the official server would (middleware around every route, WebSocket routes).
+pub(crate) async fn project_code(
     python: &PythonArgs,
     policy_set: bool,
-) -> anyhow::Result<Option<mostrador_api::custom_auth::CustomAuth>> {
-    let (Some(project), Some(config)) = (python.project()?, python.config()?) else {
-        return Ok(None);
+    config: &mut mostrador_api::ApiConfig,
+) -> anyhow::Result<()> {
+    let (Some(project), Some(python_config)) = (python.project()?, python.config()?) else {
+        return Ok(());
     };
-    let Some(auth_path) = project.auth_path else {
-        return Ok(None);
-    };
+    if project.auth_path.is_none() && project.app_path.is_none() {
+        return Ok(());
+    }
     anyhow::ensure!(
-        !policy_set,
+        project.auth_path.is_none() || !policy_set,
         "the project's auth handlers (auth.path) decide who may do what: remove --policy \
          (MOSTRADOR_POLICY), or auth.path"
     );
-    let processes = std::sync::Arc::new(mostrador_worker::runner::AuthProcesses::new(config)?);
-    let spawn: mostrador_api::custom_auth::Spawn = std::sync::Arc::new(move || processes.command());
-    let auth = mostrador_api::custom_auth::CustomAuth::start(spawn, AUTH_PROCESSES)
+    let processes =
+        std::sync::Arc::new(mostrador_worker::runner::ApiProcesses::new(python_config)?);
+    let spawn: mostrador_api::project_code::Spawn =
+        std::sync::Arc::new(move || processes.command());
+    let code = mostrador_api::project_code::ProjectCode::start(spawn, HELPER_PROCESSES)
         .await
-        .map_err(|why| anyhow::anyhow!("auth.path {auth_path}: {why}"))?;
-    let unserved: Vec<&str> = auth
-        .resources()
-        .into_iter()
-        .filter(|resource| !mostrador_api::custom_auth::SERVED.contains(resource))
-        .collect();
-    anyhow::ensure!(
-        unserved.is_empty(),
-        "auth.path {auth_path}: it has handlers for {unserved:?}, which mostrador does not ask \
-         yet (it asks those of {:?}): they would not run",
-        mostrador_api::custom_auth::SERVED
-    );
-    tracing::info!(auth_path, resources = ?auth.resources(), "the project's auth handlers decide who may do what");
-    Ok(Some(auth))
+        .map_err(|why| anyhow::anyhow!("the project's code (auth.path, http.app): {why}"))?;
+    if let Some(auth_path) = &project.auth_path {
+        let auth = mostrador_api::custom_auth::CustomAuth::of(&code);
+        let unserved: Vec<&str> = auth
+            .resources()
+            .into_iter()
+            .filter(|resource| !mostrador_api::custom_auth::SERVED.contains(resource))
+            .collect();
+        anyhow::ensure!(
+            unserved.is_empty(),
+            "auth.path {auth_path}: it has handlers for {unserved:?}, which mostrador does not \
+             ask (it asks those of {:?}): they would not run",
+            mostrador_api::custom_auth::SERVED
+        );
+        tracing::info!(auth_path, resources = ?auth.resources(), "the project's auth handlers decide who may do what");
+        config.custom_auth = Some(auth);
+    }
+    if let Some(app_path) = &project.app_path {
+        let ready = code.ready();
+        anyhow::ensure!(
+            ready.middleware.is_empty(),
+            "http.app {app_path}: its middleware ({}) would wrap every route of the server, \
+             mostrador's too, which mostrador does not run through Python: move it into the \
+             app's routes (CORS: http.cors)",
+            ready.middleware.join(", ")
+        );
+        anyhow::ensure!(
+            ready.websockets.is_empty(),
+            "http.app {app_path}: mostrador does not serve WebSocket routes ({})",
+            ready.websockets.join(", ")
+        );
+        let routes =
+            mostrador_api::custom_routes::CustomRoutes::of(&code, project.custom_route_auth)
+                .map_err(|why| anyhow::anyhow!("http.app {app_path}: {why}"))?;
+        tracing::info!(
+            app_path,
+            routes = ready.routes.as_ref().map_or(0, Vec::len),
+            "the project's app serves its routes"
+        );
+        config.custom_routes = routes;
+    }
+    Ok(())
 }
 
 impl Project {

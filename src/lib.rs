@@ -427,7 +427,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     }
     config.python_graphs = args.python.graph_ids()?;
     langgraph::Project::configure(args.python.project()?, &mut config);
-    config.custom_auth = langgraph::custom_auth(&args.python, args.policy.is_set()).await?;
+    langgraph::project_code(&args.python, args.policy.is_set(), &mut config).await?;
     config.policy = policy.policy;
     config.webhook_hosts = args.webhook_hosts.clone();
     config.apps = graphs.routes.to_vec();

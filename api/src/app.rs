@@ -15,6 +15,7 @@ use crate::assistants::Assistant;
 use crate::auth::{AuthConfig, AuthError, Authenticator, Caller};
 use crate::cors::Cors;
 use crate::custom_auth::CustomAuth;
+use crate::custom_routes::CustomRoutes;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::serve::Edge;
@@ -122,6 +123,8 @@ pub struct ApiConfig {
     pub custom_auth: Option<CustomAuth>,
     /// `auth.openapi`: the security the project's handlers ask for, in `/openapi.json`.
     pub auth_openapi: Option<serde_json::Value>,
+    /// A project's own HTTP routes (`http.app`), before mostrador's.
+    pub custom_routes: Option<CustomRoutes>,
 }
 
 /// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
@@ -261,6 +264,7 @@ impl ApiConfig {
             apps: Vec::new(),
             custom_auth: None,
             auth_openapi: None,
+            custom_routes: None,
         }
     }
 }
@@ -280,6 +284,8 @@ struct Inner {
     python_graphs: BTreeSet<String>,
     policy: Policy,
     custom_auth: Option<CustomAuth>,
+    custom_routes: Option<CustomRoutes>,
+    body_limit: usize,
     webhook_hosts: WebhookHosts,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
@@ -352,6 +358,8 @@ impl AppState {
             python_graphs,
             policy: config.policy.clone(),
             custom_auth: config.custom_auth.clone(),
+            custom_routes: config.custom_routes.clone(),
+            body_limit: config.body_limit,
             webhook_hosts: config.webhook_hosts.clone(),
             assistants,
             names: std::sync::RwLock::default(),
@@ -409,6 +417,16 @@ impl AppState {
     /// The project's own auth handlers, if it has them (`auth.path`).
     pub fn custom_auth(&self) -> Option<&CustomAuth> {
         self.0.custom_auth.as_ref()
+    }
+
+    /// The project's own HTTP routes, if it has them (`http.app`).
+    pub fn custom_routes(&self) -> Option<&CustomRoutes> {
+        self.0.custom_routes.as_ref()
+    }
+
+    /// The largest body a request may carry.
+    pub fn body_limit(&self) -> usize {
+        self.0.body_limit
     }
 
     /// The hosts webhooks may be sent to.

@@ -12,15 +12,30 @@ use crate::metrics;
 use crate::openapi::{Kind, ROUTES};
 
 /// Swagger UI at `/docs` and the OpenAPI document at `/openapi.json`, as configured: under a
-/// project's own auth handlers, with the security they describe (`auth.openapi`).
+/// project's own auth handlers, with the security they describe (`auth.openapi`); with its own
+/// routes (`http.app`), with their paths (a FastAPI app's document's), as officially.
 fn docs(config: &ApiConfig) -> utoipa_swagger_ui::SwaggerUi {
     let document = crate::openapi::document(&config.apps);
     let ui = utoipa_swagger_ui::SwaggerUi::new("/docs");
-    if config.custom_auth.is_none() {
+    let app_paths = config
+        .custom_routes
+        .as_ref()
+        .and_then(|routes| routes.openapi_paths());
+    if config.custom_auth.is_none() && app_paths.is_none() {
         return ui.url("/openapi.json", document);
     }
-    match crate::openapi::with_project_security(&document, config.auth_openapi.as_ref()) {
-        Ok(described) => ui.external_url_unchecked("/openapi.json", described),
+    let described = if config.custom_auth.is_some() {
+        crate::openapi::with_project_security(&document, config.auth_openapi.as_ref())
+    } else {
+        serde_json::to_value(&document)
+    };
+    match described {
+        Ok(mut described) => {
+            for (path, item) in app_paths.into_iter().flatten() {
+                described["paths"][path] = item.clone();
+            }
+            ui.external_url_unchecked("/openapi.json", described)
+        }
         Err(err) => {
             tracing::error!(error = %err, "the OpenAPI document does not serialize");
             ui.url("/openapi.json", document)
@@ -81,6 +96,11 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         })
         .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))
+        // A project's own routes (`http.app`) before mostrador's, as officially.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::custom_routes::forward,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::count,

@@ -64,7 +64,12 @@ fn custom_auth_is_taken_and_what_is_not_its_shape_is_refused_by_name() {
 }
 
 #[test]
-fn http_keys_not_honoured_are_refused_by_name() {
+fn http_keys_of_the_wrong_shape_are_refused_by_name() {
+    project(
+        r#"{"graphs": {"a": "./a.py:g"}, "http": {"app": "./app.py:app",
+            "enable_custom_route_auth": true, "middleware_order": "auth_first"}}"#,
+    )
+    .expect("served");
     for key in ["app", "middleware_order"] {
         let message = refused(&format!(
             r#"{{"graphs": {{"a": "./a.py:g"}}, "http": {{"{key}": {{}}}}}}"#

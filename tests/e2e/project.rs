@@ -57,7 +57,7 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
             "graphs.ui",
         ),
         (
-            r#"{"graphs": {"agent": "./agent.py:graph"}, "http": {"app": "./app.py:app"}}"#,
+            r#"{"graphs": {"agent": "./agent.py:graph"}, "http": {"app": "app"}}"#,
             "http.app",
         ),
         (

@@ -47,11 +47,15 @@ use protocol::{FromRunner, ToRunner};
 /// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
 /// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
 /// a worker starts.
-const PYTHON_FILES: [(&str, &str); 18] = [
+const PYTHON_FILES: [(&str, &str); 20] = [
     ("runner.py", include_str!("../python/runner.py")),
     (
         "mostrador_runner/__init__.py",
         include_str!("../python/mostrador_runner/__init__.py"),
+    ),
+    (
+        "mostrador_runner/api.py",
+        include_str!("../python/mostrador_runner/api.py"),
     ),
     (
         "mostrador_runner/auth.py",
@@ -84,6 +88,10 @@ const PYTHON_FILES: [(&str, &str); 18] = [
     (
         "mostrador_runner/protocol.py",
         include_str!("../python/mostrador_runner/protocol.py"),
+    ),
+    (
+        "mostrador_runner/routes.py",
+        include_str!("../python/mostrador_runner/routes.py"),
     ),
     (
         "mostrador_runner/run.py",
@@ -695,17 +703,17 @@ fn unprivileged() -> Option<PathBuf> {
     Some(setpriv).filter(|setpriv| setpriv.exists())
 }
 
-/// The project's auth handlers' processes for the api (`auth.path`: `runner.py --auth`, the
-/// [`mostrador_runner.auth`](../python/mostrador_runner/auth.py) module), started as runners
-/// are: the project's interpreter in its folder, without the platform's secrets or capabilities.
+/// The api's helper processes for the project's own code (its `auth.path` handlers and `http.app`
+/// routes: `runner.py --api`, the `mostrador_runner.api` module), started as runners are: the
+/// project's interpreter in its folder, without the platform's secrets or capabilities.
 #[derive(Debug)]
-pub struct AuthProcesses {
+pub struct ApiProcesses {
     config: PythonConfig,
     script: PathBuf,
     unprivileged: Option<PathBuf>,
 }
 
-impl AuthProcesses {
+impl ApiProcesses {
     /// # Errors
     ///
     /// The runner's files could not be written.
@@ -727,7 +735,7 @@ impl AuthProcesses {
     pub fn command(&self) -> Command {
         let mut command = runner_command(&self.config, &self.script, self.unprivileged.as_deref());
         command
-            .arg("--auth")
+            .arg("--api")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true);
@@ -735,7 +743,7 @@ impl AuthProcesses {
     }
 }
 
-impl Drop for AuthProcesses {
+impl Drop for ApiProcesses {
     fn drop(&mut self) {
         if let Some(folder) = self.script.parent() {
             let _ = std::fs::remove_dir_all(folder);

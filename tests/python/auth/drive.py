@@ -98,6 +98,21 @@ class Run:
         self.answers[key] = {"status": response.status_code,
                              "detail": detail if detail in HANDLER_DETAILS else None}
 
+    async def route(self, key: str, method: str, path: str, token: str | None, body: Any = None) -> None:
+        """A request to one of the project's own routes (`http.app`): its status and body."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            response = await http.request(method, path, headers=headers, json=body)
+        try:
+            content: Any = response.json()
+        except Exception:  # noqa: BLE001 - not JSON: the text (a stream's events)
+            content = response.text
+        if response.status_code >= 400:
+            content = content.get("detail") if isinstance(content, dict) else None
+            content = content if content in HANDLER_DETAILS else None
+        self.answers[key] = {"status": response.status_code, "body": content,
+                             "type": response.headers.get("content-type", "").split(";")[0]}
+
     async def scenarios(self) -> dict[str, Any]:
         alice, bob, rita = self.clients["alice"], self.clients["bob"], self.clients["rita"]
         async with httpx.AsyncClient(base_url=self.url) as http:
@@ -108,6 +123,15 @@ class Run:
             "search": doc["paths"]["/threads/search"]["post"].get("security"),
             "create": doc["paths"]["/threads"]["post"].get("security"),
         }
+        await self.route("app/hello", "GET", "/hello?x=1", "user1-token")
+        await self.route("app/hello/anonymous", "GET", "/hello", None)
+        await self.route("app/me/alice", "GET", "/me", "user1-token")
+        await self.route("app/me/bob", "GET", "/me", "user2-token")
+        await self.route("app/echo", "POST", "/echo", "user1-token", {"a": [1, 2]})
+        await self.route("app/echo/get", "GET", "/echo", "user1-token")
+        await self.route("app/item", "GET", "/items/7", "user1-token")
+        await self.route("app/item/not-int", "GET", "/items/x", "user1-token")
+        await self.route("app/count", "GET", "/count", "user1-token")
         await self.raw("anonymous/threads.create", "POST", "/threads", {})
         await self.raw("forged/threads.create", "POST", "/threads", {"Authorization": "Bearer forged"})
         await self.raw("anonymous/threads.search", "POST", "/threads/search", {})

@@ -20,7 +20,8 @@ BOB = {"Authorization": "Bearer user2-token"}
 
 
 def auth_processes(server: int) -> list[int]:
-    """The api's auth handler processes (`runner.py <langgraph.json> --auth`) under `server`."""
+    """The api's helper processes (`runner.py <langgraph.json> --api`: the auth handlers) under
+    `server`."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -30,7 +31,7 @@ def auth_processes(server: int) -> list[int]:
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if b"--auth" in argv and any(arg.endswith(b"runner.py") for arg in argv) and parent == server:
+        if b"--api" in argv and any(arg.endswith(b"runner.py") for arg in argv) and parent == server:
             found.append(int(pid))
     return found
 

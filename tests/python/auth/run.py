@@ -40,10 +40,16 @@ KNOWN: dict[str, str] = {
 
 # What the handlers were written to answer, on both servers.
 EXPECTED = {
+    "app/hello": {"status": 200, "body": {"greeting": "hello", "query": {"x": "1"}}, "type": "application/json"},
+    "app/hello/anonymous": {"status": 401, "body": "Missing token", "type": "application/json"},
+    "app/me/bob": {"status": 200, "body": {"identity": "user2", "authenticated": True}, "type": "application/json"},
+    "app/echo": {"status": 201, "body": {"echo": {"a": [1, 2]}}, "type": "application/json"},
+    "app/item": {"status": 200, "body": {"id": 7}, "type": "application/json"},
+    "app/count": {"status": 200, "body": "data: 0\n\ndata: 1\n\ndata: 2\n\n", "type": "text/event-stream"},
     "openapi/security": {
         "schemes": {"tokens": {"type": "http", "scheme": "bearer"}},
         "default": [{"tokens": []}],
-        "search": [],
+        "search": None,
         "create": None,
     },
     "anonymous/threads.create": {"status": 401, "detail": "Missing token"},
@@ -128,7 +134,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="auth-") as tmp:
             project = Path(tmp) / "project"
             project.mkdir()
-            for name in ("langgraph.json", "auth.py", "graph.py"):
+            for name in ("langgraph.json", "auth.py", "graph.py", "app.py"):
                 (project / name).write_text((HERE / name).read_text())
             port = free_port()
             procs.append(serve([str(Path(python).parent / "langgraph"), "dev", "--no-browser", "--no-reload",

@@ -12,8 +12,7 @@ The api asks two things, with the official server's semantics (`langgraph_api.au
   `@auth.on...` handler for the resource and action; the answer is the value as the handler
   left it and the filter it returned (`{"value", "filter"}`), `False` a 403.
 
-A refusal is `{"error": {"status", "detail", "headers"}}`. Once loaded the process says
-`{"t": "ready", "authenticate": bool, "handlers": [[resource, action], ...]}`.
+A refusal is `{"error": {"status", "detail", "headers"}}`.
 """
 
 import asyncio
@@ -22,12 +21,11 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import parse_qsl
 
 from langgraph_sdk import Auth
 
-from .config import load_config
 from .user import User
 
 try:
@@ -49,23 +47,31 @@ except ImportError:  # pragma: no cover - orjson comes with langgraph_sdk
 _ARGUMENTS = {"request", "scope", "scopes", "user", "path_params", "path", "query_params", "headers", "authorization", "method"}
 
 
-def load_auth(config: dict) -> Auth:
-    """The `Auth` object `auth.path` names: `./file.py:name` or `module:name`."""
-    path = (config.get("auth") or {}).get("path")
+def load_object(config: dict, key: str, path: Any) -> Any:
+    """What `path` (`./file.py:name` or `module:name`, the value of `key` in langgraph.json) names."""
     if not isinstance(path, str) or ":" not in path:
-        raise ValueError(f"auth.path must be './file.py:name' or 'module:name', not {path!r}")
+        raise ValueError(f"{key} must be './file.py:name' or 'module:name', not {path!r}")
     location, _, name = path.rpartition(":")
     if location.endswith(".py") or "/" in location:
         file = os.path.normpath(os.path.join(config["_base"], location))
-        spec = importlib.util.spec_from_file_location("mostrador_project_auth", file)
+        module_name = "mostrador_project_" + key.replace(".", "_")
+        spec = importlib.util.spec_from_file_location(module_name, file)
         if spec is None or spec.loader is None:
-            raise ImportError(f"auth.path: {file} is not a Python file")
+            raise ImportError(f"{key}: {file} is not a Python file")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(location)
-    auth = getattr(module, name, None)
+    if not hasattr(module, name):
+        raise AttributeError(f"{key}: {path} names nothing")
+    return getattr(module, name)
+
+
+def load_auth(config: dict) -> Auth:
+    """The `Auth` object `auth.path` names."""
+    path = (config.get("auth") or {}).get("path")
+    auth = load_object(config, "auth.path", path)
     if not isinstance(auth, Auth):
         raise TypeError(f"auth.path: {path} is {type(auth).__name__}, not a langgraph_sdk.Auth")
     return auth
@@ -217,40 +223,3 @@ async def _call(fn: Callable, arguments: dict) -> Any:
     if inspect.iscoroutinefunction(fn):
         return await fn(**arguments)
     return await asyncio.to_thread(fn, **arguments)
-
-
-async def _answer(handlers: Handlers, message: dict) -> dict:
-    try:
-        if message["t"] == "authenticate":
-            body = await handlers.authenticate(message)
-        else:
-            body = await handlers.event(message)
-    except Refused as e:
-        body = {"error": {"status": e.status, "detail": e.detail, "headers": e.headers}}
-    except Exception as e:  # noqa: BLE001 - a bug of the project's handler: a 500, logged here
-        print(f"mostrador auth: the project's handler failed: {type(e).__name__}: {e}", file=sys.stderr)
-        body = {"error": {"status": 500, "detail": f"{type(e).__name__}: {e}", "headers": {}, "bug": True}}
-    return {"id": message["id"], **body}
-
-
-async def serve(out: BinaryIO, in_fd: int, handlers: Handlers) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0))
-    out.write(dumps({"t": "ready", "pid": os.getpid(), **handlers.inventory()}) + b"\n")
-    tasks: set[asyncio.Task] = set()
-
-    async def one(message: dict) -> None:
-        out.write(dumps(await _answer(handlers, message)) + b"\n")
-
-    while line := await reader.readline():
-        task = asyncio.ensure_future(one(loads(line)))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-
-def start(streams: tuple[BinaryIO, int], config_path: str) -> None:
-    """Serves the api on `streams` until it goes away."""
-    handlers = Handlers(load_auth(load_config(config_path)))
-    asyncio.run(serve(*streams, handlers))
-    os._exit(0)
