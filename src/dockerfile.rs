@@ -170,6 +170,15 @@ impl Project {
                 requirements.push(dependency);
             }
         }
+        // A project's own routes are an ASGI app, which the official image serves with Starlette
+        // (its FastAPI, if any, the project names): the api's helper processes import it.
+        if config
+            .pointer("/http/app")
+            .is_some_and(|app| !app.is_null())
+            && !requirements.iter().any(|r| r.starts_with("starlette"))
+        {
+            requirements.push("starlette".to_owned());
+        }
         // The folders outside the project come from build contexts of their own, laid out
         // under /app as on disk around the project.
         let mut top = project_dir.to_path_buf();

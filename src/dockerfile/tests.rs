@@ -275,3 +275,16 @@ fn keys_that_change_nothing_in_the_image_are_named() {
     });
     assert_eq!(super::ignored_keys(&config), ["auth", "http"]);
 }
+
+#[test]
+fn a_project_with_its_own_routes_gets_starlette() {
+    let config = json!({"dependencies": ["."], "graphs": {"agent": "./agent.py:graph"},
+                        "http": {"app": "./app.py:app"}, "auth": {"path": "./auth.py:auth"}});
+    let text = dockerfile(&config, &[(PROJECT, NOTHING)], None);
+    assert!(
+        instructions(&text).contains(
+            &r#"RUN ["python3", "-m", "pip", "install", "langgraph>=1.2,<2", "starlette"]"#
+        ),
+        "{text}"
+    );
+}
