@@ -111,9 +111,14 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         return next.run(request).await;
     };
     let path = request.uri().path();
-    // The health checks are mostrador's, whatever the app says (as the official server keeps
-    // its own).
-    if matches!(path, "/ok" | "/live" | "/ready") || !routes.matches(request.method(), path) {
+    // The health checks, the metrics and the api's documents are mostrador's, whatever the app
+    // says (as the official server keeps its own: a FastAPI app has a `/docs` of its own).
+    let own = matches!(
+        path,
+        "/ok" | "/live" | "/ready" | "/metrics" | "/openapi.json"
+    ) || path == "/docs"
+        || path.starts_with("/docs/");
+    if own || !routes.matches(request.method(), path) {
         return next.run(request).await;
     }
     let routes = routes.clone();

@@ -132,6 +132,16 @@ class Run:
         await self.route("app/item", "GET", "/items/7", "user1-token")
         await self.route("app/item/not-int", "GET", "/items/x", "user1-token")
         await self.route("app/count", "GET", "/count", "user1-token")
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            doc = (await http.get("/openapi.json")).json()
+            docs = await http.get("/docs", follow_redirects=True)
+        # The app's paths join the server's document; the server's own /docs and /openapi.json
+        # stay its own (a FastAPI app has routes of its own at both).
+        self.answers["openapi/app-paths"] = {
+            path: sorted(doc["paths"].get(path, {})) for path in ("/hello", "/echo", "/items/{item_id}")
+        }
+        self.answers["openapi/threads-path"] = sorted(doc["paths"].get("/threads", {}))
+        self.answers["docs/status"] = docs.status_code
         await self.raw("anonymous/threads.create", "POST", "/threads", {})
         await self.raw("forged/threads.create", "POST", "/threads", {"Authorization": "Bearer forged"})
         await self.raw("anonymous/threads.search", "POST", "/threads/search", {})

@@ -40,6 +40,9 @@ KNOWN: dict[str, str] = {
 
 # What the handlers were written to answer, on both servers.
 EXPECTED = {
+    "openapi/app-paths": {"/hello": ["get"], "/echo": ["post"], "/items/{item_id}": ["get"]},
+    "openapi/threads-path": ["post"],
+    "docs/status": 200,
     "app/hello": {"status": 200, "body": {"greeting": "hello", "query": {"x": "1"}}, "type": "application/json"},
     "app/hello/anonymous": {"status": 401, "body": "Missing token", "type": "application/json"},
     "app/me/bob": {"status": 200, "body": {"identity": "user2", "authenticated": True}, "type": "application/json"},

@@ -66,6 +66,13 @@ def start(streams: tuple[BinaryIO, int], config_path: str) -> None:
     config = load_config(config_path)
     handlers = Handlers(load_auth(config)) if (config.get("auth") or {}).get("path") else None
     app_path = (config.get("http") or {}).get("app")
-    routes = Routes(load_object(config, "http.app", app_path)) if app_path else None
+    routes = None
+    if app_path:
+        from starlette.applications import Starlette
+
+        app = load_object(config, "http.app", app_path)
+        if not isinstance(app, Starlette):
+            raise TypeError(f"http.app: {app_path} is {type(app).__name__}, not a Starlette or FastAPI application")
+        routes = Routes(app)
     asyncio.run(serve(*streams, handlers, routes))
     os._exit(0)
