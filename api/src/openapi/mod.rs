@@ -294,9 +294,14 @@ pub fn with_project_security(
         }
         for (path, methods) in openapi["paths"].as_object().into_iter().flatten() {
             for (method, security) in methods.as_object().into_iter().flatten() {
-                let operation = &mut doc["paths"][path][method.to_lowercase()];
-                if operation.is_object() {
-                    operation["security"] = security.clone();
+                // Only an operation the document has (indexing would add the others).
+                let operation = doc
+                    .get_mut("paths")
+                    .and_then(|paths| paths.get_mut(path))
+                    .and_then(|item| item.get_mut(method.to_lowercase()))
+                    .and_then(Value::as_object_mut);
+                if let Some(operation) = operation {
+                    operation.insert("security".into(), security.clone());
                 }
             }
         }
@@ -312,6 +317,36 @@ mod tests {
     use utoipa::openapi::content::Content;
 
     use super::*;
+
+    #[test]
+    fn a_projects_handlers_describe_the_security_in_place_of_mostradors() {
+        let document = document(&[]);
+        let openapi = json!({
+            "security_schemes": {"tokens": {"type": "http", "scheme": "bearer"}},
+            "security": [{"tokens": []}],
+            "paths": {"/threads": {"POST": []}, "/nowhere": {"GET": []}},
+        });
+        let described = with_project_security(&document, Some(&openapi)).expect("serializes");
+        assert_eq!(
+            described["components"]["securitySchemes"],
+            openapi["security_schemes"]
+        );
+        assert_eq!(described["security"], json!([{"tokens": []}]));
+        assert_eq!(
+            described["paths"]["/threads"]["post"]["security"],
+            json!([])
+        );
+        assert!(
+            described["paths"]["/threads/search"]["post"]
+                .get("security")
+                .is_none()
+        );
+        assert!(described["paths"].get("/nowhere").is_none());
+        // Without `auth.openapi`: no requirement at all, none of mostrador's schemes.
+        let bare = with_project_security(&document, None).expect("serializes");
+        assert!(bare["components"].get("securitySchemes").is_none());
+        assert!(bare["paths"]["/threads"]["post"].get("security").is_none());
+    }
 
     /// `value` as utoipa writes it back: without the `"type": null` of [`any`].
     fn written(value: &Value) -> Value {

@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import httpx
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from run_official import free_port, stop, wait_ok  # noqa: E402
@@ -113,6 +115,18 @@ def check(official: dict, ours: dict) -> int:
     return 1 if failures else 0
 
 
+def api_serves(url: str) -> int:
+    """`mostrador api` answers as the handlers say: Alice's thread, the app's route, and a 401."""
+    alice = {"Authorization": "Bearer user1-token"}
+    answers = [
+        httpx.post(f"{url}/threads", json={}, headers=alice).status_code,
+        httpx.get(f"{url}/hello", headers=alice).status_code,
+        httpx.post(f"{url}/threads", json={}).status_code,
+    ]
+    print(f"mostrador api, no credential of its own configured: {answers}")
+    return 0 if answers == [200, 200, 401] else 1
+
+
 def serve(command: list[str], cwd: Path, log: Path, port: int, env: dict) -> subprocess.Popen:
     with open(log, "w") as out:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -156,6 +170,13 @@ def main() -> int:
                 return code
             restarted = subprocess.call([python, str(HERE / "restart.py"), "--url", f"http://127.0.0.1:{port}",
                                          "--server-pid", str(procs[-1].pid)])
+            # `mostrador api` as deployed: no credential of mostrador's configured, the handlers alone.
+            port = free_port()
+            api_env = {k: v for k, v in env.items() if not k.startswith("MOSTRADOR_JWT")}
+            procs.append(serve([args.mostrador, "api", "--database-url", args.database, "--listen", f"127.0.0.1:{port}",
+                                "--config", str(project / "langgraph.json"), "--python", python],
+                               Path(tmp), out / "mostrador-api.log", port, api_env))
+            restarted = restarted or api_serves(f"http://127.0.0.1:{port}")
         code = check(json.loads((out / "official.json").read_text()), json.loads((out / "mostrador.json").read_text()))
         code = code or restarted
         if code:
