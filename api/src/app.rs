@@ -286,6 +286,7 @@ struct Inner {
     custom_auth: Option<CustomAuth>,
     custom_routes: Option<CustomRoutes>,
     body_limit: usize,
+    request_timeout: Duration,
     webhook_hosts: WebhookHosts,
     /// One per graph, by graph id.
     assistants: BTreeMap<String, Assistant>,
@@ -371,6 +372,7 @@ impl AppState {
             custom_auth: config.custom_auth.clone(),
             custom_routes: config.custom_routes.clone(),
             body_limit: config.body_limit,
+            request_timeout: config.request_timeout,
             webhook_hosts: config.webhook_hosts.clone(),
             assistants,
             names: std::sync::RwLock::default(),
@@ -438,6 +440,11 @@ impl AppState {
     /// The largest body a request may carry.
     pub fn body_limit(&self) -> usize {
         self.0.body_limit
+    }
+
+    /// How long a request's body may take to arrive (and a non-streaming request to end).
+    pub fn request_timeout(&self) -> Duration {
+        self.0.request_timeout
     }
 
     /// The hosts webhooks may be sent to.

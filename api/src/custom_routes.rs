@@ -18,7 +18,6 @@ use serde_json::json;
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::custom_auth::RequestFacts;
-use crate::error::ApiError;
 use crate::project_code::{AppRoute, ProjectCode, refusal, unavailable};
 
 /// The routes of a project's app, and the processes that run it.
@@ -141,11 +140,10 @@ async fn answer(
     } else {
         None
     };
-    let body = axum::body::to_bytes(body, state.body_limit())
+    // Whole, within the request timeout, as every route reads its body.
+    let body = crate::router::read_body(state.request_timeout(), state.body_limit(), body)
         .await
-        .map_err(|_| {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the body is too large").into_response()
-        })?;
+        .map_err(IntoResponse::into_response)?;
     let headers: Vec<(&str, &str)> = parts
         .headers
         .iter()

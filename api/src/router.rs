@@ -214,31 +214,46 @@ async fn body_within(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
     let (parts, body) = request.into_parts();
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => {
+    match read_body(timeout, limit, body).await {
+        Ok(bytes) => {
             next.run(axum::extract::Request::from_parts(
                 parts,
                 axum::body::Body::from(bytes),
             ))
             .await
         }
+        Err(refused) => axum::response::IntoResponse::into_response(refused),
+    }
+}
+
+/// A body, whole, within `timeout` and `limit`.
+///
+/// # Errors
+///
+/// A 408 past the time, a 413 past the limit, a 400 for a body cut short.
+pub(crate) async fn read_body(
+    timeout: Duration,
+    limit: usize,
+    body: axum::body::Body,
+) -> Result<axum::body::Bytes, crate::ApiError> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
         // N.B. The limit's error is http-body-util's, known here by what it says.
-        Ok(Err(err)) if err.to_string().contains("length limit exceeded") => crate::ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {limit} bytes"),
-        )
-        .into_response(),
-        Ok(Err(_)) => {
-            crate::ApiError::new(StatusCode::BAD_REQUEST, "the request body was cut short")
-                .into_response()
+        Ok(Err(err)) if err.to_string().contains("length limit exceeded") => {
+            Err(crate::ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is larger than {limit} bytes"),
+            ))
         }
-        Err(_) => crate::ApiError::new(
+        Ok(Err(_)) => Err(crate::ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the request body was cut short",
+        )),
+        Err(_) => Err(crate::ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             format!("the request body did not arrive within {timeout:?}"),
-        )
-        .into_response(),
+        )),
     }
 }
 
