@@ -1,7 +1,6 @@
 """A project's own authentication and authorization (`auth.path` of its `langgraph.json`: a
-`langgraph_sdk.Auth` object), served to the api, which stays Rust: `python runner.py
-<langgraph.json> --auth` loads the object and answers the api on its standard input and output,
-one JSON line per message, many requests at once (each carries its `id`; its answer too).
+`langgraph_sdk.Auth` object), answered for the api, which stays Rust, by its helper processes
+(`api.py`, which reads the messages and writes the answers; light: no LangGraph import here).
 
 The api asks two things, with the official server's semantics (`langgraph_api.auth.custom`):
 
