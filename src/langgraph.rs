@@ -384,12 +384,23 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         }
                         continue;
                     }
-                    if key == "http" && field == "app" {
-                        match value.as_str() {
-                            Some(path) if path.contains(':') => app_path = Some(path.to_owned()),
-                            _ => refused.push(
-                                "http.app: must be './file.py:name' or 'module:name'".to_owned(),
-                            ),
+                    // The project's own code: a Python object, as a graph is named.
+                    if (key.as_str(), field.as_str()) == ("http", "app")
+                        || (key.as_str(), field.as_str()) == ("auth", "path")
+                    {
+                        let found = match value.as_str() {
+                            Some(path) if path.contains(':') => Some(path.to_owned()),
+                            _ => {
+                                refused.push(format!(
+                                    "{key}.{field}: must be './file.py:name' or 'module:name'"
+                                ));
+                                None
+                            }
+                        };
+                        if key == "http" {
+                            app_path = found;
+                        } else {
+                            auth_path = found;
                         }
                         continue;
                     }
@@ -405,15 +416,6 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                                 "http.middleware_order: must be auth_first or middleware_first"
                                     .to_owned(),
                             );
-                        }
-                        continue;
-                    }
-                    if key == "auth" && field == "path" {
-                        match value.as_str() {
-                            Some(path) if path.contains(':') => auth_path = Some(path.to_owned()),
-                            _ => refused.push(
-                                "auth.path: must be './file.py:name' or 'module:name'".to_owned(),
-                            ),
                         }
                         continue;
                     }

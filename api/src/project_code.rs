@@ -65,10 +65,13 @@ enum Waiting {
     Lines(mpsc::UnboundedSender<Value>),
 }
 
-/// What a process says once it has loaded the project's code.
+/// What a process says once it has loaded the project's code (a field mostrador does not know
+/// is refused: the two sides are written together).
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Ready {
     t: String,
+    pid: u32,
     /// It has an `@auth.authenticate` handler.
     pub authenticate: bool,
     /// `(resource, action)` of every `@auth.on` handler, `*` for any.
@@ -131,22 +134,12 @@ impl ProjectCode {
     /// # Errors
     ///
     /// The answer's refusal; a 503 when no process answered.
-    pub async fn ask(&self, mut message: Value) -> Result<Value, ApiError> {
-        let link = self.live().ok_or_else(unavailable)?;
-        let id = link.next_id.fetch_add(1, Ordering::Relaxed);
-        message["id"] = json!(id);
+    pub async fn ask(&self, message: Value) -> Result<Value, ApiError> {
         let (answer, answered) = oneshot::channel();
-        lock(&link.waiting).insert(id, Waiting::Once(answer));
-        let mut line = serde_json::to_vec(&message).map_err(ApiError::failed)?;
-        line.push(b'\n');
-        let written = link.input.lock().await.write_all(&line).await;
-        let answer = match written {
-            Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, answered).await.ok(),
-            Err(_) => None,
-        };
-        // Not written, the process died with the request (its answer's sender dropped), or it
-        // took too long: the handlers gave no answer.
-        let Some(Ok(mut answer)) = answer else {
+        let (link, id) = self.send(message, Waiting::Once(answer)).await?;
+        // The process died with the request (its answer's sender dropped), or took too long:
+        // the project's code gave no answer.
+        let Ok(Ok(mut answer)) = tokio::time::timeout(ANSWER_TIMEOUT, answered).await else {
             lock(&link.waiting).remove(&id);
             return Err(unavailable());
         };
@@ -164,20 +157,30 @@ impl ProjectCode {
     /// A 503 when no process took it.
     pub async fn ask_lines(
         &self,
-        mut message: Value,
+        message: Value,
     ) -> Result<mpsc::UnboundedReceiver<Value>, ApiError> {
+        let (lines, answer) = mpsc::unbounded_channel();
+        self.send(message, Waiting::Lines(lines)).await?;
+        Ok(answer)
+    }
+
+    /// Writes `message` to a live process under a new id, its answer awaited by `waiting`.
+    async fn send(
+        &self,
+        mut message: Value,
+        waiting: Waiting,
+    ) -> Result<(Arc<Link>, u64), ApiError> {
         let link = self.live().ok_or_else(unavailable)?;
         let id = link.next_id.fetch_add(1, Ordering::Relaxed);
         message["id"] = json!(id);
-        let (lines, answer) = mpsc::unbounded_channel();
-        lock(&link.waiting).insert(id, Waiting::Lines(lines));
         let mut line = serde_json::to_vec(&message).map_err(ApiError::failed)?;
         line.push(b'\n');
+        lock(&link.waiting).insert(id, waiting);
         if link.input.lock().await.write_all(&line).await.is_err() {
             lock(&link.waiting).remove(&id);
             return Err(unavailable());
         }
-        Ok(answer)
+        Ok((link, id))
     }
 
     /// A live process, the next in turn.
@@ -269,6 +272,10 @@ async fn start_one(spawn: &Spawn) -> Result<(Started, Ready), String> {
     if ready.t != "ready" {
         return Err(format!("the project's helper process said {line:.200}"));
     }
+    tracing::info!(
+        pid = ready.pid,
+        "a helper process of the project's code is ready"
+    );
     let link = Arc::new(Link {
         input: tokio::sync::Mutex::new(input),
         waiting: Mutex::default(),
