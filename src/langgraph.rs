@@ -213,6 +213,8 @@ pub(crate) struct Project {
     pub app_path: Option<String>,
     /// `http.enable_custom_route_auth`: its routes' callers named by the auth handlers.
     pub custom_route_auth: bool,
+    /// `store.index`: the store's semantic index (its embedding function is the project's code).
+    pub store_index: bool,
 }
 
 /// Keys that only shape a built image (`mostrador dockerfile` reads them): nothing at run time.
@@ -234,11 +236,6 @@ const BUILD_KEYS: &[&str] = &[
 /// Keys the official server honours that mostrador does not yet, each with what to do instead.
 /// A project that sets one is refused at start-up: it would otherwise run without what it says.
 const REFUSED: &[(&str, &str)] = &[
-    (
-        "store.index",
-        "semantic search over the store (store.index) is not offered by mostrador yet: without \
-         it, a search with a query would return unranked items",
-    ),
     (
         "checkpointer.path",
         "mostrador keeps every checkpoint in its own fenced PostgreSQL checkpointer: remove the key",
@@ -311,7 +308,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     let (mut thread_ttl_found, mut store_ttl_found) = (None, StoreTtl::default());
     let (mut disabled_routes, mut disable_webhooks) = (RouteGroups::default(), false);
     let (mut mount_prefix, mut auth_path, mut auth_openapi) = (None, None, None);
-    let (mut app_path, mut custom_route_auth) = (None, false);
+    let (mut app_path, mut custom_route_auth, mut store_index) = (None, false, false);
     for (key, value) in config {
         match key.as_str() {
             "graphs" | "dependencies" | "env" | "$schema" => {}
@@ -345,6 +342,13 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         match store_ttl(value) {
                             Ok(ttl) => store_ttl_found = ttl,
                             Err(why) => refused.push(format!("store.ttl: {why}")),
+                        }
+                        continue;
+                    }
+                    if key == "store" && field == "index" {
+                        match check_store_index(value) {
+                            Ok(()) => store_index = true,
+                            Err(why) => refused.push(format!("store.index: {why}")),
                         }
                         continue;
                     }
@@ -518,15 +522,56 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         auth_openapi,
         app_path,
         custom_route_auth,
+        store_index,
     })
+}
+
+/// A `store.index` mostrador serves as the official server does: `embed` (a function's path or a
+/// `provider:model`), `dims`, `fields`; the distance is cosine. Its search is exact, so the
+/// approximate index's tuning (`ann_index_config`) has nothing to tune.
+fn check_store_index(value: &Value) -> Result<(), String> {
+    let index = value.as_object().ok_or("must be an object")?;
+    for (field, value) in index {
+        match field.as_str() {
+            "embed" if value.as_str().is_some_and(|embed| embed.contains(':')) => {}
+            "embed" => {
+                return Err(
+                    "embed must be './file.py:function' or 'provider:model' (openai:text-embedding-3-small)"
+                        .into(),
+                );
+            }
+            "dims"
+                if value
+                    .as_u64()
+                    .is_some_and(|dims| (1..=16_384).contains(&dims)) => {}
+            "dims" => return Err("dims must be a whole number from 1 to 16384".into()),
+            "fields"
+                if value
+                    .as_array()
+                    .is_some_and(|paths| paths.iter().all(Value::is_string)) => {}
+            "fields" => return Err("fields must be a list of paths (\"$\", \"text\", ...)".into()),
+            "distance_type" if value == "cosine" => {}
+            "distance_type" => {
+                return Err(format!(
+                    "distance_type {value}: mostrador ranks by cosine similarity only"
+                ));
+            }
+            "ann_index_config" => {}
+            other => return Err(format!("{other}: not a key of an index")),
+        }
+    }
+    if !index.contains_key("embed") {
+        return Err("it names no embedding function (embed)".into());
+    }
+    Ok(())
 }
 
 /// How many helper processes serve a project's own code: two, so one that dies (or is
 /// restarted) leaves the other answering.
 const HELPER_PROCESSES: usize = 2;
 
-/// The project's own code for the api (`auth.path`, `http.app`), started in helper processes and
-/// loaded: none without either key. Its handlers decide who may do what (a policy file beside
+/// The project's own code for the api (`auth.path`, `http.app`, `store.index`'s embedding
+/// function), started in helper processes and loaded: none without any of these keys. Its handlers decide who may do what (a policy file beside
 /// them is refused); its app's routes come before mostrador's.
 ///
 /// # Errors
@@ -541,7 +586,7 @@ pub(crate) async fn project_code(
     let (Some(project), Some(python_config)) = (python.project()?, python.config()?) else {
         return Ok(());
     };
-    if project.auth_path.is_none() && project.app_path.is_none() {
+    if project.auth_path.is_none() && project.app_path.is_none() && !project.store_index {
         return Ok(());
     }
     anyhow::ensure!(
@@ -555,7 +600,16 @@ pub(crate) async fn project_code(
         std::sync::Arc::new(move || processes.command());
     let code = mostrador_api::project_code::ProjectCode::start(spawn, HELPER_PROCESSES)
         .await
-        .map_err(|why| anyhow::anyhow!("the project's code (auth.path, http.app): {why}"))?;
+        .map_err(|why| {
+            anyhow::anyhow!("the project's code (auth.path, http.app, store.index): {why}")
+        })?;
+    if project.store_index {
+        config.store_index = mostrador_api::store_index::StoreIndex::of(&code);
+        anyhow::ensure!(
+            config.store_index.is_some(),
+            "store.index: the helper processes loaded no embedding function"
+        );
+    }
     if let Some(auth_path) = &project.auth_path {
         let auth = mostrador_api::custom_auth::CustomAuth::of(&code);
         let unserved: Vec<&str> = auth

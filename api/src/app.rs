@@ -19,6 +19,7 @@ use crate::custom_routes::CustomRoutes;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::serve::Edge;
+use crate::store_index::StoreIndex;
 use crate::webhooks::WebhookHosts;
 use crate::{dashboard, runs};
 
@@ -125,6 +126,8 @@ pub struct ApiConfig {
     pub auth_openapi: Option<serde_json::Value>,
     /// A project's own HTTP routes (`http.app`), before mostrador's.
     pub custom_routes: Option<CustomRoutes>,
+    /// A project's semantic index (`store.index`): its embedding function.
+    pub store_index: Option<StoreIndex>,
 }
 
 /// Routes an app of the binary adds beside the api's own, in the api's terms (its state, its
@@ -265,6 +268,7 @@ impl ApiConfig {
             custom_auth: None,
             auth_openapi: None,
             custom_routes: None,
+            store_index: None,
         }
     }
 }
@@ -285,6 +289,9 @@ struct Inner {
     policy: Policy,
     custom_auth: Option<CustomAuth>,
     custom_routes: Option<CustomRoutes>,
+    store_index: Option<StoreIndex>,
+    /// The store's vectors this process has read (for searches with a query).
+    vectors: mostrador_queue::store::VectorCache,
     body_limit: usize,
     request_timeout: Duration,
     webhook_hosts: WebhookHosts,
@@ -371,6 +378,8 @@ impl AppState {
             policy: config.policy.clone(),
             custom_auth: config.custom_auth.clone(),
             custom_routes: config.custom_routes.clone(),
+            store_index: config.store_index.clone(),
+            vectors: mostrador_queue::store::VectorCache::default(),
             body_limit: config.body_limit,
             request_timeout: config.request_timeout,
             webhook_hosts: config.webhook_hosts.clone(),
@@ -435,6 +444,16 @@ impl AppState {
     /// The project's own HTTP routes, if it has them (`http.app`).
     pub fn custom_routes(&self) -> Option<&CustomRoutes> {
         self.0.custom_routes.as_ref()
+    }
+
+    /// The project's semantic index, if it has one (`store.index`).
+    pub fn store_index(&self) -> Option<&StoreIndex> {
+        self.0.store_index.as_ref()
+    }
+
+    /// The store's vectors this process has read.
+    pub fn vectors(&self) -> &mostrador_queue::store::VectorCache {
+        &self.0.vectors
     }
 
     /// The largest body a request may carry.

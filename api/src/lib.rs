@@ -33,6 +33,7 @@ pub mod runs;
 pub mod serve;
 pub mod state;
 pub mod store;
+pub mod store_index;
 pub mod stream;
 pub mod threads;
 pub mod trace;

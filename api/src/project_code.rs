@@ -1,5 +1,5 @@
 //! The api's helper processes for a project's own Python code (its `auth.path` handlers, its
-//! `http.app` routes): `runner.py <langgraph.json> --api`, started by the binary as the workers
+//! `http.app` routes, its `store.index` embedding function): `runner.py <langgraph.json> --api`, started by the binary as the workers
 //! start their runners (the project's interpreter in its folder, none of the platform's secrets),
 //! a few of them, each answering many requests at once over its pipes, one JSON line per message.
 //! A process that dies is started again; while none is ready, requests get a 503 with
@@ -77,6 +77,9 @@ pub struct Ready {
     /// `(resource, action)` of every `@auth.on` handler, `*` for any.
     #[serde(default)]
     pub handlers: BTreeSet<(String, String)>,
+    /// It loaded the store's embedding function (`store.index`).
+    #[serde(default)]
+    pub index: bool,
     /// The routes of `http.app`, if it has one.
     #[serde(default)]
     pub routes: Option<Vec<AppRoute>>,

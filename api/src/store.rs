@@ -33,13 +33,14 @@ pub struct Put {
     #[schema(value_type = Object)]
     value: serde_json::Map<String, Value>,
     /// Minutes the item lives; without one, the project's default (`store.ttl.default_ttl`), or
-    /// it never expires. (`index`, the fields a semantic
-    /// index would embed, is ignored: mostrador has no index.)
+    /// it never expires.
     #[serde(default)]
     #[schema(schema_with = fields::item_ttl)]
     ttl: Option<f64>,
+    /// The fields of the value to embed for searches with a query, in place of the index's
+    /// (`store.index.fields`); `false` for none. Without a `store.index`, nothing is embedded.
     #[serde(default)]
-    #[schema(value_type = Value)]
+    #[schema(value_type = Option<Value>)]
     index: Option<Value>,
 }
 
@@ -60,17 +61,33 @@ pub async fn put(
     )
     .await?;
     let namespace = granted_namespace(&granted, put.namespace)?;
-    store::put(
-        state.pool(),
-        &caller.subject,
-        &namespace,
-        &put.key,
-        &Value::Object(put.value),
-        put.ttl.or(state.store_ttl().default_minutes),
-        state.store_quota(),
-    )
-    .await
-    .map_err(queue_error)?;
+    let value = Value::Object(put.value);
+    let index = put.index.unwrap_or(Value::Null);
+    if !(index.is_null()
+        || index == Value::Bool(false)
+        || index
+            .as_array()
+            .is_some_and(|paths| paths.iter().all(Value::is_string)))
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "index must be false, null or a list of the value's paths to embed",
+        ));
+    }
+    let embedded = match state.store_index() {
+        Some(store_index) => store_index.embed(&value, &index).await?,
+        None => Vec::new(),
+    };
+    let write = store::Write {
+        namespace: &namespace,
+        key: &put.key,
+        value: &value,
+        ttl_minutes: put.ttl.or(state.store_ttl().default_minutes),
+        embedded: &embedded,
+    };
+    store::put(state.pool(), &caller.subject, write, state.store_quota())
+        .await
+        .map_err(queue_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -157,8 +174,8 @@ pub struct SearchBody {
     limit: Option<i64>,
     #[schema(minimum = 0)]
     offset: Option<i64>,
-    /// A semantic query: ignored, as mostrador has no index (items are found by prefix and
-    /// filter alone).
+    /// A semantic query: under the project's `store.index`, the items most similar to it come
+    /// first, with their `score`; without an index, it is not used.
     #[serde(default)]
     query: Option<String>,
     refresh_ttl: Option<bool>,
@@ -186,26 +203,33 @@ pub async fn search(
     if let Some(Value::Object(added)) = granted.filter_json() {
         filter.extend(added);
     }
+    let query = match (state.store_index(), body.query.as_deref()) {
+        (Some(store_index), Some(query)) if !query.is_empty() => {
+            Some(store_index.query(query).await?)
+        }
+        _ => None,
+    };
     let search = Search {
         namespace_prefix,
         filter: Some(filter)
             .filter(|filter| !filter.is_empty())
             .map(Value::Object),
+        query,
         limit: body.limit.unwrap_or(10),
         offset: body.offset.unwrap_or(0),
         refresh_ttl: body
             .refresh_ttl
             .unwrap_or(state.store_ttl().refresh_on_read),
     };
-    let items = store::search(state.pool(), &caller.subject, &search)
+    let found = store::search(state.pool(), &caller.subject, &search, state.vectors())
         .await
         .map_err(queue_error)?;
     // Search items have a relevance score, null without a semantic query.
     let mut page = wire::Page::new(br#"{"items":["#, state.max_page_bytes());
-    for item in items {
+    for found in found {
         page.push(&wire::SearchItem {
-            item: item.into(),
-            score: None,
+            item: found.item.into(),
+            score: found.score,
         })?;
     }
     Ok(page.answer(b"]}"))

@@ -11,6 +11,10 @@ use sqlx::PgExecutor;
 
 use crate::{Error, Result, check_page};
 
+mod similar;
+
+pub use similar::{Embedded, VectorCache};
+
 /// The longest TTL: 100 years, in minutes.
 pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
 
@@ -65,6 +69,9 @@ pub struct Search {
     pub namespace_prefix: Vec<String>,
     /// Items whose value holds these fields with these values (JSON containment).
     pub filter: Option<Value>,
+    /// The embedded query of a semantic search (`store.index`): the items most similar to it
+    /// first, with their score.
+    pub query: Option<Vec<f32>>,
     pub limit: i64,
     pub offset: i64,
     pub refresh_ttl: bool,
@@ -117,22 +124,38 @@ pub fn check_key(key: &str) -> Result {
     Ok(())
 }
 
-/// Writes `owner`'s item (replacing the one with its namespace and key), living `ttl_minutes`
-/// when given.
+/// What to write: an item's place, its value, how long it lives and its embedded fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    pub namespace: &'a [String],
+    pub key: &'a str,
+    pub value: &'a Value,
+    /// Minutes it lives; it never expires without.
+    pub ttl_minutes: Option<f64>,
+    /// Its fields' vectors, which replace those it had (none: it is found by no query).
+    pub embedded: &'a [Embedded],
+}
+
+/// Writes `owner`'s item (replacing the one with its namespace and key, and its vectors).
 ///
 /// # Errors
 ///
 /// [`Error::Invalid`] for an empty or malformed namespace, a TTL that is not positive, a value
-/// over [`MAX_VALUE_BYTES`], or a new item past the owner's `quota`.
+/// over [`MAX_VALUE_BYTES`], a vector that is empty or not finite, or a new item past the owner's
+/// `quota`.
 pub async fn put(
     executor: impl PgExecutor<'_>,
     owner: &str,
-    namespace: &[String],
-    key: &str,
-    value: &Value,
-    ttl_minutes: Option<f64>,
+    write: Write<'_>,
     quota: StoreQuota,
 ) -> Result {
+    let Write {
+        namespace,
+        key,
+        value,
+        ttl_minutes,
+        embedded,
+    } = write;
     check_namespace(namespace)?;
     check_key(key)?;
     if namespace.is_empty() {
@@ -153,10 +176,13 @@ pub async fn put(
             reason: format!("an item's value holds at most {MAX_VALUE_BYTES} bytes of JSON"),
         });
     }
+    let (fields, vectors) = similar::columns(embedded)?;
     // A new item only within the owner's quota (counted without a lock: concurrent writes can
-    // pass it by about as many as run at once); an item the owner has is always rewritten.
-    let written = sqlx::query!(
+    // pass it by about as many as run at once); an item the owner has is always rewritten, its
+    // vectors replaced in the same statement.
+    let written = sqlx::query_scalar!(
         r#"
+        with written as (
         insert into mostrador.store_items as i (owner, namespace, key, value, ttl_minutes, expires_at)
         select $1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60)
         where exists (
@@ -175,6 +201,19 @@ pub async fn put(
             created_at = case when i.expires_at <= now() then now() else i.created_at end,
             ttl_minutes = excluded.ttl_minutes,
             expires_at = excluded.expires_at
+        returning owner, namespace, key
+        ),
+        replaced as (
+            delete from mostrador.store_vectors v
+            using written w
+            where (v.owner, v.namespace, v.key) = (w.owner, w.namespace, w.key)
+        ),
+        added as (
+            insert into mostrador.store_vectors (owner, namespace, key, field, vector)
+            select w.owner, w.namespace, w.key, f.field, f.vector
+            from written w, unnest($8::text[], $9::bytea[]) as f(field, vector)
+        )
+        select count(*) as "written!" from written
         "#,
         owner,
         namespace as &[String],
@@ -183,10 +222,12 @@ pub async fn put(
         ttl_minutes,
         quota.items,
         quota.bytes,
+        &fields as &[String],
+        &vectors as &[Vec<u8>],
     )
-    .execute(executor)
+    .fetch_one(executor)
     .await?;
-    if written.rows_affected() == 0 {
+    if written == 0 {
         return Err(Error::Invalid {
             field: "store",
             reason: format!(
@@ -269,28 +310,64 @@ pub async fn delete(
     Ok(())
 }
 
-/// `owner`'s live items under a namespace prefix, newest first, that hold `filter`.
+/// An item a search found, and how similar it is to the query of a semantic search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub item: Item,
+    /// The cosine similarity of its nearest embedded field to the query; none without a query or
+    /// for an item without embedded fields.
+    pub score: Option<f64>,
+}
+
+/// `owner`'s live items under a namespace prefix that hold `filter`: with a query, the most
+/// similar first (`cache` keeps the vectors this process has read); without, newest first.
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset or a malformed prefix.
+/// [`Error::Invalid`] for a limit outside 1..=1000, a negative offset, a malformed prefix or a
+/// query in other dimensions than the items'.
 pub async fn search(
+    pool: &sqlx::PgPool,
+    owner: &str,
+    search: &Search,
+    cache: &VectorCache,
+) -> Result<Vec<Found>> {
+    check_namespace(&search.namespace_prefix)?;
+    check_page(search.limit, search.offset)?;
+    if let Some(query) = &search.query {
+        return similar::search(pool, owner, search, query, cache).await;
+    }
+    let items = newest(pool, owner, search, search.limit, search.offset, false).await?;
+    Ok(items
+        .into_iter()
+        .map(|item| Found { item, score: None })
+        .collect())
+}
+
+/// A page of the search's items, newest first (only those without embedded fields when
+/// `unembedded`), their TTL refreshed if asked.
+async fn newest(
     executor: impl PgExecutor<'_>,
     owner: &str,
     search: &Search,
+    limit: i64,
+    offset: i64,
+    unembedded: bool,
 ) -> Result<Vec<Item>> {
-    check_namespace(&search.namespace_prefix)?;
-    check_page(search.limit, search.offset)?;
     let found = sqlx::query_as!(
         Item,
         r#"
         with found as (
             select owner, namespace, key
-            from mostrador.store_items
+            from mostrador.store_items i
             where owner = $1
               and namespace[1:cardinality($2::text[])] = $2
               and ($3::jsonb is null or value @> $3)
               and (expires_at is null or expires_at > now())
+              and not ($7 and exists (
+                  select 1 from mostrador.store_vectors v
+                  where (v.owner, v.namespace, v.key) = (i.owner, i.namespace, i.key)
+              ))
             order by updated_at desc, namespace, key
             limit $4
             offset $5
@@ -311,9 +388,10 @@ pub async fn search(
         owner,
         &search.namespace_prefix as &[String],
         search.filter,
-        search.limit,
-        search.offset,
+        limit,
+        offset,
         search.refresh_ttl,
+        unembedded,
     )
     .fetch_all(executor)
     .await?;

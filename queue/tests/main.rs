@@ -15,4 +15,5 @@ mod lifecycle;
 mod retention;
 mod saver;
 mod schema;
+mod store;
 mod support;

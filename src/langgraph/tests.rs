@@ -87,7 +87,7 @@ fn http_keys_of_the_wrong_shape_are_refused_by_name() {
 #[test]
 fn store_and_checkpointer_keys_not_honoured_are_refused_by_name() {
     for (key, field) in [
-        ("store", "index"),
+        ("store", "path"),
         ("checkpointer", "path"),
         ("checkpointer", "serde"),
     ] {
@@ -95,6 +95,47 @@ fn store_and_checkpointer_keys_not_honoured_are_refused_by_name() {
             r#"{{"graphs": {{"a": "./a.py:g"}}, "{key}": {{"{field}": {{}}}}}}"#
         ));
         assert!(message.contains(&format!("{key}.{field}")), "{message}");
+    }
+}
+
+#[test]
+fn a_store_index_is_taken_and_what_is_not_its_shape_is_refused_by_name() {
+    let served = project(
+        r#"{"graphs": {"a": "./a.py:g"}, "store": {"index": {
+            "embed": "openai:text-embedding-3-small", "dims": 1536, "fields": ["text", "tags[*]"],
+            "distance_type": "cosine"}}}"#,
+    )
+    .expect("an index of the official shape is served");
+    assert!(served.store_index);
+    assert!(
+        !project(r#"{"graphs": {"a": "./a.py:g"}}"#)
+            .expect("served")
+            .store_index
+    );
+    for (index, named) in [
+        (r#"{"dims": 3}"#, "names no embedding function"),
+        (r#"{"embed": "embed_texts"}"#, "embed must be"),
+        (r#"{"embed": "./e.py:f", "dims": 0}"#, "dims must be"),
+        (
+            r#"{"embed": "./e.py:f", "fields": "text"}"#,
+            "fields must be",
+        ),
+        (
+            r#"{"embed": "./e.py:f", "distance_type": "l2"}"#,
+            "cosine similarity only",
+        ),
+        (
+            r#"{"embed": "./e.py:f", "dimensions": 3}"#,
+            "dimensions: not a key",
+        ),
+    ] {
+        let message = refused(&format!(
+            r#"{{"graphs": {{"a": "./a.py:g"}}, "store": {{"index": {index}}}}}"#
+        ));
+        assert!(
+            message.contains("store.index") && message.contains(named),
+            "{message}"
+        );
     }
 }
 

@@ -47,7 +47,7 @@ use protocol::{FromRunner, ToRunner};
 /// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
 /// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
 /// a worker starts.
-const PYTHON_FILES: [(&str, &str); 20] = [
+const PYTHON_FILES: [(&str, &str); 21] = [
     ("runner.py", include_str!("../python/runner.py")),
     (
         "mostrador_runner/__init__.py",
@@ -76,6 +76,10 @@ const PYTHON_FILES: [(&str, &str); 20] = [
     (
         "mostrador_runner/encoding.py",
         include_str!("../python/mostrador_runner/encoding.py"),
+    ),
+    (
+        "mostrador_runner/index.py",
+        include_str!("../python/mostrador_runner/index.py"),
     ),
     (
         "mostrador_runner/main.py",

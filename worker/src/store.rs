@@ -50,8 +50,14 @@ fn quota() -> store::StoreQuota {
     QUOTA.get().copied().unwrap_or_default()
 }
 
+/// The vectors this process has read for semantic searches (`store.index`).
+static VECTORS: std::sync::LazyLock<store::VectorCache> =
+    std::sync::LazyLock::new(store::VectorCache::default);
+
 /// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
-/// items of the thread's owner, whoever the graph says it is: their results, in order.
+/// items of the thread's owner, whoever the graph says it is: their results, in order. Under the
+/// project's `store.index`, a Python graph's runner sends a put's `embedded` fields and a
+/// search's `query_vector` with them.
 ///
 /// # Errors
 ///
@@ -81,20 +87,54 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<
             }
             Some("put") => {
                 let namespace = labels(&op["namespace"]);
-                let ttl = op["ttl"].as_f64();
-                store::put(pool, &owner, &namespace, key, &op["value"], ttl, quota()).await?;
+                let embedded: Vec<store::Embedded> = match op.get("embedded") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(sent) => {
+                        serde_json::from_value(sent.clone()).map_err(|err| QueueError::Invalid {
+                            field: "embedded",
+                            reason: format!("a put's embedded fields: {err}"),
+                        })?
+                    }
+                };
+                let write = store::Write {
+                    namespace: &namespace,
+                    key,
+                    value: &op["value"],
+                    ttl_minutes: op["ttl"].as_f64(),
+                    embedded: &embedded,
+                };
+                store::put(pool, &owner, write, quota()).await?;
                 Value::Null
             }
             Some("search") => {
+                let query = match op.get("query_vector") {
+                    None | Some(Value::Null) => None,
+                    Some(sent) => Some(serde_json::from_value(sent.clone()).map_err(|err| {
+                        QueueError::Invalid {
+                            field: "query_vector",
+                            reason: format!("a search's query vector: {err}"),
+                        }
+                    })?),
+                };
                 let search = store::Search {
                     namespace_prefix: labels(&op["namespace_prefix"]),
                     filter: Some(op["filter"].clone()).filter(Value::is_object),
+                    query,
                     limit: op["limit"].as_i64().unwrap_or(10),
                     offset: op["offset"].as_i64().unwrap_or(0),
                     refresh_ttl,
                 };
-                let items = store::search(pool, &owner, &search).await?;
-                Value::Array(items.iter().map(store::Item::json).collect())
+                let found = store::search(pool, &owner, &search, &VECTORS).await?;
+                Value::Array(
+                    found
+                        .iter()
+                        .map(|found| {
+                            let mut item = found.item.json();
+                            item["score"] = json!(found.score);
+                            item
+                        })
+                        .collect(),
+                )
             }
             Some("list_namespaces") => {
                 let asked = store::Namespaces {

@@ -13,6 +13,7 @@ from langgraph.pregel import Pregel
 from langgraph.store.base import BaseStore
 
 from .config import load_config as load_config
+from .index import load_index
 
 # What a graph is entered for, as the official server's `ServerRuntime` names it.
 Access = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
@@ -118,6 +119,7 @@ class Project:
         self.values: dict[str, Any] = {}
         self.arguments: dict[str, Callable] = {}
         self.store_ttl: dict | None = (config.get("store") or {}).get("ttl")
+        self.store_index = load_index(config)
         self._context_keys: dict[Any, frozenset | None] = {}
         for graph_id, spec in config.get("graphs", {}).items():
             value = load_graph(config["_base"], graph_id, spec)

@@ -46,7 +46,7 @@ class Run:
         self.control = RunControl()
         self.saver = MostradorSaver(channel, self.thread_id)
         self.saver.saving = self.saving
-        self.store = MostradorStore(channel, project.store_ttl)
+        self.store = MostradorStore(channel, project.store_ttl, project.store_index)
         self.link = Link(channel, self.thread_id)
         self.spans = Spans(channel) if SPANS else None
         if spec["latest"] is not None:

@@ -1,5 +1,6 @@
 """LangGraph's store over mostrador's Store: the items of the run's thread's owner."""
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -13,32 +14,43 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from .index import Index
 from .protocol import RunChannel
 
 
 class MostradorStore(BaseStore):
     """LangGraph's `BaseStore` over mostrador's Store, in Postgres: the items of the run's thread's
-    owner, as the worker reads and writes them (a graph cannot name another owner). No semantic
-    index: a search finds items by namespace prefix and filter."""
+    owner, as the worker reads and writes them (a graph cannot name another owner). With the
+    project's `store.index`, this process embeds what the graph puts and the queries it searches
+    with (the worker ranks the items by them); without, a search finds items by namespace prefix
+    and filter, newest first."""
 
     supports_ttl = True
 
-    def __init__(self, channel: RunChannel, ttl_config: Any = None) -> None:
+    def __init__(self, channel: RunChannel, ttl_config: Any = None, index: Index | None = None) -> None:
         self.channel = channel
         # `store.ttl` of the langgraph.json: LangGraph applies its `default_ttl` to a put
         # without a ttl, and its `refresh_on_read` to a read that does not say.
         self.ttl_config = ttl_config
+        self.index = index
 
     async def abatch(self, ops: Any) -> list:
         ops = list(ops)
-        results = await self.channel.call("store", ops=[_store_op(op) for op in ops])
+        sent = [_store_op(op) for op in ops]
+        if self.index is not None:
+            for op, message in zip(ops, sent, strict=True):
+                if isinstance(op, PutOp) and op.value is not None:
+                    message["embedded"] = await self.index.aembed(op.value, op.index)
+                elif isinstance(op, SearchOp) and op.query:
+                    message["query_vector"] = await self.index.aquery(op.query)
+        results = await self.channel.call("store", ops=sent)
         return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
 
     def batch(self, ops: Any) -> list:
-        """From LangGraph's synchronous paths (a sync node runs in a thread of its own)."""
-        ops = list(ops)
-        results = self.channel.call_from_thread("store", ops=[_store_op(op) for op in ops])
-        return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
+        """From LangGraph's synchronous paths (a sync node runs in a thread of its own): the same
+        operations on the run's event loop, as the official server's store runs them (so an
+        embedding function that is only async embeds here too)."""
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self.channel.loop).result()
 
 
 def _store_op(op: Any) -> dict:
@@ -69,8 +81,8 @@ def _store_op(op: Any) -> dict:
     raise ValueError(f"unknown store operation {op!r}")
 
 
-def _item(found: dict, kind: type = Item) -> Item:
-    return kind(
+def _item(found: dict) -> Item:
+    return Item(
         namespace=tuple(found["namespace"]),
         key=found["key"],
         value=found["value"],
@@ -79,11 +91,22 @@ def _item(found: dict, kind: type = Item) -> Item:
     )
 
 
+def _search_item(found: dict) -> SearchItem:
+    return SearchItem(
+        namespace=tuple(found["namespace"]),
+        key=found["key"],
+        value=found["value"],
+        created_at=datetime.fromisoformat(found["created_at"]),
+        updated_at=datetime.fromisoformat(found["updated_at"]),
+        score=found.get("score"),
+    )
+
+
 def _store_result(op: Any, result: Any) -> Any:
     if isinstance(op, GetOp):
         return None if result is None else _item(result)
     if isinstance(op, SearchOp):
-        return [_item(found, SearchItem) for found in result]
+        return [_search_item(found) for found in result]
     if isinstance(op, ListNamespacesOp):
         return [tuple(namespace) for namespace in result]
     return None
