@@ -809,3 +809,79 @@ fn refusal(name: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The project's embedding function (`store.index`) for the Rust nodes a worker runs (a Python
+/// graph's runner embeds its own): the api's helper processes of `mostrador dev`, or, in
+/// `mostrador worker`, one of its own, started when a node first needs it.
+struct RustNodesEmbed {
+    spawn: Option<mostrador_api::project_code::Spawn>,
+    index: tokio::sync::OnceCell<mostrador_api::store_index::StoreIndex>,
+}
+
+impl RustNodesEmbed {
+    async fn index(&self) -> Result<&mostrador_api::store_index::StoreIndex, String> {
+        self.index
+            .get_or_try_init(|| async {
+                let spawn = self.spawn.clone().ok_or("no helper process to start")?;
+                let code = mostrador_api::project_code::ProjectCode::start(spawn, 1).await?;
+                mostrador_api::store_index::StoreIndex::of(&code)
+                    .ok_or_else(|| "the helper process loaded no embedding function".to_owned())
+            })
+            .await
+    }
+}
+
+impl mostrador_worker::store::Embed for RustNodesEmbed {
+    fn documents<'a>(
+        &'a self,
+        value: &'a Value,
+        index: &'a Value,
+    ) -> mostrador_worker::store::EmbedFuture<'a, Vec<mostrador_queue::store::Embedded>> {
+        Box::pin(async move {
+            let embedded = self.index().await?.embed(value, index).await;
+            embedded.map_err(|err| err.detail)
+        })
+    }
+
+    fn query<'a>(&'a self, query: &'a str) -> mostrador_worker::store::EmbedFuture<'a, Vec<f32>> {
+        Box::pin(async move {
+            let vector = self.index().await?.query(query).await;
+            vector.map_err(|err| err.detail)
+        })
+    }
+}
+
+/// Gives the Rust nodes of this process's worker the project's embedding function, if the project
+/// has a `store.index`: `shared`, the api's (`mostrador dev`), or a helper process of the
+/// worker's own, started when first needed.
+///
+/// # Errors
+///
+/// The helper's files could not be written.
+pub(crate) fn embed_for_rust_nodes(
+    python: &PythonArgs,
+    shared: Option<mostrador_api::store_index::StoreIndex>,
+) -> anyhow::Result<()> {
+    let (Some(project), Some(python_config)) = (python.project()?, python.config()?) else {
+        return Ok(());
+    };
+    if !project.store_index {
+        return Ok(());
+    }
+    let embed = match shared {
+        Some(index) => RustNodesEmbed {
+            spawn: None,
+            index: tokio::sync::OnceCell::new_with(Some(index)),
+        },
+        None => {
+            let processes =
+                std::sync::Arc::new(mostrador_worker::runner::ApiProcesses::new(python_config)?);
+            RustNodesEmbed {
+                spawn: Some(std::sync::Arc::new(move || processes.command())),
+                index: tokio::sync::OnceCell::new(),
+            }
+        }
+    };
+    mostrador_worker::store::set_embed(Box::new(embed));
+    Ok(())
+}

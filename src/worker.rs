@@ -121,6 +121,9 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let python = args.python.config()?;
     mostrador_worker::store::set_quota(args.python.store.quota());
+    if !registry.is_empty() {
+        crate::langgraph::embed_for_rust_nodes(&args.python, None)?;
+    }
     let mut graph_ids = args.graphs;
     if graph_ids.is_empty() {
         graph_ids = registry.keys().cloned().collect();

@@ -49,6 +49,9 @@ pub struct Item {
     /// RFC 3339.
     pub created_at: String,
     pub updated_at: String,
+    /// How similar it is to a search's query (a store with a semantic index); none elsewhere.
+    #[serde(default)]
+    pub score: Option<f64>,
 }
 
 impl Store {
@@ -112,12 +115,37 @@ impl Store {
         filter: Option<Value>,
         limit: i64,
     ) -> Result<Vec<Item>, NodeError> {
-        let found = self
-            .one(json!({
-                "op": "search", "namespace_prefix": prefix, "filter": filter, "limit": limit,
-                "offset": 0,
-            }))
-            .await?;
+        self.search_op(json!({
+            "op": "search", "namespace_prefix": prefix, "filter": filter, "limit": limit,
+            "offset": 0,
+        }))
+        .await
+    }
+
+    /// Up to `limit` items under `prefix` whose values contain `filter`, those nearest in meaning
+    /// to `query` first, each with its `score`, as LangGraph's `search(..., query=...)` finds
+    /// them in a store with a semantic index (a project's `store.index`); without one, newest
+    /// first, unscored.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::get`].
+    pub async fn search_similar(
+        &self,
+        prefix: &[&str],
+        query: &str,
+        filter: Option<Value>,
+        limit: i64,
+    ) -> Result<Vec<Item>, NodeError> {
+        self.search_op(json!({
+            "op": "search", "namespace_prefix": prefix, "query": query, "filter": filter,
+            "limit": limit, "offset": 0,
+        }))
+        .await
+    }
+
+    async fn search_op(&self, op: Value) -> Result<Vec<Item>, NodeError> {
+        let found = self.one(op).await?;
         match found {
             Value::Array(items) => items
                 .into_iter()

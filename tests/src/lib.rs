@@ -18,6 +18,9 @@
 //!   node: a subgraph) decides it, then `close` appends to `log`.
 //! * `bench_linear_1`, `bench_linear_6`: `n1 → … → nN` that record nothing, for the worker
 //!   benchmarks (`bench/src/bin/worker_bench.rs`).
+//! * `e2e_recall`: a Rust node's semantic memory: `remember` put in the Store under
+//!   `("memories", "rust")`, or the three memories nearest `recall` as `recalled`
+//!   (`tests/python/store`, under a project's `store.index`).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -72,7 +75,38 @@ pub fn graphs(pool: &PgPool) -> HashMap<String, Graph> {
         ("e2e_nested".to_owned(), nested()),
         ("bench_linear_1".to_owned(), quiet_linear(1)),
         ("bench_linear_6".to_owned(), quiet_linear(6)),
+        ("e2e_recall".to_owned(), recall()),
     ])
+}
+
+/// `memory` keeps `remember` in the Store, or recalls the memories nearest `recall`.
+fn recall() -> Graph {
+    StateGraph::new()
+        .channel("remember", Reducer::LastValue)
+        .channel("recall", Reducer::LastValue)
+        .channel("recalled", Reducer::LastValue)
+        .node("memory", |ctx| async move {
+            let store = ctx.store()?;
+            if let Some(memory) = ctx.get("remember").and_then(Value::as_str) {
+                store
+                    .put(&["memories", "rust"], memory, json!({"text": memory}))
+                    .await?;
+                return Ok(Command::new());
+            }
+            let query = ctx
+                .get("recall")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let found = store.search_similar(&["memories"], query, None, 3).await?;
+            let recalled: Vec<Value> = found
+                .iter()
+                .map(|item| json!({"text": item.value["text"], "score": item.score}))
+                .collect();
+            Ok(Command::new().set("recalled", json!(recalled)))
+        })
+        .edge(START, "memory")
+        .compile()
+        .expect("the recall graph is valid")
 }
 
 /// `ask` waits for a decision on a refund (an interrupt), then `record` keeps it.

@@ -2,6 +2,9 @@
 //! run's thread's owner (`queue::store`), for Python graphs (their runner's `store` messages)
 //! and Rust graphs ([`ThreadStore`], which nodes reach through their context) alike.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use mostrador_graph::{StoreBackend, StoreError, StoreFuture};
 use mostrador_queue::PgPool;
 use mostrador_queue::{Error as QueueError, ThreadId, store, thread};
@@ -54,10 +57,41 @@ fn quota() -> store::StoreQuota {
 static VECTORS: std::sync::LazyLock<store::VectorCache> =
     std::sync::LazyLock::new(store::VectorCache::default);
 
+/// What an [`Embed`] resolves to.
+pub type EmbedFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The project's embedding function (`store.index`), for what reaches the Store without its
+/// vectors: a Rust node's puts and searches (a Python graph's runner embeds its own).
+pub trait Embed: Send + Sync {
+    /// The embedded fields of `value`: the index's, or those `index` names (`false`: none).
+    fn documents<'a>(
+        &'a self,
+        value: &'a Value,
+        index: &'a Value,
+    ) -> EmbedFuture<'a, Vec<store::Embedded>>;
+    /// The embedding of a search's query.
+    fn query<'a>(&'a self, query: &'a str) -> EmbedFuture<'a, Vec<f32>>;
+}
+
+/// The project's embedding function, as this process's operator set it (once, at start).
+static EMBED: std::sync::OnceLock<Box<dyn Embed>> = std::sync::OnceLock::new();
+
+/// Sets [`EMBED`]; the first call counts.
+pub fn set_embed(embed: Box<dyn Embed>) {
+    let _ = EMBED.set(embed);
+}
+
+fn embed_error(reason: String) -> QueueError {
+    QueueError::Invalid {
+        field: "index",
+        reason: format!("the project's embedding function: {reason}"),
+    }
+}
+
 /// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
 /// items of the thread's owner, whoever the graph says it is: their results, in order. Under the
 /// project's `store.index`, a Python graph's runner sends a put's `embedded` fields and a
-/// search's `query_vector` with them.
+/// search's `query_vector` with them; for a Rust node's, [`EMBED`] makes them here.
 ///
 /// # Errors
 ///
@@ -87,9 +121,13 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<
             }
             Some("put") => {
                 let namespace = labels(&op["namespace"]);
-                let embedded: Vec<store::Embedded> = match op.get("embedded") {
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(sent) => {
+                let embedded: Vec<store::Embedded> = match (op.get("embedded"), EMBED.get()) {
+                    (None | Some(Value::Null), None) => Vec::new(),
+                    (None | Some(Value::Null), Some(embed)) => embed
+                        .documents(&op["value"], &op["index"])
+                        .await
+                        .map_err(embed_error)?,
+                    (Some(sent), _) => {
                         serde_json::from_value(sent.clone()).map_err(|err| QueueError::Invalid {
                             field: "embedded",
                             reason: format!("a put's embedded fields: {err}"),
@@ -107,14 +145,19 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<
                 Value::Null
             }
             Some("search") => {
-                let query = match op.get("query_vector") {
-                    None | Some(Value::Null) => None,
-                    Some(sent) => Some(serde_json::from_value(sent.clone()).map_err(|err| {
-                        QueueError::Invalid {
-                            field: "query_vector",
-                            reason: format!("a search's query vector: {err}"),
-                        }
-                    })?),
+                let query = match (op.get("query_vector"), op["query"].as_str(), EMBED.get()) {
+                    (None | Some(Value::Null), Some(query), Some(embed)) if !query.is_empty() => {
+                        Some(embed.query(query).await.map_err(embed_error)?)
+                    }
+                    (None | Some(Value::Null), _, _) => None,
+                    (Some(sent), _, _) => {
+                        Some(serde_json::from_value(sent.clone()).map_err(|err| {
+                            QueueError::Invalid {
+                                field: "query_vector",
+                                reason: format!("a search's query vector: {err}"),
+                            }
+                        })?)
+                    }
                 };
                 let search = store::Search {
                     namespace_prefix: labels(&op["namespace_prefix"]),

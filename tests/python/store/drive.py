@@ -39,7 +39,7 @@ def items(answer: dict) -> list[dict]:
     return [item(found) for found in answer["items"]]
 
 
-async def drive(url: str) -> dict[str, Any]:
+async def drive(url: str, rust: bool) -> dict[str, Any]:
     client = get_client(url=url, api_key=None)
     answers: dict[str, Any] = {}
 
@@ -86,6 +86,22 @@ async def drive(url: str) -> dict[str, Any]:
         )
         answers[f"run/{said}"] = [m["content"] for m in (state or {}).get("messages", [])[-2:]]
     answers["search/memories"] = items(await search(["memories"], query="what is my dog called"))
+    if rust:
+        # mostrador's Rust nodes (`e2e_recall`): their puts embedded, their searches ranked, by
+        # the same function.
+        thread = await client.threads.create()
+        await client.runs.wait(thread["thread_id"], "e2e_recall", input={"remember": "rust likes the blue sea"})
+        answers["rust/search"] = items(await search(["memories", "rust"], query="the blue sea"))
+        # A thread of its own: the first's state still holds what it remembered.
+        thread = await client.threads.create()
+        recalled = await client.runs.wait(thread["thread_id"], "e2e_recall", input={"recall": "is the sky blue"})
+        answers["rust/recalled"] = [
+            {"text": found["text"], "score": round(found["score"], 4)} for found in recalled["recalled"]
+        ]
+        answers["rust/client"] = [
+            {"text": found["value"]["text"], "score": found["score"]}
+            for found in items(await search(["memories"], query="is the sky blue", limit=3))
+        ]
     return answers
 
 
@@ -93,8 +109,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--rust", action="store_true", help="drive mostrador's Rust test graph too")
     args = parser.parse_args()
-    answers = asyncio.run(drive(args.url))
+    answers = asyncio.run(drive(args.url, args.rust))
     with open(args.out, "w") as out:
         json.dump(answers, out, indent=2, sort_keys=True)
 
