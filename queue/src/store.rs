@@ -13,7 +13,7 @@ use crate::{Error, Result, check_page};
 
 mod similar;
 
-pub use similar::{Embedded, VectorCache};
+pub use similar::{Embedded, MAX_EMBEDDED, VectorCache};
 
 /// The longest TTL: 100 years, in minutes.
 pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
@@ -22,11 +22,12 @@ pub const MAX_TTL_MINUTES: u32 = 100 * 366 * 24 * 60;
 pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
 
 /// What one caller may keep in the Store, so that no caller fills the database every tenant
-/// shares. Writes to an item the caller has already are not counted again.
+/// shares. Writes to an item the caller has already are not counted again (an item holds at most
+/// [`MAX_VALUE_BYTES`] and [`MAX_EMBEDDED`] vectors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreQuota {
     pub items: i64,
-    /// The bytes of their values, as PostgreSQL stores them.
+    /// The bytes of their values, as PostgreSQL stores them, and of their vectors.
     pub bytes: i64,
 }
 
@@ -190,7 +191,11 @@ pub async fn put(
             where owner = $1 and namespace = $2 and key = $3
         ) or (
             select count(*) < $6
-                and coalesce(sum(pg_column_size(value)), 0) + pg_column_size($4::jsonb) <= $7
+                and coalesce(sum(pg_column_size(value)), 0) + pg_column_size($4::jsonb)
+                    + (select coalesce(sum(octet_length(v.vector)), 0)
+                       from mostrador.store_vectors v where v.owner = $1)
+                    + (select coalesce(sum(octet_length(new)), 0) from unnest($9::bytea[]) new)
+                    <= $7
             from mostrador.store_items
             where owner = $1
         )

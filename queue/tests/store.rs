@@ -204,3 +204,31 @@ async fn a_semantic_search_keeps_to_the_filter_and_leaves_out_expired_items(pool
             .is_err()
     );
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_vectors_count_toward_their_storage(pool: PgPool) {
+    let quota = StoreQuota {
+        items: 10,
+        bytes: 4_000,
+    };
+    let namespace = vec!["memories".to_owned()];
+    let value = json!({"text": "short"});
+    let write = |key, embedded| Write {
+        namespace: &namespace,
+        key,
+        value: &value,
+        ttl_minutes: None,
+        embedded,
+    };
+    let big = embedded(&[("text", &[0.5; 600])]);
+    store::put(&pool, "ana", write("first", &big), quota)
+        .await
+        .expect("2,400 bytes of vector fit");
+    let err = store::put(&pool, "ana", write("second", &big), quota)
+        .await
+        .expect_err("4,800 bytes of vectors do not");
+    assert!(err.to_string().contains("MiB in the Store"), "{err}");
+    store::put(&pool, "ana", write("second", &[]), quota)
+        .await
+        .expect("without a vector it fits");
+}

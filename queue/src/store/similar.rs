@@ -26,6 +26,10 @@ pub struct Embedded {
 /// The longest vector a field may have: past every embedding model's.
 const MAX_DIMS: usize = 16_384;
 
+/// The most vectors one item may have (a field that matches many texts, `tags[*]`, gives one
+/// each): with [`MAX_DIMS`], what one put may add to the caller's storage is bounded.
+pub const MAX_EMBEDDED: usize = 256;
+
 /// `embedded` as the columns of `store_vectors`: fields, and vectors as little-endian floats.
 ///
 /// # Errors
@@ -36,6 +40,12 @@ pub(super) fn columns(embedded: &[Embedded]) -> Result<(Vec<String>, Vec<Vec<u8>
         field: "index",
         reason,
     };
+    if embedded.len() > MAX_EMBEDDED {
+        return Err(invalid(format!(
+            "an item has at most {MAX_EMBEDDED} embedded texts, and this one {}: index fewer fields",
+            embedded.len()
+        )));
+    }
     let mut fields = Vec::with_capacity(embedded.len());
     let mut vectors = Vec::with_capacity(embedded.len());
     for Embedded { field, vector } in embedded {
@@ -439,7 +449,7 @@ mod tests {
     }
 
     #[test]
-    fn an_embedding_that_is_empty_or_not_finite_is_refused() {
+    fn an_embedding_that_is_empty_not_finite_or_one_too_many_is_refused() {
         let of = |vector: Vec<f32>| {
             columns(&[Embedded {
                 field: "$".into(),
@@ -448,6 +458,14 @@ mod tests {
         };
         assert!(of(vec![]).is_err());
         assert!(of(vec![1.0, f32::NAN]).is_err());
+        let many = vec![
+            Embedded {
+                field: "tags.0".into(),
+                vector: vec![1.0],
+            };
+            MAX_EMBEDDED + 1
+        ];
+        assert!(columns(&many).is_err());
         let (fields, vectors) = of(vec![1.0, -2.0]).expect("valid");
         assert_eq!(fields, ["$"]);
         assert_eq!(vectors, [[0, 0, 128, 63, 0, 0, 0, 192]]);
