@@ -1,21 +1,27 @@
 -- The Store's semantic index (`store.index` of a project's langgraph.json): each item's embedded
--- fields, one vector per field (a field holding several texts gives one per text, `field.0`, ...),
--- as LangGraph's stores keep them. A put replaces its item's vectors; they go with their item.
+-- fields, as LangGraph's stores keep them (a field holding several texts gives one vector per
+-- text, `field.0`, ...), kept in the item's row, so a search selects its candidates from one
+-- table and a put, a delete or an expiry takes the vectors with the item.
 --
--- A vector is never changed once written: a put inserts new rows (new ids) and deletes the old,
--- so a process may keep a vector it has read under its id for as long as it likes. A search
+-- An embedding is never changed once written: a put that embeds gives it a new `embedding_id`,
+-- so a process may keep the vectors it has read under that id for as long as it likes. A search
 -- scores every candidate's vectors exactly (no approximate index: pgvector is not assumed).
-create table mostrador.store_vectors (
-    id bigint generated always as identity primary key,
-    owner text not null,
-    namespace text[] not null,
-    key text not null,
-    -- The path of the value it embeds (`$` for the whole value, `text`, `tags.0`, ...).
-    field text not null,
-    -- Little-endian 32-bit floats, as many as the index's dims.
-    vector bytea not null check (octet_length(vector) > 0 and octet_length(vector) % 4 = 0),
-    foreign key (owner, namespace, key)
-        references mostrador.store_items (owner, namespace, key) on delete cascade
-);
+create sequence mostrador.store_embedding_ids;
 
-create index store_vectors_item_idx on mostrador.store_vectors (owner, namespace, key);
+alter table mostrador.store_items
+    -- The vectors, little-endian 32-bit floats, one after another, all of one length.
+    add column embedding bytea,
+    -- The path of the value each embeds (`$` for the whole value, `text`, `tags.0`, ...).
+    add column embedded_fields text[],
+    add column embedding_id bigint,
+    add constraint store_items_embedding_check check (
+        (embedding is null) = (embedded_fields is null)
+        and (embedding is null) = (embedding_id is null)
+        and (embedding is null or (
+            cardinality(embedded_fields) > 0
+            and octet_length(embedding) > 0
+            and octet_length(embedding) % (4 * cardinality(embedded_fields)) = 0
+        ))
+    );
+
+create unique index store_items_embedding_idx on mostrador.store_items (embedding_id);

@@ -177,24 +177,28 @@ pub async fn put(
             reason: format!("an item's value holds at most {MAX_VALUE_BYTES} bytes of JSON"),
         });
     }
-    let (fields, vectors) = similar::columns(embedded)?;
+    let (fields, embedding) = similar::columns(embedded)?.unzip();
     // A new item only within the owner's quota (counted without a lock: concurrent writes can
     // pass it by about as many as run at once); an item the owner has is always rewritten, its
-    // vectors replaced in the same statement.
-    let written = sqlx::query_scalar!(
+    // embedding replaced (under a new id) or removed.
+    let written = sqlx::query!(
         r#"
-        with written as (
-        insert into mostrador.store_items as i (owner, namespace, key, value, ttl_minutes, expires_at)
-        select $1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60)
+        insert into mostrador.store_items as i (
+            owner, namespace, key, value, ttl_minutes, expires_at,
+            embedding, embedded_fields, embedding_id
+        )
+        select $1, $2, $3, $4, $5::float8, now() + make_interval(secs => $5::float8 * 60),
+               $8::bytea, $9::text[],
+               case when $8::bytea is null then null
+                    else nextval('mostrador.store_embedding_ids') end
         where exists (
             select 1 from mostrador.store_items
             where owner = $1 and namespace = $2 and key = $3
         ) or (
             select count(*) < $6
                 and coalesce(sum(pg_column_size(value)), 0) + pg_column_size($4::jsonb)
-                    + (select coalesce(sum(octet_length(v.vector)), 0)
-                       from mostrador.store_vectors v where v.owner = $1)
-                    + (select coalesce(sum(octet_length(new)), 0) from unnest($9::bytea[]) new)
+                    + coalesce(sum(octet_length(embedding)), 0)
+                    + coalesce(octet_length($8::bytea), 0)
                     <= $7
             from mostrador.store_items
             where owner = $1
@@ -205,20 +209,10 @@ pub async fn put(
             -- An expired item is a new one.
             created_at = case when i.expires_at <= now() then now() else i.created_at end,
             ttl_minutes = excluded.ttl_minutes,
-            expires_at = excluded.expires_at
-        returning owner, namespace, key
-        ),
-        replaced as (
-            delete from mostrador.store_vectors v
-            using written w
-            where (v.owner, v.namespace, v.key) = (w.owner, w.namespace, w.key)
-        ),
-        added as (
-            insert into mostrador.store_vectors (owner, namespace, key, field, vector)
-            select w.owner, w.namespace, w.key, f.field, f.vector
-            from written w, unnest($8::text[], $9::bytea[]) as f(field, vector)
-        )
-        select count(*) as "written!" from written
+            expires_at = excluded.expires_at,
+            embedding = excluded.embedding,
+            embedded_fields = excluded.embedded_fields,
+            embedding_id = excluded.embedding_id
         "#,
         owner,
         namespace as &[String],
@@ -227,11 +221,12 @@ pub async fn put(
         ttl_minutes,
         quota.items,
         quota.bytes,
-        &fields as &[String],
-        &vectors as &[Vec<u8>],
+        embedding,
+        fields as Option<Vec<String>>,
     )
-    .fetch_one(executor)
-    .await?;
+    .execute(executor)
+    .await?
+    .rows_affected();
     if written == 0 {
         return Err(Error::Invalid {
             field: "store",
@@ -364,15 +359,12 @@ async fn newest(
         r#"
         with found as (
             select owner, namespace, key
-            from mostrador.store_items i
+            from mostrador.store_items
             where owner = $1
               and namespace[1:cardinality($2::text[])] = $2
               and ($3::jsonb is null or value @> $3)
               and (expires_at is null or expires_at > now())
-              and not ($7 and exists (
-                  select 1 from mostrador.store_vectors v
-                  where (v.owner, v.namespace, v.key) = (i.owner, i.namespace, i.key)
-              ))
+              and not ($7 and embedding_id is not null)
             order by updated_at desc, namespace, key
             limit $4
             offset $5

@@ -143,10 +143,12 @@ async fn a_put_replaces_its_items_vectors_and_a_delete_takes_them(pool: PgPool) 
     store::delete(&pool, "ana", &["memories".into(), "ana".into()], "moving")
         .await
         .expect("the store answers");
-    let left: i64 = sqlx::query_scalar("select count(*) from mostrador.store_vectors")
-        .fetch_one(&pool)
-        .await
-        .expect("the store answers");
+    let left: i64 = sqlx::query_scalar(
+        "select count(*) from mostrador.store_items where embedding is not null",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the store answers");
     assert_eq!(left, 0, "an item's vectors go with it");
 }
 

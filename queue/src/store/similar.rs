@@ -2,9 +2,10 @@
 //! by cosine similarity, an item scored by its best field, as LangGraph's stores rank them.
 //!
 //! The search is exact: every candidate's vectors are scored, in this process. Postgres picks
-//! the candidates (owner, prefix, filter, not expired) and answers only their vectors' ids; a
-//! vector never changes once written (a put writes new rows), so each process keeps those it has
-//! read, by id, in a [`VectorCache`], and reads from Postgres only those it has not seen.
+//! the candidates (owner, prefix, filter, not expired) and answers only their embeddings' ids; an
+//! embedding never changes once written (a put that embeds gives it a new id), so each process
+//! keeps those it has read, by id, in a [`VectorCache`], and reads from Postgres only those it
+//! has not seen.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,15 +31,20 @@ const MAX_DIMS: usize = 16_384;
 /// each): with [`MAX_DIMS`], what one put may add to the caller's storage is bounded.
 pub const MAX_EMBEDDED: usize = 256;
 
-/// `embedded` as the columns of `store_vectors`: fields, and vectors as little-endian floats.
+/// `embedded` as the columns of `store_items`: the fields, and their vectors one after another
+/// as little-endian floats; neither for none.
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a vector that is empty, too long or not finite.
-pub(super) fn columns(embedded: &[Embedded]) -> Result<(Vec<String>, Vec<Vec<u8>>)> {
+/// [`Error::Invalid`] for too many vectors, or one that is empty, too long, not finite or of
+/// another length than the others.
+pub(super) fn columns(embedded: &[Embedded]) -> Result<Option<(Vec<String>, Vec<u8>)>> {
     let invalid = |reason: String| Error::Invalid {
         field: "index",
         reason,
+    };
+    let Some(first) = embedded.first() else {
+        return Ok(None);
     };
     if embedded.len() > MAX_EMBEDDED {
         return Err(invalid(format!(
@@ -46,13 +52,21 @@ pub(super) fn columns(embedded: &[Embedded]) -> Result<(Vec<String>, Vec<Vec<u8>
             embedded.len()
         )));
     }
+    let dims = first.vector.len();
     let mut fields = Vec::with_capacity(embedded.len());
-    let mut vectors = Vec::with_capacity(embedded.len());
+    let mut bytes = Vec::with_capacity(embedded.len() * dims * 4);
     for Embedded { field, vector } in embedded {
         if vector.is_empty() || vector.len() > MAX_DIMS {
             return Err(invalid(format!(
                 "the embedding of {field:?} has {} dimensions: 1 to {MAX_DIMS}",
                 vector.len()
+            )));
+        }
+        if vector.len() != dims {
+            return Err(invalid(format!(
+                "the embedding of {field:?} has {} dimensions, of {:?} {dims}",
+                vector.len(),
+                first.field
             )));
         }
         if !vector.iter().all(|x| x.is_finite()) {
@@ -61,37 +75,49 @@ pub(super) fn columns(embedded: &[Embedded]) -> Result<(Vec<String>, Vec<Vec<u8>
             )));
         }
         fields.push(field.clone());
-        vectors.push(vector.iter().flat_map(|x| x.to_le_bytes()).collect());
+        bytes.extend(vector.iter().flat_map(|x| x.to_le_bytes()));
     }
-    Ok((fields, vectors))
+    Ok(Some((fields, bytes)))
 }
 
-/// A vector as a search uses it: its item (and when that was created, which a put that writes
-/// new vectors alone may change), and its direction (a unit vector, or zeros).
+/// An item's embedding as a search uses it: its item (and when that was created, which only a put
+/// that embeds anew may change), and each field's direction (a unit vector, or zeros).
 #[derive(Debug)]
-struct Vector {
+struct Vectors {
     namespace: Vec<String>,
     key: String,
     created_at: DateTime<Utc>,
-    unit: Box<[f32]>,
+    units: Vec<Box<[f32]>>,
 }
 
-impl Vector {
-    fn new(namespace: Vec<String>, key: String, created_at: DateTime<Utc>, bytes: &[u8]) -> Self {
+impl Vectors {
+    fn new(
+        namespace: Vec<String>,
+        key: String,
+        created_at: DateTime<Utc>,
+        fields: usize,
+        bytes: &[u8],
+    ) -> Self {
         let floats: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let units = floats
+            .chunks(floats.len().div_ceil(fields.max(1)).max(1))
+            .map(unit)
             .collect();
         Self {
             namespace,
             key,
             created_at,
-            unit: unit(&floats),
+            units,
         }
     }
 
     fn bytes(&self) -> usize {
-        self.unit.len() * 4 + self.key.len() + self.namespace.iter().map(String::len).sum::<usize>()
+        self.units.iter().map(|unit| unit.len() * 4).sum::<usize>()
+            + self.key.len()
+            + self.namespace.iter().map(String::len).sum::<usize>()
     }
 }
 
@@ -142,9 +168,9 @@ pub struct VectorCache {
 
 #[derive(Debug, Default)]
 struct Generations {
-    newer: HashMap<i64, Arc<Vector>>,
+    newer: HashMap<i64, Arc<Vectors>>,
     newer_bytes: usize,
-    older: HashMap<i64, Arc<Vector>>,
+    older: HashMap<i64, Arc<Vectors>>,
 }
 
 impl Default for VectorCache {
@@ -169,7 +195,7 @@ impl VectorCache {
     }
 
     /// Those of `ids` it holds, and the ids it does not.
-    fn held(&self, ids: &[i64]) -> (Vec<(i64, Arc<Vector>)>, Vec<i64>) {
+    fn held(&self, ids: &[i64]) -> (Vec<(i64, Arc<Vectors>)>, Vec<i64>) {
         let mut generations = self.lock();
         let mut held = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
@@ -186,7 +212,7 @@ impl VectorCache {
         (held, missing)
     }
 
-    fn keep(&self, read: &[(i64, Arc<Vector>)]) {
+    fn keep(&self, read: &[(i64, Arc<Vectors>)]) {
         let mut generations = self.lock();
         for (id, vector) in read {
             generations.keep(self.budget, *id, vector.clone());
@@ -195,7 +221,7 @@ impl VectorCache {
 }
 
 impl Generations {
-    fn keep(&mut self, budget: usize, id: i64, vector: Arc<Vector>) {
+    fn keep(&mut self, budget: usize, id: i64, vector: Arc<Vectors>) {
         if self.newer_bytes >= budget / 2 {
             self.older = std::mem::take(&mut self.newer);
             self.newer_bytes = 0;
@@ -222,13 +248,13 @@ pub(super) async fn search(
 ) -> Result<Vec<Found>> {
     let ids = sqlx::query_scalar!(
         r#"
-        select v.id
-        from mostrador.store_vectors v
-        join mostrador.store_items i using (owner, namespace, key)
-        where v.owner = $1 and i.owner = $1
-          and i.namespace[1:cardinality($2::text[])] = $2
-          and ($3::jsonb is null or i.value @> $3)
-          and (i.expires_at is null or i.expires_at > now())
+        select embedding_id as "embedding_id!"
+        from mostrador.store_items
+        where owner = $1
+          and namespace[1:cardinality($2::text[])] = $2
+          and ($3::jsonb is null or value @> $3)
+          and (expires_at is null or expires_at > now())
+          and embedding_id is not null
         "#,
         owner,
         &search.namespace_prefix as &[String],
@@ -238,22 +264,29 @@ pub(super) async fn search(
     .await?;
     let (mut vectors, missing) = cache.held(&ids);
     if !missing.is_empty() {
-        let read: Vec<(i64, Arc<Vector>)> = sqlx::query!(
+        let read: Vec<(i64, Arc<Vectors>)> = sqlx::query!(
             r#"
-            select v.id, v.namespace, v.key, i.created_at, v.vector
-            from mostrador.store_vectors v
-            join mostrador.store_items i using (owner, namespace, key)
-            where v.id = any($1) and v.owner = $2
+            select embedding_id as "embedding_id!", namespace, key, created_at,
+                   embedded_fields as "embedded_fields!", embedding as "embedding!"
+            from mostrador.store_items
+            where owner = $1 and embedding_id = any($2)
             "#,
-            &missing,
             owner,
+            &missing,
         )
         .fetch_all(pool)
         .await?
         .into_iter()
         .map(|row| {
-            let vector = Vector::new(row.namespace, row.key, row.created_at, &row.vector);
-            (row.id, Arc::new(vector))
+            let fields = row.embedded_fields.len();
+            let vectors = Vectors::new(
+                row.namespace,
+                row.key,
+                row.created_at,
+                fields,
+                &row.embedding,
+            );
+            (row.embedding_id, Arc::new(vectors))
         })
         .collect();
         cache.keep(&read);
@@ -289,33 +322,29 @@ pub(super) async fn search(
     Ok(found)
 }
 
-/// Each item's best score and the id of the vector that gave it, best first (equal scores in the
-/// order the items were created, as LangGraph's in-memory store keeps them, then by namespace and
-/// key).
-fn rank(query: &[f32], vectors: &[(i64, Arc<Vector>)]) -> Result<Vec<(f32, i64)>> {
-    let mut best: HashMap<(&[String], &str), (f32, i64, &Vector)> = HashMap::new();
-    for (id, vector) in vectors {
-        if vector.unit.len() != query.len() {
-            return Err(Error::Invalid {
-                field: "query",
-                reason: format!(
-                    "item {:?} was embedded in {} dimensions and the query in {}: the index's \
-                     embedding changed since it was put; put it again",
-                    vector.key,
-                    vector.unit.len(),
-                    query.len()
-                ),
-            });
+/// Each item's best score and its embedding's id, best first (equal scores in the order the
+/// items were created, as LangGraph's in-memory store keeps them, then by namespace and key).
+fn rank(query: &[f32], vectors: &[(i64, Arc<Vectors>)]) -> Result<Vec<(f32, i64)>> {
+    let mut ranked = Vec::with_capacity(vectors.len());
+    for (id, item) in vectors {
+        let mut best = f32::NEG_INFINITY;
+        for unit in &item.units {
+            if unit.len() != query.len() {
+                return Err(Error::Invalid {
+                    field: "query",
+                    reason: format!(
+                        "item {:?} was embedded in {} dimensions and the query in {}: the \
+                         index's embedding changed since it was put; put it again",
+                        item.key,
+                        unit.len(),
+                        query.len()
+                    ),
+                });
+            }
+            best = best.max(dot(query, unit));
         }
-        let score = dot(query, &vector.unit);
-        let entry = best
-            .entry((&vector.namespace, &vector.key))
-            .or_insert((score, *id, vector));
-        if score > entry.0 {
-            *entry = (score, *id, vector);
-        }
+        ranked.push((best, *id, item.as_ref()));
     }
-    let mut ranked: Vec<(f32, i64, &Vector)> = best.into_values().collect();
     ranked.sort_by(|a, b| {
         b.0.total_cmp(&a.0)
             .then_with(|| a.2.created_at.cmp(&b.2.created_at))
@@ -328,7 +357,7 @@ fn rank(query: &[f32], vectors: &[(i64, Arc<Vector>)]) -> Result<Vec<(f32, i64)>
         .collect())
 }
 
-/// The live items of the vectors `page` names, by vector id, their TTL refreshed if asked.
+/// The live items of the embeddings `page` names, by embedding id, their TTL refreshed if asked.
 async fn items_of(
     pool: &PgPool,
     owner: &str,
@@ -342,11 +371,10 @@ async fn items_of(
     let rows = sqlx::query!(
         r#"
         with found as (
-            select i.owner, i.namespace, i.key, v.id
-            from mostrador.store_vectors v
-            join mostrador.store_items i using (owner, namespace, key)
-            where v.id = any($2) and v.owner = $1
-              and (i.expires_at is null or i.expires_at > now())
+            select owner, namespace, key
+            from mostrador.store_items
+            where owner = $1 and embedding_id = any($2)
+              and (expires_at is null or expires_at > now())
         ),
         refreshed as (
             update mostrador.store_items i
@@ -355,7 +383,7 @@ async fn items_of(
             where $3 and i.ttl_minutes is not null
               and (i.owner, i.namespace, i.key) = (f.owner, f.namespace, f.key)
         )
-        select f.id as "id!", i.namespace as "namespace!", i.key as "key!",
+        select i.embedding_id as "id!", i.namespace as "namespace!", i.key as "key!",
                i.value as "value!", i.created_at as "created_at!", i.updated_at as "updated_at!"
         from mostrador.store_items i
         join found f using (owner, namespace, key)
@@ -385,30 +413,34 @@ async fn items_of(
 mod tests {
     use super::*;
 
-    fn vector(key: &str, floats: &[f32]) -> Arc<Vector> {
-        let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
-        Arc::new(Vector::new(
-            vec!["memories".into()],
+    fn vectors(key: &str, fields: &[&[f32]]) -> Arc<Vectors> {
+        let bytes: Vec<u8> = fields
+            .iter()
+            .flat_map(|floats| floats.iter().flat_map(|x| x.to_le_bytes()))
+            .collect();
+        let namespace = vec!["memories".into()];
+        Arc::new(Vectors::new(
+            namespace,
             key.into(),
             Utc::now(),
+            fields.len(),
             &bytes,
         ))
     }
 
     #[test]
     fn an_item_ranks_by_its_most_similar_field_by_cosine_whatever_the_lengths() {
-        let vectors = vec![
-            (1, vector("far", &[0.0, 1.0])),
-            (2, vector("near", &[10.0, 1.0])),
-            (3, vector("both", &[0.0, 3.0])),
-            (4, vector("both", &[5.0, 0.0])),
-            (5, vector("zero", &[0.0, 0.0])),
+        let items = vec![
+            (1, vectors("far", &[&[0.0, 1.0]])),
+            (2, vectors("near", &[&[10.0, 1.0]])),
+            (3, vectors("both", &[&[0.0, 3.0], &[5.0, 0.0]])),
+            (4, vectors("zero", &[&[0.0, 0.0]])),
         ];
-        let ranked = rank(&unit(&[2.0, 0.0]), &vectors).expect("valid");
+        let ranked = rank(&unit(&[2.0, 0.0]), &items).expect("valid");
         let ids: Vec<i64> = ranked.iter().map(|(_, id)| *id).collect();
         assert_eq!(
             ids,
-            [4, 2, 1, 5],
+            [3, 2, 1, 4],
             "both by its best field, then near, then far, zero last"
         );
         assert!((ranked[0].0 - 1.0).abs() < 1e-6);
@@ -418,8 +450,8 @@ mod tests {
 
     #[test]
     fn a_query_in_other_dimensions_than_the_items_is_refused_by_name() {
-        let err =
-            rank(&unit(&[1.0, 0.0, 0.0]), &[(1, vector("old", &[1.0, 0.0]))]).expect_err("refused");
+        let old = [(1, vectors("old", &[&[1.0, 0.0]]))];
+        let err = rank(&unit(&[1.0, 0.0, 0.0]), &old).expect_err("refused");
         assert!(
             err.to_string().contains("2 dimensions and the query in 3"),
             "{err}"
@@ -435,7 +467,7 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_what_was_read_within_its_budget_and_forgets_the_oldest() {
-        let one = vector("a", &[1.0; 256]);
+        let one = vectors("a", &[&[1.0; 256]]);
         let bytes = one.bytes();
         let cache = VectorCache::new(bytes * 4);
         cache.keep(&[(1, one.clone()), (2, one.clone())]);
@@ -449,25 +481,28 @@ mod tests {
     }
 
     #[test]
-    fn an_embedding_that_is_empty_not_finite_or_one_too_many_is_refused() {
-        let of = |vector: Vec<f32>| {
-            columns(&[Embedded {
-                field: "$".into(),
-                vector,
-            }])
+    fn an_embedding_that_is_empty_not_finite_uneven_or_one_too_many_is_refused() {
+        let field = |field: &str, vector: Vec<f32>| Embedded {
+            field: field.into(),
+            vector,
         };
-        assert!(of(vec![]).is_err());
-        assert!(of(vec![1.0, f32::NAN]).is_err());
-        let many = vec![
-            Embedded {
-                field: "tags.0".into(),
-                vector: vec![1.0],
-            };
-            MAX_EMBEDDED + 1
-        ];
-        assert!(columns(&many).is_err());
-        let (fields, vectors) = of(vec![1.0, -2.0]).expect("valid");
-        assert_eq!(fields, ["$"]);
-        assert_eq!(vectors, [[0, 0, 128, 63, 0, 0, 0, 192]]);
+        assert!(columns(&[field("$", vec![])]).is_err());
+        assert!(columns(&[field("$", vec![1.0, f32::NAN])]).is_err());
+        assert!(columns(&[field("a", vec![1.0]), field("b", vec![1.0, 2.0])]).is_err());
+        assert!(columns(&vec![field("tags.0", vec![1.0]); MAX_EMBEDDED + 1]).is_err());
+        assert_eq!(columns(&[]).expect("none"), None);
+        let (fields, bytes) = columns(&[field("a", vec![1.0]), field("b", vec![-2.0])])
+            .expect("valid")
+            .expect("some");
+        assert_eq!(fields, ["a", "b"]);
+        assert_eq!(bytes, [0, 0, 128, 63, 0, 0, 0, 192]);
+    }
+
+    #[test]
+    fn an_items_vectors_are_read_back_field_by_field() {
+        let item = vectors("two", &[&[3.0, 4.0], &[0.0, 2.0]]);
+        assert_eq!(item.units.len(), 2);
+        assert_eq!(&*item.units[0], &[0.6, 0.8]);
+        assert_eq!(&*item.units[1], &[0.0, 1.0]);
     }
 }
