@@ -25,3 +25,34 @@ alter table mostrador.store_items
     );
 
 create unique index store_items_embedding_idx on mostrador.store_items (embedding_id);
+
+-- How often each owner's items changed (a put, a delete, an expiry swept, a read refreshing a time
+-- to live): a process that listed an owner's candidates for a semantic search under a generation
+-- answers from that list while the generation holds, instead of scanning the items again. Every
+-- statement that changes items bumps it, through these triggers, so no path can forget to; owners
+-- are locked in order, so two statements over several owners never wait for each other in a
+-- cycle.
+create table mostrador.store_generations (
+    owner text primary key,
+    generation bigint not null
+);
+
+create function mostrador.store_items_changed() returns trigger
+language plpgsql as $$
+begin
+    insert into mostrador.store_generations as g (owner, generation)
+    select owner, 1 from changed group by owner order by owner
+    on conflict (owner) do update set generation = g.generation + 1;
+    return null;
+end
+$$;
+
+create trigger store_items_inserted after insert on mostrador.store_items
+    referencing new table as changed
+    for each statement execute function mostrador.store_items_changed();
+create trigger store_items_updated after update on mostrador.store_items
+    referencing new table as changed
+    for each statement execute function mostrador.store_items_changed();
+create trigger store_items_deleted after delete on mostrador.store_items
+    referencing old table as changed
+    for each statement execute function mostrador.store_items_changed();

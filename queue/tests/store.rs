@@ -234,3 +234,48 @@ async fn a_callers_vectors_count_toward_their_storage(pool: PgPool) {
         .await
         .expect("without a vector it fits");
 }
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_searchs_remembered_candidates_never_answer_for_a_change(pool: PgPool) {
+    let cache = VectorCache::default();
+    let search = |limit| Search {
+        refresh_ttl: false,
+        ..asked(Some(&[1.0, 0.0]), limit, 0)
+    };
+    let keys =
+        |found: Vec<Found>| -> Vec<String> { found.into_iter().map(|f| f.item.key).collect() };
+    put(&pool, "ana", "a", &[("text", &[1.0, 0.0])]).await;
+    let namespace = vec!["memories".to_owned(), "ana".to_owned()];
+    let value = json!({"text": "brief"});
+    let brief = Write {
+        namespace: &namespace,
+        key: "brief",
+        value: &value,
+        // 60 ms.
+        ttl_minutes: Some(0.001),
+        embedded: &embedded(&[("text", &[0.9, 0.1])]),
+    };
+    store::put(&pool, "ana", brief, StoreQuota::default())
+        .await
+        .expect("put");
+    let first = store::search(&pool, "ana", &search(10), &cache)
+        .await
+        .expect("search");
+    assert_eq!(keys(first), ["a", "brief"]);
+    // Expired by time alone, no write: the remembered list still leaves it out.
+    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    let later = store::search(&pool, "ana", &search(10), &cache)
+        .await
+        .expect("search");
+    assert_eq!(keys(later), ["a"]);
+    // Another process's write (here: this one's, through SQL alone) is seen at once.
+    sqlx::query("update mostrador.store_items set embedding_id = null, embedding = null, embedded_fields = null where key = 'a'")
+        .execute(&pool)
+        .await
+        .expect("update");
+    put(&pool, "ana", "b", &[("text", &[0.0, 1.0])]).await;
+    let now = store::search(&pool, "ana", &search(10), &cache)
+        .await
+        .expect("search");
+    assert_eq!(keys(now), ["b", "a"], "b scored, a unembedded");
+}

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
+use serde_json::Value;
 use sqlx::PgPool;
 
 use super::{Found, Item, Search};
@@ -138,6 +139,12 @@ fn unit(vector: &[f32]) -> Box<[f32]> {
         .collect()
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The dot product, in eight lanes the compiler can keep in vector registers.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
@@ -156,18 +163,21 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-/// The vectors this process has read, by id, within a budget of bytes: two generations, the
-/// newer filled until it holds half the budget, when the older is dropped and the newer takes
-/// its place (a vector read from the older moves to the newer). Vectors never change, so what it
-/// holds is never stale; one deleted is dropped in its turn.
+/// What this process read for semantic searches. The vectors, by id, within a budget of bytes:
+/// two generations, the newer filled until it holds half the budget, when the older is dropped
+/// and the newer takes its place (a vector read from the older moves to the newer); vectors never
+/// change, so what it holds is never stale, and one deleted is dropped in its turn. And the
+/// candidates of searches (an owner's prefix and filter), each under the generation of the
+/// owner's items it was listed at (`store_generations`), answered again while that holds.
 #[derive(Debug)]
 pub struct VectorCache {
     budget: usize,
-    generations: Mutex<Generations>,
+    held: Mutex<Held>,
+    lists: Mutex<Lists>,
 }
 
 #[derive(Debug, Default)]
-struct Generations {
+struct Held {
     newer: HashMap<i64, Arc<Vectors>>,
     newer_bytes: usize,
     older: HashMap<i64, Arc<Vectors>>,
@@ -184,26 +194,25 @@ impl VectorCache {
     pub fn new(budget_bytes: usize) -> Self {
         Self {
             budget: budget_bytes,
-            generations: Mutex::new(Generations::default()),
+            held: Mutex::new(Held::default()),
+            lists: Mutex::new(Lists::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
-        self.generations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        lock(&self.held)
     }
 
     /// Those of `ids` it holds, and the ids it does not.
     fn held(&self, ids: &[i64]) -> (Vec<(i64, Arc<Vectors>)>, Vec<i64>) {
-        let mut generations = self.lock();
+        let mut kept = self.lock();
         let mut held = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         for &id in ids {
-            if let Some(vector) = generations.newer.get(&id) {
+            if let Some(vector) = kept.newer.get(&id) {
                 held.push((id, vector.clone()));
-            } else if let Some(vector) = generations.older.remove(&id) {
-                generations.keep(self.budget, id, vector.clone());
+            } else if let Some(vector) = kept.older.remove(&id) {
+                kept.keep(self.budget, id, vector.clone());
                 held.push((id, vector));
             } else {
                 missing.push(id);
@@ -212,15 +221,49 @@ impl VectorCache {
         (held, missing)
     }
 
+    fn listed(&self, search: &(String, Vec<String>, Option<String>)) -> Option<Arc<Listed>> {
+        lock(&self.lists).by_search.get(search).cloned()
+    }
+
+    fn list(&self, search: (String, Vec<String>, Option<String>), listed: Arc<Listed>) {
+        let mut lists = lock(&self.lists);
+        if lists.ids + listed.ids.len() > MAX_LISTED {
+            *lists = Lists::default();
+        }
+        lists.ids += listed.ids.len();
+        if let Some(old) = lists.by_search.insert(search, listed) {
+            lists.ids -= old.ids.len();
+        }
+    }
+
     fn keep(&self, read: &[(i64, Arc<Vectors>)]) {
-        let mut generations = self.lock();
+        let mut kept = self.lock();
         for (id, vector) in read {
-            generations.keep(self.budget, *id, vector.clone());
+            kept.keep(self.budget, *id, vector.clone());
         }
     }
 }
 
-impl Generations {
+/// Searches' candidates: (owner, prefix, filter) → what was listed.
+#[derive(Debug, Default)]
+struct Lists {
+    by_search: HashMap<(String, Vec<String>, Option<String>), Arc<Listed>>,
+    ids: usize,
+}
+
+/// A search's candidates under a generation of their owner's items: each embedding's id and when
+/// its item expires.
+#[derive(Debug)]
+struct Listed {
+    generation: i64,
+    ids: Vec<(i64, Option<DateTime<Utc>>)>,
+}
+
+/// The most candidates kept across searches (16 bytes each, a few bytes of bookkeeping); past it
+/// every list is dropped and listed again when next searched.
+const MAX_LISTED: usize = 2_000_000;
+
+impl Held {
     fn keep(&mut self, budget: usize, id: i64, vector: Arc<Vectors>) {
         if self.newer_bytes >= budget / 2 {
             self.older = std::mem::take(&mut self.newer);
@@ -246,22 +289,8 @@ pub(super) async fn search(
     query: &[f32],
     cache: &VectorCache,
 ) -> Result<Vec<Found>> {
-    let ids = sqlx::query_scalar!(
-        r#"
-        select embedding_id as "embedding_id!"
-        from mostrador.store_items
-        where owner = $1
-          and namespace[1:cardinality($2::text[])] = $2
-          and ($3::jsonb is null or value @> $3)
-          and (expires_at is null or expires_at > now())
-          and embedding_id is not null
-        "#,
-        owner,
-        &search.namespace_prefix as &[String],
-        search.filter,
-    )
-    .fetch_all(pool)
-    .await?;
+    let started = std::time::Instant::now();
+    let ids = candidates(pool, owner, search, cache).await?;
     let (mut vectors, missing) = cache.held(&ids);
     if !missing.is_empty() {
         let read: Vec<(i64, Arc<Vectors>)> = sqlx::query!(
@@ -292,10 +321,13 @@ pub(super) async fn search(
         cache.keep(&read);
         vectors.extend(read);
     }
-    let ranked = rank(&unit(query), &vectors)?;
+    let selected = started.elapsed();
+    let read = missing.len();
     let offset = usize::try_from(search.offset).unwrap_or(0);
     let limit = usize::try_from(search.limit).unwrap_or(0);
-    let page: Vec<(f32, i64)> = ranked.iter().skip(offset).take(limit).copied().collect();
+    let (ranked, scored_items) = rank(&unit(query), &vectors, offset + limit)?;
+    let scored = started.elapsed();
+    let page: Vec<(f32, i64)> = ranked.iter().skip(offset).copied().collect();
     let mut items = items_of(pool, owner, &page, search.refresh_ttl).await?;
     let mut found: Vec<Found> = page
         .iter()
@@ -306,8 +338,16 @@ pub(super) async fn search(
             })
         })
         .collect();
+    tracing::debug!(
+        candidates = ids.len(),
+        read,
+        selected_us = selected.as_micros(),
+        scored_us = (scored - selected).as_micros(),
+        fetched_us = (started.elapsed() - scored).as_micros(),
+        "a semantic search"
+    );
     if found.len() < limit {
-        let skip = offset.saturating_sub(ranked.len());
+        let skip = offset.saturating_sub(scored_items);
         let unscored = super::newest(
             pool,
             owner,
@@ -322,9 +362,81 @@ pub(super) async fn search(
     Ok(found)
 }
 
-/// Each item's best score and its embedding's id, best first (equal scores in the order the
-/// items were created, as LangGraph's in-memory store keeps them, then by namespace and key).
-fn rank(query: &[f32], vectors: &[(i64, Arc<Vectors>)]) -> Result<Vec<(f32, i64)>> {
+/// The embeddings' ids of `owner`'s live items that `search` selects: as listed under the current
+/// generation of the owner's items, or listed now.
+async fn candidates(
+    pool: &PgPool,
+    owner: &str,
+    search: &Search,
+    cache: &VectorCache,
+) -> Result<Vec<i64>> {
+    let asked = (
+        owner.to_owned(),
+        search.namespace_prefix.clone(),
+        search.filter.as_ref().map(Value::to_string),
+    );
+    let now = Utc::now();
+    let live = |listed: &Listed| -> Vec<i64> {
+        listed
+            .ids
+            .iter()
+            .filter(|(_, expires)| expires.is_none_or(|at| at > now))
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    if let Some(listed) = cache.listed(&asked) {
+        let generation = sqlx::query_scalar!(
+            "select generation from mostrador.store_generations where owner = $1",
+            owner
+        )
+        .fetch_optional(pool)
+        .await?;
+        if generation == Some(listed.generation) {
+            return Ok(live(&listed));
+        }
+    }
+    // The generation read in the same statement, so the list is exactly what it was then.
+    let rows = sqlx::query!(
+        r#"
+        select (select generation from mostrador.store_generations where owner = $1)
+                   as "generation?",
+               embedding_id as "embedding_id!", expires_at
+        from mostrador.store_items
+        where owner = $1
+          and namespace[1:cardinality($2::text[])] = $2
+          and ($3::jsonb is null or value @> $3)
+          and (expires_at is null or expires_at > now())
+          and embedding_id is not null
+        "#,
+        owner,
+        &search.namespace_prefix as &[String],
+        search.filter,
+    )
+    .fetch_all(pool)
+    .await?;
+    let Some(generation) = rows.first().and_then(|row| row.generation) else {
+        return Ok(Vec::new());
+    };
+    let listed = Listed {
+        generation,
+        ids: rows
+            .into_iter()
+            .map(|row| (row.embedding_id, row.expires_at))
+            .collect(),
+    };
+    let ids = live(&listed);
+    cache.list(asked, Arc::new(listed));
+    Ok(ids)
+}
+
+/// The `first` items' best scores and their embeddings' ids, best first (equal scores in the order
+/// the items were created, as LangGraph's in-memory store keeps them, then by namespace and key),
+/// and how many items were scored.
+fn rank(
+    query: &[f32],
+    vectors: &[(i64, Arc<Vectors>)],
+    first: usize,
+) -> Result<(Vec<(f32, i64)>, usize)> {
     let mut ranked = Vec::with_capacity(vectors.len());
     for (id, item) in vectors {
         let mut best = f32::NEG_INFINITY;
@@ -345,16 +457,24 @@ fn rank(query: &[f32], vectors: &[(i64, Arc<Vectors>)]) -> Result<Vec<(f32, i64)
         }
         ranked.push((best, *id, item.as_ref()));
     }
-    ranked.sort_by(|a, b| {
+    let order = |a: &(f32, i64, &Vectors), b: &(f32, i64, &Vectors)| {
         b.0.total_cmp(&a.0)
             .then_with(|| a.2.created_at.cmp(&b.2.created_at))
             .then_with(|| a.2.namespace.cmp(&b.2.namespace))
             .then_with(|| a.2.key.cmp(&b.2.key))
-    });
-    Ok(ranked
+    };
+    let scored = ranked.len();
+    // Only the first are ordered: the rest are not answered.
+    if first < scored {
+        ranked.select_nth_unstable_by(first, order);
+        ranked.truncate(first);
+    }
+    ranked.sort_by(order);
+    let ranked = ranked
         .into_iter()
         .map(|(score, id, _)| (score, id))
-        .collect())
+        .collect();
+    Ok((ranked, scored))
 }
 
 /// The live items of the embeddings `page` names, by embedding id, their TTL refreshed if asked.
@@ -436,7 +556,8 @@ mod tests {
             (3, vectors("both", &[&[0.0, 3.0], &[5.0, 0.0]])),
             (4, vectors("zero", &[&[0.0, 0.0]])),
         ];
-        let ranked = rank(&unit(&[2.0, 0.0]), &items).expect("valid");
+        let (ranked, scored) = rank(&unit(&[2.0, 0.0]), &items, 10).expect("valid");
+        assert_eq!(scored, 4);
         let ids: Vec<i64> = ranked.iter().map(|(_, id)| *id).collect();
         assert_eq!(
             ids,
@@ -449,9 +570,20 @@ mod tests {
     }
 
     #[test]
+    fn the_first_of_many_are_the_best_in_order() {
+        let items: Vec<_> = (0..50)
+            .map(|i| (i, vectors(&format!("k{i}"), &[&[1.0, i as f32 / 10.0]])))
+            .collect();
+        let (first, scored) = rank(&unit(&[1.0, 0.0]), &items, 3).expect("valid");
+        assert_eq!(scored, 50);
+        let ids: Vec<i64> = first.iter().map(|(_, id)| *id).collect();
+        assert_eq!(ids, [0, 1, 2]);
+    }
+
+    #[test]
     fn a_query_in_other_dimensions_than_the_items_is_refused_by_name() {
         let old = [(1, vectors("old", &[&[1.0, 0.0]]))];
-        let err = rank(&unit(&[1.0, 0.0, 0.0]), &old).expect_err("refused");
+        let err = rank(&unit(&[1.0, 0.0, 0.0]), &old, 10).expect_err("refused");
         assert!(
             err.to_string().contains("2 dimensions and the query in 3"),
             "{err}"
