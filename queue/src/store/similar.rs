@@ -5,7 +5,9 @@
 //! the candidates (owner, prefix, filter, not expired) and answers only their embeddings' ids; an
 //! embedding never changes once written (a put that embeds gives it a new id), so each process
 //! keeps those it has read, by id, in a [`VectorCache`], and reads from Postgres only those it
-//! has not seen.
+//! has not seen. It keeps a search's candidates too, under the generation of their owner's items
+//! (`store_generations`, which a trigger bumps on every change), so while the owner's items do
+//! not change a search asks Postgres for one row.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
