@@ -49,6 +49,15 @@ def wait_ok(url: str, proc: subprocess.Popen, timeout: float) -> None:
     raise RuntimeError(f"server not ready after {timeout}s")
 
 
+def serve(command: list[str], cwd: Path, log: Path, port: int, env: dict) -> subprocess.Popen:
+    """Starts a server in a process group of its own, its output to `log`, and waits for its
+    `/ok` on `port`."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_ok(f"http://127.0.0.1:{port}", proc, 120)
+    return proc
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Ends the server's process group (what it started too)."""
     try:

@@ -18,7 +18,7 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from run_official import free_port, stop, wait_ok  # noqa: E402
+from run_official import free_port, serve, stop  # noqa: E402
 
 # Answers that still differ, each with its reason (docs/wire-protocol.md). Reported, not failed.
 NEW_THREAD = (
@@ -125,14 +125,6 @@ def api_serves(url: str) -> int:
     ]
     print(f"mostrador api, no credential of its own configured: {answers}")
     return 0 if answers == [200, 200, 401] else 1
-
-
-def serve(command: list[str], cwd: Path, log: Path, port: int, env: dict) -> subprocess.Popen:
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    wait_ok(f"http://127.0.0.1:{port}", proc, 120)
-    return proc
 
 
 def main() -> int:

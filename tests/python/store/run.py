@@ -17,7 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from run_official import free_port, stop, wait_ok  # noqa: E402
+from run_official import free_port, serve, stop  # noqa: E402
 
 # Answers that still differ, each with its reason (docs/wire-protocol.md). Reported, not failed.
 KNOWN: dict[str, str] = {
@@ -81,14 +81,6 @@ def check(official: dict, ours: dict) -> int:
                 print(f"UNEXPECTED on {name}: {what}")
     print(f"{len(official)} answers compared, {failures} failures")
     return 1 if failures else 0
-
-
-def serve(command: list[str], cwd: Path, log: Path, port: int, env: dict) -> subprocess.Popen:
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    wait_ok(f"http://127.0.0.1:{port}", proc, 120)
-    return proc
 
 
 def main() -> int:

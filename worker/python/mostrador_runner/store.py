@@ -81,32 +81,21 @@ def _store_op(op: Any) -> dict:
     raise ValueError(f"unknown store operation {op!r}")
 
 
-def _item(found: dict) -> Item:
-    return Item(
-        namespace=tuple(found["namespace"]),
-        key=found["key"],
-        value=found["value"],
-        created_at=datetime.fromisoformat(found["created_at"]),
-        updated_at=datetime.fromisoformat(found["updated_at"]),
-    )
-
-
-def _search_item(found: dict) -> SearchItem:
-    return SearchItem(
-        namespace=tuple(found["namespace"]),
-        key=found["key"],
-        value=found["value"],
-        created_at=datetime.fromisoformat(found["created_at"]),
-        updated_at=datetime.fromisoformat(found["updated_at"]),
-        score=found.get("score"),
-    )
+def _fields(found: dict) -> dict:
+    return {
+        "namespace": tuple(found["namespace"]),
+        "key": found["key"],
+        "value": found["value"],
+        "created_at": datetime.fromisoformat(found["created_at"]),
+        "updated_at": datetime.fromisoformat(found["updated_at"]),
+    }
 
 
 def _store_result(op: Any, result: Any) -> Any:
     if isinstance(op, GetOp):
-        return None if result is None else _item(result)
+        return None if result is None else Item(**_fields(result))
     if isinstance(op, SearchOp):
-        return [_search_item(found) for found in result]
+        return [SearchItem(**_fields(found), score=found.get("score")) for found in result]
     if isinstance(op, ListNamespacesOp):
         return [tuple(namespace) for namespace in result]
     return None
