@@ -53,6 +53,7 @@ async fn api_process_serves_assistants_and_exits_on_sigterm(pool: PgPool) {
             "e2e_linear_5",
             "e2e_linear_6",
             "e2e_nested",
+            "e2e_recall",
             "fichas",
             "tienda"
         ]
