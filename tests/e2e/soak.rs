@@ -77,6 +77,26 @@ async fn soak_every_run_succeeds_through_sigterm_and_sigkill(pool: PgPool) {
     let _b2 = Worker::start(&db, "b2", WORKER_ARGS);
 
     assert_eq!(until_succeeded(&db, RUNS / 2).await, 0);
+    // A is told to stop while it holds runs (on a loaded machine it may hold none at a given
+    // instant, and then has nothing to hand back).
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let held: i64 = sqlx::query_scalar(
+                "select count(*) from mostrador.runs r
+                 join mostrador.workers w on w.worker_id = r.lease_owner
+                 where w.name = 'a' and r.status = 'running'",
+            )
+            .fetch_one(&db.pool)
+            .await
+            .expect("held");
+            if held > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("a holds runs within 30 s");
     a.terminate();
     let exit = a.exit(Duration::from_secs(15)).await;
     assert!(exit.success(), "A drains and exits 0: {exit}\n{}", a.log());
