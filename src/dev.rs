@@ -151,7 +151,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     .await
     .context("failed to create the development API key")?;
     let python = args.python.config()?;
-    mostrador_worker::store::set_quota(args.python.store.quota());
+    mostrador_worker::store::set_quota(args.python.quota.store());
     let mut config = ApiConfig {
         dashboard_token: Some(token.clone()),
         python_graphs: python
@@ -168,7 +168,8 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         apps: graphs.routes.to_vec(),
         // On loopback only: /metrics beside the api's routes.
         public_metrics: true,
-        store_quota: args.python.store.quota(),
+        store_quota: args.python.quota.store(),
+        threads_per_caller: args.python.quota.threads(),
         ..ApiConfig::new(auth)
     };
     Project::configure(args.python.project()?, &mut config);

@@ -20,7 +20,7 @@ use crate::GraphSet;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct PythonArgs {
     #[command(flatten)]
-    pub(crate) store: crate::StoreArgs,
+    pub(crate) quota: crate::QuotaArgs,
 
     /// A `langgraph.json` whose graphs to serve (Python graphs, executed by the `langgraph`
     /// package of --python's environment), in place of the binary's example graphs.

@@ -123,9 +123,9 @@ struct SeedArgs {
     database: DatabaseArgs,
 }
 
-/// What one caller may keep in the Store (the api's writes and the graphs' alike).
+/// What one caller may keep: in the Store (the api's writes and the graphs' alike), and threads.
 #[derive(Debug, Clone, Args)]
-pub(crate) struct StoreArgs {
+pub(crate) struct QuotaArgs {
     /// Items one caller may keep in the Store; a new one past it is refused (422).
     #[arg(long, env = "MOSTRADOR_STORE_ITEMS_PER_CALLER", default_value_t = 100_000, value_parser = clap::value_parser!(i64).range(1..))]
     store_items_per_caller: i64,
@@ -133,10 +133,19 @@ pub(crate) struct StoreArgs {
     /// MiB of values one caller may keep in the Store; a new item past it is refused (422).
     #[arg(long, env = "MOSTRADOR_STORE_MIB_PER_CALLER", default_value_t = 1024, value_parser = clap::value_parser!(i64).range(1..=(1 << 30)))]
     store_mib_per_caller: i64,
+
+    /// Threads one caller may have (not deleted, stateless runs' own included); a new one past
+    /// it is refused (422).
+    #[arg(long, env = "MOSTRADOR_THREADS_PER_CALLER", default_value_t = 1_000_000, value_parser = clap::value_parser!(i64).range(1..))]
+    threads_per_caller: i64,
 }
 
-impl StoreArgs {
-    pub(crate) fn quota(&self) -> mostrador_queue::store::StoreQuota {
+impl QuotaArgs {
+    pub(crate) fn threads(&self) -> i64 {
+        self.threads_per_caller
+    }
+
+    pub(crate) fn store(&self) -> mostrador_queue::store::StoreQuota {
         mostrador_queue::store::StoreQuota {
             items: self.store_items_per_caller,
             bytes: self.store_mib_per_caller << 20,
@@ -404,7 +413,8 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     let policy = args.policy.load(&graphs)?;
     let mut config = ApiConfig::new(args.jwt.config(policy.claims));
     config.body_limit = args.body_limit;
-    config.store_quota = args.python.store.quota();
+    config.store_quota = args.python.quota.store();
+    config.threads_per_caller = args.python.quota.threads();
     config.cors = mostrador_api::cors::Cors::parse(&args.cors_allow_origins);
     config.max_pending = args.max_pending;
     config.max_pending_per_caller = args.max_pending_per_caller;

@@ -120,7 +120,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let python = args.python.config()?;
-    mostrador_worker::store::set_quota(args.python.store.quota());
+    mostrador_worker::store::set_quota(args.python.quota.store());
     if !registry.is_empty() {
         crate::langgraph::embed_for_rust_nodes(&args.python, None)?;
     }

@@ -33,6 +33,10 @@ pub const MAX_PENDING_DEFAULT: i64 = 10_000;
 /// Open SSE streams per process when no limit is configured.
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 10_000;
 
+/// The most threads one caller may have, by default: a long-lived product's conversations many
+/// times over, while no caller can fill the database every tenant shares.
+pub const THREADS_PER_CALLER_DEFAULT: i64 = 1_000_000;
+
 /// Crons per caller (enabled or not) when no limit is configured.
 pub const MAX_CRONS_PER_CALLER_DEFAULT: i64 = 100;
 
@@ -97,9 +101,11 @@ pub struct ApiConfig {
     /// The time to live of threads created without one (`checkpointer.ttl.default_ttl`); none
     /// without.
     pub default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
-    /// The Store's defaults (`store.ttl`).
     /// What one caller may keep in the Store.
     pub store_quota: mostrador_queue::store::StoreQuota,
+    /// The most threads one caller may have.
+    pub threads_per_caller: i64,
+    /// The Store's defaults (`store.ttl`).
     pub store_ttl: StoreTtl,
     /// Route groups switched off (`http.disable_*`): they answer 404, as absent.
     pub disabled_routes: RouteGroups,
@@ -259,6 +265,7 @@ impl ApiConfig {
             default_thread_ttl: None,
             store_ttl: StoreTtl::default(),
             store_quota: mostrador_queue::store::StoreQuota::default(),
+            threads_per_caller: THREADS_PER_CALLER_DEFAULT,
             disabled_routes: RouteGroups::default(),
             mount_prefix: None,
             policy: Policy::default(),
@@ -326,6 +333,7 @@ struct Inner {
     default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     store_ttl: StoreTtl,
     store_quota: mostrador_queue::store::StoreQuota,
+    threads_per_caller: i64,
     metrics: Metrics,
     /// The dashboard page, as served.
     dashboard: String,
@@ -403,6 +411,7 @@ impl AppState {
             default_thread_ttl: config.default_thread_ttl,
             store_ttl: config.store_ttl,
             store_quota: config.store_quota,
+            threads_per_caller: config.threads_per_caller,
             metrics: Metrics::default(),
             dashboard: dashboard::page(None),
             dashboard_dev: config
@@ -648,6 +657,12 @@ impl AppState {
     /// What one caller may keep in the Store ([`ApiConfig::store_quota`]).
     pub fn store_quota(&self) -> mostrador_queue::store::StoreQuota {
         self.0.store_quota
+    }
+
+    /// The most threads one caller may have ([`ApiConfig::threads_per_caller`]), as a new
+    /// thread's quota.
+    pub fn thread_quota(&self) -> Option<i64> {
+        Some(self.0.threads_per_caller)
     }
 
     /// The Store's defaults ([`ApiConfig::store_ttl`]).

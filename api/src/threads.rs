@@ -149,6 +149,7 @@ pub async fn create(
         metadata: Value::Object(metadata),
         temporary: false,
         ttl,
+        quota: state.thread_quota(),
     };
     // A thread this request created had no state when it was created: nothing to read.
     let Some(thread_id) = chosen else {
@@ -703,10 +704,11 @@ pub async fn copy(
             metadata: original.metadata.clone(),
             temporary: false,
             ttl: state.default_thread_ttl(),
+            quota: state.thread_quota(),
         },
     )
     .await
-    .map_err(ApiError::failed)?;
+    .map_err(crate::runs::queue_error)?;
     mostrador_queue::checkpoint::copy_thread(&mut *tx, original.thread_id.0, copy.thread_id.0)
         .await
         .map_err(ApiError::failed)?;

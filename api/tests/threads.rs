@@ -832,3 +832,103 @@ async fn pages_of_runs_and_store_items_past_the_byte_cap_are_a_413(pool: PgPool)
     assert_eq!(found["items"].as_array().map(Vec::len), Some(1));
     assert_eq!(found["items"][0]["score"], json!(null));
 }
+
+/// A caller has at most so many threads (`--threads-per-caller`), however they are made: past it
+/// a thread's creation, a client-chosen one, a copy, a run that creates its thread and a
+/// stateless run are 422s that write nothing; others create as before, and deleting a thread
+/// gives its place back.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_callers_threads_are_bounded(pool: PgPool) {
+    let api = Api::with(
+        pool.clone(),
+        mostrador_api::ApiConfig {
+            threads_per_caller: 3,
+            ..crate::support::config()
+        },
+    )
+    .await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
+    let threads = |owner: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from mostrador.threads where owner = $1 and deleted_at is null",
+            )
+            .bind(owner)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+        }
+    };
+    let first = create(&api, &ana, "{}").await;
+    create(
+        &api,
+        &ana,
+        &json!({"thread_id": Uuid::new_v4()}).to_string(),
+    )
+    .await;
+    let id = Uuid::new_v4();
+    let run_creating = json!({"assistant_id": "agent", "input": {}, "if_not_exists": "create"});
+    let (status, _, run) = api
+        .send(api.request(
+            "POST",
+            &format!("/threads/{id}/runs"),
+            &ana,
+            &run_creating.to_string(),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "her third: {run}");
+    assert_eq!(threads("ana").await, 3);
+
+    let first_id = first["thread_id"].as_str().expect("id");
+    let over = [
+        ("POST", "/threads".to_owned(), "{}".to_owned()),
+        (
+            "POST",
+            "/threads".to_owned(),
+            json!({"thread_id": Uuid::new_v4()}).to_string(),
+        ),
+        ("POST", format!("/threads/{first_id}/copy"), String::new()),
+        (
+            "POST",
+            format!("/threads/{}/runs", Uuid::new_v4()),
+            run_creating.to_string(),
+        ),
+        (
+            "POST",
+            "/runs".to_owned(),
+            json!({"assistant_id": "agent", "input": {}}).to_string(),
+        ),
+    ];
+    for (method, path, body) in &over {
+        let (status, _, answer) = api.send(api.request(method, path, &ana, body)).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{method} {path}: {answer}"
+        );
+        assert!(
+            answer.to_string().contains("at most 3 threads"),
+            "says why: {answer}"
+        );
+    }
+    assert_eq!(threads("ana").await, 3, "nothing written");
+    let runs: i64 = sqlx::query_scalar("select count(*) from mostrador.runs")
+        .fetch_one(&pool)
+        .await
+        .expect("runs");
+    assert_eq!(runs, 1, "no run either");
+
+    create(&api, &luis, "{}").await;
+    let (status, _, _) = api
+        .send(api.request("DELETE", &format!("/threads/{first_id}"), &ana, ""))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    create(&api, &ana, "{}").await;
+    assert_eq!(
+        threads("ana").await,
+        3,
+        "a deleted thread's place is hers again"
+    );
+}

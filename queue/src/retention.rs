@@ -7,7 +7,8 @@
 //! thread_id)` in bounded, keyset-paginated batches (a range scan that stops at the batch's
 //! limit), never from a scan or from JSON. A thread with a pending or
 //! running run is skipped: retention takes the thread's row lock, which enqueueing takes too, and
-//! checks under it.
+//! checks under it. A thread waiting on an interrupt (a human's approval) is not idle: retention
+//! spares it; only its own time to live or the api deletes it.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -115,7 +116,8 @@ async fn unpoliced_graphs(pool: &PgPool) -> Result<Vec<String>> {
     .await?)
 }
 
-/// Up to `limit` threads of `policy` idle longer than its days, after `cursor`, oldest first.
+/// Up to `limit` threads of `policy` idle longer than its days, after `cursor`, oldest first;
+/// not those waiting on an interrupt (see [`Because::Idle`]).
 ///
 /// # Errors
 ///
@@ -138,6 +140,7 @@ pub async fn idle(
             from mostrador.threads
             where graph_id = $1
               and deleted_at is null
+              and status <> 'interrupted'
               and last_activity_at < now() - make_interval(days => $2)
               and (last_activity_at, thread_id) > ($3, $4)
             order by last_activity_at, thread_id
@@ -159,6 +162,7 @@ pub async fn idle(
             from mostrador.threads
             where graph_id is null
               and deleted_at is null
+              and status <> 'interrupted'
               and last_activity_at < now() - make_interval(days => $1)
               and (last_activity_at, thread_id) > ($2, $3)
             order by last_activity_at, thread_id
@@ -221,9 +225,22 @@ impl std::ops::AddAssign for Deleted {
     }
 }
 
+/// Why a thread goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Because {
+    /// The api deleted it.
+    Deleted,
+    /// Idle since before this time, past its graph's policy: an operator's rule, which spares a
+    /// thread waiting on a human's answer (an approval may wait longer than any policy).
+    Idle(DateTime<Utc>),
+    /// Idle since before this time, past its own time to live: the client's rule, which holds
+    /// whatever the thread waits on.
+    Expired(DateTime<Utc>),
+}
+
 /// Deletes one thread whole, in one transaction; `None` (and nothing changed) when it has a
-/// pending or running run, or is no longer idle past `idle_before` (a run touched it since it was
-/// listed). `idle_before` is `None` for a thread the api already deleted.
+/// pending or running run, is no longer idle past the time it was listed with (a run touched
+/// it since), or waits on an interrupt and goes only for being idle.
 ///
 /// # Errors
 ///
@@ -231,8 +248,13 @@ impl std::ops::AddAssign for Deleted {
 pub async fn delete_thread(
     pool: &PgPool,
     thread_id: Uuid,
-    idle_before: Option<DateTime<Utc>>,
+    because: Because,
 ) -> Result<Option<Deleted>> {
+    let (idle_before, spare_waiting) = match because {
+        Because::Deleted => (None, false),
+        Because::Idle(at) => (Some(at), true),
+        Because::Expired(at) => (Some(at), false),
+    };
     let mut tx = pool.begin().await?;
     let deletable = sqlx::query_scalar!(
         r#"
@@ -240,13 +262,15 @@ pub async fn delete_thread(
                 select 1 from mostrador.runs r
                 where r.thread_id = t.thread_id and r.status in ('pending', 'running')
             ) and ($2::timestamptz is null or t.deleted_at is not null or t.last_activity_at <= $2)
+            and not ($3 and t.deleted_at is null and t.status = 'interrupted')
             as "deletable!"
         from mostrador.threads t
         where t.thread_id = $1 and t.purged_at is null
         for update of t
         "#,
         thread_id,
-        idle_before
+        idle_before,
+        spare_waiting
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -281,7 +305,7 @@ pub struct Sweep {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Report {
     pub deleted: u64,
-    /// Busy (a pending or running run), or touched since listed.
+    /// Busy (a pending or running run), touched since listed, or waiting on an interrupt.
     pub skipped: u64,
     pub rows: Deleted,
 }
@@ -323,9 +347,13 @@ pub async fn expire(pool: &PgPool, limit: i64) -> Result<Expired> {
     let mut expired = Expired::default();
     for thread in due {
         if !thread.keep_latest {
-            if delete_thread(pool, thread.thread_id, Some(thread.last_activity_at))
-                .await?
-                .is_some()
+            if delete_thread(
+                pool,
+                thread.thread_id,
+                Because::Expired(thread.last_activity_at),
+            )
+            .await?
+            .is_some()
             {
                 expired.deleted += 1;
             }
@@ -376,8 +404,8 @@ pub async fn sweep(
         loop {
             let batch = idle(pool, policy, cursor, sweep.batch).await?;
             for candidate in &batch {
-                let idle_before = Some(candidate.last_activity_at);
-                apply(pool, sweep, candidate, idle_before, &mut report, &mut dry).await?;
+                let because = Because::Idle(candidate.last_activity_at);
+                apply(pool, sweep, candidate, because, &mut report, &mut dry).await?;
             }
             match next(&batch, sweep.batch) {
                 Some(after) => cursor = Some(after),
@@ -390,7 +418,15 @@ pub async fn sweep(
         loop {
             let batch = deleted_unpurged(pool, cursor, sweep.batch).await?;
             for candidate in &batch {
-                apply(pool, sweep, candidate, None, &mut report, &mut dry).await?;
+                apply(
+                    pool,
+                    sweep,
+                    candidate,
+                    Because::Deleted,
+                    &mut report,
+                    &mut dry,
+                )
+                .await?;
             }
             match next(&batch, sweep.batch) {
                 Some(after) => cursor = Some(after),
@@ -405,7 +441,7 @@ async fn apply(
     pool: &PgPool,
     sweep: &Sweep,
     candidate: &Candidate,
-    idle_before: Option<DateTime<Utc>>,
+    because: Because,
     report: &mut Report,
     dry: &mut impl FnMut(&Candidate),
 ) -> Result<()> {
@@ -414,7 +450,7 @@ async fn apply(
         report.deleted += 1;
         return Ok(());
     }
-    match delete_thread(pool, candidate.thread_id, idle_before).await? {
+    match delete_thread(pool, candidate.thread_id, because).await? {
         Some(rows) => {
             report.deleted += 1;
             report.rows += rows;

@@ -89,6 +89,9 @@ pub struct NewThread {
     pub temporary: bool,
     /// Its time to live, if it has one.
     pub ttl: Option<Ttl>,
+    /// The most threads its owner may have: creating it past them is refused
+    /// ([`Error::Invalid`]); `None` for no bound (a cron's own threads, an operator's).
+    pub quota: Option<i64>,
 }
 
 /// A thread's time to live: once idle this many minutes, it is deleted, or with `keep_latest`
@@ -175,6 +178,7 @@ impl NewThread {
             metadata: Value::Object(Default::default()),
             temporary: false,
             ttl: None,
+            quota: None,
         }
     }
 
@@ -221,12 +225,13 @@ pub async fn create_with_id(
     new: &NewThread,
 ) -> Result<Option<Thread>> {
     check_metadata(&new.metadata)?;
-    Ok(sqlx::query_as!(
+    sqlx::query_as!(
         Thread,
         r#"
         insert into mostrador.threads
             (thread_id, graph_id, owner, tenant, metadata, temporary, ttl_minutes, ttl_strategy)
-        values ($1, $2, $3, $4, $5, $6, $7, coalesce($8, 'delete'))
+        select $1, $2, $3, $4, $5, $6, $7, coalesce($8, 'delete')
+        where mostrador.hold_thread_quota($3, 1, $9)
         on conflict (thread_id) do nothing
         returning
             thread_id as "thread_id: ThreadId",
@@ -247,9 +252,22 @@ pub async fn create_with_id(
         new.temporary,
         new.ttl.map(|ttl| ttl.minutes),
         new.ttl.map(Ttl::strategy),
+        new.quota,
     )
     .fetch_optional(executor)
-    .await?)
+    .await
+    .map_err(over_quota)
+}
+
+/// A creation the owner's thread quota refused, as [`Error::Invalid`].
+fn over_quota(err: sqlx::Error) -> Error {
+    match &err {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("MQ001") => Error::Invalid {
+            field: "threads",
+            reason: db.message().to_owned(),
+        },
+        _ => err.into(),
+    }
 }
 
 /// Creates a thread with a fresh UUIDv7.
@@ -282,6 +300,27 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         ttls.push(new.ttl.map(|ttl| ttl.minutes));
         strategies.push(new.ttl.map_or("delete", Ttl::strategy));
     }
+    // Each owner's quota (the tightest any of their threads names), held once for all the
+    // threads the statement gives them.
+    let mut quota_owners: Vec<&str> = Vec::new();
+    let mut adding: Vec<i64> = Vec::new();
+    let mut quotas: Vec<Option<i64>> = Vec::new();
+    for new in news {
+        match quota_owners.iter().position(|owner| *owner == new.owner) {
+            Some(at) => {
+                adding[at] += 1;
+                quotas[at] = match (quotas[at], new.quota) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => {
+                quota_owners.push(&new.owner);
+                adding.push(1);
+                quotas.push(new.quota);
+            }
+        }
+    }
     let threads = sqlx::query_as!(
         Thread,
         r#"
@@ -291,6 +330,10 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         from unnest(
             $1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bool[],
             $7::float8[], $8::text[]
+        )
+        where (
+            select bool_and(mostrador.hold_thread_quota(owner, adding, quota))
+            from unnest($9::text[], $10::int8[], $11::int8[]) as held (owner, adding, quota)
         )
         returning
             thread_id as "thread_id: ThreadId",
@@ -311,9 +354,13 @@ pub async fn create_many(executor: impl PgExecutor<'_>, news: &[NewThread]) -> R
         &temporaries,
         &ttls as &[Option<f64>],
         &strategies as &[&str],
+        &quota_owners as &[&str],
+        &adding,
+        &quotas as &[Option<i64>],
     )
     .fetch_all(executor)
-    .await?;
+    .await
+    .map_err(over_quota)?;
     Ok(threads)
 }
 

@@ -16,6 +16,11 @@ use crate::support::{claim_one, enqueue, new_run, new_worker};
 /// A thread of `graph` with a finished run, its three events (with `end`) and a checkpoint, last active `days_idle`
 /// days ago.
 async fn history(pool: &PgPool, graph: &str, days_idle: i32) -> Uuid {
+    history_ending(pool, graph, days_idle, Ending::Success).await
+}
+
+/// As [`history`], its run ending with `ending`.
+async fn history_ending(pool: &PgPool, graph: &str, days_idle: i32, ending: Ending) -> Uuid {
     let thread = thread::create(pool, &NewThread::new(graph, "ana"))
         .await
         .expect("thread");
@@ -36,7 +41,7 @@ async fn history(pool: &PgPool, graph: &str, days_idle: i32) -> Uuid {
     )
     .await
     .expect("events");
-    held.end(pool, Ending::Success).await.expect("complete");
+    held.end(pool, ending).await.expect("complete");
     let id = thread.thread_id.0;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "insert into mostrador.checkpoints (thread_id, checkpoint_id, step) values ('{id}', gen_random_uuid(), 1);
@@ -446,4 +451,67 @@ async fn a_threads_time_to_live_deletes_it_or_keeps_its_latest_checkpoint_once_i
         retention::expire(&pool, 100).await.expect("expire"),
         retention::Expired::default()
     );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_thread_waiting_on_an_approval_outlives_retention(pool: PgPool) {
+    // tienda keeps 7 days; both threads idle 30, one of them paused on an interrupt.
+    let waiting = history_ending(&pool, "tienda", 30, Ending::Paused).await;
+    let finished = history(&pool, "tienda", 30).await;
+    let status = |thread: Uuid| {
+        let pool = pool.clone();
+        async move {
+            thread::get(&pool, ThreadId(thread))
+                .await
+                .expect("thread")
+                .status
+        }
+    };
+    assert_eq!(status(waiting).await, ThreadStatus::Interrupted);
+
+    let mut listed = Vec::new();
+    retention::sweep(
+        &pool,
+        &Sweep {
+            dry_run: true,
+            ..all()
+        },
+        |candidate| listed.push(candidate.thread_id),
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(
+        listed,
+        [finished],
+        "a dry run does not list the waiting one"
+    );
+
+    let report = retention::sweep(&pool, &all(), |_| {})
+        .await
+        .expect("sweep");
+    assert_eq!(report.deleted, 1);
+    assert_eq!(rows(&pool, finished).await, [0; 5]);
+    assert_eq!(rows(&pool, waiting).await, [1, 3, 1, 2, 1], "kept whole");
+    assert_eq!(
+        status(waiting).await,
+        ThreadStatus::Interrupted,
+        "still waiting"
+    );
+
+    // Listed before it paused, it is still spared when its turn comes.
+    let at = chrono::Utc::now();
+    assert_eq!(
+        retention::delete_thread(&pool, waiting, retention::Because::Idle(at))
+            .await
+            .expect("delete"),
+        None
+    );
+    // Its own time to live is the client's rule: it holds.
+    assert!(
+        retention::delete_thread(&pool, waiting, retention::Because::Expired(at))
+            .await
+            .expect("delete")
+            .is_some()
+    );
+    assert_eq!(rows(&pool, waiting).await, [0; 5]);
 }

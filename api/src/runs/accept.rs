@@ -451,6 +451,7 @@ async fn create_and_enqueue(
         metadata: new_thread_metadata(state, &new),
         temporary: false,
         ttl: state.default_thread_ttl(),
+        quota: state.thread_quota(),
     };
     let mut created =
         run::enqueue_on_new_threads(state.pool(), &[(owned, new)], Some(state.queue_limit()))

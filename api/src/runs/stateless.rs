@@ -65,6 +65,7 @@ async fn accept_stateless(
             metadata: new_thread_metadata(state, &new),
             temporary,
             ttl: state.default_thread_ttl(),
+            quota: state.thread_quota(),
         };
         let (new, events) = subscribed(state, new, follow);
         runs.push((new_thread, new));
