@@ -47,6 +47,8 @@ pub struct Caller {
     pub tenant: Option<String>,
     pub roles: BTreeSet<String>,
     pub project_user: Option<Arc<ProjectUser>>,
+    /// The API key the caller authenticated with, if they did (not a token).
+    pub api_key: Option<api_keys::ApiKeyId>,
 }
 
 impl Caller {
@@ -57,6 +59,7 @@ impl Caller {
             tenant: None,
             roles: BTreeSet::new(),
             project_user: None,
+            api_key: None,
         }
     }
 
@@ -422,6 +425,7 @@ impl Authenticator {
             tenant,
             roles,
             project_user: None,
+            api_key: None,
         })
     }
 
@@ -474,6 +478,7 @@ async fn verify_api_key(pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
         tenant: key.tenant,
         roles: key.roles.into_iter().collect(),
         project_user: None,
+        api_key: Some(key.key_id),
     })
 }
 

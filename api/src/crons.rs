@@ -179,6 +179,7 @@ async fn new_cron(
         enabled: body.enabled.unwrap_or(true),
         end_time: body.end_time,
         on_run_completed: completed.unwrap_or_else(|| "delete".to_owned()),
+        api_key: caller.api_key,
     })
 }
 
@@ -381,7 +382,7 @@ pub async fn update(
             "No fields to update",
         ));
     }
-    match cron::update(state.pool(), id, owner, &change).await {
+    match cron::update(state.pool(), id, owner, caller.api_key, &change).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
         Err(err) => Err(cron_error(err)),

@@ -70,10 +70,14 @@ async fn a_key_authenticates_as_its_caller_via_x_api_key_and_via_bearer(pool: Pg
     let bearer = format!("Bearer {key}");
     for (authorization, x_api_key) in [(None, Some(key.as_str())), (Some(bearer.as_str()), None)] {
         let credential = Credential::from_headers(authorization, x_api_key).expect("a credential");
-        assert_eq!(
-            api.state.auth().authenticate(&pool, credential).await,
-            Ok(ana.clone())
-        );
+        let mut caller = api
+            .state
+            .auth()
+            .authenticate(&pool, credential)
+            .await
+            .expect("authenticated");
+        assert!(caller.api_key.take().is_some(), "the key is named");
+        assert_eq!(caller, ana);
     }
     let thread_id = thread_of(&api, &ana).await;
     let path = format!("/threads/{thread_id}");
@@ -281,4 +285,53 @@ async fn a_database_that_cannot_be_asked_about_a_key_is_a_503_not_a_401() {
         !answer.detail.contains(&key),
         "the key stays out of answers"
     );
+}
+
+/// A cron made through the api with a key is bound to it: revoking the key stops the cron (the
+/// security review's N-L1), and its maker enables it again with another credential.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_cron_made_with_a_key_stops_when_the_key_is_revoked(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let ana = caller("ana", "customer", Some("madrid-1"));
+    let (key, secret) = api_keys::create(
+        &pool,
+        &NewApiKey {
+            subject: "ana".into(),
+            roles: vec!["customer".into()],
+            tenant: Some("madrid-1".into()),
+            expires_in: None,
+        },
+    )
+    .await
+    .expect("key");
+    let body = serde_json::json!({"assistant_id": "agent", "schedule": "0 9 * * *"}).to_string();
+    let (status, _, cron) = api
+        .send(with_key("POST", "/runs/crons", secret.expose(), &body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cron}");
+    let cron_id = cron["cron_id"].as_str().expect("id").to_owned();
+    let enabled = || async {
+        sqlx::query_scalar::<_, bool>(
+            "select enabled from mostrador.crons where cron_id = $1::uuid",
+        )
+        .bind(&cron_id)
+        .fetch_one(&pool)
+        .await
+        .expect("cron")
+    };
+    assert!(enabled().await);
+    api_keys::revoke(&pool, key.key_id).await.expect("revoke");
+    assert!(!enabled().await, "stopped with its key");
+
+    let token = api.token_for(&ana);
+    let (status, _, cron) = api
+        .send(api.request(
+            "PATCH",
+            &format!("/runs/crons/{cron_id}"),
+            &token,
+            r#"{"enabled": true}"#,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cron}");
+    assert!(enabled().await, "vouched for again by a token");
 }

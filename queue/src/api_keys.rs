@@ -219,8 +219,8 @@ pub async fn list(pool: &PgPool) -> Result<Vec<ApiKey>> {
     .await?)
 }
 
-/// Revokes a key for good: from now on it authenticates nobody. Revoking it again keeps the first
-/// revocation's time.
+/// Revokes a key for good: from now on it authenticates nobody, and the crons made with it are
+/// disabled in the same statement. Revoking it again keeps the first revocation's time.
 ///
 /// # Errors
 ///
@@ -229,6 +229,11 @@ pub async fn revoke(pool: &PgPool, key_id: ApiKeyId) -> Result<ApiKey> {
     sqlx::query_as!(
         ApiKey,
         r#"
+        with crons as (
+            update mostrador.crons
+            set enabled = false, updated_at = now()
+            where api_key_id = $1 and enabled
+        )
         update mostrador.api_keys
         set revoked_at = coalesce(revoked_at, now())
         where key_id = $1

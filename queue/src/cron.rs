@@ -12,6 +12,7 @@ use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use crate::api_keys::ApiKeyId;
 use crate::enqueue::{QueueLimit, enqueue_on};
 use crate::run::{MultitaskStrategy, NewRun};
 use crate::thread::{self, NewThread, ThreadId};
@@ -62,6 +63,9 @@ pub struct NewCron {
     pub end_time: Option<DateTime<Utc>>,
     /// `delete`: a stateless cron's thread goes when its run ends; `keep`.
     pub on_run_completed: String,
+    /// The API key its maker called with, if they did: the cron stops when it is revoked or
+    /// expires.
+    pub api_key: Option<ApiKeyId>,
 }
 
 /// Creates a cron; its first run is at the schedule's next minute.
@@ -102,8 +106,8 @@ pub async fn create(
         r#"
         insert into mostrador.crons
             (cron_id, graph_id, thread_id, owner, tenant, schedule, payload, metadata, enabled,
-             end_time, next_run_at, timezone, on_run_completed)
-        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14
+             end_time, next_run_at, timezone, on_run_completed, api_key_id)
+        select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14, $15
         where (
             select count(*) from mostrador.crons where owner = $4
         ) < $12
@@ -127,6 +131,7 @@ pub async fn create(
         max_per_owner,
         new.timezone,
         new.on_run_completed,
+        new.api_key.map(|key| key.0),
     )
     .fetch_optional(executor)
     .await?;
@@ -316,7 +321,8 @@ pub struct CronUpdate {
 
 /// Changes a cron of `owner`, in one transaction holding its row; `None` when there is none. A
 /// new schedule or time zone, or enabling it again, moves its next run to the schedule's next
-/// minute from now.
+/// minute from now. The cron is from then on bound to `api_key`, the change's credential (none
+/// for a token): the last credential that vouched for it.
 ///
 /// # Errors
 ///
@@ -325,6 +331,7 @@ pub async fn update<'a>(
     db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>,
     cron_id: Uuid,
     owner: Option<&str>,
+    api_key: Option<ApiKeyId>,
     change: &CronUpdate,
 ) -> Result<Option<Cron>> {
     let invalid = |field: &'static str| move |reason: String| Error::Invalid { field, reason };
@@ -378,7 +385,7 @@ pub async fn update<'a>(
         update mostrador.crons
         set schedule = $2, timezone = $3, enabled = $4, next_run_at = $5, payload = $6,
             metadata = $7, end_time = $8, on_run_completed = coalesce($9, on_run_completed),
-            updated_at = now()
+            api_key_id = $10, updated_at = now()
         where cron_id = $1
         returning cron_id, graph_id, thread_id, owner, tenant, schedule, timezone, payload,
             metadata, on_run_completed, enabled, end_time, next_run_at, created_at, updated_at
@@ -392,6 +399,7 @@ pub async fn update<'a>(
         metadata,
         end_time,
         change.on_run_completed,
+        api_key.map(|key| key.0),
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -401,7 +409,8 @@ pub async fn update<'a>(
 
 /// One scheduler tick: if this caller wins the scheduler's lock, enqueues one run per due cron
 /// and moves the crons on; returns the runs enqueued (0 when another worker holds the lock).
-/// A cron whose thread is gone, or whose end time passed, is disabled; one whose graph is over
+/// A cron whose thread is gone, whose end time passed, or whose API key was revoked or expired,
+/// is disabled; one whose graph is over
 /// `limit` (the pending runs clients' runs are held to) waits for the next tick; one with the `reject` strategy whose thread is busy
 /// skips this run. No cron holds back the others.
 ///
@@ -418,6 +427,27 @@ pub async fn tick(pool: &PgPool, limit: Option<QueueLimit>) -> Result<usize> {
     .await?;
     if !leader {
         return Ok(0);
+    }
+    // A credential taken back schedules nothing more (revoking a key disables its crons at once;
+    // an expiry is seen here).
+    let stopped = sqlx::query!(
+        r#"
+        update mostrador.crons c
+        set enabled = false, updated_at = now()
+        from mostrador.api_keys k
+        where c.enabled and c.next_run_at <= now()
+          and k.key_id = c.api_key_id
+          and (k.revoked_at is not null or k.expires_at <= now())
+        "#
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if stopped > 0 {
+        tracing::info!(
+            crons = stopped,
+            "crons whose API key expired or was revoked: disabled"
+        );
     }
     let due = sqlx::query_as!(
         Cron,

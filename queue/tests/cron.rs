@@ -134,6 +134,7 @@ fn every_minute(thread_id: Option<mostrador_queue::ThreadId>) -> NewCron {
         enabled: true,
         end_time: None,
         on_run_completed: "keep".into(),
+        api_key: None,
     }
 }
 
@@ -414,4 +415,87 @@ async fn a_stateless_crons_thread_goes_with_its_run_unless_it_keeps_them(pool: P
         "deleted with its run"
     );
     assert!(thread::get(&pool, threads[1]).await.is_ok(), "kept");
+}
+
+/// A cron made with an API key stops when the key is taken back: at once when it is revoked, at
+/// the next tick when it has expired. Changed with a credential that holds, it runs again; a cron
+/// made with a token is not touched.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_cron_stops_when_the_key_it_was_made_with_is_revoked_or_expires(pool: PgPool) {
+    use mostrador_queue::api_keys::{self, NewApiKey};
+
+    let key = || async {
+        let new = NewApiKey {
+            subject: "ana".into(),
+            roles: vec!["customer".into()],
+            tenant: Some("madrid-centro".into()),
+            expires_in: None,
+        };
+        api_keys::create(&pool, &new).await.expect("key").0.key_id
+    };
+    let (revoked, expiring, fresh) = (key().await, key().await, key().await);
+    let cron_with = |api_key| {
+        let pool = pool.clone();
+        async move {
+            let new = NewCron {
+                api_key,
+                ..every_minute(None)
+            };
+            cron::create(&pool, &new, 100).await.expect("cron").cron_id
+        }
+    };
+    let enabled = |cron_id| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>("select enabled from mostrador.crons where cron_id = $1")
+                .bind(cron_id)
+                .fetch_one(&pool)
+                .await
+                .expect("cron")
+        }
+    };
+    let of_revoked = cron_with(Some(revoked)).await;
+    let of_expiring = cron_with(Some(expiring)).await;
+    let of_token = cron_with(None).await;
+
+    api_keys::revoke(&pool, revoked).await.expect("revoke");
+    assert!(
+        !enabled(of_revoked).await,
+        "revoking the key disables its cron"
+    );
+    assert!(enabled(of_expiring).await && enabled(of_token).await);
+
+    sqlx::query(
+        "update mostrador.api_keys set expires_at = now() - interval '1 second' where key_id = $1",
+    )
+    .bind(expiring.0)
+    .execute(&pool)
+    .await
+    .expect("expire");
+    for cron_id in [of_revoked, of_expiring, of_token] {
+        make_due(&pool, cron_id).await;
+    }
+    assert_eq!(
+        cron::tick(&pool, None).await.expect("tick"),
+        1,
+        "the token's cron alone"
+    );
+    assert!(
+        !enabled(of_expiring).await,
+        "an expired key's cron is disabled"
+    );
+    assert!(enabled(of_token).await);
+
+    // Enabled again by its maker with a key that holds: bound to it, it runs.
+    let change = cron::CronUpdate {
+        enabled: Some(true),
+        ..cron::CronUpdate::default()
+    };
+    cron::update(&pool, of_revoked, Some("ana"), Some(fresh), &change)
+        .await
+        .expect("update")
+        .expect("the cron");
+    make_due(&pool, of_revoked).await;
+    assert_eq!(cron::tick(&pool, None).await.expect("tick"), 1);
+    assert!(enabled(of_revoked).await);
 }
