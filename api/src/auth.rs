@@ -3,7 +3,9 @@
 //! starts with `mostrador_`), which stands for a subject, a tenant and roles stored with it.
 //!
 //! Tokens are RS256, verified against the identity provider's JWKS (Keycloak's certs endpoint):
-//! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]. Or,
+//! keys are cached, and an unknown `kid` refreshes them, at most once per [`JWKS_REFRESH`]; keys
+//! older than [`JWKS_MAX_AGE`] are fetched again, so a key the provider retired is refused within
+//! it even if no new key ever appears. Or,
 //! for development and tests, HS256 with a shared secret (`mostrador token` mints them). Issuer,
 //! audience, expiry and `nbf` are always checked; the JWKS is fetched over https (plain http only
 //! from loopback), and a fetch never holds up the tokens of keys already known. Claim paths are
@@ -33,6 +35,10 @@ use crate::custom_auth::ProjectUser;
 
 /// The least time between two fetches of the JWKS.
 pub const JWKS_REFRESH: Duration = Duration::from_secs(30);
+
+/// How long fetched keys are trusted before they are fetched again (if the provider cannot be
+/// reached then, they are kept: it said nothing about them).
+pub const JWKS_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// The header the `langgraph-sdk` (from `LANGGRAPH_API_KEY`) and agent-chat-ui send a key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -224,6 +230,7 @@ struct Jwks {
     cached: std::sync::Mutex<Cached>,
     refreshing: Mutex<()>,
     refresh: Duration,
+    max_age: Duration,
 }
 
 #[derive(Default)]
@@ -260,6 +267,7 @@ impl Jwks {
             cached: std::sync::Mutex::default(),
             refreshing: Mutex::default(),
             refresh: JWKS_REFRESH,
+            max_age: JWKS_MAX_AGE,
         })
     }
 
@@ -273,33 +281,65 @@ impl Jwks {
         self.cached().keys.get(kid).cloned()
     }
 
-    /// The key `kid` names, refreshing the set if it is unknown and the last fetch is old enough.
+    /// Whether the keys were fetched longer than their max age ago.
+    fn stale(&self) -> bool {
+        self.cached()
+            .fetched_at
+            .is_some_and(|at| at.elapsed() >= self.max_age)
+    }
+
+    /// The key `kid` names, refreshing the set if it is unknown and the last fetch is old enough,
+    /// or if the set is past its max age (one token's verification fetches it; the others use
+    /// the keys as they are meanwhile).
     async fn key(&self, kid: &str) -> Result<DecodingKey, AuthError> {
         let unknown = || AuthError::Invalid("unknown signing key".into());
         if let Some(key) = self.known(kid) {
-            return Ok(key);
+            if !self.stale() {
+                return Ok(key);
+            }
+            let Ok(_one_fetch) = self.refreshing.try_lock() else {
+                return Ok(key);
+            };
+            if !self.stale() {
+                return self.known(kid).ok_or_else(unknown);
+            }
+            self.note_fetch();
+            return match self.fetch().await {
+                Ok(keys) => {
+                    let key = keys.get(kid).cloned();
+                    self.cached().keys = keys;
+                    key.ok_or_else(unknown)
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot refresh the JWKS: the keys known are kept");
+                    Ok(key)
+                }
+            };
         }
         let _one_fetch = self.refreshing.lock().await;
         // The fetch this one waited for may have brought it.
         if let Some(key) = self.known(kid) {
             return Ok(key);
         }
+        if self
+            .cached()
+            .fetched_at
+            .is_some_and(|at| at.elapsed() < self.refresh)
         {
-            let mut cached = self.cached();
-            if cached
-                .fetched_at
-                .is_some_and(|at| at.elapsed() < self.refresh)
-            {
-                return Err(unknown());
-            }
-            cached.fetched_at = Some(Instant::now());
-            cached.fetches += 1;
+            return Err(unknown());
         }
+        self.note_fetch();
         let keys = self.fetch().await?;
         let key = keys.get(kid).cloned();
         // The provider's set as it is now: a retired key is refused from then on.
         self.cached().keys = keys;
         key.ok_or_else(unknown)
+    }
+
+    fn note_fetch(&self) {
+        let mut cached = self.cached();
+        cached.fetched_at = Some(Instant::now());
+        cached.fetches += 1;
     }
 
     async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, AuthError> {
@@ -446,7 +486,6 @@ impl Authenticator {
         }
     }
 
-    /// How many times the JWKS was fetched (0 with a shared secret).
     /// The least time between two fetches of the JWKS ([`JWKS_REFRESH`] unless set).
     #[must_use]
     pub fn with_jwks_refresh(mut self, every: Duration) -> Self {
@@ -456,6 +495,17 @@ impl Authenticator {
         self
     }
 
+    /// How long fetched keys are trusted before they are fetched again ([`JWKS_MAX_AGE`] unless
+    /// set).
+    #[must_use]
+    pub fn with_jwks_max_age(mut self, max_age: Duration) -> Self {
+        if let Keys::Jwks(jwks) = &mut self.keys {
+            jwks.max_age = max_age;
+        }
+        self
+    }
+
+    /// How many times the JWKS was fetched (0 with a shared secret).
     pub async fn jwks_fetches(&self) -> u64 {
         match &self.keys {
             Keys::Secret(_) => 0,

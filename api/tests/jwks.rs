@@ -307,3 +307,40 @@ async fn a_jwks_url_that_redirects_is_not_followed() {
         "the redirect was not followed"
     );
 }
+
+/// Keys are fetched again once past their max age, so a key the provider retired is refused
+/// even though no token ever named a new one; a provider that cannot be reached then keeps the
+/// keys known (it said nothing about them).
+#[tokio::test]
+async fn a_key_the_provider_retires_is_refused_once_the_keys_known_are_old() {
+    let max_age = std::time::Duration::from_millis(200);
+    let idp = provider(&only("k1")).await;
+    let auth = Authenticator::new(&config(&idp.url))
+        .expect("config")
+        .with_jwks_max_age(max_age);
+    assert_eq!(auth.verify(&rs256(KEY_1, "k1")).await, Ok(marta()));
+    *idp.jwks.lock().expect("lock") = only("k2");
+    assert_eq!(
+        auth.verify(&rs256(KEY_1, "k1")).await,
+        Ok(marta()),
+        "within its max age the set is not fetched"
+    );
+    assert_eq!(auth.jwks_fetches().await, 1);
+    tokio::time::sleep(max_age).await;
+    assert_eq!(
+        auth.verify(&rs256(KEY_1, "k1")).await,
+        Err(AuthError::Invalid("unknown signing key".into())),
+        "retired"
+    );
+    assert_eq!(auth.verify(&rs256(KEY_2, "k2")).await, Ok(marta()));
+
+    // Unreachable past the max age: the keys known still verify.
+    let unreachable = Authenticator::new(&config(&idp.url))
+        .expect("config")
+        .with_jwks_max_age(max_age);
+    assert_eq!(unreachable.verify(&rs256(KEY_2, "k2")).await, Ok(marta()));
+    *idp.jwks.lock().expect("lock") = "not a key set".to_owned();
+    tokio::time::sleep(max_age).await;
+    assert_eq!(unreachable.verify(&rs256(KEY_2, "k2")).await, Ok(marta()));
+    assert_eq!(unreachable.jwks_fetches().await, 2, "it was asked");
+}
