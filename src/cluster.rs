@@ -102,6 +102,12 @@ async fn answers(url: &str) -> anyhow::Result<()> {
 
 /// `$XDG_DATA_HOME/mostrador/pg`, or `$HOME/.local/share/mostrador/pg`.
 fn default_data_dir() -> anyhow::Result<PathBuf> {
+    Ok(data_home()?.join("pg"))
+}
+
+/// This user's folder of `dev`'s data: `$XDG_DATA_HOME/mostrador`, or
+/// `$HOME/.local/share/mostrador`.
+pub(crate) fn data_home() -> anyhow::Result<PathBuf> {
     let data_home = std::env::var_os("XDG_DATA_HOME")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
@@ -111,7 +117,7 @@ fn default_data_dir() -> anyhow::Result<PathBuf> {
                 .map(|home| PathBuf::from(home).join(".local/share"))
         })
         .context("neither XDG_DATA_HOME nor HOME is set: pass --data-dir or --database-url")?;
-    Ok(data_home.join("mostrador/pg"))
+    Ok(data_home.join("mostrador"))
 }
 
 /// A PostgreSQL cluster run with its own binaries.

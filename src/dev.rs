@@ -21,8 +21,8 @@ use crate::langgraph::{Project, PythonArgs};
 use crate::model::ModelArgs;
 use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
 
-/// The development secret `mostrador dev` signs and verifies tokens with when none is set.
-const DEV_SECRET: &str = "mostrador-dev-secret";
+/// The file under this user's data folder holding the secret `dev` signs its tokens with.
+const DEV_SECRET_FILE: &str = "dev-jwt-secret";
 
 /// How long the development token and API key are valid. A key outlives the process (it is a
 /// row), so one pasted into a `.env` keeps working across restarts until then.
@@ -126,7 +126,10 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
     }
     let registry = (graphs.build)(&pool, &model);
     let policy = args.policy.load(&graphs)?;
-    let secret = std::env::var("MOSTRADOR_JWT_SECRET").unwrap_or_else(|_| DEV_SECRET.to_owned());
+    let secret = match std::env::var("MOSTRADOR_JWT_SECRET") {
+        Ok(secret) => secret,
+        Err(_) => dev_secret(true)?,
+    };
     let auth = AuthConfig {
         secret,
         jwks_url: None,
@@ -253,4 +256,50 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         found.close();
     }
     Ok(())
+}
+
+/// The secret `dev` signs and verifies its tokens with when `MOSTRADOR_JWT_SECRET` names none:
+/// this user's own, 256 random bits made the first time (`create`) and kept in their data folder
+/// (`$XDG_DATA_HOME/mostrador/dev-jwt-secret`, readable by them alone), so tokens outlive a
+/// restart and a token minted for one person's `dev` is worth nothing on anyone else's.
+/// `mostrador token --dev` signs with it.
+pub(crate) fn dev_secret(create: bool) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let path = crate::cluster::data_home()?.join(DEV_SECRET_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(secret) if !secret.trim().is_empty() => return Ok(secret.trim().to_owned()),
+        Ok(_) => anyhow::bail!(
+            "{} is empty: delete it and run `mostrador dev`",
+            path.display()
+        ),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && create => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!(
+                "no development secret at {} yet: run `mostrador dev` first",
+                path.display()
+            )
+        }
+        Err(err) => return Err(err).with_context(|| format!("failed to read {}", path.display())),
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|err| anyhow::anyhow!("no random bytes: {err}"))?;
+    let secret: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    if let Some(folder) = path.parent() {
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("failed to create {}", folder.display()))?;
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(secret.as_bytes()));
+    match written {
+        Ok(()) => Ok(secret),
+        // Another `dev` made it first: theirs.
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => dev_secret(false),
+        Err(err) => Err(err).with_context(|| format!("failed to write {}", path.display())),
+    }
 }

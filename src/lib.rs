@@ -324,6 +324,10 @@ struct TokenArgs {
     /// How long the token is valid.
     #[arg(long, value_parser = parse_duration, default_value = "12h")]
     ttl: Duration,
+
+    /// Sign with this user's `mostrador dev` secret (made by `dev` on its first start).
+    #[arg(long, conflicts_with = "secret")]
+    dev: bool,
 }
 
 fn parse_webhook_hosts(text: &str) -> Result<WebhookHosts, String> {
@@ -537,11 +541,15 @@ fn token(args: &TokenArgs, graphs: &GraphSet) -> anyhow::Result<()> {
         .with_roles(args.roles.iter().cloned())
         .in_tenant(args.tenant.clone());
     let claims = args.policy.load(graphs)?.claims;
+    let mut config = args.jwt.config(claims);
+    if args.dev {
+        config.secret = dev::dev_secret(false)?;
+    }
     anyhow::ensure!(
-        args.jwt.secret.is_some(),
-        "minting needs the HS256 secret: --jwt-secret or MOSTRADOR_JWT_SECRET"
+        !config.secret.is_empty(),
+        "minting needs the HS256 secret: --jwt-secret or MOSTRADOR_JWT_SECRET, or --dev for `mostrador dev`'s"
     );
-    let token = mostrador_api::auth::mint(&args.jwt.config(claims), &caller, args.ttl)?;
+    let token = mostrador_api::auth::mint(&config, &caller, args.ttl)?;
     println!("{token}");
     Ok(())
 }

@@ -92,7 +92,7 @@ python_graph='linear6:6:path:{"path":[]}'
 serve_mostrador() {
     fresh_db bench_servers_mostrador
     local port=18143
-    setsid "$MOSTRADOR_BIN" dev --database-url "$PG/bench_servers_mostrador" \
+    MOSTRADOR_JWT_SECRET=mostrador-dev-secret setsid "$MOSTRADOR_BIN" dev --database-url "$PG/bench_servers_mostrador" \
         --listen "127.0.0.1:$port" --config "$here/langgraph.json" --python "$py" \
         >"$work/logs/mostrador-rep$rep.log" 2>&1 &
     group=$!

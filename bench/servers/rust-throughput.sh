@@ -22,7 +22,7 @@ port=18151
 py=target/bench-servers/graphs-venv/bin/python
 export PGHOST=127.0.0.1 PGUSER=postgres
 psql -qX -d postgres -c "drop database if exists $db with (force)" -c "create database $db" >/dev/null
-setsid "$bin" dev --database-url "postgres://postgres@127.0.0.1:5432/$db" \
+MOSTRADOR_JWT_SECRET=mostrador-dev-secret setsid "$bin" dev --database-url "postgres://postgres@127.0.0.1:5432/$db" \
     --listen "127.0.0.1:$port" >"target/bench-servers/rust-throughput.log" 2>&1 &
 group=$!
 stop() {

@@ -37,6 +37,8 @@ impl Dev {
             .arg("--data-dir")
             .arg(data_dir)
             .env_remove("MOSTRADOR_DATABASE_URL")
+            .env_remove("MOSTRADOR_JWT_SECRET")
+            .env_remove("XDG_DATA_HOME")
             .env("HOME", home)
             // A role the server at 127.0.0.1:5432 does not have: it refuses this user.
             .env("PGUSER", "mostrador_dev_refused")
@@ -93,6 +95,22 @@ impl Dev {
         .expect("dev answers")
     }
 
+    async fn with_bearer(&self, method: &str, path: &str, token: &str) -> (u16, String) {
+        let bearer = format!("Bearer {token}");
+        http(
+            self.port,
+            method,
+            path,
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            "{}",
+        )
+        .await
+        .expect("dev answers")
+    }
+
     /// SIGTERM, as Ctrl-C would, and its exit.
     async fn stop(mut self) -> ExitStatus {
         let pid = self.child.id().expect("running");
@@ -106,6 +124,29 @@ impl Dev {
             .expect("dev exits within 60 s of SIGTERM")
             .expect("wait")
     }
+}
+
+/// `mostrador token --dev`, as the user whose home is `home`.
+async fn mint_dev_token(home: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_mostrador-e2e"))
+        .args([
+            "token", "--dev", "--sub", "dev", "--role", "manager", "--store", "dev",
+        ])
+        .env("HOME", home)
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("MOSTRADOR_JWT_SECRET")
+        .output()
+        .await
+        .expect("token runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
 }
 
 #[tokio::test]
@@ -141,6 +182,40 @@ async fn dev_refused_by_the_default_server_runs_on_a_private_cluster_it_stops_an
         values.contains(r#""log":["n1"]"#),
         "the run completed: {values}"
     );
+    // Tokens are signed with this user's own secret, kept for them alone: the public development
+    // secret of earlier releases is worth nothing.
+    let secret = home.join(".local/share/mostrador/dev-jwt-secret");
+    let mode = std::fs::metadata(&secret)
+        .expect("dev made its secret")
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "readable by its user alone");
+    let minted = mint_dev_token(&home).await;
+    assert_eq!(
+        first
+            .with_bearer("POST", "/threads/search", &minted)
+            .await
+            .0,
+        200
+    );
+    let public = mostrador_api::auth::mint(
+        &mostrador_api::AuthConfig {
+            secret: "mostrador-dev-secret".into(),
+            jwks_url: None,
+            issuer: "mostrador".into(),
+            audience: "mostrador".into(),
+            claims: mostrador_api::ClaimPaths::default(),
+        },
+        &mostrador_api::Caller::new("dev"),
+        Duration::from_secs(60),
+    )
+    .expect("token");
+    assert_eq!(
+        first
+            .with_bearer("POST", "/threads/search", &public)
+            .await
+            .0,
+        401
+    );
     let api_key = first.api_key.clone();
     assert!(first.stop().await.success());
     assert!(
@@ -153,6 +228,14 @@ async fn dev_refused_by_the_default_server_runs_on_a_private_cluster_it_stops_an
         second.database.starts_with("a private cluster in"),
         "{}",
         second.database
+    );
+    assert_eq!(
+        second
+            .with_bearer("POST", "/threads/search", &minted)
+            .await
+            .0,
+        200,
+        "the secret outlives a restart"
     );
     let again = Dev { api_key, ..second };
     let (status, found) = again

@@ -15,7 +15,7 @@ use sqlx::postgres::PgListener;
 
 use crate::support::{Db, Worker, assert_status};
 
-/// The secret `mostrador dev` signs with when none is set.
+/// The secret the tests give `mostrador dev` (`MOSTRADOR_JWT_SECRET`, set by `Worker::spawn`).
 pub const DEV_SECRET: &str = "mostrador-dev-secret";
 
 /// How the retail app's tokens are read (its policy's `[caller]`: the store in `store`, the role

@@ -241,7 +241,12 @@ impl Worker {
             || PathBuf::from(env!("CARGO_BIN_EXE_mostrador-e2e")),
             PathBuf::from,
         );
-        let child = Command::new(binary)
+        let mut child = Command::new(binary);
+        if command == "dev" {
+            // The secret the tests mint `dev`'s tokens with (without one it makes its own).
+            child.env("MOSTRADOR_JWT_SECRET", crate::retail::DEV_SECRET);
+        }
+        let child = child
             .arg(command)
             .args(["--database-url", url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
