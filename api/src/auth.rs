@@ -212,6 +212,8 @@ pub struct Authenticator {
     keys: Keys,
     validation: Validation,
     claims: ClaimPaths,
+    /// What refuses a guessed API key without a query, read on the first key.
+    api_keys: tokio::sync::OnceCell<api_keys::Verifier>,
 }
 
 enum Keys {
@@ -399,6 +401,7 @@ impl Authenticator {
             keys,
             validation,
             claims: config.claims.clone(),
+            api_keys: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -482,7 +485,7 @@ impl Authenticator {
     ) -> Result<Caller, AuthError> {
         match credential {
             Credential::Token(token) => self.verify(token).await,
-            Credential::ApiKey(key) => verify_api_key(pool, key).await,
+            Credential::ApiKey(key) => self.verify_api_key(pool, key).await,
         }
     }
 
@@ -512,24 +515,29 @@ impl Authenticator {
             Keys::Jwks(jwks) => jwks.cached().fetches,
         }
     }
-}
 
-async fn verify_api_key(pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
-    let key = match api_keys::authenticate(pool, key).await {
-        Ok(Some(key)) => key,
-        Ok(None) => return Err(AuthError::ApiKey),
-        Err(err) => {
+    async fn verify_api_key(&self, pool: &PgPool, key: &str) -> Result<Caller, AuthError> {
+        let unavailable = |err: mostrador_queue::Error| {
             tracing::warn!(error = %err, "cannot look up an API key");
-            return Err(AuthError::Unavailable("the database is unavailable".into()));
-        }
-    };
-    Ok(Caller {
-        subject: key.subject,
-        tenant: key.tenant,
-        roles: key.roles.into_iter().collect(),
-        project_user: None,
-        api_key: Some(key.key_id),
-    })
+            AuthError::Unavailable("the database is unavailable".into())
+        };
+        let verifier = self
+            .api_keys
+            .get_or_try_init(|| api_keys::Verifier::load(pool))
+            .await
+            .map_err(unavailable)?;
+        let key = api_keys::authenticate(pool, verifier, key)
+            .await
+            .map_err(unavailable)?
+            .ok_or(AuthError::ApiKey)?;
+        Ok(Caller {
+            subject: key.subject,
+            tenant: key.tenant,
+            roles: key.roles.into_iter().collect(),
+            project_user: None,
+            api_key: Some(key.key_id),
+        })
+    }
 }
 
 fn hs256_key<K>(

@@ -20,7 +20,7 @@ async fn the_stored_row_never_contains_the_secret(pool: PgPool) -> anyhow::Resul
     let (key, secret) = api_keys::create(&pool, &marta()).await?;
     let secret = secret.expose();
     let random = secret.strip_prefix(KEY_PREFIX).expect("the prefix");
-    assert_eq!(random.len(), 64, "{secret}");
+    assert_eq!(random.len(), 64 + 16, "random digits and a tag: {secret}");
     assert!(secret.starts_with(&key.key_prefix));
     assert_eq!(key.key_prefix.len(), KEY_PREFIX.len() + 8);
 
@@ -56,9 +56,10 @@ async fn the_stored_row_never_contains_the_secret(pool: PgPool) -> anyhow::Resul
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> anyhow::Result<()> {
+    let verifier = api_keys::Verifier::load(&pool).await?;
     let (key, secret) = api_keys::create(&pool, &marta()).await?;
     assert_eq!(
-        api_keys::authenticate(&pool, secret.expose()).await?,
+        api_keys::authenticate(&pool, &verifier, secret.expose()).await?,
         Some(key.clone())
     );
     let (other, other_secret) = api_keys::create(&pool, &marta()).await?;
@@ -66,7 +67,10 @@ async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> any
 
     let revoked = api_keys::revoke(&pool, key.key_id).await?;
     assert!(revoked.revoked_at.is_some());
-    assert_eq!(api_keys::authenticate(&pool, secret.expose()).await?, None);
+    assert_eq!(
+        api_keys::authenticate(&pool, &verifier, secret.expose()).await?,
+        None
+    );
     let again = api_keys::revoke(&pool, key.key_id).await?;
     assert_eq!(
         again.revoked_at, revoked.revoked_at,
@@ -77,7 +81,7 @@ async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> any
         Err(Error::ApiKeyNotFound(_))
     ));
     assert!(
-        api_keys::authenticate(&pool, other_secret.expose())
+        api_keys::authenticate(&pool, &verifier, other_secret.expose())
             .await?
             .is_some(),
         "revoking one key leaves the others"
@@ -95,7 +99,7 @@ async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> any
     let from_creation = expires_at - expiring.created_at;
     assert_eq!(from_creation.num_seconds(), 60);
     assert!(
-        api_keys::authenticate(&pool, expiring_secret.expose())
+        api_keys::authenticate(&pool, &verifier, expiring_secret.expose())
             .await?
             .is_some()
     );
@@ -106,7 +110,7 @@ async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> any
     .execute(&pool)
     .await?;
     assert_eq!(
-        api_keys::authenticate(&pool, expiring_secret.expose()).await?,
+        api_keys::authenticate(&pool, &verifier, expiring_secret.expose()).await?,
         None
     );
     let listed = api_keys::list(&pool).await?;
@@ -120,6 +124,7 @@ async fn a_key_authenticates_until_it_is_revoked_or_expires(pool: PgPool) -> any
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn malformed_keys_and_invalid_callers_are_refused(pool: PgPool) -> anyhow::Result<()> {
+    let verifier = api_keys::Verifier::load(&pool).await?;
     for malformed in [
         "",
         "mostrador_",
@@ -127,7 +132,10 @@ async fn malformed_keys_and_invalid_callers_are_refused(pool: PgPool) -> anyhow:
         &format!("mostrador_{}", "A".repeat(64)),
         &format!("mostrador_{}", "a".repeat(63)),
     ] {
-        assert_eq!(api_keys::authenticate(&pool, malformed).await?, None);
+        assert_eq!(
+            api_keys::authenticate(&pool, &verifier, malformed).await?,
+            None
+        );
     }
     for (new, field) in [
         (
@@ -165,5 +173,57 @@ async fn malformed_keys_and_invalid_callers_are_refused(pool: PgPool) -> anyhow:
         }
     }
     assert!(api_keys::list(&pool).await?.is_empty(), "nothing written");
+    Ok(())
+}
+
+/// A key this deployment did not make is refused by its tag, without a query, so a flood of
+/// guessed keys costs the database nothing; a key made before keys had tags is still looked up
+/// while such keys are active.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_guessed_key_is_refused_without_asking_the_database(pool: PgPool) -> anyhow::Result<()> {
+    let (_, made) = api_keys::create(&pool, &marta()).await?;
+    let verifier = api_keys::Verifier::load(&pool).await?;
+    let made = made.expose().to_owned();
+    // The same random digits with another tag, another key's digits with its tag, and a key of
+    // the old shape (no tag) while the deployment has none of those.
+    let mut forged_tag = made.clone();
+    let last = forged_tag.pop().expect("a digit");
+    forged_tag.push(if last == '0' { '1' } else { '0' });
+    let guesses = [
+        forged_tag,
+        format!("{KEY_PREFIX}{}{}", "a".repeat(64), &made[made.len() - 16..]),
+        format!("{KEY_PREFIX}{}", "b".repeat(64)),
+    ];
+    pool.close().await;
+    for guess in &guesses {
+        assert_eq!(
+            api_keys::authenticate(&pool, &verifier, guess).await?,
+            None,
+            "refused without a query (the pool is closed): {guess}"
+        );
+    }
+    assert!(
+        api_keys::authenticate(&pool, &verifier, &made)
+            .await
+            .is_err(),
+        "a key with its tag is looked up"
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_key_made_before_tags_still_authenticates(pool: PgPool) -> anyhow::Result<()> {
+    let old = format!("{KEY_PREFIX}{}", "c".repeat(64));
+    sqlx::query(
+        "insert into mostrador.api_keys (key_id, key_prefix, key_hash, subject, roles)
+         values (gen_random_uuid(), $1, sha256(convert_to($2, 'UTF8')), 'marta', '{manager}')",
+    )
+    .bind(&old[..KEY_PREFIX.len() + 8])
+    .bind(&old)
+    .execute(&pool)
+    .await?;
+    let verifier = api_keys::Verifier::load(&pool).await?;
+    let found = api_keys::authenticate(&pool, &verifier, &old).await?;
+    assert_eq!(found.map(|key| key.subject), Some("marta".to_owned()));
     Ok(())
 }
