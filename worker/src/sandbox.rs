@@ -21,9 +21,8 @@ use std::time::Duration;
 
 use mostrador_queue::files::{self, File, NewFile};
 use mostrador_queue::saver::Saver;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
-use uuid::Uuid;
 
 /// Mount points of the sandbox: not the thread's files.
 const RESERVED: [&str; 8] = ["bin", "dev", "lib", "lib64", "proc", "sbin", "tmp", "usr"];
@@ -99,46 +98,36 @@ pub async fn execute(
         .await
         .map_err(|err| SandboxError::Io(std::io::Error::other(err)))?;
     let before = files::read_under(saver.pool(), saver.thread_id(), "/").await?;
-    let folder = Folder::new()?;
-    let root = folder.0.join("root");
-    for file in &before {
-        if let Some(path) = local(&root, &file.path) {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(path, &file.content)?;
-        }
-    }
+    let archive = pack(&before)?;
     let timeout = timeout.map_or(config.timeout, |t| t.min(config.timeout));
     let Ran {
         output,
         exit_code,
         truncated,
-        ended,
-    } = run(config, &root, files_limit, command, timeout).await?;
-    if !ended {
-        return Ok(Executed {
-            output,
-            exit_code,
-            truncated,
-            files_error: Some(
-                "the command's processes could not be seen to end: its changes to the files were \
-                 not kept"
-                    .into(),
-            ),
-        });
-    }
-    // What it left is read only within the thread's limit: a command that made more (each file
-    // is bounded, not their number) does not make the worker hold it all.
-    let Some(after) = read_back(&root, files_limit)? else {
-        return Ok(Executed {
-            output,
-            exit_code,
-            truncated,
-            files_error: Some(format!(
-                "the command left more than the thread's limit of {files_limit} bytes of files"
-            )),
-        });
+        left,
+    } = run(config, archive, files_limit, command, timeout).await?;
+    let after = match left {
+        Left::Files(after) => after,
+        Left::TooMuch => {
+            return Ok(Executed {
+                output,
+                exit_code,
+                truncated,
+                files_error: Some(format!(
+                    "the command left more than the thread's limit of {files_limit} bytes of files"
+                )),
+            });
+        }
+        Left::Unknown(why) => {
+            return Ok(Executed {
+                output,
+                exit_code,
+                truncated,
+                files_error: Some(format!(
+                    "the command's changes to the files were not kept: {why}"
+                )),
+            });
+        }
     };
     let (changed, deleted) = changes(&before, after);
     let files_error = if changed.is_empty() && deleted.is_empty() {
@@ -176,25 +165,25 @@ pub enum SandboxError {
     Queue(#[from] mostrador_queue::Error),
 }
 
-/// A folder of the worker's own, removed when dropped.
-struct Folder(PathBuf);
-
-impl Folder {
-    fn new() -> std::io::Result<Self> {
-        let path = std::env::temp_dir().join(format!("mostrador-sandbox-{}", Uuid::now_v7()));
-        std::fs::create_dir(&path)?;
-        std::fs::create_dir(path.join("root"))?;
-        Ok(Self(path))
+/// The thread's files as a tar archive, by their paths under the sandbox's root (not the
+/// sandbox's own names).
+fn pack(files: &[File]) -> std::io::Result<Vec<u8>> {
+    let mut archive = tar::Builder::new(Vec::new());
+    for file in files {
+        let Some(path) = local(Path::new(""), &file.path) else {
+            continue;
+        };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(file.content.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(u64::try_from(file.modified_at.timestamp()).unwrap_or(0));
+        header.set_entry_type(tar::EntryType::Regular);
+        archive.append_data(&mut header, path, file.content.as_slice())?;
     }
+    archive.into_inner()
 }
 
-impl Drop for Folder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Where a thread's file is in the sandbox's root; `None` for the sandbox's own names.
+/// Where a thread's file is under the sandbox's `root`; `None` for the sandbox's own names.
 fn local(root: &Path, path: &str) -> Option<PathBuf> {
     let relative = path.trim_start_matches('/');
     let top = relative.split('/').next().unwrap_or_default();
@@ -204,27 +193,73 @@ fn local(root: &Path, path: &str) -> Option<PathBuf> {
     Some(root.join(relative))
 }
 
-/// What a command said, its exit code, whether its output was cut, and whether every one of its
-/// processes is known to have ended (`false`: its folder may still change, and is not read).
+/// What a command said, its exit code, whether its output was cut, and what it left.
 struct Ran {
     output: String,
     exit_code: Option<i32>,
     truncated: bool,
-    ended: bool,
+    left: Left,
 }
+
+/// The files a command left, by the thread's path.
+enum Left {
+    Files(HashMap<String, Vec<u8>>),
+    /// More than the thread's limit.
+    TooMuch,
+    /// They could not be read back: why.
+    Unknown(String),
+}
+
+/// The shell that runs in the sandbox: it unpacks the thread's files (the archive on its standard
+/// input) into the root, runs the command (`$1`, killed after `$2` seconds) with its output on
+/// standard output and no way to the archive's channel, then packs the root's files as an archive
+/// on the channel (standard error), and exits with the command's code. What it packs is the
+/// command's to forge: the worker takes only regular files from it, within the thread's limit.
+const WRAPPER: &str = r#"tar -xf - -C / --no-same-owner 2>&1 || exit 125
+exec </dev/null 3>&2 2>&1
+timeout -s KILL "$2" /bin/sh -c "$1" 3>&-
+code=$?
+tar -cf - -C / --one-file-system --hard-dereference . >&3 2>/dev/null
+exit $code
+"#;
+
+/// Time the sandbox has beyond the command's own to unpack and pack the files.
+const PACKING: Duration = Duration::from_secs(30);
+
+/// A tmpfs of the sandbox's (`/dev/shm`) sized for semaphores and small buffers only.
+const SHM_BYTES: i64 = 8 << 20;
+
+/// A user of no files of the host's: the one the sandbox runs as when the worker is root, so that
+/// the kernel holds its processes to `RLIMIT_NPROC`, which it does not apply to root.
+const NOBODY: u32 = 65534;
 
 async fn run(
     config: &SandboxConfig,
-    root: &Path,
+    archive: Vec<u8>,
     files_limit: i64,
     command: &str,
     timeout: Duration,
 ) -> std::io::Result<Ran> {
-    let mut sandbox = Command::new("prlimit");
+    let files_limit = files_limit.max(0);
+    let mut sandbox = if nix::unistd::geteuid().is_root() {
+        let mut nobody = Command::new("setpriv");
+        nobody.args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            "prlimit",
+        ]);
+        nobody
+    } else {
+        Command::new("prlimit")
+    };
     sandbox
         .arg(format!("--cpu={}", config.cpu_seconds))
         .arg(format!("--as={}", config.memory_mib * 1024 * 1024))
-        .arg(format!("--fsize={}", files_limit.max(0)))
+        .arg(format!("--fsize={files_limit}"))
         .arg(format!("--nproc={}", config.processes))
         .arg("--")
         .arg(&config.bwrap)
@@ -240,10 +275,11 @@ async fn run(
     if config.network {
         sandbox.arg("--share-net");
     }
+    // Every folder it may write to is a tmpfs of a bounded size: the root (the thread's files)
+    // and `/tmp` the thread's limit each, `/dev/shm` a little; `/dev` itself read-only.
+    let sized = |bytes: i64| bytes.max(4096).to_string();
     sandbox
-        .arg("--bind")
-        .arg(root)
-        .arg("/")
+        .args(["--size", &sized(files_limit), "--tmpfs", "/"])
         .args(["--ro-bind", "/usr", "/usr"])
         .args([
             "--symlink",
@@ -261,9 +297,10 @@ async fn run(
             "usr/lib64",
             "/lib64",
         ])
-        .args([
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/",
-        ])
+        .args(["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"])
+        .args(["--size", &sized(SHM_BYTES), "--tmpfs", "/dev/shm"])
+        .args(["--size", &sized(files_limit), "--tmpfs", "/tmp"])
+        .args(["--chdir", "/"])
         .args([
             "--clearenv",
             "--setenv",
@@ -271,17 +308,26 @@ async fn run(
             "/usr/local/bin:/usr/bin:/bin",
         ])
         .args(["--setenv", "HOME", "/", "--setenv", "LANG", "C.UTF-8"])
-        .args(["/bin/sh", "-c"])
-        .arg(format!("exec 2>&1\n{command}"))
-        .stdin(Stdio::null())
+        .args(["/bin/sh", "-c", WRAPPER, "sandbox", command])
+        .arg(timeout.as_secs().max(1).to_string())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let started = std::time::Instant::now();
     let mut child = sandbox.spawn()?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
     let limit = config.output_bytes;
-    let collect = async {
+    // The archive of what it left: the thread's limit of content, and room for its headers.
+    let archive_limit = u64::try_from(files_limit).unwrap_or(0) * 2 + (1 << 20);
+    let give = async {
+        // A sandbox that ends before it read it all is not an error of the worker's.
+        let _ = stdin.write_all(&archive).await;
+        drop(stdin);
+    };
+    let said = async {
         let mut output = Vec::new();
         let mut truncated = false;
         let mut chunk = [0u8; 8192];
@@ -294,128 +340,137 @@ async fn run(
             output.extend_from_slice(&chunk[..read.min(room)]);
             truncated |= read > room;
         }
-        // What the sandbox itself said (bubblewrap's own errors), after the command's output.
-        let mut own = Vec::new();
-        stderr.read_to_end(&mut own).await?;
-        output.extend_from_slice(&own[..own.len().min(limit.saturating_sub(output.len()))]);
-        let status = child.wait().await?;
-        Ok::<_, std::io::Error>((output, status.code(), truncated))
+        Ok::<_, std::io::Error>((output, truncated))
     };
-    match tokio::time::timeout(timeout, collect).await {
-        // bubblewrap has ended, so has the command's PID namespace (see `end_all`).
+    let packed = async {
+        let mut packed = Vec::new();
+        (&mut stderr)
+            .take(archive_limit + 1)
+            .read_to_end(&mut packed)
+            .await?;
+        // Drained, so that a sandbox writing more does not block on a full pipe.
+        tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+        Ok::<_, std::io::Error>(packed)
+    };
+    let all = async {
+        let ((), said, packed) = tokio::join!(give, said, packed);
+        let status = child.wait().await?;
+        Ok::<_, std::io::Error>((said?, packed?, status.code()))
+    };
+    match tokio::time::timeout(timeout + PACKING, all).await {
+        // bubblewrap has ended, so has every process of the sandbox (its PID namespace ended
+        // with the shell, its first process's only child).
         Ok(done) => {
-            let (output, exit_code, truncated) = done?;
+            let ((mut output, truncated), packed, code) = done?;
+            let stopped = code == Some(137) && started.elapsed() >= timeout;
+            let left = if packed.len() as u64 > archive_limit {
+                Left::TooMuch
+            } else {
+                match unpack(&packed, files_limit) {
+                    Ok(left) => left,
+                    Err(why) => {
+                        // Not an archive: what bubblewrap itself said, if it could not start.
+                        output.extend_from_slice(&packed[..packed.len().min(limit / 2)]);
+                        Left::Unknown(why)
+                    }
+                }
+            };
+            let mut output = String::from_utf8_lossy(&output).into_owned();
+            if stopped {
+                output.push_str(&format!(
+                    "\nthe command was stopped after its time limit of {timeout:?}"
+                ));
+            }
             Ok(Ran {
-                output: String::from_utf8_lossy(&output).into_owned(),
-                exit_code,
+                output,
+                exit_code: if stopped { None } else { code },
                 truncated,
-                ended: true,
+                left,
             })
         }
-        Err(_) => Ok(Ran {
-            output: format!("the command was stopped after its time limit of {timeout:?}"),
-            exit_code: None,
-            truncated: false,
-            ended: end_all(&mut child).await,
-        }),
+        Err(_) => {
+            end_all(&mut child).await;
+            Ok(Ran {
+                output: format!("the command was stopped after its time limit of {timeout:?}"),
+                exit_code: None,
+                truncated: false,
+                left: Left::Unknown("the sandbox did not end in time".into()),
+            })
+        }
     }
+}
+
+/// The regular files of the archive a sandbox left, by the thread's path: links, FIFOs, devices
+/// and folders are not the thread's; neither are names outside the root or the sandbox's own.
+/// [`Left::TooMuch`] past `limit` bytes of content; an error for what is not an archive.
+fn unpack(packed: &[u8], limit: i64) -> Result<Left, String> {
+    if packed.is_empty() {
+        return Err("the sandbox packed nothing".into());
+    }
+    let limit = u64::try_from(limit).unwrap_or(0);
+    let mut found = HashMap::new();
+    let mut total: u64 = 0;
+    let mut archive = tar::Archive::new(packed);
+    let not_an_archive = |err: std::io::Error| format!("its files could not be read: {err}");
+    for entry in archive.entries().map_err(not_an_archive)? {
+        let mut entry = entry.map_err(not_an_archive)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let path = entry.path().map_err(not_an_archive)?.into_owned();
+        let mut name = String::new();
+        for part in path.components() {
+            match part {
+                std::path::Component::Normal(part) => {
+                    name.push('/');
+                    name.push_str(&part.to_string_lossy());
+                }
+                std::path::Component::CurDir => {}
+                // Absolute, or climbing out: not a name under the root.
+                _ => {
+                    name.clear();
+                    break;
+                }
+            }
+        }
+        if local(Path::new("/"), &name).is_none() {
+            continue;
+        }
+        total = total.saturating_add(entry.header().size().map_err(not_an_archive)?);
+        if total > limit {
+            return Ok(Left::TooMuch);
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).map_err(not_an_archive)?;
+        found.insert(name, content);
+    }
+    Ok(Left::Files(found))
 }
 
 /// Ends every process of a sandbox: its PID namespace's first process (bubblewrap's init, the
 /// only child of bubblewrap) is killed, and the kernel lets it end only once every other process
-/// of the namespace has been killed and has ended; bubblewrap, which waits for it, ends after
-/// it. Killing bubblewrap alone would not wait: the command's processes would die a moment
-/// later, while the worker read the folder they could still change. `false` when that end could
-/// not be seen (bubblewrap's child not found, or not ended in time).
-async fn end_all(bubblewrap: &mut tokio::process::Child) -> bool {
+/// of the namespace has been killed and has ended; bubblewrap, which waits for it, ends after it.
+async fn end_all(bubblewrap: &mut tokio::process::Child) {
     let Some(pid) = bubblewrap.id() else {
-        // Already waited for: it ended after its namespace did.
-        return true;
+        return;
     };
     let init = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .ok()
         .and_then(|children| children.split_whitespace().next()?.parse::<i32>().ok());
-    let Some(init) = init else {
-        let _ = bubblewrap.kill().await;
-        return false;
-    };
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(init),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    if let Ok(Ok(_)) = tokio::time::timeout(ENDING, bubblewrap.wait()).await {
-        return true;
+    if let Some(init) = init {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(init),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        if let Ok(Ok(_)) = tokio::time::timeout(ENDING, bubblewrap.wait()).await {
+            return;
+        }
     }
     let _ = bubblewrap.kill().await;
-    false
 }
 
 /// How long a killed sandbox's processes may take to end.
 const ENDING: Duration = Duration::from_secs(5);
-
-/// The regular files under `root` after the command, by the thread's path; `None` when they take
-/// more than `limit` bytes together.
-fn read_back(root: &Path, limit: i64) -> std::io::Result<Option<HashMap<String, Vec<u8>>>> {
-    let mut found = HashMap::new();
-    let mut total: u64 = 0;
-    let limit = u64::try_from(limit).unwrap_or(0);
-    let mut folders = vec![root.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder)? {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            let path = entry.path();
-            let Ok(relative) = path.strip_prefix(root) else {
-                continue;
-            };
-            let name = format!("/{}", relative.to_string_lossy());
-            if local(root, &name).is_none() {
-                continue;
-            }
-            // Links are not followed: a command cannot make the worker read outside the folder.
-            if kind.is_dir() {
-                folders.push(path);
-            } else if kind.is_file() {
-                let Some(content) = regular_file(&path, limit.saturating_sub(total))? else {
-                    continue;
-                };
-                total = total.saturating_add(content.len() as u64);
-                if total > limit {
-                    return Ok(None);
-                }
-                found.insert(name, content);
-            }
-        }
-    }
-    Ok(Some(found))
-}
-
-/// The content of the file at `path` if it is a regular one (`None`: a link, a FIFO, a device or
-/// a socket, which is not the thread's), at most `room` bytes and one more (the caller tells
-/// "too much" by it). Read after every process of the command has ended, and still as if one had
-/// not: no link is followed, and nothing is opened that could block.
-fn regular_file(path: &Path, room: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(err) if err.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(None),
-        Err(err) => return Err(err),
-    };
-    if !file.metadata()?.is_file() {
-        return Ok(None);
-    }
-    let mut content = Vec::new();
-    file.take(room.saturating_add(1))
-        .read_to_end(&mut content)?;
-    Ok(Some(content))
-}
 
 /// The files to write (new or changed) and the paths to delete.
 fn changes(before: &[File], mut after: HashMap<String, Vec<u8>>) -> (Vec<NewFile>, Vec<String>) {
@@ -483,21 +538,43 @@ mod tests {
 
     #[test]
     fn what_a_command_left_is_read_back_within_the_limit_only() {
-        let folder = Folder::new().expect("folder");
-        let root = folder.0.join("root");
-        std::fs::create_dir_all(root.join("a")).expect("dir");
-        std::fs::write(root.join("a/one"), [1u8; 600]).expect("write");
-        std::fs::write(root.join("two"), [2u8; 600]).expect("write");
-        // The sandbox's own names are not read.
-        std::fs::create_dir_all(root.join("tmp")).expect("dir");
-        std::fs::write(root.join("tmp/big"), [3u8; 5000]).expect("write");
-        let read = read_back(&root, 1200)
-            .expect("read")
-            .expect("within the limit");
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut add = |path: &str, kind: tar::EntryType, content: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(kind);
+            if kind == tar::EntryType::Symlink {
+                header.set_link_name("/etc/passwd").expect("link name");
+            }
+            archive
+                .append_data(&mut header, path, content)
+                .expect("append");
+        };
+        add("./a/one", tar::EntryType::Regular, &[1u8; 600]);
+        add("./two", tar::EntryType::Regular, &[2u8; 600]);
+        // The sandbox's own names, links and FIFOs are not the thread's.
+        add("./tmp/big", tar::EntryType::Regular, &[3u8; 5000]);
+        add("./link", tar::EntryType::Symlink, &[]);
+        add("./fifo", tar::EntryType::Fifo, &[]);
+        let packed = archive.into_inner().expect("archive");
+        let Ok(Left::Files(read)) = unpack(&packed, 1200) else {
+            panic!("within the limit");
+        };
         let mut paths: Vec<&String> = read.keys().collect();
         paths.sort();
         assert_eq!(paths, ["/a/one", "/two"]);
-        assert!(read_back(&root, 1199).expect("read").is_none());
+        assert!(matches!(unpack(&packed, 1199), Ok(Left::TooMuch)));
+        assert!(unpack(b"bwrap: no permission", 1200).is_err());
+        // What the worker packs reads back the same.
+        let before = [file("/x/y.txt", "y"), file("/usr/z", "z")];
+        let Ok(Left::Files(same)) = unpack(&pack(&before).expect("pack"), 100) else {
+            panic!("read back");
+        };
+        assert_eq!(
+            same,
+            HashMap::from([("/x/y.txt".to_owned(), b"y".to_vec())])
+        );
     }
 
     #[test]
