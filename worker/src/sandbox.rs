@@ -308,7 +308,8 @@ async fn run(
             "/usr/local/bin:/usr/bin:/bin",
         ])
         .args(["--setenv", "HOME", "/", "--setenv", "LANG", "C.UTF-8"])
-        .args(["/bin/sh", "-c", WRAPPER, "sandbox", command])
+        // `mostrador-sandbox` names the shell (`$0`): what finds a sandbox's processes.
+        .args(["/bin/sh", "-c", WRAPPER, "mostrador-sandbox", command])
         .arg(timeout.as_secs().max(1).to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -52,8 +52,8 @@ def worker(name: str) -> subprocess.Popen:
 
 
 def sandboxes() -> list[str]:
-    """The sandboxes running now: bubblewrap processes over a folder of a worker's."""
-    found = subprocess.run(["pgrep", "-f", "mostrador-sandbox-"], capture_output=True, text=True).stdout.split()
+    """The sandboxes running now: processes whose command line names the sandbox's shell."""
+    found = subprocess.run(["pgrep", "-f", "mostrador-sandbox"], capture_output=True, text=True).stdout.split()
     return [pid for pid in found if pid != str(os.getpid())]
 
 
@@ -97,8 +97,7 @@ async def main() -> None:
         assert "Total: 300.00 EUR" in report["content"], report
         values = (await sdk.threads.get_state(thread_id))["values"]
         assert "total=300.00" in values["messages"][-1]["content"], values["messages"][-1]
-        leftovers = [p for p in Path("/tmp").glob("mostrador-sandbox-*")]
-        assert not leftovers, leftovers
+        assert not sandboxes(), "a sandbox outlived its worker"
         print("deep-agent: SIGTERM during a delegation: another worker finished the run, no file lost, no sandbox left", flush=True)
     finally:
         for process in processes:
