@@ -34,6 +34,9 @@ use crate::thread::{ThreadId, ThreadStatus};
 pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(2);
 /// The longest delay between retries.
 pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(600);
+/// How long a run the database failed waits before it is tried again ([`Ending::Postponed`]):
+/// about the `Retry-After` the api gives clients meanwhile.
+pub const DATABASE_RETRY: Duration = Duration::from_secs(5);
 
 /// Every way a claimed run leaves its holder.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +59,12 @@ pub enum Ending {
     /// queue, **without using up an attempt**, with a `drained` event; another worker resumes it
     /// from its checkpoint.
     Released { reason: String },
+    /// The database failed under it (out of disk, unreachable, failing over: an error
+    /// [`crate::is_transient`] calls transient): the run is `pending` again, due after
+    /// [`DATABASE_RETRY`], **without using up an attempt**, with a `drained` event naming why;
+    /// its next attempt resumes from its checkpoint. However long the database is down, no run
+    /// fails for it: the ones it holds wait for it, as the api's clients do.
+    Postponed { reason: String },
     /// A `rollback` cancel: the run, its events and the checkpoints it made are deleted, as if it
     /// had never been created. Subscribers get a marker without `seq`, re-read, and find it gone.
     RolledBack,
@@ -107,6 +116,19 @@ impl End {
     /// transaction, fenced by the same lease. A rollback drops it with the run's checkpoints.
     pub fn with_checkpoint(self, checkpoint: Option<Arc<FinalCheckpoint>>) -> Self {
         Self { checkpoint, ..self }
+    }
+
+    /// The same run's ending as [`Ending::Postponed`] (its final checkpoint kept): what a worker
+    /// writes in place of another ending that the database failed to take.
+    pub fn postponed(self, reason: String) -> Self {
+        Self {
+            after: After::Released,
+            thread_status: None,
+            delay: Some(DATABASE_RETRY),
+            error: None,
+            reason: Some(reason),
+            ..self
+        }
     }
 
     /// Whether its write is one statement: neither a rollback nor a final checkpoint to write
@@ -336,6 +358,11 @@ impl ClaimedRun {
             },
             Ending::Released { reason } => End {
                 reason: Some(reason),
+                ..end(After::Released, None)
+            },
+            Ending::Postponed { reason } => End {
+                reason: Some(reason),
+                delay: Some(DATABASE_RETRY),
                 ..end(After::Released, None)
             },
             Ending::RolledBack => end(After::RolledBack, None),

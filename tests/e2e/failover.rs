@@ -25,15 +25,15 @@ use sqlx::{ConnectOptions as _, PgPool};
 use crate::support::{Proxy, Worker};
 
 /// A cluster of this test's, in a folder of its own.
-struct Cluster {
-    bin: PathBuf,
+pub(crate) struct Cluster {
+    pub(crate) bin: PathBuf,
     data: PathBuf,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 /// One of PostgreSQL's programs, to be run as `postgres` when this test runs as root (they
 /// refuse root).
-fn pg_command(bin: &Path, program: &str) -> Command {
+pub(crate) fn pg_command(bin: &Path, program: &str) -> Command {
     if std::fs::metadata("/proc/self").expect("procfs").uid() == 0 {
         let mut command = Command::new("runuser");
         command
@@ -46,7 +46,7 @@ fn pg_command(bin: &Path, program: &str) -> Command {
 }
 
 /// Runs one of PostgreSQL's programs; panics with its output when it fails.
-fn pg(bin: &Path, program: &str, args: &[&str]) {
+pub(crate) fn pg(bin: &Path, program: &str, args: &[&str]) {
     let output = pg_command(bin, program)
         .args(args)
         .output()
@@ -66,13 +66,35 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The folder of PostgreSQL's programs (where `initdb` really is: a folder on the PATH may link
+/// it alone, and `pg_basebackup` is beside it).
+fn postgres_bin() -> PathBuf {
+    let initdb = mostrador::postgres_binaries()
+        .expect("PostgreSQL's programs (initdb, pg_ctl)")
+        .join("initdb");
+    std::fs::canonicalize(initdb)
+        .expect("initdb")
+        .parent()
+        .expect("its folder")
+        .to_owned()
+}
+
 impl Cluster {
-    fn path(&self) -> &str {
+    /// A cluster to be made in `data`, on a free port.
+    pub(crate) fn new(data: PathBuf) -> Self {
+        Self {
+            bin: postgres_bin(),
+            data,
+            port: free_port(),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &str {
         self.data.to_str().expect("a UTF-8 path")
     }
 
     /// Appends settings to the cluster's configuration.
-    fn configure(&self, settings: &str) {
+    pub(crate) fn configure(&self, settings: &str) {
         use std::io::Write as _;
         let mut file = std::fs::OpenOptions::new()
             .append(true)
@@ -81,7 +103,7 @@ impl Cluster {
         writeln!(file, "{settings}").expect("written");
     }
 
-    fn start(&self) {
+    pub(crate) fn start(&self) {
         let log = self.data.with_extension("log");
         pg(
             &self.bin,
@@ -110,7 +132,7 @@ impl Cluster {
         pg(&self.bin, "pg_ctl", &["-D", self.path(), "-w", "promote"]);
     }
 
-    fn options(&self) -> PgConnectOptions {
+    pub(crate) fn options(&self) -> PgConnectOptions {
         PgConnectOptions::new()
             .host("127.0.0.1")
             .port(self.port)
@@ -130,20 +152,8 @@ impl Drop for Cluster {
 /// A primary, and a standby that streams from it through `replication` (a proxy the test may
 /// cut); with `synchronous`, the primary waits for the standby at each commit.
 async fn primary_and_standby(root: &Path, synchronous: bool) -> (Cluster, Cluster, Proxy) {
-    // Where `initdb` really is (a folder on the PATH may link it alone): `pg_basebackup` too.
-    let initdb = mostrador::postgres_binaries()
-        .expect("PostgreSQL's programs (initdb, pg_ctl)")
-        .join("initdb");
-    let bin = std::fs::canonicalize(initdb)
-        .expect("initdb")
-        .parent()
-        .expect("its folder")
-        .to_owned();
-    let primary = Cluster {
-        bin: bin.clone(),
-        data: root.join("primary"),
-        port: free_port(),
-    };
+    let primary = Cluster::new(root.join("primary"));
+    let bin = primary.bin.clone();
     pg(
         &bin,
         "initdb",
@@ -207,11 +217,11 @@ async fn primary_and_standby(root: &Path, synchronous: bool) -> (Cluster, Cluste
 }
 
 /// A folder the `postgres` user may write in, removed at the end.
-struct Folder(PathBuf);
+pub(crate) struct Folder(pub(crate) PathBuf);
 
 impl Folder {
-    fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("mostrador-failover-{}", std::process::id()));
+    pub(crate) fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("mostrador-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("a folder");
         if std::fs::metadata("/proc/self").expect("procfs").uid() == 0 {
@@ -231,7 +241,7 @@ impl Drop for Folder {
     }
 }
 
-async fn connect(options: PgConnectOptions) -> PgPool {
+pub(crate) async fn connect(options: PgConnectOptions) -> PgPool {
     PgPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(Duration::from_secs(2))
@@ -256,7 +266,7 @@ struct Outcome {
 /// worker, reconnecting through the service, finishes every run the new primary has, each node's
 /// write once.
 async fn fail_over(synchronous: bool) -> Outcome {
-    let folder = Folder::new();
+    let folder = Folder::new("failover");
     let (primary, standby, replication) = primary_and_standby(&folder.0, synchronous).await;
     let admin = connect(primary.options()).await;
     sqlx::query("create database mostrador")

@@ -3,6 +3,7 @@ mod api_key;
 mod dev;
 mod failover;
 mod faults;
+mod full_disk;
 mod hostile;
 mod live;
 mod model;

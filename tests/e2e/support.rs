@@ -350,6 +350,18 @@ pub async fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<(u16, String)> {
+    let (status, _, body) = http_with_head(port, method, path, headers, body).await?;
+    Ok((status, body))
+}
+
+/// [`http`], with the answer's head (its status line and headers) too.
+pub async fn http_with_head(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<(u16, String, String)> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
@@ -371,6 +383,7 @@ pub async fn http(
         .contains("transfer-encoding: chunked");
     Ok((
         status,
+        head.to_owned(),
         if chunked {
             dechunk(body)
         } else {

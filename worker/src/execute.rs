@@ -497,7 +497,19 @@ pub(crate) async fn fail(
     end(events, claimed, Ending::Failed { error, retryable }).await
 }
 
-/// Ends the run for an engine error: a lost lease writes nothing; failures that another attempt
+/// Puts a run the database failed back to wait for it ([`Ending::Postponed`]): no attempt used.
+pub(crate) async fn postpone(
+    events: &RunEvents,
+    claimed: ClaimedRun,
+    why: &str,
+) -> Result<Finish, Error> {
+    tracing::warn!(run_id = %claimed.run_id(), error = why, "the database failed: the run waits for it");
+    let reason = format!("the database failed: {why}");
+    end(events, claimed, Ending::Postponed { reason }).await
+}
+
+/// Ends the run for an engine error: a lost lease writes nothing; the database failing for a
+/// while postpones it; failures that another attempt
 /// may not repeat (a node's retryable error, the database) are retryable within `max_attempts`;
 /// the others (a node's fatal error included) end the run `error` at once.
 async fn finish_error(
@@ -508,6 +520,9 @@ async fn finish_error(
     let (kind, retryable) = match &err {
         GraphError::Checkpointer(cause) => match cause.downcast_ref::<QueueError>() {
             Some(QueueError::LeaseLost { .. }) => return Ok(Finish::LeaseLost),
+            _ if mostrador_queue::is_transient(cause.as_ref()) => {
+                return postpone(events, claimed, &err.to_string()).await;
+            }
             _ => ("CheckpointerError", true),
         },
         GraphError::NodeFailed { retryable, .. } => ("NodeError", *retryable),

@@ -47,11 +47,24 @@ pub enum Error {
     #[error(transparent)]
     Queue(#[from] mostrador_queue::Error),
 
-    /// Events or a completion could not be written, even after trying again.
-    #[error("publishing events failed: {0}")]
-    Publish(String),
+    /// Events or a completion could not be written, even after trying again; `transient` when
+    /// the database's failure was ([`mostrador_queue::Error::is_transient`]).
+    #[error("publishing events failed: {message}")]
+    Publish { message: String, transient: bool },
 
     /// A run's task panicked (a bug in a node or in the worker).
     #[error("the run's task panicked: {0}")]
     Panicked(String),
+}
+
+impl Error {
+    /// Whether the database failed for a while (out of disk, unreachable, failing over), which
+    /// another try may not meet.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Queue(err) => err.is_transient(),
+            Self::Publish { transient, .. } => *transient,
+            Self::Config(_) | Self::Panicked(_) => false,
+        }
+    }
 }

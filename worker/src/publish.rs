@@ -278,7 +278,10 @@ impl RunEvents {
         &self,
         request: impl FnOnce(oneshot::Sender<Result<bool, Error>>) -> Request,
     ) -> Result<bool, Error> {
-        let gone = || Error::Publish("the publisher stopped".into());
+        let gone = || Error::Publish {
+            message: "the publisher stopped".into(),
+            transient: false,
+        };
         let (reply, replied) = oneshot::channel();
         self.publisher
             .requests
@@ -440,12 +443,15 @@ async fn flush(
                 return Batch { tries, ..batch };
             }
             tracing::error!(error = %err, "publishing events failed");
-            let message = err.to_string();
+            let failed = || Error::Publish {
+                message: err.to_string(),
+                transient: err.is_transient(),
+            };
             for reply in batch.ended {
-                let _ = reply.send(Err(Error::Publish(message.clone())));
+                let _ = reply.send(Err(failed()));
             }
             for (_, reply) in batch.flushes {
-                let _ = reply.send(Err(Error::Publish(message.clone())));
+                let _ = reply.send(Err(failed()));
             }
             Batch::default()
         }

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::time::{Instant, sleep_until};
 
 use crate::Error;
-use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail};
+use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail, postpone};
 use crate::publish::RunEvents;
 use crate::runner::checkpointer;
 use crate::runner::protocol::{Cast, FromRunner, Outcome};
@@ -33,6 +33,8 @@ enum Gone {
     Died(String),
     /// What it sent without waiting for an answer could not be written.
     SaverFailed(String),
+    /// The database failed for a while under one of its calls or casts: it waits for it.
+    DatabaseFailed(String),
     /// It did not stop a cancelled run in time.
     Cancelled,
     /// It held its process's event loop, which the runs beside it share, this many seconds.
@@ -113,7 +115,10 @@ impl Executor {
                     // Its process is broken, or could not stop it in time (its event loop is
                     // blocked): the runs beside it fail retryably too.
                     Gone::Died(_) | Gone::Cancelled | Gone::Blocked(_) => link.kill(),
-                    Gone::SaverFailed(_) | Gone::TimedOut | Gone::LeaseLost => link.stop().await,
+                    Gone::SaverFailed(_)
+                    | Gone::DatabaseFailed(_)
+                    | Gone::TimedOut
+                    | Gone::LeaseLost => link.stop().await,
                 }
                 match gone {
                     Gone::LeaseLost => Ok(Finish::LeaseLost),
@@ -141,6 +146,7 @@ impl Executor {
                         tracing::warn!(run_id = %claimed.run_id(), why, "checkpoint write failed");
                         fail(&events, claimed, "CheckpointerError", &why, true).await
                     }
+                    Gone::DatabaseFailed(why) => postpone(&events, claimed, &why).await,
                 }
             }
         }
@@ -222,6 +228,7 @@ impl Held {
 fn saver_gone(err: QueueError) -> Gone {
     match err {
         QueueError::LeaseLost { .. } => Gone::LeaseLost,
+        err if err.is_transient() => Gone::DatabaseFailed(err.to_string()),
         err => Gone::SaverFailed(err.to_string()),
     }
 }
@@ -318,8 +325,7 @@ async fn drive(
                                 Ok(()) => runner.reply(&reply).await.map_err(died),
                                 Err(gone) => Err(gone),
                             },
-                            Err(QueueError::LeaseLost { .. }) => Err(Gone::LeaseLost),
-                            Err(err) => return Err(err.into()),
+                            Err(err) => Err(saver_gone(err)),
                         }
                     }
                     FromRunner::Cast { cast, .. } => match services.cast(cast) {

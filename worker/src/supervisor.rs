@@ -254,7 +254,10 @@ impl Supervisor {
                 // claiming, is not ready, hands back what it can and exits with the error.
                 () = &mut publisher_stopped, if failed.is_none() => {
                     tracing::error!("the publisher of events stopped: the worker stops");
-                    failed = Some(crate::Error::Publish("the publisher of events stopped".into()));
+                    failed = Some(crate::Error::Publish {
+                        message: "the publisher of events stopped".into(),
+                        transient: false,
+                    });
                     if !draining {
                         self.start_drain();
                     }
@@ -286,7 +289,12 @@ impl Supervisor {
                     self.fail_stranded().await;
                 }
                 _ = self.queued.recv(), if !draining => self.claim_while_full().await,
-                _ = poll.tick(), if !draining => self.claim_while_full().await,
+                _ = poll.tick(), if !draining => {
+                    // Endings the database did not take yet are tried again at each poll, so a
+                    // run waits no longer than it must once the database is back.
+                    self.fail_stranded().await;
+                    self.claim_while_full().await;
+                }
                 _ = sweeping.tick() => self.sweep().await,
             }
         }
@@ -345,11 +353,20 @@ impl Supervisor {
             }
             Ok(finish) => tracing::info!(%run_id, ?finish, "run left the worker"),
             Err(err) => {
-                tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
                 // With its final checkpoint, if it made one: the next attempt has nothing to
                 // run again.
                 let checkpoint = run.handle.final_checkpoint.get();
-                self.stranded.push(run.stranded.with_checkpoint(checkpoint));
+                let stranded = run.stranded.with_checkpoint(checkpoint);
+                // The database failing for a while (out of disk, unreachable) costs the run
+                // no attempt: it waits for it, written at a heartbeat once it can be.
+                let stranded = if err.is_transient() {
+                    tracing::warn!(%run_id, error = %err, "run transition failed: the database failed; postponing it at the next heartbeat");
+                    stranded.postponed(format!("the database failed: {err}"))
+                } else {
+                    tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
+                    stranded
+                };
+                self.stranded.push(stranded);
             }
         }
         self.telemetry
@@ -394,8 +411,8 @@ impl Supervisor {
         }
     }
 
-    /// Fails the stranded runs (retryable: another attempt, if any is left, resumes from the
-    /// last checkpoint).
+    /// Writes the endings of the stranded runs: failed retryably (another attempt, if any is
+    /// left, resumes from the last checkpoint), or postponed when the database failed them.
     async fn fail_stranded(&mut self) {
         if self.stranded.is_empty() {
             return;

@@ -174,3 +174,36 @@ async fn langgraphs_checkpointer_conformance_suite_passes_against_a_runs_saver(
     anyhow::ensure!(passed > 0, "nothing passed: {report}");
     Ok(())
 }
+
+/// A Python run's checkpointer call the database fails under (here, unreachable: as a restart,
+/// a failover or a full disk) is not answered to the runner as the graph's error: it is the
+/// worker's, which postpones the run without using an attempt.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_call_the_database_fails_under_is_the_workers_to_wait_for(pool: PgPool) {
+    use mostrador_worker::runner::protocol::Call;
+
+    crate::support::enqueue(&pool, None, |new| new).await;
+    let claimed = crate::support::claim_next(&pool).await;
+    let get = || Call::Get {
+        ns: String::new(),
+        checkpoint_id: None,
+    };
+    let saver = Saver::fenced(pool.clone(), &claimed);
+    let answered = checkpointer::call(&saver, Vec::new(), 1, get())
+        .await
+        .expect("answered");
+    assert!(matches!(answered, ToRunner::Reply { error: None, .. }));
+    // The same run's saver, over a database that does not answer.
+    let unreachable = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_lazy_with((*pool.connect_options()).clone().port(1));
+    let saver = Saver::fenced(unreachable, &claimed);
+    let store = Call::Store {
+        ops: vec![json!({"op": "get", "namespace": ["memories"], "key": "k", "refresh_ttl": true})],
+    };
+    let failed = checkpointer::call(&saver, Vec::new(), 2, store).await;
+    assert!(
+        matches!(&failed, Err(err) if err.is_transient()),
+        "the worker's to handle: {failed:?}"
+    );
+}

@@ -130,7 +130,7 @@ async fn runs_are_told_when_the_publisher_is_gone_and_the_worker_can_tell(
         .expect("the supervisor learns it");
     assert!(matches!(
         events.flush().await,
-        Err(mostrador_worker::Error::Publish(_))
+        Err(mostrador_worker::Error::Publish { .. })
     ));
     Ok(())
 }

@@ -65,7 +65,8 @@ pub async fn run_spec(
 ///
 /// # Errors
 ///
-/// [`QueueError::LeaseLost`]: the run is no longer this worker's.
+/// [`QueueError::LeaseLost`]: the run is no longer this worker's; a transient failure of the
+/// database ([`QueueError::is_transient`]), for which the run waits rather than fail.
 pub async fn call(
     saver: &Saver,
     mut held: Vec<Write>,
@@ -104,6 +105,7 @@ pub async fn call(
     let (result, error) = match result {
         Ok(result) => (result, None),
         Err(err @ QueueError::LeaseLost { .. }) => return Err(err),
+        Err(err) if err.is_transient() => return Err(err),
         Err(QueueError::Invalid { reason, .. }) => (Value::Null, Some(reason)),
         Err(err) => (Value::Null, Some(err.to_string())),
     };
