@@ -10,6 +10,8 @@ use mostrador_queue::PgPool;
 use mostrador_queue::{Error as QueueError, ThreadId, store, thread};
 use serde_json::{Value, json};
 
+use crate::runner::protocol::StoreOp;
+
 /// The Store of a Rust graph's run: its thread's owner's items.
 #[derive(Debug)]
 pub struct ThreadStore {
@@ -26,7 +28,13 @@ impl ThreadStore {
 impl StoreBackend for ThreadStore {
     fn batch(&self, ops: Vec<Value>) -> StoreFuture<'_> {
         Box::pin(async move {
-            match batch(&self.pool, self.thread_id, &ops).await {
+            let typed: Result<Vec<StoreOp>, _> =
+                ops.into_iter().map(serde_json::from_value).collect();
+            let typed = typed.map_err(|err| StoreError {
+                transient: false,
+                message: format!("a store operation of the wrong shape: {err}"),
+            })?;
+            match batch(&self.pool, self.thread_id, &typed).await {
                 Ok(Value::Array(results)) => Ok(results),
                 Ok(other) => Ok(vec![other]),
                 Err(err) => Err(StoreError {
@@ -97,75 +105,80 @@ fn embed_error(reason: String) -> QueueError {
 ///
 /// [`QueueError::Invalid`] for an operation the store does not have or refuses; the database
 /// failed.
-pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<Value, QueueError> {
+pub async fn batch(
+    pool: &PgPool,
+    thread_id: ThreadId,
+    ops: &[StoreOp],
+) -> Result<Value, QueueError> {
     let owner = thread::get(pool, thread_id).await?.owner;
-    let labels = |value: &Value| -> Vec<String> {
-        value
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|label| label.as_str().map(str::to_owned))
-            .collect()
-    };
     let mut results = Vec::new();
     for op in ops {
-        let key = op["key"].as_str().unwrap_or_default();
-        let refresh_ttl = op["refresh_ttl"].as_bool().unwrap_or(true);
-        let result = match op["op"].as_str() {
-            Some("get") => store::get(pool, &owner, &labels(&op["namespace"]), key, refresh_ttl)
+        let result = match op {
+            StoreOp::Get {
+                namespace,
+                key,
+                refresh_ttl,
+            } => store::get(pool, &owner, namespace, key, *refresh_ttl)
                 .await?
                 .map_or(Value::Null, |item| item.json()),
-            Some("put") if op["value"].is_null() => {
-                store::delete(pool, &owner, &labels(&op["namespace"]), key).await?;
+            StoreOp::Put {
+                namespace,
+                key,
+                value: Value::Null,
+                ..
+            } => {
+                store::delete(pool, &owner, namespace, key).await?;
                 Value::Null
             }
-            Some("put") => {
-                let namespace = labels(&op["namespace"]);
-                let embedded: Vec<store::Embedded> = match (op.get("embedded"), EMBED.get()) {
-                    (None | Some(Value::Null), None) => Vec::new(),
-                    (None | Some(Value::Null), Some(embed)) => embed
-                        .documents(&op["value"], &op["index"])
+            StoreOp::Put {
+                namespace,
+                key,
+                value,
+                ttl,
+                index,
+                embedded,
+            } => {
+                let embedded = match (embedded, EMBED.get()) {
+                    (Some(sent), _) => sent.clone(),
+                    (None, Some(embed)) => embed
+                        .documents(value, index.as_ref().unwrap_or(&Value::Null))
                         .await
                         .map_err(embed_error)?,
-                    (Some(sent), _) => {
-                        serde_json::from_value(sent.clone()).map_err(|err| QueueError::Invalid {
-                            field: "embedded",
-                            reason: format!("a put's embedded fields: {err}"),
-                        })?
-                    }
+                    (None, None) => Vec::new(),
                 };
                 let write = store::Write {
-                    namespace: &namespace,
+                    namespace,
                     key,
-                    value: &op["value"],
-                    ttl_minutes: op["ttl"].as_f64(),
+                    value,
+                    ttl_minutes: *ttl,
                     embedded: &embedded,
                 };
                 store::put(pool, &owner, write, quota()).await?;
                 Value::Null
             }
-            Some("search") => {
-                let query = match (op.get("query_vector"), op["query"].as_str(), EMBED.get()) {
-                    (None | Some(Value::Null), Some(query), Some(embed)) if !query.is_empty() => {
+            StoreOp::Search {
+                namespace_prefix,
+                filter,
+                limit,
+                offset,
+                refresh_ttl,
+                query,
+                query_vector,
+            } => {
+                let query = match (query_vector, query.as_deref(), EMBED.get()) {
+                    (Some(sent), _, _) => Some(sent.clone()),
+                    (None, Some(query), Some(embed)) if !query.is_empty() => {
                         Some(embed.query(query).await.map_err(embed_error)?)
                     }
-                    (None | Some(Value::Null), _, _) => None,
-                    (Some(sent), _, _) => {
-                        Some(serde_json::from_value(sent.clone()).map_err(|err| {
-                            QueueError::Invalid {
-                                field: "query_vector",
-                                reason: format!("a search's query vector: {err}"),
-                            }
-                        })?)
-                    }
+                    (None, _, _) => None,
                 };
                 let search = store::Search {
-                    namespace_prefix: labels(&op["namespace_prefix"]),
-                    filter: Some(op["filter"].clone()).filter(Value::is_object),
+                    namespace_prefix: namespace_prefix.clone(),
+                    filter: filter.clone().filter(Value::is_object),
                     query,
-                    limit: op["limit"].as_i64().unwrap_or(10),
-                    offset: op["offset"].as_i64().unwrap_or(0),
-                    refresh_ttl,
+                    limit: *limit,
+                    offset: *offset,
+                    refresh_ttl: *refresh_ttl,
                 };
                 let found = store::search(pool, &owner, &search, &VECTORS).await?;
                 Value::Array(
@@ -179,21 +192,21 @@ pub async fn batch(pool: &PgPool, thread_id: ThreadId, ops: &[Value]) -> Result<
                         .collect(),
                 )
             }
-            Some("list_namespaces") => {
+            StoreOp::ListNamespaces {
+                prefix,
+                suffix,
+                max_depth,
+                limit,
+                offset,
+            } => {
                 let asked = store::Namespaces {
-                    prefix: labels(&op["prefix"]),
-                    suffix: labels(&op["suffix"]),
-                    max_depth: op["max_depth"].as_i64().and_then(|d| i32::try_from(d).ok()),
-                    limit: op["limit"].as_i64().unwrap_or(100),
-                    offset: op["offset"].as_i64().unwrap_or(0),
+                    prefix: prefix.clone(),
+                    suffix: suffix.clone(),
+                    max_depth: *max_depth,
+                    limit: *limit,
+                    offset: *offset,
                 };
                 json!(store::namespaces(pool, &owner, &asked).await?)
-            }
-            other => {
-                return Err(QueueError::Invalid {
-                    field: "op",
-                    reason: format!("the store has no operation {other:?}"),
-                });
             }
         };
         results.push(result);

@@ -199,7 +199,11 @@ async fn a_call_the_database_fails_under_is_the_workers_to_wait_for(pool: PgPool
         .connect_lazy_with((*pool.connect_options()).clone().port(1));
     let saver = Saver::fenced(unreachable, &claimed);
     let store = Call::Store {
-        ops: vec![json!({"op": "get", "namespace": ["memories"], "key": "k", "refresh_ttl": true})],
+        ops: vec![mostrador_worker::runner::protocol::StoreOp::Get {
+            namespace: vec!["memories".into()],
+            key: "k".into(),
+            refresh_ttl: true,
+        }],
     };
     let failed = checkpointer::call(&saver, Vec::new(), 2, store).await;
     assert!(

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -21,7 +21,8 @@ use super::{Found, Item, Search};
 use crate::{Error, Result};
 
 /// An item's embedded field: the path of the value it embeds and the embedding of its text.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Embedded {
     pub field: String,
     pub vector: Vec<f32>,

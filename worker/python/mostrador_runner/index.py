@@ -11,6 +11,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import ensure_embeddings, get_text_at_path, tokenize_path
 
 from .auth import load_object
+from .protocol import Embedded
 
 
 def _embeddings(config: dict, embed: Any) -> Embeddings:
@@ -68,11 +69,11 @@ class Index:
                 texts.append(found[0])
         return fields, texts
 
-    def embedded(self, fields: list[str], vectors: list[list[float]]) -> list[dict]:
+    def embedded(self, fields: list[str], vectors: list[list[float]]) -> list[Embedded]:
         """`{"field", "vector"}` of each field, as the store keeps them."""
         if len(vectors) != len(fields):
             raise ValueError(f"the embedding function gave {len(vectors)} vectors for {len(fields)} texts")
-        return [{"field": field, "vector": self.checked(vector)} for field, vector in zip(fields, vectors, strict=True)]
+        return [Embedded(field=field, vector=self.checked(vector)) for field, vector in zip(fields, vectors, strict=True)]
 
     def checked(self, vector: Any) -> list[float]:
         """`vector` as floats, of the index's `dims` when it says."""
@@ -81,7 +82,7 @@ class Index:
             raise ValueError(f"the embedding function gave {len(floats)} dimensions, store.index.dims says {self.dims}")
         return floats
 
-    async def aembed(self, value: Mapping[str, Any], index: Any) -> list[dict]:
+    async def aembed(self, value: Mapping[str, Any], index: Any) -> list[Embedded]:
         fields, texts = self.texts(value, index)
         if not texts:
             return []

@@ -150,9 +150,57 @@ class Put(TypedDict):
     blobs: list[Blob]
 
 
+class Embedded(TypedDict):
+    field: str
+    vector: list[float]
+
+
+class StoreGet(TypedDict):
+    op: Literal["get"]
+    namespace: list[str]
+    key: str
+    refresh_ttl: bool
+
+
+class StorePut(TypedDict):
+    """A put (a `value` of None deletes the item); under a `store.index`, with the vectors the
+    runner embedded."""
+
+    op: Literal["put"]
+    namespace: list[str]
+    key: str
+    value: dict[str, Any] | None
+    ttl: float | None
+    embedded: NotRequired[list[Embedded]]
+
+
+class StoreSearch(TypedDict):
+    """A search; with a query under a `store.index`, its vector, which the runner embedded."""
+
+    op: Literal["search"]
+    namespace_prefix: list[str]
+    filter: dict[str, Any] | None
+    limit: int
+    offset: int
+    refresh_ttl: bool
+    query_vector: NotRequired[list[float]]
+
+
+class StoreListNamespaces(TypedDict):
+    op: Literal["list_namespaces"]
+    prefix: list[str]
+    suffix: list[str]
+    max_depth: int | None
+    limit: int
+    offset: int
+
+
+StoreOp = StoreGet | StorePut | StoreSearch | StoreListNamespaces
+
+
 class Store(TypedDict):
     op: Literal["store"]
-    ops: list[dict[str, Any]]
+    ops: list[StoreOp]
 
 
 class FileJson(TypedDict):

@@ -15,7 +15,14 @@ from langgraph.store.base import (
 )
 
 from .index import Index
-from .protocol import RunChannel
+from .protocol import (
+    RunChannel,
+    StoreGet,
+    StoreListNamespaces,
+    StoreOp,
+    StorePut,
+    StoreSearch,
+)
 
 
 class MostradorStore(BaseStore):
@@ -39,9 +46,9 @@ class MostradorStore(BaseStore):
         sent = [_store_op(op) for op in ops]
         if self.index is not None:
             for op, message in zip(ops, sent, strict=True):
-                if isinstance(op, PutOp) and op.value is not None:
+                if isinstance(op, PutOp) and op.value is not None and message["op"] == "put":
                     message["embedded"] = await self.index.aembed(op.value, op.index)
-                elif isinstance(op, SearchOp) and op.query:
+                elif isinstance(op, SearchOp) and op.query and message["op"] == "search":
                     message["query_vector"] = await self.index.aquery(op.query)
         results = await self.channel.call("store", ops=sent)
         return [_store_result(op, result) for op, result in zip(ops, results, strict=True)]
@@ -53,14 +60,15 @@ class MostradorStore(BaseStore):
         return asyncio.run_coroutine_threadsafe(self.abatch(ops), self.channel.loop).result()
 
 
-def _store_op(op: Any) -> dict:
+def _store_op(op: Any) -> StoreOp:
     if isinstance(op, GetOp):
-        return {"op": "get", "namespace": list(op.namespace), "key": op.key, "refresh_ttl": op.refresh_ttl}
+        return StoreGet(op="get", namespace=list(op.namespace), key=op.key, refresh_ttl=op.refresh_ttl)
     if isinstance(op, PutOp):
         # A value of None deletes the item.
-        return {"op": "put", "namespace": list(op.namespace), "key": op.key, "value": op.value, "ttl": op.ttl}
+        value = None if op.value is None else dict(op.value)
+        return StorePut(op="put", namespace=list(op.namespace), key=op.key, value=value, ttl=op.ttl)
     if isinstance(op, SearchOp):
-        return {
+        search: StoreSearch = {
             "op": "search",
             "namespace_prefix": list(op.namespace_prefix),
             "filter": op.filter,
@@ -68,9 +76,10 @@ def _store_op(op: Any) -> dict:
             "offset": op.offset,
             "refresh_ttl": op.refresh_ttl,
         }
+        return search
     if isinstance(op, ListNamespacesOp):
         conditions = {c.match_type: list(c.path) for c in op.match_conditions or ()}
-        return {
+        listed: StoreListNamespaces = {
             "op": "list_namespaces",
             "prefix": conditions.get("prefix", []),
             "suffix": conditions.get("suffix", []),
@@ -78,6 +87,7 @@ def _store_op(op: Any) -> dict:
             "limit": op.limit,
             "offset": op.offset,
         }
+        return listed
     raise ValueError(f"unknown store operation {op!r}")
 
 

@@ -138,7 +138,7 @@ pub enum Call {
     /// A checkpoint whose tasks wait for it to be saved.
     Put(PutCheckpoint),
     /// LangGraph's store operations, on the items of the thread's owner.
-    Store { ops: Vec<Value> },
+    Store { ops: Vec<StoreOp> },
     /// The thread's files (deep agents).
     Files(FilesCall),
     /// A command in a sandbox over the thread's files.
@@ -149,6 +149,67 @@ pub enum Call {
     },
     /// A slot for a subagent delegation.
     Subagent {},
+}
+
+/// One of LangGraph's store operations (`BaseStore.batch`'s `GetOp`, `PutOp`, `SearchOp`,
+/// `ListNamespacesOp`), as a runner sends them and as a Rust node's store asks them, on the items
+/// of the run's thread's owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StoreOp {
+    Get {
+        namespace: Vec<String>,
+        key: String,
+        #[serde(default = "refreshes")]
+        refresh_ttl: bool,
+    },
+    /// A `value` of `null` deletes the item.
+    Put {
+        namespace: Vec<String>,
+        key: String,
+        value: Value,
+        /// Minutes; none: the item keeps no time to live.
+        #[serde(default)]
+        ttl: Option<f64>,
+        /// The fields to embed (LangGraph's `index`: a list of paths, or `false`); none: the
+        /// project's `store.index` fields.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        index: Option<Value>,
+        /// The vectors of its embedded fields, when the runner embedded them itself (a project's
+        /// `store.index`); none: the worker embeds it, if the project has an index.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        embedded: Option<Vec<mostrador_queue::store::Embedded>>,
+    },
+    Search {
+        namespace_prefix: Vec<String>,
+        #[serde(default)]
+        filter: Option<Value>,
+        limit: i64,
+        offset: i64,
+        #[serde(default = "refreshes")]
+        refresh_ttl: bool,
+        /// A query to rank by meaning, embedded by the worker.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query: Option<String>,
+        /// The query's embedding, when the runner embedded it itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query_vector: Option<Vec<f32>>,
+    },
+    ListNamespaces {
+        #[serde(default)]
+        prefix: Vec<String>,
+        #[serde(default)]
+        suffix: Vec<String>,
+        #[serde(default)]
+        max_depth: Option<i32>,
+        limit: i64,
+        offset: i64,
+    },
+}
+
+/// LangGraph's default: reading an item refreshes its time to live.
+fn refreshes() -> bool {
+    true
 }
 
 /// An operation on the thread's files.
