@@ -1,6 +1,6 @@
 //! The api's Prometheus metrics, served on `/metrics`.
 
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -90,9 +90,40 @@ impl Metrics {
     }
 }
 
-/// `GET /metrics`. The queue's depth is read from the database first (within a second; on a
-/// failure the last values stand).
-pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
+/// `/metrics`'s query: `format=json` asks for the official server's JSON snapshot of the queue.
+#[derive(Debug, serde::Deserialize)]
+pub struct MetricsQuery {
+    format: Option<String>,
+}
+
+/// `GET /metrics`: Prometheus's text (OpenMetrics), or with `format=json` the official server's
+/// JSON snapshot of the queue (`{"queue": {"n_pending", "n_running", ...}}`; any other format is
+/// Prometheus's, as officially).
+pub async fn serve(
+    State(state): State<AppState>,
+    Query(query): Query<MetricsQuery>,
+) -> Result<Response, crate::ApiError> {
+    if query.format.as_deref() != Some("json") {
+        return Ok(prometheus(state).await.into_response());
+    }
+    let stats = mostrador_queue::run::stats(state.pool())
+        .await
+        .map_err(crate::ApiError::failed)?;
+    Ok(axum::Json(serde_json::json!({
+        "queue": {
+            "n_pending": stats.pending,
+            "n_running": stats.running,
+            "pending_runs_wait_time_max_secs": stats.wait_max_secs,
+            "pending_runs_wait_time_med_secs": stats.wait_median_secs,
+            "pending_unblocked_runs_wait_time_max_secs": stats.unblocked_wait_max_secs,
+        },
+    }))
+    .into_response())
+}
+
+/// The Prometheus text. The queue's depth is read from the database first (within a second; on
+/// a failure the last values stand).
+async fn prometheus(state: AppState) -> impl IntoResponse {
     let depth = tokio::time::timeout(
         std::time::Duration::from_secs(1),
         mostrador_queue::run::depth(state.pool()),

@@ -1,25 +1,76 @@
-//! `/ok`, `/info` and `/live` touch nothing external (restarting a pod does not fix a database);
-//! `/ready` checks the database and its schema, and answers 503 while the pod drains.
+//! `/ok` (unless asked to check the database), `/info` and `/live` touch nothing external
+//! (restarting a pod does not fix a database); `/ready` checks the database and its schema, and
+//! answers 503 while the pod drains.
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use mostrador_queue::schema::check_schema_serves;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::ApiError;
 use crate::app::AppState;
 
-pub async fn ok() -> Json<Value> {
-    Json(json!({"ok": true}))
+/// `/ok`'s query: `check_db=1` checks the database too, as on the official server.
+#[derive(Debug, Deserialize)]
+pub struct OkQuery {
+    check_db: Option<String>,
 }
 
-/// `GET /info`, which clients (agent-chat-ui) ask to see that a server answers: the official
-/// server's shape, with mostrador's version.
+/// `GET /ok`, as the official server answers it: `{"ok": true, "services": {"database":
+/// "skipped"}}`; with `check_db=1`, the database is asked (the readiness probe's check, kept for a
+/// second), `healthy`, or `unhealthy` and a 503 with `Retry-After` (the official server answers
+/// 500 there; a database away is transient here).
+pub async fn ok(
+    State(state): State<AppState>,
+    Query(query): Query<OkQuery>,
+) -> Result<Response, ApiError> {
+    let check = match query.check_db.as_deref() {
+        None => false,
+        Some(given) => given.parse::<i64>().map(|n| n != 0).map_err(|_| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "check_db must be 0 or 1")
+        })?,
+    };
+    if !check {
+        return Ok(Json(json!({"ok": true, "services": {"database": "skipped"}})).into_response());
+    }
+    if state
+        .database_ready(READY_FRESH, database_answers(&state))
+        .await
+    {
+        Ok(Json(json!({"ok": true, "services": {"database": "healthy"}})).into_response())
+    } else {
+        Ok((
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            Json(json!({"ok": false, "services": {"database": "unhealthy"}})),
+        )
+            .into_response())
+    }
+}
+
+/// `GET /info`, which clients (agent-chat-ui, LangGraph Studio) ask to see that a server answers
+/// and what it offers: the official server's shape, with mostrador's version (no LangSmith, so
+/// none of its flags).
 pub async fn info() -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "flags": {"assistants": true, "crons": true, "langsmith": false},
-        "host": {"kind": "mostrador"},
+        "flags": {
+            "assistants": true,
+            "crons": true,
+            "langsmith": false,
+            "langsmith_tracing_replicas": false,
+            "langsmith_tracing_session_on_runs": false,
+        },
+        "host": {
+            "kind": "mostrador",
+            "project_id": null,
+            "host_revision_id": null,
+            "revision_id": null,
+            "tenant_id": null,
+        },
     }))
 }
 
@@ -31,32 +82,37 @@ pub async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
     if state.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining".into());
     }
-    // Anonymous: what the database said goes to the log, not to whoever asks.
-    let check = async {
-        match tokio::time::timeout(
-            std::time::Duration::from_secs(2),
-            check_schema_serves(state.pool()),
-        )
+    if state
+        .database_ready(READY_FRESH, database_answers(&state))
         .await
-        {
-            Ok(Ok(())) => true,
-            Ok(Err(err)) => {
-                tracing::warn!(error = %err, "not ready: the database failed");
-                false
-            }
-            Err(_) => {
-                tracing::warn!("not ready: the database did not answer within 2 s");
-                false
-            }
-        }
-    };
-    if state.database_ready(READY_FRESH, check).await {
+    {
         (StatusCode::OK, "ready".into())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "database unavailable".into(),
         )
+    }
+}
+
+/// Whether the database answers with a schema this process serves, within 2 s. Anonymous: what
+/// the database said goes to the log, not to whoever asks.
+async fn database_answers(state: &AppState) -> bool {
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        check_schema_serves(state.pool()),
+    )
+    .await
+    {
+        Ok(Ok(())) => true,
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "not ready: the database failed");
+            false
+        }
+        Err(_) => {
+            tracing::warn!("not ready: the database did not answer within 2 s");
+            false
+        }
     }
 }
 

@@ -32,6 +32,48 @@ async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: P
     assert_eq!(api.send(request).await.0, StatusCode::OK, "still alive");
 }
 
+/// `/ok` answers as the official server's: the database skipped, or asked with `check_db=1`
+/// (healthy; unhealthy is a 503 with `Retry-After`); `/info` has the official fields.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn ok_and_info_answer_as_the_official_server_does(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let get = |path: &str| Request::get(path).body(HttpBody::empty()).expect("request");
+    let (status, _, ok) = api.send(get("/ok")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        ok,
+        serde_json::json!({"ok": true, "services": {"database": "skipped"}})
+    );
+    let (status, _, ok) = api.send(get("/ok?check_db=1")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        ok,
+        serde_json::json!({"ok": true, "services": {"database": "healthy"}})
+    );
+    let (status, _, _) = api.send(get("/ok?check_db=yes")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, _, info) = api.send(get("/info")).await;
+    for flag in [
+        "assistants",
+        "crons",
+        "langsmith",
+        "langsmith_tracing_replicas",
+    ] {
+        assert!(info["flags"][flag].is_boolean(), "{flag}: {info}");
+    }
+    assert!(info["host"].get("project_id").is_some(), "{info}");
+
+    // The database away (its pool closed), once the last check is past its second.
+    pool.close().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, headers, ok) = api.send(get("/ok?check_db=1")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{ok}");
+    assert!(headers.contains_key(header::RETRY_AFTER));
+    assert_eq!(ok["services"]["database"], "unhealthy");
+    let (status, _, _) = api.send(get("/ok")).await;
+    assert_eq!(status, StatusCode::OK, "not asked: the process answers");
+}
+
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn an_anonymous_readiness_probe_tells_no_database_error_and_asks_once_a_second(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
@@ -466,6 +508,56 @@ async fn a_made_up_method_does_not_become_a_metric_label_and_callers_do_not_read
     // Served apart, on the port Prometheus scrapes: not among the api's routes.
     let (status, _, _) = api.send(api.get("/metrics")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// `/metrics?format=json` is the official server's snapshot of the queue: pending (and how long
+/// the due ones waited), running.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn metrics_as_json_show_the_queue_as_the_official_server_does(pool: PgPool) {
+    use mostrador_queue::run::{self, NewRun};
+    use tower::ServiceExt as _;
+
+    let api = Api::new(pool.clone()).await;
+    let ana = api.token_for(&crate::support::caller("ana", "customer", None));
+    for _ in 0..3 {
+        let thread = crate::support::new_thread(&api, &ana).await;
+        let thread_id = mostrador_queue::ThreadId(thread.parse().expect("uuid"));
+        run::enqueue(&pool, &NewRun::new(thread_id, "agent"), None)
+            .await
+            .expect("enqueued");
+    }
+    let response = mostrador_api::metrics_router(api.state.clone())
+        .oneshot(
+            Request::get("/metrics?format=json")
+                .body(HttpBody::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let json: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+    let queue = &json["queue"];
+    assert_eq!(queue["n_pending"], 3, "{json}");
+    assert_eq!(queue["n_running"], 0, "{json}");
+    assert!(
+        queue["pending_runs_wait_time_max_secs"]
+            .as_f64()
+            .is_some_and(|s| s >= 0.0),
+        "{json}"
+    );
+    assert!(
+        queue["pending_runs_wait_time_med_secs"].is_number(),
+        "{json}"
+    );
+    assert!(
+        queue["pending_unblocked_runs_wait_time_max_secs"].is_number(),
+        "{json}"
+    );
+    // Without it (or another format), Prometheus's text.
+    assert!(api.metrics().await.contains("# EOF"));
 }
 
 /// The api served on a port of its own with `edge`'s limits; its address.

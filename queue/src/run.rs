@@ -312,6 +312,56 @@ pub async fn depth(executor: impl PgExecutor<'_>) -> Result<Vec<(String, RunStat
         .collect())
 }
 
+/// The queue as the official server's `/metrics?format=json` shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueStats {
+    pub pending: i64,
+    pub running: i64,
+    /// How long the pending runs that are due have waited: the longest, and the median.
+    pub wait_max_secs: Option<f64>,
+    pub wait_median_secs: Option<f64>,
+    /// The longest wait of a due run whose thread runs nothing (one a worker could take now).
+    pub unblocked_wait_max_secs: Option<f64>,
+}
+
+/// [`QueueStats`], read from the pending and running runs only.
+///
+/// # Errors
+///
+/// The database failed.
+pub async fn stats(executor: impl PgExecutor<'_>) -> Result<QueueStats> {
+    let row = sqlx::query!(
+        r#"
+        with queued as (
+            select r.status, extract(epoch from now() - r.available_at)::float8 as waited,
+                r.status = 'pending' and r.available_at <= now() as due,
+                not exists (
+                    select 1 from mostrador.runs o
+                    where o.thread_id = r.thread_id and o.status = 'running'
+                ) as unblocked
+            from mostrador.runs r
+            where r.status in ('pending', 'running')
+        )
+        select
+            count(*) filter (where status = 'pending') as "pending!",
+            count(*) filter (where status = 'running') as "running!",
+            max(waited) filter (where due) as wait_max,
+            percentile_cont(0.5) within group (order by waited) filter (where due) as wait_median,
+            max(waited) filter (where due and unblocked) as unblocked_wait_max
+        from queued
+        "#
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(QueueStats {
+        pending: row.pending,
+        running: row.running,
+        wait_max_secs: row.wait_max,
+        wait_median_secs: row.wait_median,
+        unblocked_wait_max_secs: row.unblocked_wait_max,
+    })
+}
+
 /// The status of each of `run_ids` (those that exist), with the error of the failed ones.
 ///
 /// # Errors

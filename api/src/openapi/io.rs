@@ -401,8 +401,11 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         ("get", "/") => Io::text("text/html"),
         ("get", "/ok") => Io::json(json!({
             "type": "object",
-            "required": ["ok"],
-            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok", "services"],
+            "properties": {
+                "ok": {"type": "boolean"},
+                "services": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
         })),
         ("get", "/info") => Io::json(json!({
             "type": "object",
