@@ -17,7 +17,12 @@ use crate::support::{Api, caller};
 
 /// A new key for `who`.
 async fn key_for(pool: &PgPool, who: &Caller) -> String {
-    let (_, secret) = api_keys::create(
+    key_with_id(pool, who).await.1
+}
+
+/// A new key for `who`, with its id.
+async fn key_with_id(pool: &PgPool, who: &Caller) -> (api_keys::ApiKeyId, String) {
+    let (key, secret) = api_keys::create(
         pool,
         &NewApiKey {
             subject: who.subject.clone(),
@@ -28,7 +33,7 @@ async fn key_for(pool: &PgPool, who: &Caller) -> String {
     )
     .await
     .expect("key");
-    secret.expose().to_owned()
+    (key.key_id, secret.expose().to_owned())
 }
 
 /// A request sending `key` as `x-api-key`.
@@ -293,20 +298,10 @@ async fn a_database_that_cannot_be_asked_about_a_key_is_a_503_not_a_401() {
 async fn a_cron_made_with_a_key_stops_when_the_key_is_revoked(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
     let ana = caller("ana", "customer", Some("madrid-1"));
-    let (key, secret) = api_keys::create(
-        &pool,
-        &NewApiKey {
-            subject: "ana".into(),
-            roles: vec!["customer".into()],
-            tenant: Some("madrid-1".into()),
-            expires_in: None,
-        },
-    )
-    .await
-    .expect("key");
+    let (key_id, secret) = key_with_id(&pool, &ana).await;
     let body = serde_json::json!({"assistant_id": "agent", "schedule": "0 9 * * *"}).to_string();
     let (status, _, cron) = api
-        .send(with_key("POST", "/runs/crons", secret.expose(), &body))
+        .send(with_key("POST", "/runs/crons", &secret, &body))
         .await;
     assert_eq!(status, StatusCode::OK, "{cron}");
     let cron_id = cron["cron_id"].as_str().expect("id").to_owned();
@@ -320,7 +315,7 @@ async fn a_cron_made_with_a_key_stops_when_the_key_is_revoked(pool: PgPool) {
         .expect("cron")
     };
     assert!(enabled().await);
-    api_keys::revoke(&pool, key.key_id).await.expect("revoke");
+    api_keys::revoke(&pool, key_id).await.expect("revoke");
     assert!(!enabled().await, "stopped with its key");
 
     let token = api.token_for(&ana);

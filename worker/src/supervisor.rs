@@ -358,12 +358,12 @@ impl Supervisor {
                 let checkpoint = run.handle.final_checkpoint.get();
                 let stranded = run.stranded.with_checkpoint(checkpoint);
                 // The database failing for a while (out of disk, unreachable) costs the run
-                // no attempt: it waits for it, written at a heartbeat once it can be.
+                // no attempt: it waits for it, its ending written at a poll once it can be.
                 let stranded = if err.is_transient() {
-                    tracing::warn!(%run_id, error = %err, "run transition failed: the database failed; postponing it at the next heartbeat");
+                    tracing::warn!(%run_id, error = %err, "run transition failed: the database failed; postponing it once it can be written");
                     stranded.postponed(format!("the database failed: {err}"))
                 } else {
-                    tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next heartbeat");
+                    tracing::error!(%run_id, error = %err, "run transition failed: failing it at the next poll");
                     stranded
                 };
                 self.stranded.push(stranded);
