@@ -515,7 +515,6 @@ async fn a_made_up_method_does_not_become_a_metric_label_and_callers_do_not_read
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn metrics_as_json_show_the_queue_as_the_official_server_does(pool: PgPool) {
     use mostrador_queue::run::{self, NewRun};
-    use tower::ServiceExt as _;
 
     let api = Api::new(pool.clone()).await;
     let ana = api.token_for(&crate::support::caller("ana", "customer", None));
@@ -526,19 +525,9 @@ async fn metrics_as_json_show_the_queue_as_the_official_server_does(pool: PgPool
             .await
             .expect("enqueued");
     }
-    let response = mostrador_api::metrics_router(api.state.clone())
-        .oneshot(
-            Request::get("/metrics?format=json")
-                .body(HttpBody::empty())
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::OK);
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    let json: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+    let (status, body) = api.metrics_at("/metrics?format=json").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     let queue = &json["queue"];
     assert_eq!(queue["n_pending"], 3, "{json}");
     assert_eq!(queue["n_running"], 0, "{json}");

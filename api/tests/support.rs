@@ -108,18 +108,20 @@ impl Api {
 
     /// The process's metrics, as Prometheus scrapes them on their own port.
     pub async fn metrics(&self) -> String {
+        self.metrics_at("/metrics").await.1
+    }
+
+    /// `path` on the metrics port: its status and body.
+    pub async fn metrics_at(&self, path: &str) -> (StatusCode, String) {
         let response = mostrador_api::metrics_router(self.state.clone())
-            .oneshot(
-                Request::get("/metrics")
-                    .body(HttpBody::empty())
-                    .expect("request"),
-            )
+            .oneshot(Request::get(path).body(HttpBody::empty()).expect("request"))
             .await
             .expect("infallible");
+        let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
-        String::from_utf8_lossy(&bytes).into_owned()
+        (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// Sends a request; returns the status and headers without waiting for the body (a stream
