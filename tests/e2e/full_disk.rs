@@ -174,19 +174,6 @@ async fn a_database_out_of_disk_refuses_cleanly_and_resumes() {
         None,
         "full: no run failed for it: {full:?}"
     );
-    // Those that could not write waited for the database, their attempts untouched.
-    let (waited, failed_attempts): (i64, i64) = sqlx::query_as(
-        "select count(*) filter (where drain_count > 0), count(*) filter (where error is not null)
-         from mostrador.runs",
-    )
-    .fetch_one(&pool)
-    .await
-    .expect("runs");
-    assert!(
-        waited > 0,
-        "no run met the full disk: the test did not test it"
-    );
-    assert_eq!(failed_attempts, 0, "a run used an attempt on the full disk");
 
     std::fs::remove_file(disk.join("filler")).expect("room again");
     let room_since = Instant::now();
@@ -212,6 +199,20 @@ async fn a_database_out_of_disk_refuses_cleanly_and_resumes() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let resumed = room_since.elapsed();
+    // Those that could not write waited for the database, their attempts untouched (counted
+    // once there is room: a run's postponement is itself written only then).
+    let (waited, failed_attempts): (i64, i64) = sqlx::query_as(
+        "select count(*) filter (where drain_count > 0), count(*) filter (where error is not null)
+         from mostrador.runs",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("runs");
+    assert!(
+        waited > 0,
+        "no run met the full disk: the test did not test it"
+    );
+    assert_eq!(failed_attempts, 0, "a run used an attempt on the full disk");
     // Every run's events are whole: numbered from 1 without a gap, and one end.
     let events: Vec<(Uuid, Vec<i64>, i64)> = sqlx::query_as(
         "select run_id, array_agg(seq order by seq), count(*) filter (where event = 'end')
