@@ -2,21 +2,49 @@
 //! interrupts and `Command`, run control (drain, cancel), stream events and the [`Checkpointer`]
 //! trait with an in-memory implementation.
 //!
-//! It follows LangGraph's execution model and keeps its guarantees (see [`run`](crate::run) for
+//! It follows LangGraph's execution model and keeps its guarantees (see [`run`] for
 //! the list). It knows nothing of SQL or HTTP: the Postgres checkpointer
 //! lives in `mostrador-queue`.
 //!
 //! # Layout
 //!
+//! A module is one noun, and its `//!` says in one sentence what it owns.
+//!
 //! * [`channel`]: the state and its reducers.
-//! * [`node`]: what a node sees ([`NodeContext`]) and returns ([`Command`]), interrupts, retries.
+//! * [`node`]: what a node sees ([`NodeContext`]) and returns ([`Command`], [`Send`]), interrupts,
+//!   retries.
 //! * [`graph`]: [`StateGraph`], the builder, and [`Graph`], the compiled graph.
-//! * [`run`](crate::run): executing a graph on a thread, superstep by superstep.
-//! * [`control`]: run options and [`RunControl`] (drain, cancel).
-//! * [`task`]: running a node, and reading a task's state back from its pending writes.
-//! * [`state`]: a thread's state, history and updates.
-//! * [`checkpoint`]: checkpoints, pending writes, [`Checkpointer`], [`MemoryCheckpointer`].
-//! * [`stream`]: the events a run emits.
+//! * [`run`]: executing a graph on a thread, superstep by superstep: pending writes,
+//!   interrupts and breakpoints, drain and cancel, durability. Its private modules: `start` (where
+//!   a run starts: input, a past checkpoint as a new branch, a resume, a command, or the latest),
+//!   `next` (the tasks a superstep triggers or a command adds), `subgraph` (a compiled graph as a
+//!   node, inside its parent's superstep) and `save` (the checkpoint after a superstep).
+//! * [`control`]: [`RunOptions`] with its [`Breakpoints`] and [`Durability`], and [`RunControl`]
+//!   (drain, cancel).
+//! * [`task`]: running a node under its retry policy and timeout, and reading tasks back from
+//!   pending writes.
+//! * [`state`]: a thread's state, history and updates outside a run.
+//! * [`checkpoint`]: checkpoints, pending writes, [`Checkpointer`] (scoped to a subgraph's
+//!   namespace by [`Checkpointer::scoped`]), [`MemoryCheckpointer`].
+//! * [`stream`]: the events a run emits, by [`StreamMode`]; [`StreamModes`]: the modes a run builds
+//!   and sends, so a run builds no event nobody reads.
+//! * [`store`]: [`Store`], the long-term memory a run is given and its nodes reach through
+//!   [`NodeContext::store`]: get, put, delete, search and `search_similar`.
+//! * `conformance` (feature `conformance`): the engine's guarantees as scenarios generic over the
+//!   checkpointer; `graph/tests/engine.rs` runs them on memory, `queue/tests/checkpoint.rs` on
+//!   Postgres.
+//!
+//! # Guarantees
+//!
+//! * A task's id ([`NodeContext::task_id`]) names its thread, the checkpoint it runs from and its
+//!   place in it: the same every time the task runs again, unique elsewhere.
+//! * A superstep's tasks are identified by their position in the checkpoint's `next`, and a task's
+//!   writes are saved whole with a `__task__` marker, so a resumed superstep re-runs only the tasks
+//!   that did not finish.
+//! * A checkpoint names a version for every channel, and a branch from a past checkpoint bumps
+//!   versions above the thread's highest (`version_floor`), so no version is used twice.
+//! * A subgraph runs on a checkpointer scoped to its namespace (`node:task`); its events are
+//!   namespaced and its interrupt is its parent task's.
 
 pub mod channel;
 pub mod checkpoint;

@@ -6,6 +6,24 @@
 //!
 //! A node calls [`Model::ask`]: the answer's text streams to the run's `messages` mode as it
 //! arrives, and the node gets the whole answer as an AI message for its state.
+//!
+//! # Layout
+//!
+//! A module is one noun, and its `//!` says in one sentence what it owns.
+//!
+//! * [`client`]: [`ModelClient`], streaming: tokens handed on as they arrive, tool-call deltas
+//!   assembled by index, usage, retries with backoff only before the first byte, a per-chunk idle
+//!   timeout; [`ModelConfig::from_values`] refuses a base URL without a context window. It runs
+//!   reqwest on rustls with ring, which it installs (aws-lc would need cmake to build).
+//! * [`offline`]: [`Offline`], deterministic and without network: it answers as the app's script
+//!   says, streams text token by token after a configurable latency, and counts its calls.
+//! * The crate's root: [`Model`] (either of them), [`Model::ask`], and LangGraph messages ⇄ chat
+//!   messages.
+//!
+//! # Guarantees
+//!
+//! * A broken, stalled or refused answer fails the node for good; a model still unreachable after
+//!   the client's retries is a retryable failure.
 
 use mostrador_graph::{NodeContext, NodeError};
 use serde_json::{Map, Value, json};

@@ -1,19 +1,58 @@
 //! The worker: claims runs, executes their graphs with synchronous checkpoints, publishes their
 //! events, and honours drain and cancel.
 //!
-//! * [`config`]: [`WorkerConfig`], its defaults and their validation.
-//! * [`supervisor`]: the per-process loop: claim while there is room (woken by NOTIFY, polling as
-//!   a fallback), heartbeat, sweep, relay cancels, drain on shutdown.
-//! * [`execute`](crate::execute): one claimed run from start to finish.
-//! * [`python`](crate::python) and [`runner`]: runs of Python graphs, executed by LangGraph's own
-//!   engine in runner processes, with this side writing their checkpoints and events.
-//! * [`services`] and [`sandbox`]: what deep agents' tools ask of the worker (their thread's
-//!   files, a sandbox per command, subagent slots, spans).
-//! * [`store`]: the Store of a run's thread's owner, for Python and Rust graphs alike.
-//! * [`publish`]: one task that writes all runs' events and completions in batched transactions.
-//! * [`telemetry`]: the probes and metrics, served on the worker's HTTP port.
-//!
 //! It calls `mostrador-queue` for every database effect and never depends on `mostrador-api`.
+//!
+//! # Layout
+//!
+//! A module is one noun, and its `//!` says in one sentence what it owns.
+//!
+//! * [`config`]: [`WorkerConfig`], its defaults and their validation (its `python` names the
+//!   Python graphs), and the [`Registry`] of Rust graphs.
+//! * [`supervisor`]: the per-process loop ([`run`]), a `select!` that reads as a
+//!   table of contents: drain, cancel at the drain deadline, reap and refill slots, relay cancels,
+//!   heartbeat, claim when woken by NOTIFY or the poll, sweep expired leases, threads and items.
+//! * `incarnation` (private): which process a worker is (boot id, pid, start time), so that its
+//!   next incarnation under the same name takes its runs back at once.
+//! * [`execute`]: one claimed run of a Rust graph from start to finish, on a
+//!   fenced [`mostrador_queue::PgCheckpointer`], ending as its outcome calls for.
+//! * `python` (private): one claimed run of a Python graph ([`Executor::execute_python`]), driven
+//!   in its runner process while this side answers its checkpointer, Store and services.
+//! * [`runner`]: the pool of runner processes ([`runner::Runners`]), placing each run as its
+//!   [`runner::Isolation`] allows; new runners fork from a warm template unless `--python-no-fork`.
+//!   [`runner::protocol`] types the messages (versioned), and [`runner::checkpointer`] answers the
+//!   runner's checkpointer calls with `mostrador_queue::saver`. Before the worker is ready, a
+//!   runner describes its graphs ([`runner::Runners::describe`]) into `mostrador_queue::graphs`.
+//! * [`services`] and [`sandbox`]: what deep agents' tools ask of the worker: their thread's files,
+//!   a sandbox per command, subagent slots, and spans of model calls, tool calls and delegations.
+//! * [`store`]: the Store of a run's thread's owner, for Python graphs' `store` calls and as
+//!   [`store::ThreadStore`] for Rust graphs' nodes, embedded through [`store::Embed`].
+//! * [`publish`]: one task that writes every run's events, described states and endings in
+//!   batched transactions.
+//! * [`telemetry`]: `/live`, `/ready` (503 before registration, while draining, and while the
+//!   database is unreachable or on another schema) and `/metrics`, on the worker's port.
+//! * `timed` (private): a run's checkpointer that times its durable writes.
+//!
+//! # Guarantees
+//!
+//! * Executing takes the claim: a run is ended once, and nothing at all is written for a run whose
+//!   lease was lost.
+//! * A run's last events and its ending commit together, in one commit of the publisher; a
+//!   streamed run's events are written at once, others within [`publish::FLUSH_INTERVAL`].
+//! * A run holds its slot until it hands its ending to the publisher; runs waiting for their
+//!   ending's commit are at most as many as the slots, so a publisher that cannot commit stops the
+//!   claims.
+//! * A run whose end could not be recorded (the database failed, or its task panicked) stays
+//!   `running` and this worker's, so the worker fails it retryably at its next heartbeat or poll.
+//! * At start a worker ends the lease of a previous worker of its name whose process is surely
+//!   gone, so its first sweep takes those runs back at once.
+//! * A Python run's cancel not honoured within [`runner::CANCEL_GRACE`] kills its process; a
+//!   process that dies fails every run it hosted retryably; a run over the memory limit
+//!   (`--python-memory-limit-mib`) fails retryably and its process takes no new run.
+//! * Runners hold none of the worker's settings in their environment, the worker is not dumpable,
+//!   and as root it starts them without capabilities, so no runner reads its secrets.
+//! * A graph's Store is its run's thread's owner's, looked up by the worker: a graph cannot name
+//!   another owner.
 
 pub mod config;
 pub mod execute;
