@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
-use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::schema;
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{RunId, RunStatus};
@@ -27,7 +27,7 @@ pub struct Submit {
     /// One run's input each.
     pub inputs: Vec<Value>,
     /// The runs' `config` (`max_concurrency`, `configurable`, ...).
-    pub config: Value,
+    pub config: RunConfig,
     /// The threads' owner.
     pub owner: String,
     /// Give up waiting after this long (the runs go on).
@@ -227,7 +227,7 @@ pub async fn batch(args: BatchArgs, graphs: GraphSet) -> anyhow::Result<()> {
 
 async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> anyhow::Result<()> {
     let config: Value = serde_json::from_str(&args.config).context("--config is not JSON")?;
-    anyhow::ensure!(config.is_object(), "--config must be a JSON object");
+    let config = RunConfig::from_value(config).context("--config")?;
     let db = DbConfig {
         pool_size: 2,
         ..DbConfig::new(&args.database.database_url, "mostrador-submit")

@@ -10,6 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use mostrador_queue::cron::{self, Cron, NewCron};
+use mostrador_queue::run::RunConfig;
 use mostrador_queue::{Error as QueueError, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -237,14 +238,15 @@ impl RunTemplate {
                 .as_ref()
                 .is_some_and(|config| config.get("configurable").is_some());
         let own = crate::runs::config::own_context(context.as_ref(), config.as_ref());
-        let mut config = crate::runs::config::run_config(config, context, None)?;
+        let config = crate::runs::config::run_config(config, context, None)?;
         // Held to a run's limits: each run it makes takes this config.
         crate::runs::config::limits(&config, state.max_recursion_limit())?;
+        let mut config = RunConfig::from_value(config).map_err(queue_error)?;
         if names_context {
             payload.insert("context".into(), Value::Object(own));
         }
-        crate::runs::config::acting_for(&mut config, caller);
-        payload.insert("config".into(), config);
+        crate::runs::config::acting_for(&mut config.configurable, caller);
+        payload.insert("config".into(), config.to_value());
         if let Some(modes) = &self.stream_mode {
             let modes = modes.parse()?;
             payload.insert(

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use mostrador_queue::run::{self, NewRun};
+use mostrador_graph::Durability;
+use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ClaimedRun, RunStatus, WorkerLease, claim};
 use mostrador_worker::runner::{Isolation, Runners};
@@ -64,7 +65,10 @@ pub async fn linear_per_run(
         .iter()
         .map(|t| NewRun {
             input: Some(json!({"path": []})),
-            config: json!({"durability": "sync"}),
+            config: RunConfig {
+                durability: Some(Durability::Sync),
+                ..RunConfig::default()
+            },
             ..NewRun::new(t.thread_id, graph)
         })
         .collect();

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -14,8 +15,9 @@ pub const RECURSION_LIMIT_DEFAULT: usize = 25;
 /// Tasks of one superstep running at once, when the caller sets no limit.
 pub const MAX_CONCURRENCY_DEFAULT: usize = 16;
 
-/// When checkpoints are saved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// When checkpoints are saved (LangGraph's `durability`: `"sync"`, `"async"`, `"exit"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Each checkpoint and each task's writes are saved before execution goes on.
     #[default]
@@ -28,7 +30,7 @@ pub enum Durability {
 
 /// Nodes a run stops at without their asking (LangGraph's `interrupt_before` and
 /// `interrupt_after`): the run ends interrupted, with no interrupt to answer, and a run without
-/// input goes on from there.
+/// input goes on from there. Written as LangGraph writes them: `"*"`, or a list of node names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Breakpoints {
     #[default]
@@ -38,7 +40,40 @@ pub enum Breakpoints {
     Nodes(Vec<String>),
 }
 
+impl Serialize for Breakpoints {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::None => serializer.serialize_none(),
+            Self::All => serializer.serialize_str("*"),
+            Self::Nodes(nodes) => nodes.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Breakpoints {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            All(String),
+            Nodes(Vec<String>),
+        }
+        match Option::<Written>::deserialize(deserializer) {
+            Ok(None) => Ok(Self::None),
+            Ok(Some(Written::All(all))) if all == "*" => Ok(Self::All),
+            Ok(Some(Written::Nodes(nodes))) => Ok(Self::Nodes(nodes)),
+            _ => Err(serde::de::Error::custom(
+                "must be \"*\" or a list of node names",
+            )),
+        }
+    }
+}
+
 impl Breakpoints {
+    pub fn is_none(&self) -> bool {
+        *self == Self::None
+    }
+
     pub fn matches(&self, node: &str) -> bool {
         match self {
             Breakpoints::None => false,

@@ -437,10 +437,10 @@ pub async fn count(
 /// The context a run's graph reads (LangGraph's `runtime.context`): its assistant's, with the
 /// run's own keys over it, as the official server merges them; `{}` when neither has one, so the
 /// graph's context schema gives its defaults. Kept in the run's config under `context`.
-pub fn context_under(assistant: &Value, run: Map<String, Value>) -> Value {
+pub fn context_under(assistant: &Value, run: Map<String, Value>) -> Map<String, Value> {
     let mut merged = assistant.as_object().cloned().unwrap_or_default();
     merged.extend(run);
-    Value::Object(merged)
+    merged
 }
 
 /// The run's config over its assistant's: what the run sets wins, `configurable` merged key by key.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgExecutor;
 
 use crate::lease::WorkerId;
-use crate::run::{CancelAction, RunId};
+use crate::run::{CancelAction, RunConfig, RunId};
 use crate::thread::ThreadId;
 use crate::{Error, Result};
 
@@ -45,7 +45,8 @@ pub struct ClaimedRun {
     pub graph_id: String,
     pub input: Option<Value>,
     pub command: Option<Value>,
-    pub config: Value,
+    /// Its config; `Err`: why this release cannot read the stored one (the run fails with it).
+    pub config: std::result::Result<RunConfig, String>,
     pub metadata: Value,
     pub max_attempts: i32,
     pub drain_count: i32,
@@ -89,11 +90,53 @@ pub async fn claim(
     // thread, and `e.seq < r.seq` covers it; the probe is one entry of `runs_thread_active_idx`.)
     // SKIP LOCKED passes over rows another claimer is taking; rows it has already taken fail the
     // `status = 'pending'` recheck.
-    let claimed =
-        sqlx::query_file_as!(ClaimedRun, "queries/claim_runs.sql", worker_id.0, graphs, n,)
-            .fetch_all(executor)
-            .await?;
-    Ok(claimed)
+    let claimed = sqlx::query_file_as!(Claimed, "queries/claim_runs.sql", worker_id.0, graphs, n,)
+        .fetch_all(executor)
+        .await?;
+    Ok(claimed.into_iter().map(ClaimedRun::from).collect())
+}
+
+/// A claimed run's row.
+struct Claimed {
+    run_id: RunId,
+    attempt: i32,
+    thread_id: ThreadId,
+    graph_id: String,
+    input: Option<Value>,
+    command: Option<Value>,
+    config: Value,
+    metadata: Value,
+    max_attempts: i32,
+    drain_count: i32,
+    cancel_action: Option<CancelAction>,
+    trace_id: Option<String>,
+    stream_mode: Vec<String>,
+    streamed: bool,
+    checkpointed: bool,
+    tenant: Option<String>,
+}
+
+impl From<Claimed> for ClaimedRun {
+    fn from(row: Claimed) -> Self {
+        Self {
+            run_id: row.run_id,
+            attempt: row.attempt,
+            thread_id: row.thread_id,
+            graph_id: row.graph_id,
+            input: row.input,
+            command: row.command,
+            config: RunConfig::from_value(row.config).map_err(|err| err.to_string()),
+            metadata: row.metadata,
+            max_attempts: row.max_attempts,
+            drain_count: row.drain_count,
+            cancel_action: row.cancel_action,
+            trace_id: row.trace_id,
+            stream_mode: row.stream_mode,
+            streamed: row.streamed,
+            checkpointed: row.checkpointed,
+            tenant: row.tenant,
+        }
+    }
 }
 
 impl ClaimedRun {

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::api_keys::ApiKeyId;
 use crate::enqueue::{QueueLimit, enqueue_on};
-use crate::run::{MultitaskStrategy, NewRun};
+use crate::run::{MultitaskStrategy, NewRun, RunConfig};
 use crate::thread::{self, NewThread, ThreadId};
 use crate::{Error, Result};
 
@@ -556,9 +556,7 @@ async fn enqueue_for(
         .get("input")
         .filter(|input| !input.is_null())
         .cloned();
-    if let Some(config) = object("config") {
-        new.config = config;
-    }
+    let mut config = object("config").unwrap_or_default();
     let mut metadata = object("metadata").unwrap_or_else(|| serde_json::json!({}));
     metadata["cron_id"] = serde_json::json!(cron.cron_id);
     let own_context = payload
@@ -583,14 +581,12 @@ async fn enqueue_for(
                 reason: format!("the cron's assistant {id} is gone"),
             });
         };
-        new.config = crate::assistants::config_under(&assistant.config, new.config);
+        config = crate::assistants::config_under(&assistant.config, config);
         metadata["assistant_id"] = serde_json::json!(assistant.assistant_id);
         assistant_context = assistant.context;
     }
-    if !new.config.is_object() {
-        new.config = serde_json::json!({});
-    }
-    new.config["context"] = crate::assistants::context_under(&assistant_context, own_context);
+    new.config = RunConfig::from_value(config)?;
+    new.config.context = crate::assistants::context_under(&assistant_context, own_context);
     new.metadata = metadata;
     new.multitask_strategy = payload
         .get("multitask_strategy")

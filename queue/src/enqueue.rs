@@ -185,6 +185,7 @@ const INSERT_TRIES: u32 = 3;
 async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>) -> Result<Run> {
     let delayed = !new.after.is_zero();
     let (run_id, trace_id) = new.id_and_trace();
+    let config = new.config.to_value();
     for _ in 0..INSERT_TRIES {
         // The thread's row lock serializes this run's insert with the api's state updates (which
         // check under it that no run is in flight) and with other enqueues on the thread. A
@@ -206,7 +207,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             new.graph_id,
             new.input,
             new.command,
-            new.config,
+            config,
             new.metadata,
             new.multitask_strategy as MultitaskStrategy,
             new.priority,

@@ -2,38 +2,55 @@
 //!
 //! This crate owns the schema (`migrations/`, embedded as [`MIGRATOR`]) and exposes typed
 //! functions over it; `api` and `worker` contain no SQL. It knows nothing about HTTP, SSE or graph
-//! execution.
+//! execution. Queries are `sqlx::query!` macros checked against the committed `.sqlx/`; a statement
+//! over about thirty lines lives in `queue/queries/`, read by `sqlx::query_file!` where it runs.
 //!
 //! # Layout
 //!
-//! * [`db`]: connection options and the pool.
+//! A module is one noun, and its `//!` says in one sentence what it owns.
+//!
+//! * [`db`]: connection options and pools; [`db::Connections`] keeps one connection between a
+//!   claimed run's statements, a worker's claims or its publisher's writes, for half a second.
 //! * [`schema`]: the migrator, the schema-version check and the runtime role's grants.
-//! * [`thread`]: threads, the unit of ownership and authorization.
-//! * [`run`]: run records and their reads (re-exporting [`enqueue`]'s).
-//! * [`enqueue`]: enqueueing runs one at a time (under the thread's lock: its multitask strategy,
-//!   the graph's queue limit, the caller's share and fair order) or in batches.
-//! * [`cancel`](mod@cancel): cancelling a pending or running run, or many at once.
+//! * [`thread`]: threads, the unit of ownership, counted per caller by triggers and held to a
+//!   quota; a stateless run's is `temporary`, marked deleted by the statement that ends the run;
+//!   `thread::search` (private): who sees which ([`thread::Visibility`]), search, count.
+//! * [`run`]: run records and their reads, re-exporting [`enqueue`]'s; [`run::RunConfig`], a run's
+//!   `config` typed, as the api accepts it and both engines read it.
+//! * [`enqueue`]: one run in one statement that locks its thread, checks the limits, inserts, binds
+//!   the thread's graph and notifies (other multitask strategies in one transaction), or a batch.
+//! * [`cancel`](mod@cancel): cancelling one run, or many in one transaction.
 //! * [`claim`](mod@claim): `claim`, the one statement that makes a [`ClaimedRun`] and its [`Lease`].
-//! * [`ending`]: the one way out of a claim: a [`ClaimedRun`]'s `Ending` (success, pause, cancel,
-//!   timeout, failure, release, rollback), written fenced by `end_many`, or by the publisher's
-//!   `write` with events and described states in one statement.
-//! * [`lease`]: worker registration, the per-process heartbeat and the sweeper of expired leases.
-//! * [`cron`]: crons, and the scheduler's tick that enqueues their due runs.
-//! * [`effects`]: effects outside the state (a refund), recorded once per idempotency key.
-//! * [`retention`]: deleting what each graph's retention policy no longer keeps.
-//! * [`checkpoint`]: the Postgres checkpointer of the graph engine, fenced by a run's lease, and
-//!   the one for changes outside any run (`IdleThreadCheckpointer`).
-//! * [`saver`]: LangGraph's own checkpoints of Python graphs, stored as it serialized them and
-//!   fenced the same way.
-//! * [`graphs`]: what workers describe of Python graphs (schemas, drawings) for the api.
-//! * [`event`]: the durable event log of a run and its notifications.
-//! * [`files`]: a thread's files (deep agents' file tools and sandbox), beside its checkpoints.
-//! * [`listener`]: the one LISTEN connection per process, fanned out to in-process subscribers.
-//! * [`api_keys`]: API keys, stored hashed, each standing for a caller as a token does.
-//! * [`assistants`]: assistants callers create, configured instances of a graph, versioned.
-//! * [`store`]: the Store, long-term memory by namespace and key, each item a caller's own.
-//! * [`webhooks`]: the announcements of ended runs that named a webhook, queued as they end and
-//!   taken by senders.
+//! * [`ending`]: the one way out of a claim: a [`ClaimedRun`]'s `Ending`, written fenced by
+//!   `end_many`, or by `write` with runs' events and described states in one statement.
+//! * [`lease`]: worker registration, the per-process heartbeat (which disowns a run the database
+//!   says the worker holds and it does not) and the sweeper of expired leases.
+//! * [`cron`]: crons on five-field schedules read on an IANA zone's clocks, and `tick`, where the
+//!   advisory-lock leader enqueues the due runs and moves the crons on in one transaction.
+//! * [`effects`]: a tool's result by idempotency key, claimed and recorded in the tool's own
+//!   transaction.
+//! * [`retention`]: idle threads deleted by policy in keyset batches, one per transaction, never
+//!   one waiting on an interrupt; `expire`: threads whose own time to live passed.
+//! * [`checkpoint`]: [`PgCheckpointer`], fenced by a run's lease when it writes for a claimed run
+//!   and holding its final checkpoint for its ending, and [`IdleThreadCheckpointer`].
+//! * [`saver`]: LangGraph's own checkpoints of Python graphs, as LangGraph serialized them, a
+//!   superstep's writes and checkpoint in one fenced statement; and the states the api serves.
+//! * [`graphs`]: what workers describe of Python graphs (schemas, drawings, subgraphs) for the api.
+//! * [`event`]: the durable event log of a run: append (fenced by bumping the run's `event_seq`),
+//!   read, [`event::publish`], and [`EventFollower`](event::EventFollower).
+//! * [`files`]: a thread's files, beside its checkpoints and never in them; read plainly, written
+//!   fenced by the run's lease within the thread's limit, copied and deleted with the thread.
+//! * [`listener`]: the one LISTEN connection per process; the api's hears runs' events, wake-ups
+//!   and cancels, a worker's only wake-ups and cancels.
+//! * [`api_keys`]: API keys, of which only a SHA-256 is stored, each checked by a
+//!   [`api_keys::Verifier`] before any query; a cron made with a key stops when it is revoked.
+//! * [`assistants`]: assistants callers create, every version kept, each its owner's; a run's
+//!   config and context over its assistant's.
+//! * [`store`]: the Store, items by owner, namespace and key; `store::similar` (private): semantic
+//!   search scored in the process, its vectors kept in a [`store::VectorCache`].
+//! * [`webhooks`]: announcements of ended runs that named a webhook, queued by a trigger on the
+//!   statement that ends the run and taken by senders with `SKIP LOCKED` and a hold.
+//! * `error` (private): [`Error`], whose domain variants callers match on, and [`is_transient`].
 //!
 //! # Guarantees
 //!
@@ -43,6 +60,28 @@
 //!   when that matches nothing the caller gets [`Error::LeaseLost`] and nothing was written.
 //! * NOTIFY is only a hint. The tables are the truth, and the listener tells subscribers to re-read
 //!   them after any reconnect.
+//! * A function that writes more than one row does it in one statement or one transaction, and a
+//!   typed error means nothing was written.
+//!
+//! # Writing a statement
+//!
+//! * Every connection plans with `plan_cache_mode = force_generic_plan` and `jit = off`, so write
+//!   each statement for its generic plan: primary-key lookups, `= any(array(...))` rather than
+//!   joins whose size the planner cannot see, `offset 0` fences. Check the plan with
+//!   `explain analyze execute ...` under `set plan_cache_mode = force_generic_plan`.
+//! * A statement that finds a run or a thread by id checks its `status` or `deleted_at` on the row
+//!   it read or locked, never in the scan beside the id (`queue/tests/history.rs`).
+//! * The claim runs on a connection of its own ([`db::claimer`]) with `enable_sort` and
+//!   `enable_seqscan` off, so it walks `runs_claim_idx` in queue order whatever the statistics say
+//!   (`a_claim_reads_the_queue_in_order_whatever_the_statistics`,
+//!   `a_claim_reads_no_table_whole_however_small`).
+//! * A run's end changes none of its thread's indexed columns, so it is a HOT update: `threads`
+//!   keeps half of each page free, the retention clock `last_activity_at` moves at most once a
+//!   minute, and the time the api serves is `state_updated_at`, in no index
+//!   (`a_runs_end_dates_the_state_exactly_and_writes_no_index_entry_of_its_thread`).
+//! * Pools ping a connection before use only after half a second idle. A claimed run's
+//!   checkpointer keeps its connection between writes and remembers the latest checkpoint it read
+//!   until it writes, and a claim says whether the thread had one ([`ClaimedRun::checkpointed`]).
 
 pub mod api_keys;
 pub mod assistants;

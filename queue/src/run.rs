@@ -17,10 +17,13 @@ use crate::lease::WorkerId;
 use crate::thread::{ThreadId, Visibility};
 use crate::{Error, Result};
 
+mod config;
+
 pub use crate::enqueue::{
     Enqueued, HORIZON_DEFAULT, MAX_PENDING_PER_CALLER_DEFAULT, QueueLimit, enqueue, enqueue_batch,
     enqueue_on_new_threads,
 };
+pub use config::RunConfig;
 
 /// How many times a run may be claimed before an expired lease or a retryable failure ends it in
 /// `error`. Drain releases do not count.
@@ -162,7 +165,7 @@ pub struct NewRun {
     pub graph_id: String,
     pub input: Option<Value>,
     pub command: Option<Value>,
-    pub config: Value,
+    pub config: RunConfig,
     pub metadata: Value,
     pub multitask_strategy: MultitaskStrategy,
     /// Lower runs first.
@@ -192,7 +195,7 @@ impl NewRun {
             graph_id: graph_id.into(),
             input: None,
             command: None,
-            config: Value::Object(Default::default()),
+            config: RunConfig::default(),
             metadata: Value::Object(Default::default()),
             multitask_strategy: MultitaskStrategy::Reject,
             priority: 0,
@@ -232,9 +235,6 @@ impl NewRun {
         };
         if self.max_attempts < 1 {
             return invalid("max_attempts", "must be at least 1");
-        }
-        if !self.config.is_object() {
-            return invalid("config", "must be a JSON object");
         }
         crate::check_metadata(&self.metadata)?;
         // Beyond what Postgres's timestamps hold; an enqueue's limit sets the horizon callers get.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mostrador_graph::StreamMode;
 use mostrador_queue::CancelOutcome;
-use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit};
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun, QueueLimit, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{CancelAction, Error, RunStatus, Thread};
 use sqlx::PgPool;
@@ -246,7 +246,7 @@ async fn batch_enqueue_keeps_order_within_a_thread(pool: PgPool) -> anyhow::Resu
 async fn a_batched_run_keeps_what_its_caller_gave_it(pool: PgPool) -> anyhow::Result<()> {
     let (first, second) = (new_thread(&pool).await, new_thread(&pool).await);
     let given = NewRun {
-        config: serde_json::json!({"configurable": {"model": "m"}}),
+        config: RunConfig::from_value(serde_json::json!({"configurable": {"model": "m"}}))?,
         metadata: serde_json::json!({"source": "nightly"}),
         stream_mode: vec![StreamMode::Values, StreamMode::Updates],
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),

@@ -8,7 +8,7 @@ use mostrador_api::auth::mint;
 use mostrador_api::{AuthConfig, Caller, ClaimPaths};
 use mostrador_graph::StreamMode;
 use mostrador_queue::RunStatus;
-use mostrador_queue::run::NewRun;
+use mostrador_queue::run::{NewRun, RunConfig};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -277,7 +277,7 @@ async fn compras_drained_mid_pass_resumes_without_reasking_the_model(pool: PgPoo
     let run = db
         .enqueue_with("compras", |new| NewRun {
             input: Some(json!({"batch_size": 1})),
-            config: json!({"max_concurrency": 2}),
+            config: RunConfig::from_value(json!({"max_concurrency": 2})).expect("a config"),
             stream_mode: vec![StreamMode::Updates, StreamMode::Messages],
             ..new
         })

@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mostrador_graph::{
-    Breakpoints, Checkpointer, Durability, Error as GraphError, Goto, Graph, Outcome, Resume,
-    RunControl, RunInput, RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
+    Checkpointer, Error as GraphError, Goto, Graph, Outcome, Resume, RunControl, RunInput,
+    RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
 };
 use mostrador_queue::PgPool;
 use mostrador_queue::checkpoint::{FinalCheckpoint, HeldFinal};
 use mostrador_queue::ending::{After, Ending};
+use mostrador_queue::run::RunConfig;
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
 };
@@ -166,19 +167,23 @@ impl Executor {
             .iter()
             .filter_map(|name| StreamMode::from_name(name))
             .collect();
-        let options = match run_options(&claimed, self.max_concurrency) {
-            Ok(options) => RunOptions {
-                store: Some(Store::new(ThreadStore::new(
-                    pool.clone(),
-                    claimed.thread_id,
-                ))),
-                // The engine builds no event nobody reads; checkpoints time the supersteps.
-                stream_modes: wanted.with(StreamMode::Checkpoints),
-                ..options
-            },
-            Err(message) => return fail(&events, claimed, "InvalidConfig", &message, false).await,
+        let config = match &claimed.config {
+            Ok(config) => config.clone(),
+            Err(message) => {
+                let message = message.clone();
+                return fail(&events, claimed, "InvalidConfig", &message, false).await;
+            }
         };
-        let input = match run_input(graph, &checkpointer, &claimed).await {
+        let options = RunOptions {
+            store: Some(Store::new(ThreadStore::new(
+                pool.clone(),
+                claimed.thread_id,
+            ))),
+            // The engine builds no event nobody reads; checkpoints time the supersteps.
+            stream_modes: wanted.with(StreamMode::Checkpoints),
+            ..run_options(&claimed, &config, self.max_concurrency)
+        };
+        let input = match run_input(graph, &checkpointer, &claimed, &config).await {
             Ok(input) => input,
             Err(err) => return finish_error(&events, claimed, err).await,
         };
@@ -193,7 +198,7 @@ impl Executor {
                 })
                 .clone();
             let superstep_began = Mutex::new(Instant::now());
-            let subgraphs = claimed.config["stream_subgraphs"] == json!(true);
+            let subgraphs = config.stream_subgraphs;
             Arc::new(move |event: StreamEvent| {
                 if event.mode == StreamMode::Checkpoints && event.namespace.is_empty() {
                     // A checkpoint ends a superstep (or records the input, which is no superstep).
@@ -256,70 +261,34 @@ impl Executor {
 }
 
 /// The engine's options from the run's `config` (`max_concurrency`, at most the worker's;
-/// `recursion_limit`, `durability`, and `configurable` for the nodes).
-fn run_options(claimed: &ClaimedRun, max_concurrency: Option<usize>) -> Result<RunOptions, String> {
-    let config = &claimed.config;
+/// `recursion_limit`, `durability`, the breakpoints, and `configurable` for the nodes).
+fn run_options(
+    claimed: &ClaimedRun,
+    config: &RunConfig,
+    max_concurrency: Option<usize>,
+) -> RunOptions {
     let mut options = RunOptions::default();
     if let Some(n) = max_concurrency {
         options.max_concurrency = n;
     }
     // The operator's bound (or the engine's default) is a ceiling: a run may ask for fewer.
-    if let Some(n) = config.get("max_concurrency") {
-        options.max_concurrency = positive(n, "max_concurrency")?.min(options.max_concurrency);
+    if let Some(n) = config.max_concurrency {
+        options.max_concurrency = options.max_concurrency.min(n.get() as usize);
     }
-    if let Some(n) = config.get("recursion_limit") {
-        options.recursion_limit = positive(n, "recursion_limit")?;
+    if let Some(n) = config.recursion_limit {
+        options.recursion_limit = usize::try_from(n.get()).unwrap_or(usize::MAX);
     }
-    options.durability = match config.get("durability").and_then(Value::as_str) {
-        None | Some("sync") => Durability::Sync,
-        Some("async") => Durability::Async,
-        Some("exit") => Durability::Exit,
-        Some(other) => {
-            return Err(format!(
-                "durability must be sync, async or exit, not {other:?}"
-            ));
-        }
-    };
-    let mut configurable = config
-        .get("configurable")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    if let Value::Object(map) = &mut configurable {
-        map.insert("run_id".into(), json!(claimed.run_id().0));
-        map.insert("thread_id".into(), json!(claimed.thread_id.0));
-        if let Some(trace_id) = &claimed.trace_id {
-            map.insert("trace_id".into(), json!(trace_id));
-        }
+    options.durability = config.durability.unwrap_or_default();
+    let mut configurable = config.configurable.clone();
+    configurable.insert("run_id".into(), json!(claimed.run_id().0));
+    configurable.insert("thread_id".into(), json!(claimed.thread_id.0));
+    if let Some(trace_id) = &claimed.trace_id {
+        configurable.insert("trace_id".into(), json!(trace_id));
     }
-    options.config = configurable;
-    options.interrupt_before = breakpoints(config.get("interrupt_before"), "interrupt_before")?;
-    options.interrupt_after = breakpoints(config.get("interrupt_after"), "interrupt_after")?;
-    Ok(options)
-}
-
-/// `"*"` or a list of node names.
-fn breakpoints(value: Option<&Value>, field: &str) -> Result<Breakpoints, String> {
-    match value {
-        None | Some(Value::Null) => Ok(Breakpoints::None),
-        Some(Value::String(all)) if all == "*" => Ok(Breakpoints::All),
-        Some(Value::Array(nodes)) => nodes
-            .iter()
-            .map(|node| node.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .map(Breakpoints::Nodes)
-            .ok_or_else(|| format!("{field} must be \"*\" or a list of node names")),
-        Some(other) => Err(format!(
-            "{field} must be \"*\" or a list of node names, not {other}"
-        )),
-    }
-}
-
-fn positive(value: &Value, field: &str) -> Result<usize, String> {
-    value
-        .as_u64()
-        .filter(|n| *n > 0)
-        .map(|n| n as usize)
-        .ok_or_else(|| format!("{field} must be a positive integer, not {value}"))
+    options.config = Value::Object(configurable);
+    options.interrupt_before = config.interrupt_before.clone();
+    options.interrupt_after = config.interrupt_after.clone();
+    options
 }
 
 /// Where the graph starts: the run's own last checkpoint when it already made one (it was drained
@@ -329,6 +298,7 @@ async fn run_input(
     graph: &Graph,
     checkpointer: &impl Checkpointer,
     claimed: &ClaimedRun,
+    config: &RunConfig,
 ) -> Result<RunInput, GraphError> {
     let state = graph
         .get_state(checkpointer, claimed.thread_id.0, None)
@@ -361,12 +331,7 @@ async fn run_input(
     {
         return command_input(command);
     }
-    if let Some(checkpoint_id) = claimed
-        .config
-        .get("checkpoint_id")
-        .and_then(Value::as_str)
-        .and_then(|id| uuid::Uuid::parse_str(id).ok())
-    {
+    if let Some(checkpoint_id) = config.checkpoint_id {
         return Ok(RunInput::From {
             checkpoint_id,
             input: claimed.input.clone().filter(|input| !input.is_null()),

@@ -1,14 +1,17 @@
 //! One claimed run executed against a real Postgres: events, terminal transitions, interrupts and
 //! resume, drain and release, failures, lost leases.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph, StreamMode};
 use mostrador_queue::lease::sweep;
-use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
-use mostrador_queue::{CancelAction, Error as QueueError, RunId, RunStatus, ThreadStatus};
+use mostrador_queue::{
+    CancelAction, Error as QueueError, RunId, RunStatus, ThreadStatus, WorkerLease, claim,
+};
 use mostrador_worker::{Finish, RunHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -64,6 +67,51 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
     assert_eq!(last_values.1, json!({"log": ["start", "a", "b", "c"]}));
     let thread = thread::get(&pool, thread_id).await?;
     assert_eq!(thread.status, ThreadStatus::Idle);
+    Ok(())
+}
+
+/// A config no release writes (stored by hand, or by a release that read it otherwise) cannot
+/// stop the queue: the claim takes the run with the others, and the run alone fails, saying why.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_run_whose_stored_config_cannot_be_read_fails_alone(pool: PgPool) -> anyhow::Result<()> {
+    let starts = Starts::default();
+    let unreadable = enqueue(&pool, None, |new| new).await;
+    sqlx::query(
+        "update mostrador.runs set config = '{\"recursion_limit\": 0}' where thread_id = $1",
+    )
+    .bind(unreadable.thread_id.0)
+    .execute(&pool)
+    .await?;
+    enqueue(&pool, None, |new| new).await;
+    let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
+    worker.register(&pool).await?;
+    let claimed = claim(&pool, worker.worker_id, &worker.graphs, 2).await?;
+    assert_eq!(claimed.len(), 2, "both runs are claimed");
+    for claimed in claimed {
+        let (run_id, thread_id) = (claimed.run_id(), claimed.thread_id);
+        let finish = executor(&pool)
+            .execute(
+                claimed,
+                &abc(&starts, Arc::new(Notify::new()), None),
+                &RunHandle::new(),
+                None,
+            )
+            .await?;
+        let run = run::get(&pool, thread_id, run_id).await?;
+        if thread_id == unreadable.thread_id {
+            assert_eq!(finish, Finish::Ended(RunStatus::Error));
+            let error = run.error.expect("an error");
+            assert_eq!(error["error"], "InvalidConfig");
+            assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("recursion_limit") || m.contains("nonzero")),
+                "{error}"
+            );
+        } else {
+            assert_eq!(finish, Finish::Ended(RunStatus::Success));
+        }
+    }
     Ok(())
 }
 
@@ -428,7 +476,10 @@ async fn the_workers_max_concurrency_bounds_runs_that_set_none_and_those_asking_
     // A caller's own max_concurrency is a request within the operator's bound, not above it.
     peak.store(0, Ordering::SeqCst);
     enqueue(&pool, None, |new| NewRun {
-        config: json!({"max_concurrency": 10}),
+        config: RunConfig {
+            max_concurrency: NonZeroU32::new(10),
+            ..RunConfig::default()
+        },
         ..new
     })
     .await;

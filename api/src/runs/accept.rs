@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use mostrador_graph::{Graph, StreamMode};
+use mostrador_graph::{Breakpoints, Graph, StreamMode};
 use mostrador_queue::assistants::context_under;
 use mostrador_queue::listener::RunSubscription;
-use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunConfig, RunId};
 use mostrador_queue::thread::NewThread;
 use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
 use serde::{Deserialize, Serialize};
@@ -268,17 +268,13 @@ pub async fn accept(
             .graph_id
             .as_deref()
             .is_some_and(|graph_id| state.is_python(graph_id));
-    if !python && let Some(checkpoint_id) = new.config.get("checkpoint_id") {
+    let named = new.config.checkpoint_id;
+    if !python && let Some(checkpoint_id) = named {
         rust_checkpoint_exists(state, &thread, checkpoint_id).await?;
     }
     // Where the thread is, read when the run answers it or names a checkpoint: whether it waits
     // for an answer, and its latest checkpoint (a Rust graph's run names one only when it is not
     // its head: `new_run`).
-    let named = new
-        .config
-        .get("checkpoint_id")
-        .and_then(Value::as_str)
-        .and_then(|id| Uuid::parse_str(id).ok());
     let (latest, waits) = if new.command.is_none() && named.is_none() {
         (None, false)
     } else if python {
@@ -504,28 +500,8 @@ pub(super) fn new_run(
             "a resume goes on from the thread's latest checkpoint: name none",
         ));
     }
-    let interrupts = [
-        ("interrupt_before", body.interrupt_before.clone()),
-        ("interrupt_after", body.interrupt_after.clone()),
-    ];
-    for (field, value) in &interrupts {
-        match value {
-            None | Some(Value::Null) => {}
-            Some(Value::String(all)) if all == "*" => {}
-            Some(Value::Array(nodes)) if nodes.iter().all(Value::is_string) => {
-                if let Some(graph) = rust {
-                    for node in nodes.iter().filter_map(Value::as_str) {
-                        known_node(graph, node, field)?;
-                    }
-                }
-            }
-            Some(_) => {
-                return Err(unprocessable(format!(
-                    "{field} must be \"*\" or a list of node names"
-                )));
-            }
-        }
-    }
+    let interrupt_before = breakpoints(body.interrupt_before, "interrupt_before", rust)?;
+    let interrupt_after = breakpoints(body.interrupt_after, "interrupt_after", rust)?;
     let webhook = crate::webhooks::checked(state, body.webhook.as_ref())?;
     if body
         .if_not_exists
@@ -574,34 +550,27 @@ pub(super) fn new_run(
         ));
     }
     let context = own_context(body.context.as_ref(), body.config.as_ref());
-    let mut config = under(
+    let config = under(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
     limits(&config, state.max_recursion_limit())?;
+    let mut config = RunConfig::from_value(config).map_err(queue_error)?;
     // The request headers the project copies (`http.configurable_headers`), as the official
     // server adds them: over the run's own keys, under the caller's.
-    if !body.headers.is_empty() {
-        if !config["configurable"].is_object() {
-            config["configurable"] = json!({});
-        }
-        if let Some(configurable) = config["configurable"].as_object_mut() {
-            configurable.extend(body.headers);
-        }
-    }
-    acting_for(&mut config, caller);
-    config["context"] = context_under(&assistant.context, context);
+    config.configurable.extend(body.headers);
+    acting_for(&mut config.configurable, caller);
+    config.context = context_under(&assistant.context, context);
     // The worker names a subgraph's events with its namespace for clients that ask.
-    if body.stream_subgraphs == Some(true) {
-        config["stream_subgraphs"] = json!(true);
+    config.stream_subgraphs |= body.stream_subgraphs == Some(true);
+    if let Some(nodes) = interrupt_before {
+        config.interrupt_before = nodes;
     }
-    for (field, value) in interrupts {
-        if let Some(value) = value.filter(|value| !value.is_null()) {
-            config[field] = value;
-        }
+    if let Some(nodes) = interrupt_after {
+        config.interrupt_after = nodes;
     }
-    if let Some(checkpoint_id) = start_at {
-        config["checkpoint_id"] = json!(checkpoint_id);
+    if start_at.is_some() {
+        config.checkpoint_id = start_at;
     }
     // As the official server's: the assistant's metadata (`created_by: system` for a graph's
     // own), the request's over it (with its thread's: `accept`), and the graph and assistant it
@@ -622,6 +591,26 @@ pub(super) fn new_run(
         webhook,
         ..NewRun::new(thread_id, assistant.graph_id.clone())
     })
+}
+
+/// The nodes a request's `interrupt_before` or `interrupt_after` names (`None`: it names none, or
+/// null): those of `rust` when the Rust engine runs the graph.
+fn breakpoints(
+    nodes: Option<Value>,
+    field: &str,
+    rust: Option<&Graph>,
+) -> Result<Option<Breakpoints>, ApiError> {
+    let breakpoints = match nodes {
+        None | Some(Value::Null) => return Ok(None),
+        Some(nodes) => serde_json::from_value(nodes)
+            .map_err(|_| unprocessable(format!("{field} must be \"*\" or a list of node names")))?,
+    };
+    if let (Some(graph), Breakpoints::Nodes(nodes)) = (rust, &breakpoints) {
+        for node in nodes {
+            known_node(graph, node, field)?;
+        }
+    }
+    Ok(Some(breakpoints))
 }
 
 /// The checkpoint a run starts from (regenerate, edit, time travel): `checkpoint_id`, or the

@@ -101,19 +101,8 @@ const CALLER_KEYS: [&str; 3] = [
 /// Names `caller` in the run's `configurable` (`langgraph_auth_user` and its id), replacing
 /// whatever the client put there: a graph learns who started or resumed the run (who decided an
 /// approval, say) from the api, not from the request.
-pub(crate) fn acting_for(config: &mut Value, caller: &Caller) {
-    if !config.is_object() {
-        *config = json!({});
-    }
-    let configurable = config
-        .as_object_mut()
-        .expect("an object")
-        .entry("configurable")
-        .or_insert_with(|| json!({}));
-    if !configurable.is_object() {
-        *configurable = json!({});
-    }
-    let map = configurable.as_object_mut().expect("an object");
+pub(crate) fn acting_for(configurable: &mut Map<String, Value>, caller: &Caller) {
+    let map = configurable;
     for key in CALLER_KEYS {
         map.remove(key);
     }

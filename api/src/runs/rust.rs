@@ -36,18 +36,15 @@ pub(super) async fn rust_head(
 pub(super) async fn rust_checkpoint_exists(
     state: &AppState,
     thread: &Thread,
-    checkpoint_id: &Value,
+    checkpoint_id: Uuid,
 ) -> Result<(), ApiError> {
-    let checkpoint_id = checkpoint_id
-        .as_str()
-        .and_then(|id| Uuid::parse_str(id).ok());
     let found = PgCheckpointer::new(state.pool().clone())
-        .get(thread.thread_id.0, checkpoint_id)
+        .get(thread.thread_id.0, Some(checkpoint_id))
         .await
         .map_err(ApiError::failed)?;
     match found {
-        Some(_) if checkpoint_id.is_some() => Ok(()),
-        _ => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
+        Some(_) => Ok(()),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
     }
 }
 

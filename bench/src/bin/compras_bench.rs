@@ -16,7 +16,7 @@ use clap::Parser;
 use mostrador_graph::StreamMode;
 use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
-use mostrador_queue::run::{self, NewRun};
+use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{RunStatus, schema};
 use mostrador_worker::{Telemetry, WorkerConfig};
@@ -151,7 +151,7 @@ async fn pass(pool: &PgPool, args: &Args, latency: Duration) -> anyhow::Result<(
         pool,
         &NewRun {
             input: Some(json!({"batch_size": args.batch_size})),
-            config: json!({"max_concurrency": args.max_concurrency}),
+            config: RunConfig::from_value(json!({"max_concurrency": args.max_concurrency}))?,
             stream_mode: vec![StreamMode::Updates],
             ..NewRun::new(thread.thread_id, "compras")
         },

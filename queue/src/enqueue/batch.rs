@@ -48,7 +48,7 @@ pub async fn enqueue_batch<'a>(
         graph_ids.push(new.graph_id.as_str());
         inputs.push(new.input.as_ref());
         commands.push(new.command.as_ref());
-        configs.push(unless_empty(&new.config));
+        configs.push(unless_empty(&new.config.to_value()).cloned());
         metadatas.push(unless_empty(&new.metadata));
         strategies.push(new.multitask_strategy);
         priorities.push(new.priority);
@@ -93,7 +93,7 @@ pub async fn enqueue_batch<'a>(
         &graph_ids as &[&str],
         &inputs as &[Option<&Value>],
         &commands as &[Option<&Value>],
-        &configs as &[Option<&Value>],
+        &configs as &[Option<Value>],
         &metadatas as &[Option<&Value>],
         &strategies as &[MultitaskStrategy],
         &priorities,

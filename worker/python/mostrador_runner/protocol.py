@@ -66,11 +66,11 @@ class RunSpec(TypedDict):
     metadata: dict[str, Any]
     stream_mode: list[str]
     stream_subgraphs: bool
-    interrupt_before: Any
-    interrupt_after: Any
-    durability: str | None
+    interrupt_before: Literal["*"] | list[str] | None
+    interrupt_after: Literal["*"] | list[str] | None
+    durability: Literal["sync", "async", "exit"] | None
     checkpoint_id: str | None
-    context: dict[str, Any] | None
+    context: dict[str, Any]
     latest: Latest | None
 
 

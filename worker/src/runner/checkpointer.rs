@@ -2,8 +2,11 @@
 //! [`Saver`] (fenced by its lease), the writes it casts ([`write_of`]) held to be written with the
 //! checkpoint that follows them.
 
+use std::num::NonZeroU32;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use mostrador_queue::run::RunConfig;
 use mostrador_queue::saver::{
     Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
 };
@@ -21,15 +24,19 @@ use super::protocol::{
 pub async fn run_spec(
     saver: &Saver,
     claimed: &ClaimedRun,
+    mut config: RunConfig,
     max_concurrency: Option<usize>,
 ) -> RunSpec {
-    let mut config = claimed.config.clone();
-    if let Some(bound) = max_concurrency {
-        let asked = config["max_concurrency"].as_u64();
-        let allowed = asked.map_or(bound, |n| usize::try_from(n).unwrap_or(bound).min(bound));
-        config["max_concurrency"] = json!(allowed);
+    let bound = max_concurrency
+        .and_then(|n| u32::try_from(n).ok())
+        .and_then(NonZeroU32::new);
+    if let Some(bound) = bound {
+        config.max_concurrency = Some(
+            config
+                .max_concurrency
+                .map_or(bound, |asked| asked.min(bound)),
+        );
     }
-    let field = |key: &str| claimed.config.get(key).cloned().unwrap_or(Value::Null);
     let latest = saver.get("", None).await.ok().map(|latest| Latest {
         checkpoint: latest.map(saved_json),
     });
@@ -46,15 +53,13 @@ pub async fn run_spec(
         command: claimed.command.clone().unwrap_or(Value::Null),
         metadata: claimed.metadata.clone(),
         stream_mode: claimed.stream_mode.clone(),
-        stream_subgraphs: field("stream_subgraphs").as_bool().unwrap_or(false),
-        interrupt_before: field("interrupt_before"),
-        interrupt_after: field("interrupt_after"),
-        durability: field("durability").as_str().map(str::to_owned),
-        checkpoint_id: field("checkpoint_id")
-            .as_str()
-            .and_then(|id| id.parse().ok()),
-        context: field("context"),
-        config,
+        stream_subgraphs: config.stream_subgraphs,
+        interrupt_before: config.interrupt_before.clone(),
+        interrupt_after: config.interrupt_after.clone(),
+        durability: config.durability,
+        checkpoint_id: config.checkpoint_id,
+        context: config.context.clone(),
+        config: config.to_value(),
         latest,
     }
 }

@@ -5,6 +5,7 @@
 //! this side writes it back unchanged. A field one side sends and the other does not know is a
 //! failing test, not a silent bug.
 
+use mostrador_graph::{Breakpoints, Durability};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -59,13 +60,13 @@ pub struct RunSpec {
     pub metadata: Value,
     pub stream_mode: Vec<String>,
     pub stream_subgraphs: bool,
-    pub interrupt_before: Value,
-    pub interrupt_after: Value,
-    pub durability: Option<String>,
+    pub interrupt_before: Breakpoints,
+    pub interrupt_after: Breakpoints,
+    pub durability: Option<Durability>,
     /// A past checkpoint to run from.
     pub checkpoint_id: Option<Uuid>,
     /// The runtime context: the assistant's with the run's own over it.
-    pub context: Value,
+    pub context: Map<String, Value>,
     /// The thread's latest checkpoint, when the worker read it with the claim.
     pub latest: Option<Latest>,
 }
