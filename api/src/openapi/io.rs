@@ -87,6 +87,14 @@ impl Io {
         }
     }
 
+    /// A route whose success has no content (a 204).
+    pub fn nothing() -> Self {
+        Self {
+            ok: json!({}),
+            ..Self::json(any())
+        }
+    }
+
     /// A route that answers `T`, in the shape `shape` makes of a reference to it (a list of
     /// them, or one or null).
     pub fn answers_as<T: ToSchema>(shape: impl FnOnce(Value) -> Value) -> Self {
@@ -157,7 +165,7 @@ impl Io {
 
 /// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method
 /// and path. Bodies and answers are the types the handlers read and write.
-pub(super) fn io(method: &str, path: &str) -> Io {
+pub(super) fn io(method: &str, path: &str) -> Option<Io> {
     let final_state = || {
         json!({
             "type": "object",
@@ -167,7 +175,7 @@ pub(super) fn io(method: &str, path: &str) -> Io {
         })
     };
     let count = || json!({"type": "integer", "minimum": 0});
-    match (method, path) {
+    let io = match (method, path) {
         ("post", "/assistants/search") => Io::answers_as::<assistants::Assistant>(|assistant| {
             array(json!({
                 "description": "An assistant, or the fields of it that `select` named.",
@@ -417,9 +425,16 @@ pub(super) fn io(method: &str, path: &str) -> Io {
             },
         })),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
-        // Answers nothing at 200.
-        _ => Io::json(any()),
-    }
+        (
+            "delete",
+            "/assistants/{assistant_id}"
+            | "/threads/{thread_id}"
+            | "/threads/{thread_id}/runs/{run_id}"
+            | "/runs/crons/{cron_id}",
+        ) => Io::nothing(),
+        _ => return None,
+    };
+    Some(io)
 }
 
 /// The `path` query parameter of the files routes: absolute, without NUL.
