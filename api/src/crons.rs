@@ -9,8 +9,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use mostrador_queue::cron::{self, Cron, NewCron};
-use mostrador_queue::run::RunConfig;
+use mostrador_queue::cron::{self, Cron, NewCron, RunTemplate};
+use mostrador_queue::run::{MultitaskStrategy, RunConfig};
 use mostrador_queue::{Error as QueueError, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -119,7 +119,7 @@ async fn new_cron(
     thread_id: Option<ThreadId>,
 ) -> Result<NewCron, ApiError> {
     let completed = on_run_completed(body.on_run_completed.as_deref())?;
-    let template = RunTemplate {
+    let requested = Requested {
         input: body.input,
         config: body.config,
         context: body.context,
@@ -133,24 +133,22 @@ async fn new_cron(
         .as_deref()
         .ok_or_else(|| unprocessable("assistant_id is required"))?;
     let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
-    let mut payload = template.payload(state, caller)?;
+    let mut payload = requested.template(state, caller)?;
     if assistant.assistant_id != Assistant::for_graph(&assistant.graph_id).assistant_id {
         // One the caller created: each run takes its config as it is then (`queue::cron`).
-        payload.insert("assistant_id".into(), json!(assistant.assistant_id));
+        payload.assistant_id = Some(assistant.assistant_id);
     }
     crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
         .ok_or_else(|| unprocessable("schedule is required"))?;
     cron::zone(body.timezone.as_deref()).map_err(unprocessable)?;
-    let strategy = body.multitask_strategy;
-    if let Some(strategy) = strategy.as_deref()
-        && mostrador_queue::MultitaskStrategy::from_name(strategy).is_none()
-    {
-        return Err(unprocessable(
-            "multitask_strategy must be reject, enqueue, interrupt or rollback",
-        ));
-    }
+    let strategy = match body.multitask_strategy.as_deref() {
+        None => None,
+        Some(name) => Some(MultitaskStrategy::from_name(name).ok_or_else(|| {
+            unprocessable("multitask_strategy must be reject, enqueue, interrupt or rollback")
+        })?),
+    };
     // The project's handler may stamp the metadata (an owner, say), as officially.
     let granted = grant(
         state,
@@ -158,16 +156,15 @@ async fn new_cron(
         "crons",
         "create",
         json!({
-            "payload": payload, "schedule": schedule, "cron_id": null, "thread_id": thread_id.map(|id| id.0),
+            "payload": payload.to_value(), "schedule": schedule, "cron_id": null, "thread_id": thread_id.map(|id| id.0),
             "user_id": caller.subject, "end_time": body.end_time,
             "metadata": body.metadata.clone().unwrap_or_default(),
         }),
     )
     .await?;
     let metadata = crate::threads::granted_metadata(granted.value, body.metadata)?;
-    payload.insert("metadata".into(), json!(metadata));
-    payload.insert("multitask_strategy".into(), json!(strategy));
-    payload.entry("input").or_insert(Value::Null);
+    payload.metadata = Some(metadata.clone());
+    payload.multitask_strategy = strategy;
     Ok(NewCron {
         graph_id: assistant.graph_id.clone(),
         thread_id,
@@ -175,7 +172,7 @@ async fn new_cron(
         tenant: caller.tenant.clone(),
         schedule,
         timezone: body.timezone,
-        payload: Value::Object(payload),
+        payload,
         metadata: Value::Object(metadata),
         enabled: body.enabled.unwrap_or(true),
         end_time: body.end_time,
@@ -195,7 +192,7 @@ fn on_run_completed(given: Option<&str>) -> Result<Option<String>, ApiError> {
 }
 
 /// What a cron's runs are made of, as a create or an update names it.
-struct RunTemplate {
+struct Requested {
     input: Option<Value>,
     config: Option<Map<String, Value>>,
     context: Option<Value>,
@@ -205,10 +202,10 @@ struct RunTemplate {
     interrupt_after: Option<Value>,
 }
 
-impl RunTemplate {
-    /// The payload keys it sets (`input`, `config`, `stream_mode`, `webhook`); a `config` acts
-    /// for `caller`.
-    fn payload(self, state: &AppState, caller: &Caller) -> Result<Map<String, Value>, ApiError> {
+impl Requested {
+    /// The template's parts it sets (`input`, `config`, `context`, `stream_mode`, `webhook`); a
+    /// `config` acts for `caller`.
+    fn template(self, state: &AppState, caller: &Caller) -> Result<RunTemplate, ApiError> {
         let unsupported = |what: &str| unprocessable(format!("{what} is not supported on crons"));
         if self.interrupt_before.is_some() || self.interrupt_after.is_some() {
             return Err(unsupported("interrupt_before/interrupt_after"));
@@ -218,17 +215,15 @@ impl RunTemplate {
             Some(Value::Object(context)) => Some(context),
             Some(_) => return Err(unprocessable("context must be an object")),
         };
-        let mut payload = Map::new();
-        if let Some(webhook) =
-            crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?
-        {
-            payload.insert("webhook".into(), json!(webhook));
-        }
+        let mut template = RunTemplate {
+            webhook: crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?,
+            ..RunTemplate::default()
+        };
         if let Some(input) = self.input {
             if !(input.is_object() || input.is_null()) {
                 return Err(unprocessable("input must be an object"));
             }
-            payload.insert("input".into(), input);
+            template.input = Some(input);
         }
         // The runs' context as a run's is read (`context`, or `config.configurable`), kept when
         // the template names one; a cron's runs act for the caller who made it.
@@ -243,18 +238,14 @@ impl RunTemplate {
         crate::runs::config::limits(&config, state.max_recursion_limit())?;
         let mut config = RunConfig::from_value(config).map_err(queue_error)?;
         if names_context {
-            payload.insert("context".into(), Value::Object(own));
+            template.context = Some(own);
         }
         crate::runs::config::acting_for(&mut config.configurable, caller);
-        payload.insert("config".into(), config.to_value());
+        template.config = Some(config);
         if let Some(modes) = &self.stream_mode {
-            let modes = modes.parse()?;
-            payload.insert(
-                "stream_mode".into(),
-                json!(modes.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
-            );
+            template.stream_mode = Some(modes.parse()?);
         }
-        Ok(payload)
+        Ok(template)
     }
 }
 
@@ -352,7 +343,7 @@ pub async fn update(
     }
     let changes_config = patch.config.is_some() || patch.context.is_some();
     let completed = on_run_completed(patch.on_run_completed.as_deref())?;
-    let template = RunTemplate {
+    let requested = Requested {
         input: patch.input,
         config: patch.config,
         context: patch.context,
@@ -361,14 +352,12 @@ pub async fn update(
         interrupt_before: patch.interrupt_before,
         interrupt_after: patch.interrupt_after,
     };
-    let mut payload = template.payload(&state, &caller)?;
+    let mut payload = requested.template(&state, &caller)?;
     if !changes_config {
         // The stored config already acts for its maker.
-        payload.remove("config");
+        payload.config = None;
     }
-    if let Some(metadata) = &patch.metadata {
-        payload.insert("metadata".into(), Value::Object(metadata.clone()));
-    }
+    payload.metadata.clone_from(&patch.metadata);
     let change = cron::CronUpdate {
         schedule: patch.schedule,
         timezone: patch.timezone,

@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The `langgraph-sdk` stream modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The `langgraph-sdk` stream modes, written by their names on the wire ([`StreamMode::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StreamMode {
     /// The whole state after each superstep (and after the input).
     Values,
@@ -105,4 +107,21 @@ pub type EventSink = Arc<dyn Fn(StreamEvent) + Send + Sync>;
 /// A sink that drops every event.
 pub fn discard() -> EventSink {
     Arc::new(|_| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_is_written_by_its_name_on_the_wire() {
+        for mode in StreamMode::ALL {
+            let written = serde_json::to_value(mode).expect("a name");
+            assert_eq!(written, mode.as_str());
+            assert_eq!(
+                serde_json::from_value::<StreamMode>(written).ok(),
+                Some(mode)
+            );
+        }
+    }
 }

@@ -8,7 +8,9 @@
 mod schedule;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use mostrador_graph::StreamMode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
@@ -26,6 +28,73 @@ const SCHEDULER_LOCK: i64 = 0x6d6f_7374_6372_6f6e;
 /// Due crons handled per tick at most (the rest wait for the next tick).
 const TICK_BATCH: i64 = 100;
 
+/// What each run of a cron is made of, stored as the cron's `payload` (the official server's
+/// name, which clients read). What is `None` the run does not set: its graph's or its assistant's
+/// holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunTemplate {
+    /// Written `null` when none, as the official server writes it.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// The runs' config, acting for the cron's maker; its assistant's (as it is at each run)
+    /// under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<RunConfig>,
+    /// The runs' own context, over their assistant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Map<String, Value>>,
+    /// The runs' metadata (each run adds its `cron_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// None: `enqueue`. Written `null` when none, as the official server writes it.
+    #[serde(default)]
+    pub multitask_strategy: Option<MultitaskStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_mode: Option<Vec<StreamMode>>,
+    /// Where each run's end is announced; checked against the allow-list when the cron was made,
+    /// and again by the sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+    /// An assistant its maker created, whose config each run takes as it is then; none: the
+    /// graph's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant_id: Option<Uuid>,
+}
+
+impl RunTemplate {
+    /// Reads a template as stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`]: a key holds what a run cannot take.
+    pub fn from_value(payload: Value) -> Result<Self> {
+        serde_json::from_value(payload).map_err(|err| Error::Invalid {
+            field: "payload",
+            reason: err.to_string(),
+        })
+    }
+
+    /// As stored and shown.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a template is JSON: string keys, JSON values")
+    }
+
+    /// This template with what `change` sets over it.
+    #[must_use]
+    pub fn with(self, change: RunTemplate) -> Self {
+        Self {
+            input: change.input.or(self.input),
+            config: change.config.or(self.config),
+            context: change.context.or(self.context),
+            metadata: change.metadata.or(self.metadata),
+            multitask_strategy: change.multitask_strategy.or(self.multitask_strategy),
+            stream_mode: change.stream_mode.or(self.stream_mode),
+            webhook: change.webhook.or(self.webhook),
+            assistant_id: change.assistant_id.or(self.assistant_id),
+        }
+    }
+}
+
 /// A cron as the `langgraph-sdk` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cron {
@@ -37,7 +106,7 @@ pub struct Cron {
     pub schedule: String,
     /// The IANA time zone the schedule is read in; `None`: UTC.
     pub timezone: Option<String>,
-    /// `input`, `config`, `metadata`, `stream_mode`, `multitask_strategy` of its runs.
+    /// Its [`RunTemplate`] as stored: what each run is made of.
     pub payload: Value,
     pub metadata: Value,
     pub on_run_completed: String,
@@ -57,7 +126,7 @@ pub struct NewCron {
     pub tenant: Option<String>,
     pub schedule: String,
     pub timezone: Option<String>,
-    pub payload: Value,
+    pub payload: RunTemplate,
     pub metadata: Value,
     pub enabled: bool,
     pub end_time: Option<DateTime<Utc>>,
@@ -72,8 +141,8 @@ pub struct NewCron {
 ///
 /// # Errors
 ///
-/// [`Error::Invalid`] for a schedule that does not parse or never fires, an unknown time zone, a
-/// payload or metadata that is not an object, or an owner who has `max_per_owner` crons already
+/// [`Error::Invalid`] for a schedule that does not parse or never fires, an unknown time zone,
+/// metadata that is not an object, or an owner who has `max_per_owner` crons already
 /// (enabled or not: a disabled one is enabled again without asking).
 pub async fn create(
     executor: impl PgExecutor<'_>,
@@ -84,13 +153,11 @@ pub async fn create(
         field: "schedule",
         reason,
     })?;
-    for (field, value) in [("payload", &new.payload), ("metadata", &new.metadata)] {
-        if !value.is_object() {
-            return Err(Error::Invalid {
-                field,
-                reason: "must be an object".into(),
-            });
-        }
+    if !new.metadata.is_object() {
+        return Err(Error::Invalid {
+            field: "metadata",
+            reason: "must be an object".into(),
+        });
     }
     let zone = zone(new.timezone.as_deref()).map_err(|reason| Error::Invalid {
         field: "timezone",
@@ -123,7 +190,7 @@ pub async fn create(
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" "),
-        new.payload,
+        new.payload.to_value(),
         new.metadata,
         new.enabled,
         new.end_time,
@@ -312,10 +379,10 @@ pub struct CronUpdate {
     /// `Some(None)` clears the end time.
     pub end_time: Option<Option<DateTime<Utc>>>,
     pub enabled: Option<bool>,
-    /// Keys set over the runs' payload's (`input`, `config`, `stream_mode`, ...).
-    pub payload: serde_json::Map<String, Value>,
+    /// What it sets over the runs' template.
+    pub payload: RunTemplate,
     /// Keys set over the cron's metadata's.
-    pub metadata: serde_json::Map<String, Value>,
+    pub metadata: Map<String, Value>,
     pub on_run_completed: Option<String>,
 }
 
@@ -370,10 +437,9 @@ pub async fn update<'a>(
     } else {
         cron.next_run_at
     };
-    let mut payload = cron.payload;
-    if let Some(object) = payload.as_object_mut() {
-        object.extend(change.payload.clone());
-    }
+    let payload = RunTemplate::from_value(cron.payload)?
+        .with(change.payload.clone())
+        .to_value();
     let mut metadata = cron.metadata;
     if let Some(object) = metadata.as_object_mut() {
         object.extend(change.metadata.clone());
@@ -549,65 +615,42 @@ async fn enqueue_for(
             thread::create(&mut *tx, &new).await?.thread_id
         }
     };
-    let payload = &cron.payload;
-    let object = |key: &str| payload.get(key).filter(|value| value.is_object()).cloned();
+    let template = RunTemplate::from_value(cron.payload.clone())?;
     let mut new = NewRun::new(thread_id, &cron.graph_id);
-    new.input = payload
-        .get("input")
-        .filter(|input| !input.is_null())
-        .cloned();
-    let mut config = object("config").unwrap_or_default();
-    let mut metadata = object("metadata").unwrap_or_else(|| serde_json::json!({}));
-    metadata["cron_id"] = serde_json::json!(cron.cron_id);
-    let own_context = payload
-        .get("context")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    new.input = template.input.filter(|input| !input.is_null());
+    let mut config = template
+        .config
+        .map_or(Value::Null, |config| config.to_value());
+    let mut metadata = template.metadata.unwrap_or_default();
+    metadata.insert("cron_id".into(), serde_json::json!(cron.cron_id));
     let mut assistant_context = Value::Null;
     // A cron on an assistant its maker created: its runs take the assistant's config as it is
     // now, under theirs, as a client's run on it does.
-    if let Some(id) = payload.get("assistant_id").and_then(Value::as_str) {
-        let assistant = Uuid::parse_str(id)
-            .ok()
-            .map(|id| crate::assistants::get(&mut *tx, Some(&cron.owner), id));
-        let assistant = match assistant {
-            Some(found) => found.await?,
-            None => None,
-        };
-        let Some(assistant) = assistant else {
+    if let Some(id) = template.assistant_id {
+        let Some(assistant) = crate::assistants::get(&mut *tx, Some(&cron.owner), id).await? else {
             return Err(Error::Invalid {
                 field: "assistant_id",
                 reason: format!("the cron's assistant {id} is gone"),
             });
         };
         config = crate::assistants::config_under(&assistant.config, config);
-        metadata["assistant_id"] = serde_json::json!(assistant.assistant_id);
+        metadata.insert(
+            "assistant_id".into(),
+            serde_json::json!(assistant.assistant_id),
+        );
         assistant_context = assistant.context;
     }
     new.config = RunConfig::from_value(config)?;
-    new.config.context = crate::assistants::context_under(&assistant_context, own_context);
-    new.metadata = metadata;
-    new.multitask_strategy = payload
-        .get("multitask_strategy")
-        .and_then(Value::as_str)
-        .and_then(MultitaskStrategy::from_name)
+    new.config.context =
+        crate::assistants::context_under(&assistant_context, template.context.unwrap_or_default());
+    new.metadata = Value::Object(metadata);
+    new.multitask_strategy = template
+        .multitask_strategy
         .unwrap_or(MultitaskStrategy::Enqueue);
-    if let Some(modes) = payload.get("stream_mode").and_then(Value::as_array) {
-        let modes: Vec<_> = modes
-            .iter()
-            .filter_map(Value::as_str)
-            .filter_map(mostrador_graph::StreamMode::from_name)
-            .collect();
-        if !modes.is_empty() {
-            new.stream_mode = modes;
-        }
+    if let Some(modes) = template.stream_mode.filter(|modes| !modes.is_empty()) {
+        new.stream_mode = modes;
     }
-    // Checked against the allow-list when the cron was made; the sender checks it again.
-    new.webhook = payload
-        .get("webhook")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    new.webhook = template.webhook;
     enqueue_on(&mut *tx, &new, limit).await?;
     Ok(())
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use mostrador_graph::StreamMode;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::PgExecutor;
 use uuid::Uuid;
@@ -81,8 +82,9 @@ impl RunStatus {
 }
 
 /// What to do when a run is created on a thread that already has one in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type, Serialize, Deserialize)]
 #[sqlx(type_name = "mostrador.multitask_strategy", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum MultitaskStrategy {
     /// Refuse the new run ([`Error::Conflict`]).
     Reject,

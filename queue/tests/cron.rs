@@ -2,7 +2,7 @@
 //! workers tick at once).
 
 use chrono::{DateTime, Utc};
-use mostrador_queue::cron::{self, NewCron, Schedule};
+use mostrador_queue::cron::{self, NewCron, RunTemplate, Schedule};
 use mostrador_queue::thread::{self, NewThread};
 use serde_json::json;
 use sqlx::PgPool;
@@ -129,7 +129,10 @@ fn every_minute(thread_id: Option<mostrador_queue::ThreadId>) -> NewCron {
         tenant: Some("madrid-centro".into()),
         schedule: "* * * * *".into(),
         timezone: None,
-        payload: json!({"input": {"n": 1}}),
+        payload: RunTemplate {
+            input: Some(json!({"n": 1})),
+            ..RunTemplate::default()
+        },
         metadata: json!({}),
         enabled: true,
         end_time: None,
@@ -274,6 +277,44 @@ async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(po
         2,
         "the run in flight and the other cron's"
     );
+}
+
+/// A template its runs cannot take (written by hand, or by a release that read it otherwise) is
+/// never run otherwise than it says: an unknown stream mode is not dropped, an unknown strategy
+/// is not read as `enqueue`. Its cron is disabled, saying why; the others run.
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_template_its_runs_cannot_take_disables_its_cron_and_holds_back_no_other(pool: PgPool) {
+    let mut unreadable = Vec::new();
+    for payload in [
+        r#"{"stream_mode": ["values", "nonsense"]}"#,
+        r#"{"multitask_strategy": "later"}"#,
+        r#"{"config": {"recursion_limit": 0}}"#,
+        r#"{"assistant_id": "not an id"}"#,
+    ] {
+        let cron_id = due_cron(&pool, None).await;
+        sqlx::query("update mostrador.crons set payload = $2::jsonb where cron_id = $1")
+            .bind(cron_id)
+            .bind(payload)
+            .execute(&pool)
+            .await
+            .expect("payload");
+        unreadable.push(cron_id);
+    }
+    due_cron(&pool, None).await;
+
+    assert_eq!(
+        cron::tick(&pool, None).await.expect("the tick goes on"),
+        1,
+        "the readable cron's run"
+    );
+    let enabled: Vec<bool> =
+        sqlx::query_scalar("select enabled from mostrador.crons where cron_id = any($1)")
+            .bind(&unreadable)
+            .fetch_all(&pool)
+            .await
+            .expect("crons");
+    assert_eq!(enabled, [false; 4]);
+    assert_eq!(count_runs(&pool).await, 1);
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
