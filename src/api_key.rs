@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use mostrador_queue::api_keys::{self, ApiKey, ApiKeyId, NewApiKey};
+use mostrador_queue::data::api_keys::{self, ApiKey, ApiKeyId, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
 use sqlx::PgPool;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use mostrador_api::{ApiConfig, AuthConfig, Caller};
-use mostrador_queue::api_keys::{self, NewApiKey};
+use mostrador_queue::data::api_keys::{self, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 

@@ -836,7 +836,7 @@ impl mostrador_worker::store::Embed for RustNodesEmbed {
         &'a self,
         value: &'a Value,
         index: &'a Value,
-    ) -> mostrador_worker::store::EmbedFuture<'a, Vec<mostrador_queue::store::Embedded>> {
+    ) -> mostrador_worker::store::EmbedFuture<'a, Vec<mostrador_queue::data::store::Embedded>> {
         Box::pin(async move {
             let embedded = self.index().await?.embed(value, index).await;
             embedded.map_err(|err| err.detail)

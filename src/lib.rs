@@ -145,8 +145,8 @@ impl QuotaArgs {
         self.threads_per_caller
     }
 
-    pub(crate) fn store(&self) -> mostrador_queue::store::StoreQuota {
-        mostrador_queue::store::StoreQuota {
+    pub(crate) fn store(&self) -> mostrador_queue::data::store::StoreQuota {
+        mostrador_queue::data::store::StoreQuota {
             items: self.store_items_per_caller,
             bytes: self.store_mib_per_caller << 20,
         }

@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Args;
+use mostrador_queue::data::retention::{self, Sweep};
 use mostrador_queue::db::DbConfig;
-use mostrador_queue::retention::{self, Sweep};
 use mostrador_queue::schema;
 
 use crate::DatabaseArgs;

@@ -102,7 +102,7 @@ pub struct ApiConfig {
     /// without.
     pub default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     /// What one caller may keep in the Store.
-    pub store_quota: mostrador_queue::store::StoreQuota,
+    pub store_quota: mostrador_queue::data::store::StoreQuota,
     /// The most threads one caller may have.
     pub threads_per_caller: i64,
     /// The Store's defaults (`store.ttl`).
@@ -264,7 +264,7 @@ impl ApiConfig {
             configurable_headers: None,
             default_thread_ttl: None,
             store_ttl: StoreTtl::default(),
-            store_quota: mostrador_queue::store::StoreQuota::default(),
+            store_quota: mostrador_queue::data::store::StoreQuota::default(),
             threads_per_caller: THREADS_PER_CALLER_DEFAULT,
             disabled_routes: RouteGroups::default(),
             mount_prefix: None,
@@ -298,7 +298,7 @@ struct Inner {
     custom_routes: Option<CustomRoutes>,
     store_index: Option<StoreIndex>,
     /// The store's vectors this process has read (for searches with a query).
-    vectors: mostrador_queue::store::VectorCache,
+    vectors: mostrador_queue::data::store::VectorCache,
     body_limit: usize,
     request_timeout: Duration,
     webhook_hosts: WebhookHosts,
@@ -332,7 +332,7 @@ struct Inner {
     configurable_headers: Option<HeaderFilter>,
     default_thread_ttl: Option<mostrador_queue::thread::Ttl>,
     store_ttl: StoreTtl,
-    store_quota: mostrador_queue::store::StoreQuota,
+    store_quota: mostrador_queue::data::store::StoreQuota,
     threads_per_caller: i64,
     metrics: Metrics,
     /// The dashboard page, as served.
@@ -387,7 +387,7 @@ impl AppState {
             custom_auth: config.custom_auth.clone(),
             custom_routes: config.custom_routes.clone(),
             store_index: config.store_index.clone(),
-            vectors: mostrador_queue::store::VectorCache::default(),
+            vectors: mostrador_queue::data::store::VectorCache::default(),
             body_limit: config.body_limit,
             request_timeout: config.request_timeout,
             webhook_hosts: config.webhook_hosts.clone(),
@@ -461,7 +461,7 @@ impl AppState {
     }
 
     /// The store's vectors this process has read.
-    pub fn vectors(&self) -> &mostrador_queue::store::VectorCache {
+    pub fn vectors(&self) -> &mostrador_queue::data::store::VectorCache {
         &self.0.vectors
     }
 
@@ -525,7 +525,7 @@ impl AppState {
         if missing.is_empty() {
             return;
         }
-        if let Ok(found) = mostrador_queue::graphs::names(&self.0.pool, &missing).await {
+        if let Ok(found) = mostrador_queue::data::graphs::names(&self.0.pool, &missing).await {
             self.0
                 .names
                 .write()
@@ -655,7 +655,7 @@ impl AppState {
     }
 
     /// What one caller may keep in the Store ([`ApiConfig::store_quota`]).
-    pub fn store_quota(&self) -> mostrador_queue::store::StoreQuota {
+    pub fn store_quota(&self) -> mostrador_queue::data::store::StoreQuota {
         self.0.store_quota
     }
 

@@ -62,8 +62,8 @@ impl Assistant {
     }
 }
 
-impl From<mostrador_queue::assistants::Assistant> for Assistant {
-    fn from(row: mostrador_queue::assistants::Assistant) -> Self {
+impl From<mostrador_queue::data::assistants::Assistant> for Assistant {
+    fn from(row: mostrador_queue::data::assistants::Assistant) -> Self {
         Self {
             assistant_id: row.assistant_id,
             graph_id: row.graph_id,
@@ -210,11 +210,15 @@ pub async fn found_for(
         let Ok(assistant_id) = Uuid::parse_str(id) else {
             return Err(not_found());
         };
-        mostrador_queue::assistants::get(state.pool(), owner_scope(state, caller), assistant_id)
-            .await
-            .map_err(ApiError::failed)?
-            .map(Assistant::from)
-            .ok_or_else(not_found)?
+        mostrador_queue::data::assistants::get(
+            state.pool(),
+            owner_scope(state, caller),
+            assistant_id,
+        )
+        .await
+        .map_err(ApiError::failed)?
+        .map(Assistant::from)
+        .ok_or_else(not_found)?
     };
     match grant {
         Some(grant) if !grant.admits(&assistant.metadata) => Err(not_found()),
@@ -332,7 +336,7 @@ fn xray(raw: Option<&str>) -> Result<Xray, ApiError> {
 
 /// What the workers recorded of a Python graph with LangGraph (the api runs no Python).
 async fn described(state: &AppState, graph_id: &str) -> Result<Value, ApiError> {
-    let described = mostrador_queue::graphs::description(state.pool(), graph_id)
+    let described = mostrador_queue::data::graphs::description(state.pool(), graph_id)
         .await
         .map_err(ApiError::failed)?
         .ok_or_else(|| ApiError {

@@ -14,7 +14,7 @@
 //! has no roles. Tokens never reach logs: errors say what was wrong with a token, never what it
 //! was.
 //!
-//! A key is looked up by its hash (`mostrador_queue::api_keys`); an unknown, revoked or expired
+//! A key is looked up by its hash (`mostrador_queue::data::api_keys`); an unknown, revoked or expired
 //! key is the same 401, and a database that cannot be asked is a 503, as an unreachable JWKS is:
 //! nobody can be authenticated now, which says nothing about the key.
 
@@ -26,7 +26,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use mostrador_queue::PgPool;
-use mostrador_queue::api_keys;
+use mostrador_queue::data::api_keys;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;

@@ -1,6 +1,6 @@
 //! Scheduled runs, as the `langgraph-sdk`'s `client.crons` speaks them: create (on a thread, or
 //! stateless: each run on a new thread of the creator), get, update, search, count, delete. The
-//! workers execute them (`queue::cron::tick`). A caller sees, changes and deletes only their own
+//! workers execute them (`queue::data::cron::tick`). A caller sees, changes and deletes only their own
 //! crons; another's is a 404, like one that does not exist.
 //!
 //! Schedules are five-field cron expressions, read in UTC or in the IANA `timezone` a cron names.
@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use mostrador_queue::cron::{self, Cron, NewCron, RunTemplate};
+use mostrador_queue::data::cron::{self, Cron, NewCron, RunTemplate};
 use mostrador_queue::run::{MultitaskStrategy, RunConfig};
 use mostrador_queue::{Error as QueueError, ThreadId};
 use serde::Deserialize;
@@ -135,7 +135,7 @@ async fn new_cron(
     let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     let mut payload = requested.template(state, caller)?;
     if assistant.assistant_id != Assistant::for_graph(&assistant.graph_id).assistant_id {
-        // One the caller created: each run takes its config as it is then (`queue::cron`).
+        // One the caller created: each run takes its config as it is then (`queue::data::cron`).
         payload.assistant_id = Some(assistant.assistant_id);
     }
     crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;

@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::{lease, run};
+use mostrador_queue::{run, run::lease};
 use serde_json::{Value, json};
 
 use crate::app::AppState;

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, HOST, ORIGIN};
 use axum::http::request::Parts;
-use mostrador_queue::api_keys::is_api_key;
+use mostrador_queue::data::api_keys::is_api_key;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 

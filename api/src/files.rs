@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use mostrador_queue::files;
+use mostrador_queue::state::files;
 use serde::Deserialize;
 
 use crate::app::AppState;

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
 use mostrador_queue::{
     Error as QueueError, IdleThreadCheckpointer, PgCheckpointer, Thread, ThreadId, ThreadStatus,
-    saver,
+    state::saver,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::store::{self, Namespaces, Search};
+use mostrador_queue::data::store::{self, Namespaces, Search};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;

@@ -1,8 +1,8 @@
 //! A project's semantic index (`store.index`): its embedding function, run in the api's helper
 //! processes ([`ProjectCode`]), embeds the items clients put and the queries they search with;
-//! Postgres keeps the vectors and `queue::store` ranks items by them.
+//! Postgres keeps the vectors and `queue::data::store` ranks items by them.
 
-use mostrador_queue::store::Embedded;
+use mostrador_queue::data::store::Embedded;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;

@@ -709,14 +709,18 @@ pub async fn copy(
     )
     .await
     .map_err(crate::runs::queue_error)?;
-    mostrador_queue::checkpoint::copy_thread(&mut *tx, original.thread_id.0, copy.thread_id.0)
-        .await
-        .map_err(ApiError::failed)?;
+    mostrador_queue::state::checkpoint::copy_thread(
+        &mut *tx,
+        original.thread_id.0,
+        copy.thread_id.0,
+    )
+    .await
+    .map_err(ApiError::failed)?;
     // A thread's files are its owner's alone (a reader of the thread reads none, whatever a
     // policy or a project's handlers let them read): a reader's copy takes its state, not its
     // files.
     if original.owner == caller.subject {
-        mostrador_queue::files::copy(&mut *tx, original.thread_id.0, copy.thread_id.0)
+        mostrador_queue::state::files::copy(&mut *tx, original.thread_id.0, copy.thread_id.0)
             .await
             .map_err(ApiError::failed)?;
     }

@@ -4,7 +4,7 @@
 //! and is checked again when it is sent, so narrowing the list stops what was queued before.
 //! With no list, webhooks are refused: the api never calls out where nobody said it may.
 //!
-//! The announcement is queued by the statement that ends the run (`queue::webhooks`), so none is
+//! The announcement is queued by the statement that ends the run (`queue::data::webhooks`), so none is
 //! lost to a crash; every api process sends what is due ([`send`]), at least once, following no
 //! redirect, retrying failures with a growing backoff, and giving up after [`MAX_ATTEMPTS`].
 
@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use chrono::Utc;
-use mostrador_queue::webhooks::{self, Delivery};
+use mostrador_queue::data::webhooks::{self, Delivery};
 use mostrador_queue::{Error as QueueError, run};
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use mostrador_queue::{MultitaskStrategy, RunStatus, ThreadStatus, files};
+use mostrador_queue::{MultitaskStrategy, RunStatus, ThreadStatus, state::files};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -190,8 +190,8 @@ pub struct Item {
     pub updated_at: DateTime<Utc>,
 }
 
-impl From<mostrador_queue::store::Item> for Item {
-    fn from(item: mostrador_queue::store::Item) -> Self {
+impl From<mostrador_queue::data::store::Item> for Item {
+    fn from(item: mostrador_queue::data::store::Item) -> Self {
         Self {
             namespace: item.namespace,
             key: item.key,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body as HttpBody;
 use axum::http::{Request, StatusCode, header};
 use mostrador_api::{ApiError, AuthError, Caller, Credential};
-use mostrador_queue::api_keys::{self, NewApiKey};
+use mostrador_queue::data::api_keys::{self, NewApiKey};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

@@ -323,7 +323,7 @@ async fn deleting_an_assistant_with_delete_threads_deletes_the_threads_it_ran_on
 /// creation is a 422 that writes nothing, and an update keeps the newest versions only.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_callers_assistants_and_their_versions_are_bounded(pool: PgPool) {
-    use mostrador_queue::assistants::{MAX_PER_OWNER, VERSIONS_KEPT};
+    use mostrador_queue::data::assistants::{MAX_PER_OWNER, VERSIONS_KEPT};
 
     let api = Api::new(pool.clone()).await;
     let ana = api.token_for(&caller("ana", "customer", None));

@@ -105,7 +105,7 @@ async fn a_runs_context_is_its_assistants_with_its_own_over_it_however_it_starts
         .await
         .expect("due");
     assert_eq!(
-        mostrador_queue::cron::tick(&pool, None)
+        mostrador_queue::data::cron::tick(&pool, None)
             .await
             .expect("tick"),
         1

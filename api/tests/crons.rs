@@ -242,7 +242,7 @@ async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: 
     assert_eq!(status, StatusCode::OK);
     make_due(&pool).await;
     assert_eq!(
-        mostrador_queue::cron::tick(&pool, None)
+        mostrador_queue::data::cron::tick(&pool, None)
             .await
             .expect("tick"),
         1
@@ -267,7 +267,7 @@ async fn a_cron_on_a_created_assistant_runs_with_its_config_as_it_is_then(pool: 
     assert_eq!(status, StatusCode::NO_CONTENT);
     make_due(&pool).await;
     assert_eq!(
-        mostrador_queue::cron::tick(&pool, None)
+        mostrador_queue::data::cron::tick(&pool, None)
             .await
             .expect("tick"),
         0

@@ -330,7 +330,7 @@ async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
         },
         "subgraphs": {"outer": schema("outer"), "outer|inner": schema("inner")},
     });
-    mostrador_queue::graphs::record(&pool, "py", &description)
+    mostrador_queue::data::graphs::record(&pool, "py", &description)
         .await
         .expect("record");
 
@@ -371,7 +371,7 @@ async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
     assert_eq!(rust, json!({}), "a Rust graph without subgraphs");
 
     let failed = json!({"error": "TypeError: the factory needs a config"});
-    mostrador_queue::graphs::record(&pool, "py", &failed)
+    mostrador_queue::data::graphs::record(&pool, "py", &failed)
         .await
         .expect("record");
     let (status, _, body) = api.send(api.get("/assistants/py/graph")).await;

@@ -4,7 +4,7 @@
 //! thread that does not exist get the same 404; a missing, expired or foreign-audience token gets
 //! 401. No answer to a stranger names the thread.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::run::ending::Ending;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;

@@ -342,7 +342,7 @@ async fn the_projects_store_ttl_applies_to_items_put_without_one_and_expired_one
         .await
         .expect("expired");
     assert_eq!(
-        mostrador_queue::store::delete_expired(&pool, 100)
+        mostrador_queue::data::store::delete_expired(&pool, 100)
             .await
             .expect("sweep"),
         1
@@ -363,7 +363,7 @@ async fn a_callers_storage_is_bounded(pool: PgPool) {
         pool.clone(),
         mostrador_api::ApiConfig {
             body_limit: 4 * 1024 * 1024,
-            store_quota: mostrador_queue::store::StoreQuota {
+            store_quota: mostrador_queue::data::store::StoreQuota {
                 items: 3,
                 bytes: 10_000,
             },
@@ -425,7 +425,7 @@ async fn a_callers_storage_is_bounded(pool: PgPool) {
     assert_eq!(items("luis").await, 1);
 
     // One value is a memory, not a file.
-    let huge = json!({"text": "x".repeat(mostrador_queue::store::MAX_VALUE_BYTES)});
+    let huge = json!({"text": "x".repeat(mostrador_queue::data::store::MAX_VALUE_BYTES)});
     let (status, _, answer) = put(&luis, "big", huge).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
 }

@@ -2,11 +2,11 @@
 //! filtered by stream mode, ended by `end`; and `join` answering the final state. The events are
 //! written with the queue's own functions, as a worker writes them.
 
-use mostrador_queue::ending::{After, Ending};
+use mostrador_queue::run::ending::{After, Ending};
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
-use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::run::event::{self, NewEvent};
 use mostrador_queue::{ClaimedRun, WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;

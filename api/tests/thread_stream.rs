@@ -2,13 +2,13 @@
 //! visible only to whoever sees the thread. The events are written with the queue's own functions,
 //! as a worker writes them.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::run::ending::Ending;
 use std::time::Duration;
 
 use axum::body::BodyDataStream;
 use axum::http::StatusCode;
 use futures_util::StreamExt;
-use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::run::event::{self, NewEvent};
 use mostrador_queue::{WorkerLease, claim};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -231,7 +231,7 @@ async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden
 /// the key it was opened with is revoked, the next run's events are not sent, the stream ends.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_thread_stream_ends_when_the_key_it_was_opened_with_is_revoked(pool: PgPool) {
-    use mostrador_queue::api_keys::{self, NewApiKey};
+    use mostrador_queue::data::api_keys::{self, NewApiKey};
 
     let api = Api::new(pool.clone()).await;
     let (key, secret) = api_keys::create(

@@ -1,7 +1,7 @@
 //! Webhooks: a run's end announced to the URL it named, only on a host the operator allows;
 //! queued as the run ends, retried when the receiver fails, sent once it answers.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::run::ending::Ending;
 use std::time::Duration;
 
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
--- The checkpoint write of a claimed run's superstep, as queue::checkpoint::PgCheckpointer::put_checkpoint
+-- The checkpoint write of a claimed run's superstep, as queue::state::checkpoint::PgCheckpointer::put_checkpoint
 -- writes it: the lease's fence, one changed channel's blob, the thread's retention clock (a no-op
 -- within a minute), the checkpoint. Each pgbench client writes its own thread (:client_id).
 with fence as (select 1 from mostrador.runs where run_id = md5('r'||:client_id)::uuid and attempt = 1 and status = 'running' for key share),

@@ -118,7 +118,7 @@ pub fn claimer(pool: &PgPool) -> PgPool {
     pool_options().max_connections(1).connect_lazy_with(options)
 }
 
-/// A pool of one connection for a worker's publisher ([`crate::ending::write`]), with `pool`'s
+/// A pool of one connection for a worker's publisher ([`crate::run::ending::write`]), with `pool`'s
 /// options, whose plans scan no table whole: its statement finds the runs it writes and their
 /// threads by primary key, whatever the tables' statistics said when its generic plan was made
 /// (one made while `runs` and `threads` were small scans both whole on every write, as the

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::api_keys::ApiKeyId;
+use crate::data::api_keys::ApiKeyId;
 use crate::{RunId, ThreadId};
 
 /// `Result` with the queue's [`Error`].

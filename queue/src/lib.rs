@@ -15,41 +15,51 @@
 //! * [`thread`]: threads, the unit of ownership, counted per caller by triggers and held to a
 //!   quota; a stateless run's is `temporary`, marked deleted by the statement that ends the run;
 //!   `thread::search` (private): who sees which ([`thread::Visibility`]), search, count.
-//! * [`run`]: run records and their reads, re-exporting [`enqueue`]'s; [`run::RunConfig`], a run's
-//!   `config` typed, as the api accepts it and both engines read it.
-//! * [`enqueue`]: one run in one statement that locks its thread, checks the limits, inserts, binds
-//!   the thread's graph and notifies (other multitask strategies in one transaction), or a batch.
-//! * [`cancel`](mod@cancel): cancelling one run, or many in one transaction.
-//! * [`claim`](mod@claim): `claim`, the one statement that makes a [`ClaimedRun`] and its [`Lease`].
-//! * [`ending`]: the one way out of a claim: a [`ClaimedRun`]'s `Ending`, written fenced by
-//!   `end_many`, or by `write` with runs' events and described states in one statement.
-//! * [`lease`]: worker registration, the per-process heartbeat (which disowns a run the database
-//!   says the worker holds and it does not) and the sweeper of expired leases.
-//! * [`cron`]: crons on five-field schedules read on an IANA zone's clocks, and `tick`, where the
-//!   advisory-lock leader enqueues the due runs and moves the crons on in one transaction.
-//! * [`effects`]: a tool's result by idempotency key, claimed and recorded in the tool's own
-//!   transaction.
-//! * [`retention`]: idle threads deleted by policy in keyset batches, one per transaction, never
-//!   one waiting on an interrupt; `expire`: threads whose own time to live passed.
-//! * [`checkpoint`]: [`PgCheckpointer`], fenced by a run's lease when it writes for a claimed run
-//!   and holding its final checkpoint for its ending, and [`IdleThreadCheckpointer`].
-//! * [`saver`]: LangGraph's own checkpoints of Python graphs, as LangGraph serialized them, a
-//!   superstep's writes and checkpoint in one fenced statement; and the states the api serves.
-//! * [`graphs`]: what workers describe of Python graphs (schemas, drawings, subgraphs) for the api.
-//! * [`event`]: the durable event log of a run: append (fenced by bumping the run's `event_seq`),
-//!   read, [`event::publish`], and [`EventFollower`](event::EventFollower).
-//! * [`files`]: a thread's files, beside its checkpoints and never in them; read plainly, written
-//!   fenced by the run's lease within the thread's limit, copied and deleted with the thread.
 //! * [`listener`]: the one LISTEN connection per process; the api's hears runs' events, wake-ups
 //!   and cancels, a worker's only wake-ups and cancels.
-//! * [`api_keys`]: API keys, of which only a SHA-256 is stored, each checked by a
-//!   [`api_keys::Verifier`] before any query; a cron made with a key stops when it is revoked.
-//! * [`assistants`]: assistants callers create, every version kept, each its owner's; a run's
-//!   config and context over its assistant's.
-//! * [`store`]: the Store, items by owner, namespace and key; `store::similar` (private): semantic
-//!   search scored in the process, its vectors kept in a [`store::VectorCache`].
-//! * [`webhooks`]: announcements of ended runs that named a webhook, queued by a trigger on the
-//!   statement that ends the run and taken by senders with `SKIP LOCKED` and a hold.
+//! * [`run`]: a run's life, in the order it is lived. Its records and their reads, and
+//!   [`run::RunConfig`], a run's `config` typed, as the api accepts it and both engines read it.
+//!   * [`run::enqueue`](mod@run::enqueue): one run in one statement that locks its thread, checks the limits,
+//!     inserts, binds the thread's graph and notifies (other multitask strategies in one
+//!     transaction), or a batch.
+//!   * [`run::claim`](mod@run::claim): `claim`, the one statement that makes a [`ClaimedRun`] and its [`Lease`].
+//!   * [`run::lease`]: worker registration, the per-process heartbeat (which disowns a run the
+//!     database says the worker holds and it does not) and the sweeper of expired leases.
+//!   * [`run::event`]: the durable event log of a run: append (fenced by bumping the run's
+//!     `event_seq`), read, [`run::event::publish`], and
+//!     [`EventFollower`](run::event::EventFollower).
+//!   * [`run::ending`]: the one way out of a claim: a [`ClaimedRun`]'s `Ending`, written fenced by
+//!     `end_many`, or by `write` with runs' events and described states in one statement.
+//!   * [`run::cancel`](mod@run::cancel): cancelling one run, or many in one transaction.
+//! * [`state`]: what runs leave of a thread.
+//!   * [`state::checkpoint`]: [`PgCheckpointer`], fenced by a run's lease when it writes for a
+//!     claimed run and holding its final checkpoint for its ending, and [`IdleThreadCheckpointer`].
+//!   * [`state::saver`]: LangGraph's own checkpoints of Python graphs, as LangGraph serialized
+//!     them, a superstep's writes and checkpoint in one fenced statement; and the states the api
+//!     serves.
+//!   * [`state::files`]: a thread's files, beside its checkpoints and never in them; read plainly,
+//!     written fenced by the run's lease within the thread's limit, copied and deleted with the
+//!     thread.
+//! * [`data`]: what the product keeps beside runs; the run loop reads none of it.
+//!   * [`data::assistants`]: assistants callers create, every version kept, each its owner's; a
+//!     run's config and context over its assistant's.
+//!   * [`data::cron`]: crons on five-field schedules read on an IANA zone's clocks, each with its
+//!     runs' [`RunTemplate`](data::cron::RunTemplate), and `tick`, where the advisory-lock leader
+//!     enqueues the due runs and moves the crons on in one transaction.
+//!   * [`data::store`]: the Store, items by owner, namespace and key; `store::similar` (private):
+//!     semantic search scored in the process, its vectors kept in a
+//!     [`VectorCache`](data::store::VectorCache).
+//!   * [`data::api_keys`]: API keys, of which only a SHA-256 is stored, each checked by a
+//!     [`Verifier`](data::api_keys::Verifier) before any query; a cron made with a key stops when
+//!     it is revoked.
+//!   * [`data::webhooks`]: announcements of ended runs that named a webhook, queued by a trigger on
+//!     the statement that ends the run and taken by senders with `SKIP LOCKED` and a hold.
+//!   * [`data::retention`]: idle threads deleted by policy in keyset batches, one per transaction,
+//!     never one waiting on an interrupt; `expire`: threads whose own time to live passed.
+//!   * [`data::effects`]: a tool's result by idempotency key, claimed and recorded in the tool's
+//!     own transaction.
+//!   * [`data::graphs`]: what workers describe of Python graphs (schemas, drawings, subgraphs) for
+//!     the api.
 //! * `error` (private): [`Error`], whose domain variants callers match on, and [`is_transient`].
 //!
 //! # Guarantees
@@ -83,40 +93,25 @@
 //!   checkpointer keeps its connection between writes and remembers the latest checkpoint it read
 //!   until it writes, and a claim says whether the thread had one ([`ClaimedRun::checkpointed`]).
 
-pub mod api_keys;
-pub mod assistants;
-pub mod cancel;
-pub mod checkpoint;
-pub mod claim;
-pub mod cron;
+pub mod data;
 pub mod db;
-pub mod effects;
-pub mod ending;
-pub mod enqueue;
-pub mod event;
-pub mod files;
-pub mod graphs;
-pub mod lease;
 pub mod listener;
-pub mod retention;
 pub mod run;
-pub mod saver;
 pub mod schema;
-pub mod store;
+pub mod state;
 pub mod thread;
-pub mod webhooks;
 
 mod error;
 
-pub use cancel::{CancelOutcome, cancel};
-pub use checkpoint::{IdleThreadCheckpointer, PgCheckpointer};
-pub use claim::{ClaimedRun, Lease, claim};
 pub use error::{Error, Result, is_transient};
-pub use event::{NewEvent, RunEvent};
-pub use lease::{LiveWorker, WorkerId, WorkerLease};
 pub use listener::Listener;
+pub use run::cancel::{CancelOutcome, cancel};
+pub use run::claim::{ClaimedRun, Lease, claim};
+pub use run::event::{NewEvent, RunEvent};
+pub use run::lease::{LiveWorker, WorkerId, WorkerLease};
 pub use run::{CancelAction, MultitaskStrategy, NewRun, QueueLimit, Run, RunId, RunStatus};
 pub use schema::MIGRATOR;
+pub use state::checkpoint::{IdleThreadCheckpointer, PgCheckpointer};
 pub use thread::{NewThread, Thread, ThreadId, ThreadStatus};
 
 /// The database handle every function here takes; its users need no `sqlx` of their own, so the

@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::Result;
-use crate::event::RunEvent;
-use crate::lease::WorkerId;
+use crate::run::event::RunEvent;
+use crate::run::lease::WorkerId;
 use crate::run::{CancelAction, RunId};
 
 /// Runs were queued (or released) for the graph named in the payload.
@@ -163,7 +163,7 @@ impl Listener {
         self.shared.control.subscribe()
     }
 
-    /// Live events of one run. Prefer [`crate::event::EventFollower`], which adds the replay and
+    /// Live events of one run. Prefer [`crate::run::event::EventFollower`], which adds the replay and
     /// the de-duplication that make the stream exact.
     ///
     /// # Panics

@@ -1,8 +1,9 @@
-//! Run records: their types, reading and deleting them. Enqueueing (with multitask strategies and
-//! backpressure) is in [`crate::enqueue`], re-exported here; cancelling is in [`crate::cancel`](mod@crate::cancel).
+//! A run's life, one module per step: [`enqueue`](mod@enqueue), [`claim`](mod@claim), [`lease`],
+//! [`event`], [`ending`], [`cancel`](mod@cancel). This module holds the records they share: their
+//! types, reading and deleting them.
 //!
 //! A run's life is in `docs/run-states.md`. The transitions of a *claimed* run are in
-//! [`crate::claim`](mod@crate::claim), because only the lease holder may make them.
+//! [`claim`](mod@claim) and [`ending`], because only the lease holder may make them.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,17 +15,23 @@ use serde_json::Value;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use crate::lease::WorkerId;
+use crate::run::lease::WorkerId;
 use crate::thread::{ThreadId, Visibility};
 use crate::{Error, Result};
 
+pub mod cancel;
+pub mod claim;
 mod config;
+pub mod ending;
+pub mod enqueue;
+pub mod event;
+pub mod lease;
 
-pub use crate::enqueue::{
+pub use config::RunConfig;
+pub use enqueue::{
     Enqueued, HORIZON_DEFAULT, MAX_PENDING_PER_CALLER_DEFAULT, QueueLimit, enqueue, enqueue_batch,
     enqueue_on_new_threads,
 };
-pub use config::RunConfig;
 
 /// How many times a run may be claimed before an expired lease or a retryable failure ends it in
 /// `error`. Drain releases do not count.
@@ -160,7 +167,7 @@ pub struct Run {
 #[derive(Debug, Clone)]
 pub struct NewRun {
     /// The id the caller chose: its follower subscribed to the run's events before the run
-    /// existed, and reads no log ([`crate::event::EventFollower::of_new_run`]). `None`: a new one.
+    /// existed, and reads no log ([`crate::run::event::EventFollower::of_new_run`]). `None`: a new one.
     /// Enqueueing the same id twice is refused by the table's primary key, as a bug.
     pub run_id: Option<RunId>,
     pub thread_id: ThreadId,
@@ -181,7 +188,7 @@ pub struct NewRun {
     /// A client streams its events as they come (`runs.stream`): its worker writes its first
     /// event at once. Others' first events wait for the worker's next flush or the run's end.
     pub streamed: bool,
-    /// Where its end is announced ([`crate::webhooks`]); the caller checks it is allowed.
+    /// Where its end is announced ([`crate::data::webhooks`]); the caller checks it is allowed.
     pub webhook: Option<String>,
     /// The thread may be of another graph, which this run's then replaces (as the official
     /// server runs any assistant on any thread): the caller knows both graphs read the thread's

@@ -13,7 +13,7 @@ use serde_json::Value;
 use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
-use crate::cancel::cancel_in_tx;
+use crate::run::cancel::cancel_in_tx;
 use crate::run::{CancelAction, RunId};
 use crate::{Error, Result, check_metadata, metadata_max_bytes};
 
@@ -95,7 +95,7 @@ pub struct NewThread {
 }
 
 /// A thread's time to live: once idle this many minutes, it is deleted, or with `keep_latest`
-/// keeps only its latest checkpoint ([`crate::retention::expire`]).
+/// keeps only its latest checkpoint ([`crate::data::retention::expire`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ttl {
     pub minutes: f64,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mostrador_queue::Error;
-use mostrador_queue::api_keys::{self, ApiKeyId, KEY_PREFIX, NewApiKey};
+use mostrador_queue::data::api_keys::{self, ApiKeyId, KEY_PREFIX, NewApiKey};
 use sqlx::PgPool;
 
 fn marta() -> NewApiKey {

@@ -1,9 +1,9 @@
 //! Cancelling a run: pending runs end at once, running runs are signalled to their holder.
 
-use mostrador_queue::cancel::{CancelOutcome, cancel};
-use mostrador_queue::ending::Ending;
 use mostrador_queue::listener::{Control, Queued};
 use mostrador_queue::run;
+use mostrador_queue::run::cancel::{CancelOutcome, cancel};
+use mostrador_queue::run::ending::Ending;
 use mostrador_queue::{CancelAction, Error, Listener, RunId, RunStatus, ThreadId};
 use sqlx::PgPool;
 use uuid::Uuid;

@@ -7,12 +7,12 @@ use mostrador_graph::{
     Command, Error as GraphError, Outcome, Reducer, RunControl, RunInput, RunOptions, RunResult,
     START, StateGraph,
 };
-use mostrador_queue::checkpoint::HeldFinal;
-use mostrador_queue::ending::{Ending, end_many};
+use mostrador_queue::run::ending::{Ending, end_many};
+use mostrador_queue::state::checkpoint::HeldFinal;
 use std::time::Duration;
 
-use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::lease::sweep;
+use mostrador_queue::run::event::{self, NewEvent};
+use mostrador_queue::run::lease::sweep;
 use mostrador_queue::{Error, NewRun, PgCheckpointer};
 use serde_json::json;
 use sqlx::PgPool;
@@ -589,7 +589,7 @@ async fn a_held_final_checkpoint_is_written_by_the_ending_under_its_lease(
 /// a thread without a state, nor a value its state held before.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn threads_are_found_by_the_values_of_their_latest_state(pool: PgPool) -> anyhow::Result<()> {
-    use mostrador_queue::saver::{Described, NewCheckpoint, Saver, Write, describe_many};
+    use mostrador_queue::state::saver::{Described, NewCheckpoint, Saver, Write, describe_many};
     use mostrador_queue::thread::{self, ThreadSearch, ThreadSort, Visibility};
 
     // A Rust graph's thread: its topic set twice, the second time its latest.

@@ -4,8 +4,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mostrador_queue::ending::{End, Ending, end_many};
 use mostrador_queue::listener::{Queued, RUNS_CHANNEL};
+use mostrador_queue::run::ending::{End, Ending, end_many};
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{Listener, RunId, claim};

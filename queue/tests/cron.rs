@@ -2,7 +2,7 @@
 //! workers tick at once).
 
 use chrono::{DateTime, Utc};
-use mostrador_queue::cron::{self, NewCron, RunTemplate, Schedule};
+use mostrador_queue::data::cron::{self, NewCron, RunTemplate, Schedule};
 use mostrador_queue::thread::{self, NewThread};
 use serde_json::json;
 use sqlx::PgPool;
@@ -239,7 +239,7 @@ async fn a_reject_cron_on_a_busy_thread_skips_its_run_and_holds_back_no_other(po
     let busy = thread::create(&pool, &NewThread::new(GRAPH, "ana"))
         .await
         .expect("thread");
-    mostrador_queue::enqueue::enqueue(
+    mostrador_queue::run::enqueue::enqueue(
         &pool,
         &mostrador_queue::NewRun::new(busy.thread_id, GRAPH),
         None,
@@ -427,7 +427,7 @@ async fn a_crons_runs_carry_its_webhook(pool: PgPool) {
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_stateless_crons_thread_goes_with_its_run_unless_it_keeps_them(pool: PgPool) {
-    use mostrador_queue::ending::Ending;
+    use mostrador_queue::run::ending::Ending;
 
     let worker = crate::support::new_worker(&pool).await;
     let mut threads = Vec::new();
@@ -463,7 +463,7 @@ async fn a_stateless_crons_thread_goes_with_its_run_unless_it_keeps_them(pool: P
 /// made with a token is not touched.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn a_cron_stops_when_the_key_it_was_made_with_is_revoked_or_expires(pool: PgPool) {
-    use mostrador_queue::api_keys::{self, NewApiKey};
+    use mostrador_queue::data::api_keys::{self, NewApiKey};
 
     let key = || async {
         let new = NewApiKey {

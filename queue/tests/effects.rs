@@ -1,6 +1,6 @@
 //! Tools with external effects: once per idempotency key, even when two runs of the tool race.
 
-use mostrador_queue::effects::{claim, record};
+use mostrador_queue::data::effects::{claim, record};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;

@@ -1,7 +1,7 @@
 //! Enqueue: multitask strategies (what a new run does to the runs in flight on its thread),
 //! batches and backpressure.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::run::ending::Ending;
 use std::time::Duration;
 
 use mostrador_graph::StreamMode;
@@ -258,7 +258,7 @@ async fn a_batched_run_keeps_what_its_caller_gave_it(pool: PgPool) -> anyhow::Re
     let given = run::get(&pool, first.thread_id, run_ids[0]).await?;
     assert_eq!(
         given.config,
-        serde_json::json!({"configurable": {"model": "m"}})
+        serde_json::json!({"configurable": {"model": "m"}, "context": {}})
     );
     assert_eq!(given.metadata, serde_json::json!({"source": "nightly"}));
     assert_eq!(given.stream_mode, ["values", "updates"]);
@@ -269,7 +269,7 @@ async fn a_batched_run_keeps_what_its_caller_gave_it(pool: PgPool) -> anyhow::Re
 
     // Empty objects stay objects; a run nobody traced has a trace of its own, its id's digits.
     let defaults = run::get(&pool, second.thread_id, run_ids[1]).await?;
-    assert_eq!(defaults.config, serde_json::json!({}));
+    assert_eq!(defaults.config, serde_json::json!({"context": {}}));
     assert_eq!(defaults.metadata, serde_json::json!({}));
     assert_eq!(defaults.stream_mode, ["values"]);
     assert_eq!(defaults.trace_id, Some(run_ids[1].0.simple().to_string()));

@@ -1,8 +1,8 @@
 //! Run events: appended in order, notified, and followed exactly once across listener outages.
 
-use mostrador_queue::event::{self, EventFollower, NewEvent};
 use mostrador_queue::listener::Queued;
 use mostrador_queue::run::RunId;
+use mostrador_queue::run::event::{self, EventFollower, NewEvent};
 use mostrador_queue::{Listener, NewRun, RunEvent};
 use serde_json::json;
 use sqlx::PgPool;

@@ -1,8 +1,8 @@
 //! A thread's files: written only under the run's lease, within the thread's limit, and carried
 //! by its copies and deletions.
 
-use mostrador_queue::files::{self, NewFile};
-use mostrador_queue::lease::sweep;
+use mostrador_queue::run::lease::sweep;
+use mostrador_queue::state::files::{self, NewFile};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{Error, ThreadId};
 use sqlx::PgPool;

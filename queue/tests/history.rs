@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use mostrador_graph::stream::discard;
 use mostrador_graph::{Command, Reducer, RunControl, RunInput, RunOptions, START, StateGraph};
-use mostrador_queue::ending::Ending;
-use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::saver::{Blob, NewCheckpoint, Payload, Saver, Write};
+use mostrador_queue::run::ending::Ending;
+use mostrador_queue::run::event::{self, NewEvent};
+use mostrador_queue::state::saver::{Blob, NewCheckpoint, Payload, Saver, Write};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{NewRun, PgCheckpointer, WorkerLease, claim, db, run};
 use serde_json::json;
@@ -190,7 +190,7 @@ async fn behind(pool: &PgPool, n: usize) -> anyhow::Result<()> {
         }
         let mut conn = setup.acquire().await?;
         let ends: Vec<_> = claimed.iter().map(|c| c.ending(Ending::Success)).collect();
-        mostrador_queue::ending::end_many(&mut conn, &ends).await?;
+        run::ending::end_many(&mut conn, &ends).await?;
     }
     for p in [&setup, &claimer] {
         sqlx::query("select pg_stat_force_next_flush()")

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use mostrador_queue::ending::{After, Ending, end_many, retry_backoff, write};
-use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::lease::sweep;
+use mostrador_queue::run::ending::{After, Ending, end_many, retry_backoff, write};
+use mostrador_queue::run::event::{self, NewEvent};
+use mostrador_queue::run::lease::sweep;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{Error, RunId, RunStatus, ThreadId, ThreadStatus};

@@ -1,9 +1,9 @@
 //! Retention deletes whole threads idle longer than their graph's policy, and nothing else; a
 //! thread's retention clock, and the exact date of its state beside it.
 
-use mostrador_queue::ending::{Ending, end_many};
-use mostrador_queue::event::{self, NewEvent};
-use mostrador_queue::retention::{self, Report, Sweep};
+use mostrador_queue::data::retention::{self, Report, Sweep};
+use mostrador_queue::run::ending::{Ending, end_many};
+use mostrador_queue::run::event::{self, NewEvent};
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ThreadId, ThreadStatus, claim};

@@ -2,10 +2,10 @@
 //! run's lease, and a thread's state is the newest one described while its run is in flight.
 
 use mostrador_queue::Error;
-use mostrador_queue::ending::{Ending, write};
-use mostrador_queue::event::NewEvent;
-use mostrador_queue::lease::sweep;
-use mostrador_queue::saver::{
+use mostrador_queue::run::ending::{Ending, write};
+use mostrador_queue::run::event::NewEvent;
+use mostrador_queue::run::lease::sweep;
+use mostrador_queue::state::saver::{
     self, Described, NewCheckpoint, Payload, PendingWrite, Saver, Write, describe_many,
 };
 use mostrador_queue::{ClaimedRun, ThreadId, WorkerLease};

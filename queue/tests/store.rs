@@ -1,7 +1,7 @@
 //! The Store's semantic index: items ranked by their nearest embedded field, their vectors
 //! replaced with them and gone with them, a page filled as LangGraph's stores fill it.
 
-use mostrador_queue::store::{self, Embedded, Found, Search, StoreQuota, VectorCache, Write};
+use mostrador_queue::data::store::{self, Embedded, Found, Search, StoreQuota, VectorCache, Write};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use mostrador_queue::event::EventFollower;
+use mostrador_queue::run::event::EventFollower;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{Listener, Run, RunStatus};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use mostrador_queue::cancel::cancel;
+use mostrador_queue::run::cancel::cancel;
 use mostrador_queue::thread;
 use mostrador_queue::{CancelAction, Error as QueueError, RunStatus, ThreadStatus};
 use serde_json::json;

@@ -15,9 +15,9 @@ use mostrador_graph::{
     RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
 };
 use mostrador_queue::PgPool;
-use mostrador_queue::checkpoint::{FinalCheckpoint, HeldFinal};
-use mostrador_queue::ending::{After, Ending};
 use mostrador_queue::run::RunConfig;
+use mostrador_queue::run::ending::{After, Ending};
+use mostrador_queue::state::checkpoint::{FinalCheckpoint, HeldFinal};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
 };

@@ -21,8 +21,8 @@
 //! * [`runner`]: the pool of runner processes ([`runner::Runners`]), placing each run as its
 //!   [`runner::Isolation`] allows; new runners fork from a warm template unless `--python-no-fork`.
 //!   [`runner::protocol`] types the messages (versioned), and [`runner::checkpointer`] answers the
-//!   runner's checkpointer calls with `mostrador_queue::saver`. Before the worker is ready, a
-//!   runner describes its graphs ([`runner::Runners::describe`]) into `mostrador_queue::graphs`.
+//!   runner's checkpointer calls with `mostrador_queue::state::saver`. Before the worker is ready, a
+//!   runner describes its graphs ([`runner::Runners::describe`]) into `mostrador_queue::data::graphs`.
 //! * [`services`] and [`sandbox`]: what deep agents' tools ask of the worker: their thread's files,
 //!   a sandbox per command, subagent slots, and spans of model calls, tool calls and delegations.
 //! * [`store`]: the Store of a run's thread's owner, for Python graphs' `store` calls and as

@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use mostrador_graph::RunControl;
 use mostrador_queue::db::{self, Connections};
-use mostrador_queue::ending::{After, End};
-use mostrador_queue::event;
-use mostrador_queue::saver::Described;
+use mostrador_queue::run::ending::{After, End};
+use mostrador_queue::run::event;
+use mostrador_queue::state::saver::Described;
 use mostrador_queue::{Lease, NewEvent, RunId};
 
 use crate::Error;

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use mostrador_queue::ending::Ending;
 use mostrador_queue::run::RunConfig;
-use mostrador_queue::saver::{Described, Saver, Write};
+use mostrador_queue::run::ending::Ending;
+use mostrador_queue::state::saver::{Described, Saver, Write};
 use mostrador_queue::{ClaimedRun, Error as QueueError, NewEvent, RunId};
 use serde_json::json;
 use tokio::time::{Instant, sleep_until};

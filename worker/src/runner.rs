@@ -4,7 +4,7 @@
 //!
 //! The worker keeps everything around the engine: the claim, the lease, events, drain, cancel and
 //! every database write. A runner's checkpointer asks the worker over the process's pipe, and the
-//! worker executes each request with the run's [`Saver`](mostrador_queue::saver::Saver)
+//! worker executes each request with the run's [`Saver`](mostrador_queue::state::saver::Saver)
 //! ([`checkpointer`]), fenced by the run's lease. Every message of a run carries its number in
 //! the process (`"run"`), so the runs of one process share its pipe: one task per process reads
 //! its messages and routes each to its run's [`RunLink`] ([`process`]: a process, the runs it
@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use mostrador_queue::saver::Saver;
+use mostrador_queue::state::saver::Saver;
 use mostrador_queue::{ClaimedRun, Error as QueueError};
 use nix::sys::socket::{ControlMessage, MsgFlags};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -336,7 +336,7 @@ impl Runners {
             .map_err(|_| RunnerError::Exited)?;
         drop(link);
         for (graph_id, description) in &graphs {
-            mostrador_queue::graphs::record(pool, graph_id, description).await?;
+            mostrador_queue::data::graphs::record(pool, graph_id, description).await?;
         }
         Ok(())
     }

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mostrador_queue::files::{self, File, NewFile};
-use mostrador_queue::saver::Saver;
+use mostrador_queue::state::files::{self, File, NewFile};
+use mostrador_queue::state::saver::Saver;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 

@@ -1,7 +1,7 @@
 //! What a Python run's tools ask of the worker beyond its checkpointer and Store, for deep agents
 //! (the runner's `mostrador.deepagents` module):
 //!
-//! * `files`: the thread's files (`queue::files`), read plainly and written fenced by the lease;
+//! * `files`: the thread's files (`queue::state::files`), read plainly and written fenced by the lease;
 //! * `execute`: a command in the [`crate::sandbox`] over those files;
 //! * `subagent`: a slot for a subagent delegation, under the run's limit and the worker's (all its
 //!   runs together), held until the runner casts `subagent_done` or the run ends;
@@ -19,8 +19,8 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use mostrador_queue::Error as QueueError;
-use mostrador_queue::files::{self, File, NewFile};
-use mostrador_queue::saver::Saver;
+use mostrador_queue::state::files::{self, File, NewFile};
+use mostrador_queue::state::saver::Saver;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;

@@ -1,5 +1,5 @@
 //! The Store for the graphs a worker runs: LangGraph's store operations on the items of a
-//! run's thread's owner (`queue::store`), for Python graphs (their runner's `store` messages)
+//! run's thread's owner (`queue::data::store`), for Python graphs (their runner's `store` messages)
 //! and Rust graphs ([`ThreadStore`], which nodes reach through their context) alike.
 
 use std::future::Future;
@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use mostrador_graph::{StoreBackend, StoreError, StoreFuture};
 use mostrador_queue::PgPool;
-use mostrador_queue::{Error as QueueError, ThreadId, store, thread};
+use mostrador_queue::{Error as QueueError, ThreadId, data::store, thread};
 use serde_json::{Value, json};
 
 use crate::runner::protocol::StoreOp;

@@ -13,11 +13,11 @@ use std::time::Duration;
 use mostrador_graph::Graph;
 use mostrador_queue::PgPool;
 use mostrador_queue::db::{Connections, claimer};
-use mostrador_queue::ending::{End, Ending, end_many};
-use mostrador_queue::lease::sweep;
 use mostrador_queue::listener::{Control, Queued};
+use mostrador_queue::run::ending::{End, Ending, end_many};
+use mostrador_queue::run::lease::sweep;
 use mostrador_queue::{
-    ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerId, WorkerLease, claim, cron,
+    ClaimedRun, Lease, Listener, QueueLimit, RunId, WorkerId, WorkerLease, claim, data::cron,
 };
 use tokio::sync::broadcast;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -597,8 +597,8 @@ impl Supervisor {
             Err(err) => tracing::warn!(error = %err, "sweep failed"),
         }
         // Threads whose time to live expired (`ttl`): a bounded batch a sweep.
-        match mostrador_queue::retention::expire(&self.pool, TTL_BATCH).await {
-            Ok(expired) if expired != mostrador_queue::retention::Expired::default() => {
+        match mostrador_queue::data::retention::expire(&self.pool, TTL_BATCH).await {
+            Ok(expired) if expired != mostrador_queue::data::retention::Expired::default() => {
                 tracing::info!(
                     deleted = expired.deleted,
                     pruned = expired.pruned,
@@ -609,7 +609,8 @@ impl Supervisor {
             Err(err) => tracing::warn!(error = %err, "time-to-live sweep failed"),
         }
         // Store items past their time to live (reads already leave them out).
-        if let Err(err) = mostrador_queue::store::delete_expired(&self.pool, TTL_BATCH).await {
+        if let Err(err) = mostrador_queue::data::store::delete_expired(&self.pool, TTL_BATCH).await
+        {
             tracing::warn!(error = %err, "expired store items sweep failed");
         }
     }

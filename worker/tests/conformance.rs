@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use mostrador_queue::run::{self, NewRun};
-use mostrador_queue::saver::{Saver, Write};
+use mostrador_queue::state::saver::{Saver, Write};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ThreadId, WorkerLease, claim};
 use mostrador_worker::runner::checkpointer;

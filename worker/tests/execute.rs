@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph, StreamMode};
-use mostrador_queue::lease::sweep;
+use mostrador_queue::run::lease::sweep;
 use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{

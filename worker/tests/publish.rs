@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mostrador_graph::{RunControl, StreamMode};
-use mostrador_queue::ending::Ending;
 use mostrador_queue::run::NewRun;
+use mostrador_queue::run::ending::Ending;
 use mostrador_queue::{NewEvent, RunId, RunStatus};
 use mostrador_worker::publish::Publisher;
 use mostrador_worker::{Executor, Finish, RunHandle};

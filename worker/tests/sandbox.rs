@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use mostrador_queue::files::{self, NewFile};
-use mostrador_queue::saver::Saver;
+use mostrador_queue::state::files::{self, NewFile};
+use mostrador_queue::state::saver::Saver;
 use mostrador_worker::sandbox::{self, SandboxConfig};
 use sqlx::PgPool;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mostrador_graph::{Command, Graph, START, StateGraph};
-use mostrador_queue::event::EventFollower;
+use mostrador_queue::run::event::EventFollower;
 use mostrador_queue::run::{self, NewRun};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{CancelAction, Listener, Run, RunStatus};

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::assistants::{self as rows, Change, NewAssistant, SORTS};
+use mostrador_queue::data::assistants::{self as rows, Change, NewAssistant, SORTS};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;

@@ -50,7 +50,7 @@ pub(crate) fn thread_sort_by() -> RefOr<Schema> {
 
 /// What an assistant search sorts by.
 pub(crate) fn assistant_sort_by() -> RefOr<Schema> {
-    one_of_or_null(&mostrador_queue::assistants::SORTS)
+    one_of_or_null(&mostrador_queue::data::assistants::SORTS)
 }
 
 pub(crate) fn multitask_strategy() -> RefOr<Schema> {
@@ -156,6 +156,6 @@ pub(crate) fn item_ttl() -> RefOr<Schema> {
     schema(json!({
         "type": ["number", "null"],
         "exclusiveMinimum": 0,
-        "maximum": mostrador_queue::store::MAX_TTL_MINUTES,
+        "maximum": mostrador_queue::data::store::MAX_TTL_MINUTES,
     }))
 }

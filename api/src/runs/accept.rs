@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use mostrador_graph::{Breakpoints, Graph, StreamMode};
-use mostrador_queue::assistants::context_under;
+use mostrador_queue::data::assistants::context_under;
 use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunConfig, RunId};
 use mostrador_queue::thread::NewThread;

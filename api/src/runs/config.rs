@@ -30,7 +30,7 @@ pub(crate) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), Api
     Ok(())
 }
 
-pub(super) use mostrador_queue::assistants::config_under as under;
+pub(super) use mostrador_queue::data::assistants::config_under as under;
 
 /// The context a request gives its run, as the official server reads it: `context`, or else a
 /// copy of `config.configurable` (the two are one thing since LangGraph 0.6); never the keys that

@@ -21,7 +21,7 @@ use axum::Json;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::cancel::{self, Selection};
+use mostrador_queue::run::cancel::{self, Selection};
 use mostrador_queue::run::{self};
 use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
 use serde::Deserialize;

@@ -74,7 +74,7 @@ pub async fn join_stream(
     let asked = stream::last_event_id(&headers);
     let ended = !matches!(run.status, RunStatus::Pending | RunStatus::Running);
     let after = if asked.is_none() || ended {
-        let last = mostrador_queue::event::last_seq(state.pool(), run.run_id)
+        let last = run::event::last_seq(state.pool(), run.run_id)
             .await
             .map_err(ApiError::failed)?;
         let last = if ended { last - 1 } else { last };

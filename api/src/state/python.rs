@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use mostrador_graph::StateSnapshot;
-use mostrador_queue::event::EventFollower;
-use mostrador_queue::{CancelAction, Error as QueueError, NewRun, Run, RunStatus, run, saver};
+use mostrador_queue::run::event::EventFollower;
+use mostrador_queue::{
+    CancelAction, Error as QueueError, NewRun, Run, RunStatus, run, state::saver,
+};
 use mostrador_queue::{Thread, ThreadStatus, cancel};
 use serde_json::{Value, json};
 use uuid::Uuid;

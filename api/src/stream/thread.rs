@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::event::{self, EventFollower, QueuedRun};
+use mostrador_queue::run::event::{self, EventFollower, QueuedRun};
 use mostrador_queue::{Error as QueueError, Thread, run};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;

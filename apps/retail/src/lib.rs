@@ -2,7 +2,7 @@
 //! an app (the platform knows nothing of it).
 //!
 //! * [`retail`]: the `retail` schema's statements, and the demo data. Tools with external
-//!   effects (the refund) run once per idempotency key through `mostrador_queue::effects`.
+//!   effects (the refund) run once per idempotency key through `mostrador_queue::data::effects`.
 //! * [`graphs`]: `tienda`, `cliente`, `compras` and `fichas`.
 //! * [`approvals`]: the managers' approval queue, a route the binary registers with the api.
 //! * [`offline`]: what the built-in offline model answers the graphs' questions.

@@ -17,7 +17,7 @@
 //!   503 with `Retry-After` (never a 500), the api's memory is sampled throughout, and the 2,000
 //!   streams still get the next event.
 
-use mostrador_queue::ending::Ending;
+use mostrador_queue::run::ending::Ending;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use clap::Parser;
 use mostrador_api::auth::mint;
 use mostrador_api::{AuthConfig, Caller, ClaimPaths};
 use mostrador_queue::db::DbConfig;
-use mostrador_queue::event::{self, NewEvent};
+use mostrador_queue::run::event::{self, NewEvent};
 use mostrador_queue::run::{NewRun, enqueue};
 use mostrador_queue::thread::{NewThread, create_many};
 use mostrador_queue::{WorkerLease, claim, schema};

@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use clap::Parser;
+use mostrador_queue::data::retention::{self, Sweep};
 use mostrador_queue::db::DbConfig;
-use mostrador_queue::retention::{self, Sweep};
 use mostrador_queue::schema;
 use sqlx::migrate::MigrateDatabase;
 use sqlx::{Executor, Row};

@@ -2,7 +2,7 @@
 loaded as the official server loads it, and the texts of an item it embeds, chosen as LangGraph's
 stores choose them (`fields`, or a put's own `index`). The api's helper processes embed what
 clients put and search for; a runner embeds what its graph puts and searches for. Postgres keeps
-the vectors and the worker or the api ranks them (`queue/src/store/similar.rs`)."""
+the vectors and the worker or the api ranks them (`queue/src/data/store/similar.rs`)."""
 
 from collections.abc import Mapping
 from typing import Any

@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use mostrador_queue::run::RunConfig;
-use mostrador_queue::saver::{
+use mostrador_queue::state::saver::{
     Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
 };
 use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId};

@@ -179,7 +179,7 @@ pub enum StoreOp {
         /// The vectors of its embedded fields, when the runner embedded them itself (a project's
         /// `store.index`); none: the worker embeds it, if the project has an index.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        embedded: Option<Vec<mostrador_queue::store::Embedded>>,
+        embedded: Option<Vec<mostrador_queue::data::store::Embedded>>,
     },
     Search {
         namespace_prefix: Vec<String>,

@@ -446,13 +446,13 @@ pub async fn refund(
 ) -> sqlx::Result<Value> {
     let mut tx = pool.begin().await?;
     if let Some(recorded) =
-        mostrador_queue::effects::claim(&mut tx, idempotency_key, "refund", thread_id, run_id)
+        mostrador_queue::data::effects::claim(&mut tx, idempotency_key, "refund", thread_id, run_id)
             .await?
     {
         return Ok(recorded);
     }
     let result = pay(&mut tx, idempotency_key, approval_id).await?;
-    mostrador_queue::effects::record(&mut tx, idempotency_key, &result).await?;
+    mostrador_queue::data::effects::record(&mut tx, idempotency_key, &result).await?;
     tx.commit().await?;
     Ok(result)
 }

@@ -19,8 +19,8 @@ use serde_json::Value;
 use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::claim::{ClaimedRun, Lease};
 use crate::db::Connections;
+use crate::run::claim::{ClaimedRun, Lease};
 use crate::{Error, Result};
 
 mod states;

@@ -3,8 +3,8 @@
 use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
-use crate::lease::WorkerId;
 use crate::listener::{CONTROL_CHANNEL, EVENTS_CHANNEL};
+use crate::run::lease::WorkerId;
 use crate::run::{CancelAction, RunId, RunStatus};
 use crate::thread::ThreadId;
 use crate::{Error, Result};

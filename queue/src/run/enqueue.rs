@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use sqlx::{Acquire, PgConnection, Postgres};
 
-use crate::cancel::{CancelOutcome, cancel_in_tx};
-use crate::lease::WorkerId;
 use crate::listener::RUNS_CHANNEL;
+use crate::run::cancel::{CancelOutcome, cancel_in_tx};
+use crate::run::lease::WorkerId;
 use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus};
 use crate::thread::{NewThread, Thread, ThreadId};
 use crate::{Error, Result};

@@ -361,7 +361,7 @@ pub async fn expire(pool: &PgPool, limit: i64) -> Result<Expired> {
         }
         // As `POST /threads/prune` with `keep_latest` (a value goes only when no kept
         // checkpoint names it).
-        crate::checkpoint::prune(pool, thread.thread_id, 1).await?;
+        crate::state::checkpoint::prune(pool, thread.thread_id, 1).await?;
         sqlx::query!(
             "update mostrador.threads set ttl_applied_at = now() where thread_id = $1",
             thread.thread_id,

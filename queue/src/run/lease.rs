@@ -10,8 +10,8 @@ use std::time::Duration;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use crate::claim::Lease;
 use crate::listener::RUNS_CHANNEL;
+use crate::run::claim::Lease;
 use crate::run::{CancelAction, RunId, RunStatus};
 use crate::{Error, Result};
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::Result;
-use crate::claim::Lease;
+use crate::run::claim::Lease;
 
 /// Where a run's checkpointer holds the run's final checkpoint ([`super::PgCheckpointer::holding_final`]):
 /// shared with whoever writes the run's ending, which may be the worker's supervisor when the
@@ -50,7 +50,7 @@ impl HeldFinal {
 }
 
 /// A run's final checkpoint (of the thread's graph, with nothing left to run), held by its
-/// checkpointer to be written in the transaction of the run's ending ([`crate::ending::End`]'s
+/// checkpointer to be written in the transaction of the run's ending ([`crate::run::ending::End`]'s
 /// `with_checkpoint`), fenced as the checkpointer would have written it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinalCheckpoint {

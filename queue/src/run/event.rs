@@ -9,12 +9,12 @@ use serde_json::Value;
 use sqlx::{Connection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::claim::Lease;
 use crate::db::Connections;
-use crate::ending::{End, lost_leases, write};
 use crate::listener::{Listener, RunSignal, RunSubscription};
 use crate::run::RunId;
-use crate::saver::Described;
+use crate::run::claim::Lease;
+use crate::run::ending::{End, lost_leases, write};
+use crate::state::saver::Described;
 use crate::{Error, Result};
 
 /// How many events [`EventFollower`] reads per query when it catches up.
@@ -83,7 +83,7 @@ pub async fn append_many(
 
 /// The statement of a write that only appends events (most of a publisher's flushes but the
 /// last of each run): each held run's `event_seq` moves past its events, which go in with the
-/// numbers it handed out. [`crate::ending::write_runs`] writes the same for events alone, in a statement that
+/// numbers it handed out. [`crate::run::ending::write_runs`] writes the same for events alone, in a statement that
 /// also has described states, endings and their threads to take care of: this one costs
 /// PostgreSQL half its time (bench/RESULTS.md).
 ///
@@ -381,7 +381,7 @@ pub async fn now_on_thread(
     })
 }
 
-/// What a worker's publisher writes at once, in one statement ([`crate::ending::write`]; one
+/// What a worker's publisher writes at once, in one statement ([`crate::run::ending::write`]; one
 /// transaction when a run is rolled back): the described states of Python graphs' checkpoints,
 /// the events, then the runs' endings (after which nothing may be appended). Returns the leases
 /// found lost. The publisher's writes follow each other on one [`Connections::kept`].

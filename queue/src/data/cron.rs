@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::api_keys::ApiKeyId;
-use crate::enqueue::{QueueLimit, enqueue_on};
+use crate::data::api_keys::ApiKeyId;
+use crate::run::enqueue::{QueueLimit, enqueue_on};
 use crate::run::{MultitaskStrategy, NewRun, RunConfig};
 use crate::thread::{self, NewThread, ThreadId};
 use crate::{Error, Result};
@@ -627,13 +627,14 @@ async fn enqueue_for(
     // A cron on an assistant its maker created: its runs take the assistant's config as it is
     // now, under theirs, as a client's run on it does.
     if let Some(id) = template.assistant_id {
-        let Some(assistant) = crate::assistants::get(&mut *tx, Some(&cron.owner), id).await? else {
+        let Some(assistant) = crate::data::assistants::get(&mut *tx, Some(&cron.owner), id).await?
+        else {
             return Err(Error::Invalid {
                 field: "assistant_id",
                 reason: format!("the cron's assistant {id} is gone"),
             });
         };
-        config = crate::assistants::config_under(&assistant.config, config);
+        config = crate::data::assistants::config_under(&assistant.config, config);
         metadata.insert(
             "assistant_id".into(),
             serde_json::json!(assistant.assistant_id),
@@ -641,8 +642,10 @@ async fn enqueue_for(
         assistant_context = assistant.context;
     }
     new.config = RunConfig::from_value(config)?;
-    new.config.context =
-        crate::assistants::context_under(&assistant_context, template.context.unwrap_or_default());
+    new.config.context = crate::data::assistants::context_under(
+        &assistant_context,
+        template.context.unwrap_or_default(),
+    );
     new.metadata = Value::Object(metadata);
     new.multitask_strategy = template
         .multitask_strategy

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::Result;
 use crate::RunId;
-use crate::claim::Lease;
-use crate::ending::{lost_leases, write_runs};
+use crate::run::claim::Lease;
+use crate::run::ending::{lost_leases, write_runs};
 
 /// The state at a checkpoint, as the api serves it.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,7 @@ pub struct Described {
 
 /// Records the states that runs' graphs described, each fenced by its run's lease, in one
 /// statement: the worker's publisher writes them in the statement of the events sent after them
-/// ([`crate::ending::write`]), so a client that sees an event reads a state at least as new. Where a run describes a
+/// ([`crate::run::ending::write`]), so a client that sees an event reads a state at least as new. Where a run describes a
 /// checkpoint twice, the last description wins. Returns the leases found lost (nothing of theirs
 /// was written).
 ///

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::claim::Lease;
+use crate::run::claim::Lease;
 use crate::{Error, Result};
 
 /// A file's description, without its content.

@@ -33,8 +33,8 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::claim::{ClaimedRun, Lease};
 use crate::db::Connections;
+use crate::run::claim::{ClaimedRun, Lease};
 use crate::{Error, Result};
 
 mod held;
@@ -89,7 +89,7 @@ impl PgCheckpointer {
 
     /// A fenced checkpointer that holds its run's final checkpoint in `held` instead of writing
     /// it: the checkpoint of the thread's graph after which nothing is left to run. The run's
-    /// ending carries it ([`crate::ending::End::with_checkpoint`]) and writes it in its own
+    /// ending carries it ([`crate::run::ending::End::with_checkpoint`]) and writes it in its own
     /// transaction, so a run that ends costs one commit fewer, and its final state and its ending
     /// become visible together. Until then nothing reads it: the engine reads no checkpoint after
     /// its last.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use mostrador_graph::checkpoint::Saved;
 use uuid::Uuid;
 
-use crate::claim::ClaimedRun;
+use crate::run::claim::ClaimedRun;
 
 /// A claimed run's checkpointer's last read of its thread's latest checkpoint in a namespace,
 /// until its next write: while the run holds its lease nothing else writes that thread's

@@ -1,11 +1,11 @@
 //! Claiming runs: the one statement that makes a [`ClaimedRun`] and its [`Lease`], the fencing
 //! token every later transition of the run carries. Only [`claim`] makes either; ending a run
-//! ([`crate::ending`]) takes the claim.
+//! ([`crate::run::ending`]) takes the claim.
 
 use serde_json::Value;
 use sqlx::PgExecutor;
 
-use crate::lease::WorkerId;
+use crate::run::lease::WorkerId;
 use crate::run::{CancelAction, RunConfig, RunId};
 use crate::thread::ThreadId;
 use crate::{Error, Result};
@@ -36,7 +36,7 @@ impl Lease {
 }
 
 /// A run this worker holds: made only by [`claim`], ended only by [`ClaimedRun::end`] or, batched
-/// with others, by [`crate::ending::end_many`] of its [`ClaimedRun::ending`].
+/// with others, by [`crate::run::ending::end_many`] of its [`ClaimedRun::ending`].
 #[derive(Debug, PartialEq)]
 pub struct ClaimedRun {
     run_id: RunId,

@@ -21,13 +21,13 @@ use sqlx::{Acquire, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use crate::Result;
-use crate::cancel::delete_runs;
-use crate::checkpoint::{FinalCheckpoint, write_final};
-use crate::claim::{ClaimedRun, Lease};
-use crate::event::{EventColumns, NewEvent, append_runs};
 use crate::listener::RUNS_CHANNEL;
+use crate::run::cancel::delete_runs;
+use crate::run::claim::{ClaimedRun, Lease};
+use crate::run::event::{EventColumns, NewEvent, append_runs};
 use crate::run::{RunId, RunStatus};
-use crate::saver::Described;
+use crate::state::checkpoint::{FinalCheckpoint, write_final};
+use crate::state::saver::Described;
 use crate::thread::{ThreadId, ThreadStatus};
 
 /// The first delay before a retryable failure is tried again; it doubles with each attempt used.
@@ -112,7 +112,7 @@ impl End {
     }
 
     /// The ending with the run's final checkpoint, held by its checkpointer
-    /// ([`crate::checkpoint::PgCheckpointer::holding_final`]): written before it, in its
+    /// ([`crate::state::checkpoint::PgCheckpointer::holding_final`]): written before it, in its
     /// transaction, fenced by the same lease. A rollback drops it with the run's checkpoints.
     pub fn with_checkpoint(self, checkpoint: Option<Arc<FinalCheckpoint>>) -> Self {
         Self { checkpoint, ..self }
@@ -230,7 +230,7 @@ pub async fn write(
 /// The one statement of [`write`]: runs' described states and events, and every ending that
 /// leaves its run in the table. Returns each run written, with the `seq` of its last event (none
 /// for a run that only described states). Events alone go through a statement of their own
-/// ([`crate::event::append_runs`]), which spares PostgreSQL the rest of this one.
+/// ([`crate::run::event::append_runs`]), which spares PostgreSQL the rest of this one.
 pub(crate) async fn write_runs(
     executor: impl PgExecutor<'_>,
     described: &[(Lease, &[Described])],
