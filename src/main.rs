@@ -3,5 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(mostrador::GraphSet::RETAIL)
+    mostrador::main(mostrador_retail::APP)
 }

@@ -1,6 +1,6 @@
 //! The dashboard: one static page (`/`, HTML and plain JavaScript embedded in the binary, no build
 //! step) that reads the same authenticated api as every client, and the one route it needs that
-//! no client has, `GET /queue` (the queue's depth and the live workers, for managers).
+//! no client has, `GET /queue` (the queue's depth and the live workers, for operators).
 //!
 //! The page asks for a token and keeps it in the tab's session storage. `mostrador dev` serves it
 //! with the development token filled in ([`ApiConfig::dashboard_token`]) for a request whose

@@ -14,8 +14,9 @@
 //! * [`router`](mod@router): every route of `openapi::ROUTES` and of the apps, wrapped as its kind
 //!   says: a request timeout except on streams and waits, every body read whole within the timeout
 //!   and its limit (408, 413), 503 while draining except the probes, CORS outermost.
-//! * [`serve`](mod@serve): the connection loop, with a header-read timeout and a connection cap;
-//!   `/metrics` on a port of its own.
+//! * [`serve`](mod@serve): the api process, [`run`]: its LISTEN connection, webhook sender and
+//!   drain; the connection loop, with a header-read timeout and a connection cap; `/metrics` on a
+//!   port of its own.
 //! * [`cors`]: the origins the operator lists, or a project's `http.cors`.
 //! * [`auth`]: RS256 tokens against a JWKS (an unknown `kid` refreshes it at most every 30 s),
 //!   HS256 for development, or an API key; issuer, audience and expiry always checked.
@@ -103,4 +104,4 @@ pub use auth::{AuthConfig, AuthError, Authenticator, Caller, ClaimPaths, Credent
 pub use error::ApiError;
 pub use policy::Policy;
 pub use router::router;
-pub use serve::{metrics_router, serve, serve_metrics};
+pub use serve::{RunError, metrics_router, run, serve, serve_metrics};

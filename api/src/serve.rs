@@ -1,14 +1,17 @@
-//! The api's HTTP edge: its connection loop (a header-read timeout, a connection cap, graceful
-//! shutdown) and `/metrics`, served on a port of its own.
+//! The api process ([`run`]) and its HTTP edge: its connection loop (a header-read timeout, a
+//! connection cap, graceful shutdown) and `/metrics`, served on a port of its own.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use mostrador_graph::Graph;
+use mostrador_queue::Listener;
 use tokio::net::TcpListener;
 
-use crate::app::AppState;
+use crate::app::{ApiConfig, AppState};
 use crate::metrics;
 
 /// What the api's HTTP edge allows each connection.
@@ -31,6 +34,64 @@ impl Default for Edge {
             header_read_timeout: Duration::from_secs(10),
         }
     }
+}
+
+/// Why the api stopped other than by its shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("failed to listen for run events: {0}")]
+    Listen(#[source] mostrador_queue::Error),
+    #[error("invalid auth configuration: {0}")]
+    Auth(#[from] crate::AuthError),
+    #[error("serving the api failed: {0}")]
+    Serve(#[from] std::io::Error),
+}
+
+/// The api process: serves the api on `listener` (and `/metrics` on `metrics`, for as long as the
+/// process lives) with the process's one LISTEN connection and its webhook sender, until
+/// `shutdown` resolves; then it drains (streams end, new requests get 503) until its connections
+/// close, and stops its sender and its LISTEN connection. `graphs`: the binary's Rust graphs,
+/// which the api describes and never runs.
+///
+/// # Errors
+///
+/// The LISTEN connection could not start, the auth configuration is unusable, or serving failed.
+pub async fn run(
+    (listener, metrics): (TcpListener, Option<TcpListener>),
+    pool: mostrador_queue::PgPool,
+    config: &ApiConfig,
+    graphs: BTreeMap<String, Graph>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let (stop_listening, listening_stopped) = tokio::sync::oneshot::channel::<()>();
+    let events = Listener::start(pool.clone(), async {
+        listening_stopped.await.unwrap_or(());
+    })
+    .await
+    .map_err(RunError::Listen)?;
+    let state = AppState::new(pool, config, graphs, events)?;
+    tracing::info!(addr = %listener.local_addr()?, "api listening");
+    if let Some(metrics) = metrics {
+        tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
+        tokio::spawn(serve_metrics(metrics, state.clone()));
+    }
+    let webhooks = tokio::spawn(crate::webhooks::send(state.clone(), config.webhook_retry));
+    let draining = state.clone();
+    serve(
+        listener,
+        crate::router(state, config),
+        config.edge,
+        async move {
+            shutdown.await;
+            draining.start_draining();
+        },
+    )
+    .await?;
+    // A delivery cut short is sent again by another process once its hold expires.
+    webhooks.abort();
+    let _ = stop_listening.send(());
+    tracing::info!("api stopped");
+    Ok(())
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then until its connections close

@@ -1,5 +1,5 @@
-//! Threads: the server chooses their ids, and a caller sees only its own (and, as a manager, its
-//! store's). Every route with a thread id goes through [`visible_thread`].
+//! Threads: the server chooses their ids, and a caller sees only its own (and those of its tenant
+//! the policy lets its roles read). Every route with a thread id goes through [`visible_thread`].
 
 use std::collections::BTreeMap;
 

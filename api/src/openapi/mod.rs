@@ -50,7 +50,7 @@ fn describe(status: u16) -> &'static str {
         204 => "No content",
         400 => "Bad request: {\"detail\": ...}",
         401 => "Missing, expired or invalid token",
-        403 => "Only a manager may do this",
+        403 => "The caller's roles do not allow this",
         404 => "Not found, or not visible to the caller",
         408 => "The request's body did not arrive within the request timeout",
         409 => "Conflict with the thread's runs or state",

@@ -65,7 +65,7 @@ impl StreamModes {
     }
 }
 
-/// `resume`, on a thread that waits (a manager's decision for the retail graphs); `goto` and
+/// `resume`, on a thread that waits for a decision (by those the policy lets decide); `goto` and
 /// `update` for Python graphs only (422 otherwise).
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]

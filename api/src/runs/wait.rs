@@ -99,7 +99,7 @@ pub async fn join_stream(
 /// The `cancel_on_disconnect` query value of a join: `true`, `yes` or `1` (any case) cancels,
 /// anything else does not, as on the official server (the Python SDK sends `true`/`false`, the
 /// JS SDK `1`/`0`); but only for a caller who may cancel the run: one who only reads its thread
-/// (a manager following a customer's chat) joins it, and leaving changes nothing.
+/// (a supervisor following a customer's chat) joins it, and leaving changes nothing.
 async fn cancel_on_disconnect(
     state: &AppState,
     caller: &Caller,

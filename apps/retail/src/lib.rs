@@ -7,6 +7,7 @@
 //! * [`approvals`]: the managers' approval queue, a route the binary registers with the api.
 //! * [`offline`]: what the built-in offline model answers the graphs' questions.
 //! * [`MIGRATOR`]: the `retail` schema's migrations.
+//! * [`APP`]: all of it, as the `mostrador` binary serves it.
 
 pub mod approvals;
 pub mod graphs;
@@ -24,3 +25,15 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate::Migrator {
 
 /// The schema the retail app's tables live in, which the runtime role is granted.
 pub const SCHEMA: &str = "retail";
+
+/// The retail app's four graphs, their policy, routes, tables, demo data and offline answers.
+pub const APP: mostrador::App = mostrador::App {
+    build: graphs::all,
+    policy: Some(graphs::POLICY),
+    routes: &[approvals::ROUTES],
+    migrations: &[&MIGRATOR],
+    schemas: &[SCHEMA],
+    demo_data: Some(|pool| Box::pin(retail::load_demo_data(pool))),
+    offline: offline::answer,
+    example: true,
+};

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(mostrador::GraphSet {
+    mostrador::main(mostrador::App {
         build: |pool, model| {
             let mut graphs = mostrador_retail::graphs::all(pool, model);
             graphs.extend(mostrador_tests::graphs(pool));
@@ -18,6 +18,6 @@ fn main() -> ExitCode {
         )),
         // Test graphs: served beside a `langgraph.json`'s too (the benchmarks compare them).
         example: false,
-        ..mostrador::GraphSet::RETAIL
+        ..mostrador_retail::APP
     })
 }

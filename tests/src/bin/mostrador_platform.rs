@@ -5,5 +5,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    mostrador::main(mostrador::GraphSet::NONE)
+    mostrador::main(mostrador::App::NONE)
 }

@@ -1,4 +1,4 @@
-//! The graphs a binary serves, and the authorization policy they come with.
+//! The app a binary serves: its Rust graphs and what comes with them (policy, routes, tables).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -13,15 +13,16 @@ use mostrador_worker::Registry;
 use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 
-/// The graphs a binary serves.
+/// An app: the Rust graphs a binary serves, with their policy, routes, tables, demo data and
+/// offline answers. The platform knows none; a binary names its own (`mostrador_retail::APP`).
 #[derive(Debug, Clone, Copy)]
-pub struct GraphSet {
+pub struct App {
     /// Builds them; their nodes may use the database and the model.
     pub build: fn(&PgPool, &Model) -> Registry,
     /// Their authorization policy (a policy file's text, see `mostrador_api::policy`), unless the
     /// operator names another (`--policy`); `None`: owner-only.
     pub policy: Option<&'static str>,
-    /// Routes their app serves beside the api's (the retail app's `/approvals`).
+    /// Routes their app serves beside the api's (an approvals queue, say).
     pub routes: &'static [AppRoutes],
     /// Their app's migrations, run after the platform's, and the schemas they create (granted to
     /// the runtime role).
@@ -40,7 +41,7 @@ pub struct GraphSet {
 pub type DemoData =
     for<'a> fn(&'a PgPool) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + 'a>>;
 
-impl GraphSet {
+impl App {
     /// No Rust graph and no app: the platform alone, serving the Python graphs of a
     /// `langgraph.json`, owner-only unless `--policy` says otherwise.
     pub const NONE: Self = Self {
@@ -52,18 +53,6 @@ impl GraphSet {
         demo_data: None,
         offline: Offline::default_script,
         example: false,
-    };
-
-    /// The retail app's four graphs, and its policy.
-    pub const RETAIL: Self = Self {
-        build: mostrador_retail::graphs::all,
-        policy: Some(mostrador_retail::graphs::POLICY),
-        routes: &[mostrador_retail::approvals::ROUTES],
-        migrations: &[&mostrador_retail::MIGRATOR],
-        schemas: &[mostrador_retail::SCHEMA],
-        demo_data: Some(|pool| Box::pin(mostrador_retail::retail::load_demo_data(pool))),
-        offline: mostrador_retail::offline::answer,
-        example: true,
     };
 }
 
@@ -84,7 +73,7 @@ impl PolicyArgs {
     }
 
     /// The policy file named, or the graphs' own, or owner-only.
-    pub(crate) fn load(&self, graphs: &GraphSet) -> anyhow::Result<PolicyFile> {
+    pub(crate) fn load(&self, graphs: &App) -> anyhow::Result<PolicyFile> {
         let (text, source) = match (&self.policy, graphs.policy) {
             (Some(path), _) => (
                 std::fs::read_to_string(path)

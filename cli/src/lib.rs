@@ -6,12 +6,12 @@
 //! graphs which record their executions (see `tests/`).
 
 mod api_key;
+mod app;
 mod batch;
 mod cluster;
 mod dev;
 mod dockerfile;
 mod duration;
-mod graph_set;
 mod langgraph;
 mod logs;
 mod model;
@@ -25,18 +25,17 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mostrador_api::webhooks::WebhookHosts;
-use mostrador_api::{ApiConfig, AppState, AuthConfig, Caller, ClaimPaths};
+use mostrador_api::{ApiConfig, AuthConfig, Caller, ClaimPaths};
 use mostrador_model::{Model, Offline};
 use mostrador_queue::db::DbConfig;
 use mostrador_queue::schema;
-use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
 
+pub use crate::app::App;
+use crate::app::PolicyArgs;
 pub use crate::cluster::binaries as postgres_binaries;
 use crate::dev::DevArgs;
 use crate::duration::parse_duration;
-pub use crate::graph_set::GraphSet;
-use crate::graph_set::PolicyArgs;
 use crate::langgraph::PythonArgs;
 use crate::logs::install_tracing;
 use crate::retention::RetentionArgs;
@@ -353,7 +352,7 @@ struct MigrateArgs {
 }
 
 /// Runs the command line with `graphs` as the graphs this binary serves.
-pub fn main(graphs: GraphSet) -> ExitCode {
+pub fn main(graphs: App) -> ExitCode {
     let cli = Cli::parse();
     let traces = match install_tracing(&cli.log_format, cli.command.name()) {
         Ok(traces) => traces,
@@ -388,7 +387,7 @@ pub fn main(graphs: GraphSet) -> ExitCode {
     code
 }
 
-async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
+async fn run(cli: Cli, graphs: App) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate(args) => migrate(args, &graphs).await,
         Command::Worker(args) => worker::worker(args, graphs).await,
@@ -404,7 +403,7 @@ async fn run(cli: Cli, graphs: GraphSet) -> anyhow::Result<()> {
     }
 }
 
-async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
+async fn api(args: ApiArgs, graphs: App) -> anyhow::Result<()> {
     let graphs = args.python.beside(graphs);
     let db = DbConfig {
         pool_size: args.pool_size,
@@ -460,11 +459,11 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    serve_api(
+    mostrador_api::run(
+        (listener, metrics),
         pool.clone(),
         &config,
         registry,
-        (listener, metrics),
         terminated(),
     )
     .await?;
@@ -472,51 +471,7 @@ async fn api(args: ApiArgs, graphs: GraphSet) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves the api on `listener` until `shutdown` resolves; then streams end and it drains.
-async fn serve_api(
-    pool: PgPool,
-    config: &ApiConfig,
-    registry: std::collections::BTreeMap<String, mostrador_graph::Graph>,
-    (listener, metrics): (tokio::net::TcpListener, Option<tokio::net::TcpListener>),
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let (stop_listener, listener_stopped) = tokio::sync::oneshot::channel::<()>();
-    let events = mostrador_queue::Listener::start(pool.clone(), async {
-        listener_stopped.await.unwrap_or(());
-    })
-    .await
-    .context("failed to listen for run events")?;
-    let state = AppState::new(pool, config, registry, events)
-        .map_err(|err| anyhow::anyhow!("invalid auth configuration: {err}"))?;
-    tracing::info!(addr = %listener.local_addr()?, "api listening");
-    if let Some(metrics) = metrics {
-        tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
-        tokio::spawn(mostrador_api::serve_metrics(metrics, state.clone()));
-    }
-    let webhooks = tokio::spawn(mostrador_api::webhooks::send(
-        state.clone(),
-        config.webhook_retry,
-    ));
-    let draining = state.clone();
-    mostrador_api::serve(
-        listener,
-        mostrador_api::router(state, config),
-        config.edge,
-        async move {
-            shutdown.await;
-            draining.start_draining();
-        },
-    )
-    .await
-    .context("serving the api failed")?;
-    // A delivery cut short is sent again by another process once its hold expires.
-    webhooks.abort();
-    let _ = stop_listener.send(());
-    tracing::info!("api stopped");
-    Ok(())
-}
-
-async fn seed(database_url: &str, graphs: &GraphSet) -> anyhow::Result<()> {
+async fn seed(database_url: &str, graphs: &App) -> anyhow::Result<()> {
     let Some(demo_data) = graphs.demo_data else {
         anyhow::bail!("this binary's graphs come with no demo data");
     };
@@ -536,7 +491,7 @@ async fn seed(database_url: &str, graphs: &GraphSet) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn token(args: &TokenArgs, graphs: &GraphSet) -> anyhow::Result<()> {
+fn token(args: &TokenArgs, graphs: &App) -> anyhow::Result<()> {
     let caller = Caller::new(&args.sub)
         .with_roles(args.roles.iter().cloned())
         .in_tenant(args.tenant.clone());
@@ -554,7 +509,7 @@ fn token(args: &TokenArgs, graphs: &GraphSet) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn migrate(args: MigrateArgs, graphs: &GraphSet) -> anyhow::Result<()> {
+async fn migrate(args: MigrateArgs, graphs: &App) -> anyhow::Result<()> {
     let url = &args.database.database_url;
     if !sqlx::Postgres::database_exists(url)
         .await

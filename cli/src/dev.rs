@@ -15,11 +15,11 @@ use mostrador_queue::data::api_keys::{self, NewApiKey};
 use mostrador_queue::db::DbConfig;
 use mostrador_worker::{Telemetry, WorkerConfig};
 
+use crate::app::PolicyArgs;
 use crate::cluster::DevDatabase;
-use crate::graph_set::PolicyArgs;
 use crate::langgraph::{Project, PythonArgs};
 use crate::model::ModelArgs;
-use crate::{DatabaseArgs, GraphSet, MigrateArgs, migrate, seed, serve_api, terminated};
+use crate::{App, DatabaseArgs, MigrateArgs, migrate, seed, terminated};
 
 /// The file under this user's data folder holding the secret `dev` signs its tokens with.
 const DEV_SECRET_FILE: &str = "dev-jwt-secret";
@@ -86,7 +86,7 @@ pub(crate) struct DevArgs {
 
 /// Everything in one process on a local Postgres: migrations, the api, and a worker for every
 /// graph; prints the URL, a development token and an API key.
-pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
+pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
     // A project mostrador would not serve as it says is refused before anything is touched.
     args.python.project()?;
     let graphs = args.python.beside(graphs);
@@ -222,7 +222,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: GraphSet) -> anyhow::Result<()> {
         let (pool, config, registry) =
             (pool.clone(), config.clone(), registry.into_iter().collect());
         let shutdown = until_stopped();
-        async move { serve_api(pool, &config, registry, (listener, None), shutdown).await }
+        async move { mostrador_api::run((listener, None), pool, &config, registry, shutdown).await }
     });
 
     println!("mostrador dev is running");

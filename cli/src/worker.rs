@@ -15,7 +15,7 @@ use mostrador_worker::{Telemetry, WorkerConfig, telemetry};
 use crate::duration::parse_duration;
 use crate::langgraph::PythonArgs;
 use crate::model::ModelArgs;
-use crate::{DatabaseArgs, GraphSet, duration, terminated};
+use crate::{App, DatabaseArgs, duration, terminated};
 
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
@@ -99,7 +99,7 @@ pub(crate) struct WorkerArgs {
     python: PythonArgs,
 }
 
-pub(crate) async fn worker(args: WorkerArgs, graphs: GraphSet) -> anyhow::Result<()> {
+pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> {
     let graphs = args.python.beside(graphs);
     let model = args.model.model(graphs.offline)?;
     let db = DbConfig {

@@ -69,7 +69,7 @@ struct RevokeArgs {
 }
 
 /// Runs `api-key create`, `list` or `revoke`.
-pub(crate) async fn run(args: ApiKeyArgs, graphs: &crate::GraphSet) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ApiKeyArgs, graphs: &crate::App) -> anyhow::Result<()> {
     let database = match &args.command {
         ApiKeyCommand::Create(CreateArgs { database, .. })
         | ApiKeyCommand::List(ListArgs { database })

@@ -39,7 +39,7 @@ pub struct ModelArgs {
 
 impl ModelArgs {
     /// The model; refuses a base URL without a context window. Offline, it answers as `script`
-    /// says (the app's, [`GraphSet::offline`](crate::GraphSet::offline)).
+    /// says (the app's, [`App::offline`](crate::App::offline)).
     pub fn model(&self, script: offline::Script) -> anyhow::Result<Model> {
         let config = ModelConfig::from_values(
             self.model_base_url.clone(),

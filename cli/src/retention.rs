@@ -27,7 +27,7 @@ pub(crate) struct RetentionArgs {
 }
 
 /// Deletes the idle threads the policies name, in batches, or with `dry_run` lists them.
-pub(crate) async fn run(args: RetentionArgs, graphs: &crate::GraphSet) -> anyhow::Result<()> {
+pub(crate) async fn run(args: RetentionArgs, graphs: &crate::App) -> anyhow::Result<()> {
     let db = DbConfig {
         pool_size: 2,
         ..DbConfig::new(&args.database.database_url, "mostrador-retention")

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 
 use crate::duration::parse_duration;
-use crate::{DatabaseArgs, GraphSet};
+use crate::{App, DatabaseArgs};
 
 /// What to submit and how to wait.
 #[derive(Debug, Clone)]
@@ -208,13 +208,13 @@ pub struct BatchArgs {
 }
 
 /// `mostrador enqueue`.
-pub async fn enqueue(args: EnqueueArgs, graphs: GraphSet) -> anyhow::Result<()> {
+pub async fn enqueue(args: EnqueueArgs, graphs: App) -> anyhow::Result<()> {
     let input = serde_json::from_str(&args.input).context("--input is not JSON")?;
     submit_args(args.submit, vec![input], graphs).await
 }
 
 /// `mostrador batch`.
-pub async fn batch(args: BatchArgs, graphs: GraphSet) -> anyhow::Result<()> {
+pub async fn batch(args: BatchArgs, graphs: App) -> anyhow::Result<()> {
     let inputs = if args.inputs.as_os_str() == "-" {
         json_lines(std::io::stdin().lock())?
     } else {
@@ -225,7 +225,7 @@ pub async fn batch(args: BatchArgs, graphs: GraphSet) -> anyhow::Result<()> {
     submit_args(args.submit, inputs, graphs).await
 }
 
-async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: GraphSet) -> anyhow::Result<()> {
+async fn submit_args(args: SubmitArgs, inputs: Vec<Value>, graphs: App) -> anyhow::Result<()> {
     let config: Value = serde_json::from_str(&args.config).context("--config is not JSON")?;
     let config = RunConfig::from_value(config).context("--config")?;
     let db = DbConfig {

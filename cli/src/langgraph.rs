@@ -14,7 +14,7 @@ use mostrador_worker::runner::Isolation;
 use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
 use serde_json::Value;
 
-use crate::GraphSet;
+use crate::App;
 
 /// Python graphs, as `dev`, `api` and `worker` take them.
 #[derive(Debug, Clone, Args)]
@@ -176,9 +176,9 @@ impl PythonArgs {
 
     /// The graphs of the binary served beside the project's: none of its example app's (the
     /// retail graphs) unless asked for, so a project lists its own graphs only.
-    pub(crate) fn beside(&self, graphs: GraphSet) -> GraphSet {
+    pub(crate) fn beside(&self, graphs: App) -> App {
         if self.langgraph_config.is_some() && graphs.example && !self.example_graphs {
-            GraphSet::NONE
+            App::NONE
         } else {
             graphs
         }
