@@ -86,7 +86,7 @@ pub struct ApiConfig {
     /// is served apart ([`metrics_router`], on the port the operator scrapes), never to the api's
     /// callers.
     pub public_metrics: bool,
-    /// A token the dashboard (`/`) fills in for whoever opens it: `mostrador dev` only.
+    /// A token the dashboard (`/dashboard`) fills in for whoever opens it: `mostrador dev` only.
     pub dashboard_token: Option<String>,
     /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
     /// serves them as assistants and their threads' states from the snapshots workers record.

@@ -1,4 +1,4 @@
-//! The dashboard: one static page (`/`, HTML and plain JavaScript embedded in the binary, no build
+//! The dashboard: one static page (`/dashboard`, HTML and plain JavaScript embedded in the binary, no build
 //! step) that reads the same authenticated api as every client, and the one route it needs that
 //! no client has, `GET /queue` (the queue's depth and the live workers, for operators).
 //!

@@ -121,7 +121,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
     let probes = ROUTES
         .iter()
         .filter(|route| {
-            route.kind == Kind::Probe && matches!(route.path, "/ok" | "/live" | "/ready")
+            route.kind == Kind::Probe && matches!(route.path, "/" | "/ok" | "/live" | "/ready")
         })
         .fold(Router::new(), |router, route| {
             router.route(route.path, route.method_router())

@@ -37,7 +37,7 @@ fn run_ids(runs: &Value) -> Vec<&str> {
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn dashboard_page_is_served_and_fills_in_only_a_configured_token(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
-    let (status, headers, page) = api.send(api.request("GET", "/", "", "")).await;
+    let (status, headers, page) = api.send(api.request("GET", "/dashboard", "", "")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
     let page = page.as_str().expect("html");
@@ -52,7 +52,7 @@ async fn dashboard_page_is_served_and_fills_in_only_a_configured_token(pool: PgP
     )
     .await;
     let to = |host: &str| {
-        let mut request = dev.request("GET", "/", "", "");
+        let mut request = dev.request("GET", "/dashboard", "", "");
         request
             .headers_mut()
             .insert(header::HOST, host.parse().expect("host"));

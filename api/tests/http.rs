@@ -10,7 +10,7 @@ use crate::support::Api;
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: PgPool) {
     let api = Api::new(pool).await;
-    for path in ["/ok", "/info", "/live", "/ready"] {
+    for path in ["/", "/ok", "/info", "/live", "/ready"] {
         let request = Request::get(path).body(HttpBody::empty()).expect("request");
         assert_eq!(api.send(request).await.0, StatusCode::OK, "{path}");
     }
@@ -32,18 +32,22 @@ async fn probes_answer_without_a_token_and_ready_turns_503_when_draining(pool: P
     assert_eq!(api.send(request).await.0, StatusCode::OK, "still alive");
 }
 
-/// `/ok` answers as the official server's: the database skipped, or asked with `check_db=1`
-/// (healthy; unhealthy is a 503 with `Retry-After`); `/info` has the official fields.
+/// `/ok` (and `/`, the health check load balancers ask) answers as the official server's: the
+/// database skipped, or asked with `check_db=1` (healthy; unhealthy is a 503 with `Retry-After`);
+/// `/info` has the official fields.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn ok_and_info_answer_as_the_official_server_does(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
     let get = |path: &str| Request::get(path).body(HttpBody::empty()).expect("request");
-    let (status, _, ok) = api.send(get("/ok")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        ok,
-        serde_json::json!({"ok": true, "services": {"database": "skipped"}})
-    );
+    for path in ["/", "/ok"] {
+        let (status, _, ok) = api.send(get(path)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            ok,
+            serde_json::json!({"ok": true, "services": {"database": "skipped"}}),
+            "{path}"
+        );
+    }
     let (status, _, ok) = api.send(get("/ok?check_db=1")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(

@@ -230,7 +230,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
         Some(found) => println!("  database: {}", found.description),
         None => println!("  database: the one --database-url names"),
     }
-    println!("  dashboard: {url}/  (the token below is filled in)");
+    println!("  dashboard: {url}/dashboard  (the token below is filled in)");
     println!("  api:   {url}  (probes: {url}/ok, {url}/ready)");
     println!("  token: {token}");
     println!(

@@ -23,7 +23,7 @@ try {
   });
   page.setDefaultTimeout(30_000);
 
-  await page.goto(url + "/");
+  await page.goto(url + "/dashboard");
   const token = await page.inputValue("#token");
   if (!token.includes(".")) throw new Error("the development token is not filled in: " + JSON.stringify(token));
   step("the development token is filled in");

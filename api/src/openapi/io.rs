@@ -406,8 +406,8 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
                 })),
             },
         })),
-        ("get", "/") => Io::text("text/html"),
-        ("get", "/ok") => Io::json(json!({
+        ("get", "/dashboard") => Io::text("text/html"),
+        ("get", "/" | "/ok") => Io::json(json!({
             "type": "object",
             "required": ["ok", "services"],
             "properties": {

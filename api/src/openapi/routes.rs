@@ -524,6 +524,15 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
         path: "/",
+        tag: "probes",
+        summary: "The process answers, as `/ok` (the official server's health check for load balancers)",
+        statuses: &[200],
+        serve: |method| on(method, probes::ok),
+        kind: Kind::Probe,
+    },
+    Route {
+        method: "get",
+        path: "/dashboard",
         tag: "dashboard",
         summary: "The dashboard (an HTML page that asks for a token)",
         statuses: &[200],
