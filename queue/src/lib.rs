@@ -17,8 +17,9 @@
 //!   `thread::search` (private): who sees which ([`thread::Visibility`]), search, count.
 //! * [`listener`]: the one LISTEN connection per process; the api's hears runs' events, wake-ups
 //!   and cancels, a worker's only wake-ups and cancels.
-//! * [`run`]: a run's life, in the order it is lived. Its records and their reads, and
-//!   [`run::RunConfig`], a run's `config` typed, as the api accepts it and both engines read it.
+//! * [`run`]: a run's life, in the order it is lived. Its records and their reads, and what it is
+//!   asked to do, typed as the api accepts it and both engines read it: [`run::RunSpec`] (its
+//!   input, [`run::RunCommand`] and [`run::RunConfig`]).
 //!   * [`run::enqueue`](mod@run::enqueue): one run in one statement that locks its thread, checks the limits,
 //!     inserts, binds the thread's graph and notifies (other multitask strategies in one
 //!     transaction), or a batch.

@@ -21,12 +21,14 @@ use crate::{Error, Result};
 
 pub mod cancel;
 pub mod claim;
+mod command;
 mod config;
 pub mod ending;
 pub mod enqueue;
 pub mod event;
 pub mod lease;
 
+pub use command::{RunCommand, StateUpdate};
 pub use config::RunConfig;
 pub use enqueue::{
     Enqueued, HORIZON_DEFAULT, MAX_PENDING_PER_CALLER_DEFAULT, QueueLimit, enqueue, enqueue_batch,
@@ -163,6 +165,15 @@ pub struct Run {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// What a run is asked to do, as the api accepted it: one typed value, read from the run as a
+/// worker claims it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSpec {
+    pub input: Option<Value>,
+    pub command: Option<RunCommand>,
+    pub config: RunConfig,
+}
+
 /// What a caller decides about a new run.
 #[derive(Debug, Clone)]
 pub struct NewRun {
@@ -173,7 +184,7 @@ pub struct NewRun {
     pub thread_id: ThreadId,
     pub graph_id: String,
     pub input: Option<Value>,
-    pub command: Option<Value>,
+    pub command: Option<RunCommand>,
     pub config: RunConfig,
     pub metadata: Value,
     pub multitask_strategy: MultitaskStrategy,

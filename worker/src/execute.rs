@@ -15,8 +15,8 @@ use mostrador_graph::{
     RunOptions, Send, Store, StreamEvent, StreamMode, StreamModes,
 };
 use mostrador_queue::PgPool;
-use mostrador_queue::run::RunConfig;
 use mostrador_queue::run::ending::{After, Ending};
+use mostrador_queue::run::{RunCommand, RunConfig, RunSpec};
 use mostrador_queue::state::checkpoint::{FinalCheckpoint, HeldFinal};
 use mostrador_queue::{
     CancelAction, ClaimedRun, Error as QueueError, NewEvent, PgCheckpointer, RunStatus,
@@ -167,11 +167,11 @@ impl Executor {
             .iter()
             .filter_map(|name| StreamMode::from_name(name))
             .collect();
-        let config = match &claimed.config {
-            Ok(config) => config.clone(),
+        let spec = match &claimed.spec {
+            Ok(spec) => spec.clone(),
             Err(message) => {
                 let message = message.clone();
-                return fail(&events, claimed, "InvalidConfig", &message, false).await;
+                return fail(&events, claimed, "InvalidRun", &message, false).await;
             }
         };
         let options = RunOptions {
@@ -181,9 +181,9 @@ impl Executor {
             ))),
             // The engine builds no event nobody reads; checkpoints time the supersteps.
             stream_modes: wanted.with(StreamMode::Checkpoints),
-            ..run_options(&claimed, &config, self.max_concurrency)
+            ..run_options(&claimed, &spec.config, self.max_concurrency)
         };
-        let input = match run_input(graph, &checkpointer, &claimed, &config).await {
+        let input = match run_input(graph, &checkpointer, &claimed, &spec).await {
             Ok(input) => input,
             Err(err) => return finish_error(&events, claimed, err).await,
         };
@@ -198,7 +198,7 @@ impl Executor {
                 })
                 .clone();
             let superstep_began = Mutex::new(Instant::now());
-            let subgraphs = config.stream_subgraphs;
+            let subgraphs = spec.config.stream_subgraphs;
             Arc::new(move |event: StreamEvent| {
                 if event.mode == StreamMode::Checkpoints && event.namespace.is_empty() {
                     // A checkpoint ends a superstep (or records the input, which is no superstep).
@@ -298,7 +298,7 @@ async fn run_input(
     graph: &Graph,
     checkpointer: &impl Checkpointer,
     claimed: &ClaimedRun,
-    config: &RunConfig,
+    spec: &RunSpec,
 ) -> Result<RunInput, GraphError> {
     let state = graph
         .get_state(checkpointer, claimed.thread_id.0, None)
@@ -306,10 +306,10 @@ async fn run_input(
     if state.metadata.get("run_id") == Some(&json!(claimed.run_id().0)) {
         return Ok(RunInput::Continue);
     }
-    if let Some(resume) = claimed
+    if let Some(resume) = spec
         .command
         .as_ref()
-        .and_then(|command| command.get("resume"))
+        .and_then(|command| command.resume.as_ref())
     {
         let pending: Vec<&str> = state.interrupts().map(|i| i.id.as_str()).collect();
         let by_id = resume
@@ -324,20 +324,16 @@ async fn run_input(
             None => Resume::Value(resume.clone()),
         }));
     }
-    if let Some(command) = claimed
-        .command
-        .as_ref()
-        .filter(|command| !command["goto"].is_null() || !command["update"].is_null())
-    {
+    if let Some(command) = spec.command.as_ref().filter(|command| command.moves()) {
         return command_input(command);
     }
-    if let Some(checkpoint_id) = config.checkpoint_id {
+    if let Some(checkpoint_id) = spec.config.checkpoint_id {
         return Ok(RunInput::From {
             checkpoint_id,
-            input: claimed.input.clone().filter(|input| !input.is_null()),
+            input: spec.input.clone().filter(|input| !input.is_null()),
         });
     }
-    match claimed.input.clone().filter(|input| !input.is_null()) {
+    match spec.input.clone().filter(|input| !input.is_null()) {
         Some(input) => Ok(RunInput::Values(input)),
         // No input: the thread goes on from where it stopped (a breakpoint), as LangGraph does.
         None if state.checkpoint_id.is_some() => Ok(RunInput::Continue),
@@ -347,9 +343,9 @@ async fn run_input(
 
 /// A command's `update` (an object, or `[channel, value]` pairs) and `goto` (a node, a `Send`
 /// `{node, input}`, or a list of them).
-fn command_input(command: &Value) -> Result<RunInput, GraphError> {
+fn command_input(command: &RunCommand) -> Result<RunInput, GraphError> {
     let invalid = |what: &str| GraphError::InvalidInput(format!("command.{what}"));
-    let update = match &command["update"] {
+    let update = match command.update.as_ref().unwrap_or(&Value::Null) {
         Value::Null => Vec::new(),
         Value::Object(values) => values
             .iter()
@@ -370,7 +366,7 @@ fn command_input(command: &Value) -> Result<RunInput, GraphError> {
             ));
         }
     };
-    let targets = match &command["goto"] {
+    let targets = match command.goto.as_ref().unwrap_or(&Value::Null) {
         Value::Null => Vec::new(),
         Value::Array(targets) => targets.clone(),
         one => vec![one.clone()],

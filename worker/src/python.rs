@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mostrador_queue::run::RunConfig;
+use mostrador_queue::run::RunSpec;
 use mostrador_queue::run::ending::Ending;
 use mostrador_queue::state::saver::{Described, Saver, Write};
 use mostrador_queue::{ClaimedRun, Error as QueueError, NewEvent, RunId};
@@ -69,11 +69,11 @@ impl Executor {
         if handle.control.is_cancelled() {
             return end(&events, claimed, cancelled(handle)).await;
         }
-        let config = match &claimed.config {
-            Ok(config) => config.clone(),
+        let spec = match &claimed.spec {
+            Ok(spec) => spec.clone(),
             Err(message) => {
                 let message = message.clone();
-                return fail(&events, claimed, "InvalidConfig", &message, false).await;
+                return fail(&events, claimed, "InvalidRun", &message, false).await;
             }
         };
         let mut link = match runners.place(&claimed).await {
@@ -95,7 +95,7 @@ impl Executor {
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let ended = drive(
             &mut link,
-            (&claimed, config),
+            (&claimed, spec),
             handle,
             &events,
             (&saver, &mut services),
@@ -259,7 +259,7 @@ impl Published {
 /// Hands the run to the runner and serves it until it reports its outcome or is gone.
 async fn drive(
     runner: &mut RunLink,
-    (claimed, config): (&ClaimedRun, RunConfig),
+    (claimed, spec): (&ClaimedRun, RunSpec),
     handle: &RunHandle,
     events: &RunEvents,
     (saver, services): (&Saver, &mut Services),
@@ -267,7 +267,7 @@ async fn drive(
     max_concurrency: Option<usize>,
 ) -> Result<Ended, Error> {
     let control = &handle.control;
-    let spec = checkpointer::run_spec(saver, claimed, config, max_concurrency).await;
+    let spec = checkpointer::run_spec(saver, claimed, spec, max_concurrency).await;
     if let Err(err) = runner.start(spec).await {
         return Ok(Ended::Gone(Gone::Died(err.to_string())));
     }

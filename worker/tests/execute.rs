@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mostrador_graph::{Command, NodeError, Reducer, START, StateGraph, StreamMode};
 use mostrador_queue::run::lease::sweep;
-use mostrador_queue::run::{self, NewRun, RunConfig};
+use mostrador_queue::run::{self, NewRun, RunCommand, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{
     CancelAction, Error as QueueError, RunId, RunStatus, ThreadStatus, WorkerLease, claim,
@@ -70,23 +70,29 @@ async fn executed_run_streams_its_events_then_completes(pool: PgPool) -> anyhow:
     Ok(())
 }
 
-/// A config no release writes (stored by hand, or by a release that read it otherwise) cannot
-/// stop the queue: the claim takes the run with the others, and the run alone fails, saying why.
+/// A run no release writes (its config or command stored by hand, or by a release that read it
+/// otherwise) cannot stop the queue: the claim takes the run with the others, and the run alone
+/// fails, saying why.
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn a_run_whose_stored_config_cannot_be_read_fails_alone(pool: PgPool) -> anyhow::Result<()> {
+async fn a_run_whose_stored_spec_cannot_be_read_fails_alone(pool: PgPool) -> anyhow::Result<()> {
     let starts = Starts::default();
-    let unreadable = enqueue(&pool, None, |new| new).await;
-    sqlx::query(
-        "update mostrador.runs set config = '{\"recursion_limit\": 0}' where thread_id = $1",
-    )
-    .bind(unreadable.thread_id.0)
-    .execute(&pool)
-    .await?;
+    let mut unreadable = Vec::new();
+    for statement in [
+        r#"update mostrador.runs set config = '{"recursion_limit": 0}' where thread_id = $1"#,
+        r#"update mostrador.runs set command = '{"resume": "yes", "later": true}' where thread_id = $1"#,
+    ] {
+        let run = enqueue(&pool, None, |new| new).await;
+        sqlx::query(statement)
+            .bind(run.thread_id.0)
+            .execute(&pool)
+            .await?;
+        unreadable.push(run.thread_id);
+    }
     enqueue(&pool, None, |new| new).await;
     let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
     worker.register(&pool).await?;
-    let claimed = claim(&pool, worker.worker_id, &worker.graphs, 2).await?;
-    assert_eq!(claimed.len(), 2, "both runs are claimed");
+    let claimed = claim(&pool, worker.worker_id, &worker.graphs, 3).await?;
+    assert_eq!(claimed.len(), 3, "every run is claimed");
     for claimed in claimed {
         let (run_id, thread_id) = (claimed.run_id(), claimed.thread_id);
         let finish = executor(&pool)
@@ -98,14 +104,13 @@ async fn a_run_whose_stored_config_cannot_be_read_fails_alone(pool: PgPool) -> a
             )
             .await?;
         let run = run::get(&pool, thread_id, run_id).await?;
-        if thread_id == unreadable.thread_id {
+        if unreadable.contains(&thread_id) {
             assert_eq!(finish, Finish::Ended(RunStatus::Error));
             let error = run.error.expect("an error");
-            assert_eq!(error["error"], "InvalidConfig");
+            assert_eq!(error["error"], "InvalidRun");
+            let message = error["message"].as_str().unwrap_or_default();
             assert!(
-                error["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("recursion_limit") || m.contains("nonzero")),
+                message.contains("nonzero") || message.contains("unknown field `later`"),
                 "{error}"
             );
         } else {
@@ -160,7 +165,10 @@ async fn interrupted_run_rests_the_thread_and_a_resume_run_continues(
     );
 
     enqueue(&pool, Some(first.thread_id), |new| NewRun {
-        command: Some(json!({"resume": "approved"})),
+        command: Some(RunCommand {
+            resume: Some(json!("approved")),
+            ..RunCommand::default()
+        }),
         ..new
     })
     .await;

@@ -339,7 +339,7 @@ pub(super) fn subscribed(
 fn resumes(new: &NewRun) -> bool {
     new.command
         .as_ref()
-        .is_some_and(|command| !command["resume"].is_null())
+        .is_some_and(|command| command.resume.as_ref().is_some_and(|r| !r.is_null()))
 }
 
 /// The graph of a Rust assistant, for checking what a run names of it.
@@ -512,11 +512,12 @@ pub(super) fn new_run(
     }
     let command = match (body.command, rust) {
         (None, _) => None,
-        (Some(command), None) => Some(json!({
-            "resume": command.resume,
-            "goto": command.goto,
-            "update": command.update,
-        })),
+        (Some(command), None) => Some(run::RunCommand {
+            resume: command.resume,
+            goto: command.goto,
+            update: command.update,
+            update_state: None,
+        }),
         (Some(command), Some(graph)) => {
             rust_command(graph, command.resume, command.goto, command.update)?
         }

@@ -3,8 +3,9 @@
 
 use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Graph};
+use mostrador_queue::run::RunCommand;
 use mostrador_queue::{PgCheckpointer, Thread, ThreadStatus};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::unprocessable;
@@ -66,19 +67,20 @@ pub(super) fn rust_command(
     resume: Option<Value>,
     goto: Option<Value>,
     update: Option<Value>,
-) -> Result<Option<Value>, ApiError> {
+) -> Result<Option<RunCommand>, ApiError> {
     let (goto, update) = (
         goto.filter(|g| !g.is_null()),
         update.filter(|u| !u.is_null()),
     );
     if goto.is_none() && update.is_none() {
-        return Ok(resume
-            .filter(|r| !r.is_null())
-            .map(|resume| json!({"resume": resume})));
+        return Ok(resume.filter(|r| !r.is_null()).map(|resume| RunCommand {
+            resume: Some(resume),
+            ..RunCommand::default()
+        }));
     }
     if resume.as_ref().is_some_and(|r| !r.is_null()) {
         return Err(unprocessable(
-            "a retail graph's command resumes, or goes to nodes and updates the state, not both",
+            "a Rust graph's command resumes, or goes to nodes and updates the state, not both",
         ));
     }
     let targets = match &goto {
@@ -128,7 +130,11 @@ pub(super) fn rust_command(
             "command.update: the graph's state has no channel {unknown:?}"
         )));
     }
-    Ok(Some(json!({"goto": goto, "update": update})))
+    Ok(Some(RunCommand {
+        goto,
+        update,
+        ..RunCommand::default()
+    }))
 }
 
 /// Whether a Rust graph's thread waits for answers to interrupts.

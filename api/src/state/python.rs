@@ -159,13 +159,14 @@ pub(super) async fn python_update(
         return Err(in_flight());
     }
     let mut new = NewRun::new(thread.thread_id, graph_id);
-    new.command = Some(json!({
-        "update_state": {
-            "values": values.unwrap_or(Value::Null),
-            "as_node": as_node,
-            "checkpoint_id": checkpoint_id,
-        },
-    }));
+    new.command = Some(run::RunCommand {
+        update_state: Some(run::StateUpdate {
+            values: values.unwrap_or(Value::Null),
+            as_node,
+            checkpoint_id,
+        }),
+        ..run::RunCommand::default()
+    });
     new.stream_mode = Vec::new();
     // Queued as any run: within the graph's bound and the caller's share, placed after the runs
     // the caller already has waiting.

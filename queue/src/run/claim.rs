@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgExecutor;
 
 use crate::run::lease::WorkerId;
-use crate::run::{CancelAction, RunConfig, RunId};
+use crate::run::{CancelAction, RunCommand, RunConfig, RunId, RunSpec};
 use crate::thread::ThreadId;
 use crate::{Error, Result};
 
@@ -43,10 +43,9 @@ pub struct ClaimedRun {
     attempt: i32,
     pub thread_id: ThreadId,
     pub graph_id: String,
-    pub input: Option<Value>,
-    pub command: Option<Value>,
-    /// Its config; `Err`: why this release cannot read the stored one (the run fails with it).
-    pub config: std::result::Result<RunConfig, String>,
+    /// What it is asked to do; `Err`: why this release cannot read what was stored (the run fails
+    /// with it).
+    pub spec: std::result::Result<RunSpec, String>,
     pub metadata: Value,
     pub max_attempts: i32,
     pub drain_count: i32,
@@ -96,6 +95,14 @@ pub async fn claim(
     Ok(claimed.into_iter().map(ClaimedRun::from).collect())
 }
 
+fn spec(input: Option<Value>, command: Option<Value>, config: Value) -> Result<RunSpec> {
+    Ok(RunSpec {
+        input,
+        command: command.map(RunCommand::from_value).transpose()?,
+        config: RunConfig::from_value(config)?,
+    })
+}
+
 /// A claimed run's row.
 struct Claimed {
     run_id: RunId,
@@ -123,9 +130,7 @@ impl From<Claimed> for ClaimedRun {
             attempt: row.attempt,
             thread_id: row.thread_id,
             graph_id: row.graph_id,
-            input: row.input,
-            command: row.command,
-            config: RunConfig::from_value(row.config).map_err(|err| err.to_string()),
+            spec: spec(row.input, row.command, row.config).map_err(|err| err.to_string()),
             metadata: row.metadata,
             max_attempts: row.max_attempts,
             drain_count: row.drain_count,

@@ -8,7 +8,7 @@ use sqlx::{Acquire, PgConnection, Postgres};
 use crate::listener::RUNS_CHANNEL;
 use crate::run::cancel::{CancelOutcome, cancel_in_tx};
 use crate::run::lease::WorkerId;
-use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunId, RunStatus};
+use crate::run::{CancelAction, MultitaskStrategy, NewRun, Run, RunCommand, RunId, RunStatus};
 use crate::thread::{NewThread, Thread, ThreadId};
 use crate::{Error, Result};
 
@@ -186,6 +186,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
     let delayed = !new.after.is_zero();
     let (run_id, trace_id) = new.id_and_trace();
     let config = new.config.to_value();
+    let command = new.command.as_ref().map(RunCommand::to_value);
     for _ in 0..INSERT_TRIES {
         // The thread's row lock serializes this run's insert with the api's state updates (which
         // check under it that no run is in flight) and with other enqueues on the thread. A
@@ -206,7 +207,7 @@ async fn insert(conn: &mut PgConnection, new: &NewRun, limit: Option<QueueLimit>
             new.thread_id.0,
             new.graph_id,
             new.input,
-            new.command,
+            command,
             config,
             new.metadata,
             new.multitask_strategy as MultitaskStrategy,

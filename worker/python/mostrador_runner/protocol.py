@@ -54,6 +54,24 @@ class Latest(TypedDict):
     checkpoint: Saved | None
 
 
+class StateUpdate(TypedDict):
+    """`threads.update_state`: the values a node is taken to have written."""
+
+    values: Any
+    as_node: str | None
+    checkpoint_id: str | None
+
+
+class RunCommand(TypedDict, total=False):
+    """LangGraph's `Command` as a run carries it, or an update of the thread's state; only the
+    parts it names are present."""
+
+    resume: Any
+    goto: Any
+    update: Any
+    update_state: StateUpdate
+
+
 class RunSpec(TypedDict):
     run_id: str
     thread_id: str
@@ -61,7 +79,7 @@ class RunSpec(TypedDict):
     assistant_id: str
     attempt: int
     input: Any
-    command: dict[str, Any] | None
+    command: RunCommand | None
     config: dict[str, Any]
     metadata: dict[str, Any]
     stream_mode: list[str]

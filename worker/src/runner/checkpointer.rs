@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use mostrador_queue::run::RunConfig;
+use mostrador_queue::run::RunSpec;
 use mostrador_queue::state::saver::{
     Blob, NewCheckpoint, Payload, PendingWrite, SavedCheckpoint, Saver, Write,
 };
@@ -14,7 +14,7 @@ use mostrador_queue::{ClaimedRun, Error as QueueError, ThreadId};
 use serde_json::{Value, json};
 
 use super::protocol::{
-    BlobJson, Call, Cast, Latest, PutCheckpoint, PutWrites, RunSpec, SavedJson, SavedWriteJson,
+    self, BlobJson, Call, Cast, Latest, PutCheckpoint, PutWrites, SavedJson, SavedWriteJson,
     ToRunner,
 };
 
@@ -24,9 +24,13 @@ use super::protocol::{
 pub async fn run_spec(
     saver: &Saver,
     claimed: &ClaimedRun,
-    mut config: RunConfig,
+    RunSpec {
+        input,
+        command,
+        mut config,
+    }: RunSpec,
     max_concurrency: Option<usize>,
-) -> RunSpec {
+) -> protocol::RunSpec {
     let bound = max_concurrency
         .and_then(|n| u32::try_from(n).ok())
         .and_then(NonZeroU32::new);
@@ -40,7 +44,7 @@ pub async fn run_spec(
     let latest = saver.get("", None).await.ok().map(|latest| Latest {
         checkpoint: latest.map(saved_json),
     });
-    RunSpec {
+    protocol::RunSpec {
         run_id: claimed.run_id().0,
         thread_id: claimed.thread_id.0,
         graph_id: claimed.graph_id.clone(),
@@ -49,8 +53,8 @@ pub async fn run_spec(
             .unwrap_or(&claimed.graph_id)
             .to_owned(),
         attempt: claimed.attempt(),
-        input: claimed.input.clone().unwrap_or(Value::Null),
-        command: claimed.command.clone().unwrap_or(Value::Null),
+        input: input.unwrap_or(Value::Null),
+        command,
         metadata: claimed.metadata.clone(),
         stream_mode: claimed.stream_mode.clone(),
         stream_subgraphs: config.stream_subgraphs,

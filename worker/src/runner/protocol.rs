@@ -6,6 +6,7 @@
 //! failing test, not a silent bug.
 
 use mostrador_graph::{Breakpoints, Durability};
+use mostrador_queue::run::RunCommand;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -53,7 +54,7 @@ pub struct RunSpec {
     pub attempt: i32,
     pub input: Value,
     /// A resume, an update, a goto, or `update_state`.
-    pub command: Value,
+    pub command: Option<RunCommand>,
     /// The run's config (`configurable`, `context`, `recursion_limit`, `tags`,
     /// `max_concurrency`).
     pub config: Value,

@@ -6,7 +6,7 @@ use sqlx::{Acquire, PgConnection, Postgres};
 
 use super::{QueueLimit, within_limit};
 use crate::listener::RUNS_CHANNEL;
-use crate::run::{MultitaskStrategy, NewRun, RunId};
+use crate::run::{MultitaskStrategy, NewRun, RunCommand, RunId};
 use crate::{Error, Result};
 
 /// Enqueues many runs with one insert statement and one NOTIFY per graph, for batch schedulers.
@@ -47,7 +47,7 @@ pub async fn enqueue_batch<'a>(
         thread_ids.push(new.thread_id.0);
         graph_ids.push(new.graph_id.as_str());
         inputs.push(new.input.as_ref());
-        commands.push(new.command.as_ref());
+        commands.push(new.command.as_ref().map(RunCommand::to_value));
         configs.push(unless_empty(&new.config.to_value()).cloned());
         metadatas.push(unless_empty(&new.metadata));
         strategies.push(new.multitask_strategy);
@@ -92,7 +92,7 @@ pub async fn enqueue_batch<'a>(
         &thread_ids,
         &graph_ids as &[&str],
         &inputs as &[Option<&Value>],
-        &commands as &[Option<&Value>],
+        &commands as &[Option<Value>],
         &configs as &[Option<Value>],
         &metadatas as &[Option<&Value>],
         &strategies as &[MultitaskStrategy],
