@@ -157,6 +157,8 @@ pub struct RouteGroups {
     pub store: bool,
     /// `/info`, `/metrics`, `/docs`, `/openapi.json`.
     pub meta: bool,
+    /// `/mcp`.
+    pub mcp: bool,
 }
 
 impl RouteGroups {
@@ -170,6 +172,8 @@ impl RouteGroups {
             self.assistants
         } else if path.starts_with("/store") {
             self.store
+        } else if path == "/mcp" {
+            self.mcp
         } else {
             self.meta && matches!(path, "/info" | "/metrics" | "/docs" | "/openapi.json")
         }

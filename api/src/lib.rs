@@ -50,6 +50,7 @@
 //!   [`stream::thread`]: a thread's runs one after another, the caller checked before each run.
 //! * [`store`]: `/store`, each item its caller's own.
 //! * [`files`]: a thread's files, for its owner only.
+//! * [`mcp`]: MCP at `/mcp`: the caller's assistants as tools, a call a stateless run waited for.
 //! * [`crons`]: scheduled runs, a caller's own only, in IANA time zones.
 //! * [`webhooks`]: the operator's allow-list of hosts, and `send`: at most 64 at once and 4 per
 //!   receiver, pinned to an address that is not loopback or link-local, with no redirect.
@@ -82,6 +83,7 @@ pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod files;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod policy;

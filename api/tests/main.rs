@@ -12,6 +12,7 @@ mod hostile;
 mod http;
 mod jwks;
 mod matrix;
+mod mcp;
 mod runs;
 mod state;
 mod store;

@@ -382,3 +382,86 @@ async fn a_restarted_worker_takes_back_its_previous_incarnations_runs_at_once(po
     assert_eq!(ended.attempt, 1, "not taken from a live worker");
     drop((again, twin));
 }
+
+/// An MCP tool call is a stateless run its call waits for: a worker's SIGTERM mid-run drains it,
+/// another worker goes on from its last checkpoint, and the call answers once, with the whole
+/// run's final state, every node having run once.
+#[sqlx::test(migrator = "mostrador_tests::MIGRATOR")]
+async fn an_mcp_tool_call_survives_a_workers_drain_and_answers_once(pool: PgPool) {
+    let db = Db::new(pool).await;
+    let mut executions = Executions::listen(&db).await;
+    let api = Worker::spawn(&db, "api", "api", &["--jwt-secret", "e2e secret"]);
+    let mut a = Worker::start(
+        &db,
+        "a",
+        &["--drain-timeout", "10s", "--grace-period", "15s"],
+    );
+    api.until_ready_is(200).await;
+    let ana = mostrador_api::Caller::new("ana")
+        .with_roles(["customer"])
+        .in_tenant(Some("madrid-1"));
+    let token = mostrador_api::auth::mint(
+        &crate::retail::retail_auth("e2e secret"),
+        &ana,
+        Duration::from_secs(300),
+    )
+    .expect("token");
+    let bearer = format!("Bearer {token}");
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let call = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "e2e_linear_6", "arguments": {"delay_ms": 100, "slow": {"s3": 1500}}},
+    })
+    .to_string();
+
+    let drain = async {
+        let s3 = executions
+            .until(|e| e.node == "s3" && e.phase == "start")
+            .await;
+        let b = Worker::start(&db, "b", &[]);
+        b.until_ready_is(200).await;
+        a.terminate();
+        let exit = a.exit(Duration::from_secs(10)).await;
+        assert!(
+            exit.success(),
+            "A exits 0 after draining: {exit}\n{}",
+            a.log()
+        );
+        (s3.thread_id, b)
+    };
+    let (answered, (thread_id, _b)) =
+        tokio::join!(api.request("POST", "/mcp", &headers, &call), drain);
+    let (status, body) = answered.expect("the call is answered");
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON-RPC");
+    assert_eq!(answer["id"], 7);
+    assert_eq!(
+        answer["result"]["isError"],
+        serde_json::Value::Null,
+        "{answer}"
+    );
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .expect("text");
+    assert!(
+        text.contains("'log': ['s1', 's2', 's3', 's4', 's5', 's6']"),
+        "the whole run's final state, as Python writes it: {text}"
+    );
+    let a_pid = i32::try_from(a.pid).expect("pid");
+    let ran: Vec<(String, bool)> = starters(&db, thread_id)
+        .await
+        .into_iter()
+        .map(|(node, pid)| (node, pid == a_pid))
+        .collect();
+    let expected: Vec<(String, bool)> = (1..=6)
+        .map(|step| (format!("s{step}"), step <= 3))
+        .collect();
+    assert_eq!(
+        ran, expected,
+        "every node ran once: s1..s3 on A, s4..s6 on B"
+    );
+}

@@ -22,6 +22,8 @@ pub struct Io {
     pub(super) body: Option<Value>,
     /// The content of its 200: media types and their schemas.
     pub(super) ok: Value,
+    /// The content of its 400, when it is not the api's error body (MCP's `{"error"}`).
+    pub(super) refused: Option<Value>,
     /// The named schemas its body and answer refer to, and those they refer to in turn.
     pub(super) schemas: Vec<Named>,
 }
@@ -83,6 +85,7 @@ impl Io {
             parameters: Vec::new(),
             body: None,
             ok: json!({"application/json": {"schema": schema}}),
+            refused: None,
             schemas: Vec::new(),
         }
     }
@@ -144,6 +147,15 @@ impl Io {
                 },
             }}}),
             ..Self::json(any())
+        }
+    }
+
+    /// Its 400 answers a JSON body of this schema.
+    #[must_use]
+    fn refused_as(self, schema: Value) -> Self {
+        Self {
+            refused: Some(json!({"application/json": {"schema": schema}})),
+            ..self
         }
     }
 
@@ -407,6 +419,35 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             },
         })),
         ("get", "/dashboard") => Io::text("text/html"),
+        ("post", "/mcp") => Io::json(json!({
+            "type": "object",
+            "description": "A JSON-RPC 2.0 response: `result` or `error`, with the request's `id`.",
+            "required": ["jsonrpc", "id"],
+            "properties": {
+                "jsonrpc": {"type": "string", "enum": ["2.0"]},
+                "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                "result": {"type": "object"},
+                "error": {"type": "object"},
+            },
+        }))
+        .body(json!({
+            "type": "object",
+            "description": "A JSON-RPC 2.0 request, notification or response.",
+            "required": ["jsonrpc"],
+            "properties": {
+                "jsonrpc": {"type": "string", "enum": ["2.0"]},
+                "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                "method": {"type": "string"},
+                "params": {"type": "object"},
+            },
+        }))
+        .refused_as(json!({
+            "type": "object",
+            "description": "Why the message is no JSON-RPC message MCP takes.",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}},
+        })),
+        ("get" | "delete", "/mcp") => Io::nothing(),
         ("get", "/" | "/ok") => Io::json(json!({
             "type": "object",
             "required": ["ok", "services"],

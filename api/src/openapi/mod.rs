@@ -154,6 +154,7 @@ fn operation(route: &Route, io: Io) -> Operation {
         parameters,
         body,
         ok,
+        refused,
         schemas: _,
     } = io;
     let authenticated = !matches!(tag, "probes" | "dashboard");
@@ -174,9 +175,10 @@ fn operation(route: &Route, io: Io) -> Operation {
         }))));
     }
     for status in statuses(listed, authenticated, body.is_some()) {
-        let content = match status {
-            200 => ok.clone(),
-            202 | 204 => json!({}),
+        let content = match (status, &refused) {
+            (200, _) => ok.clone(),
+            (202 | 204, _) => json!({}),
+            (400, Some(refused)) => refused.clone(),
             // The probes answer in plain text.
             _ if !authenticated => json!({"text/plain": {"schema": {"type": "string"}}}),
             _ => json!({"application/json": {"schema": reference("Error")}}),

@@ -4,7 +4,9 @@
 use axum::routing::on;
 
 use super::{Kind, Route};
-use crate::{assistants, crons, dashboard, files, probes, runs, state, store, stream, threads};
+use crate::{
+    assistants, crons, dashboard, files, mcp, probes, runs, state, store, stream, threads,
+};
 
 /// Every route of the api.
 pub const ROUTES: &[Route] = &[
@@ -510,6 +512,33 @@ pub const ROUTES: &[Route] = &[
         summary: "The newest runs of the caller's visible threads (status filter optional)",
         statuses: &[200, 401, 422, 503],
         serve: |method| on(method, runs::recent),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "post",
+        path: "/mcp",
+        tag: "mcp",
+        summary: "MCP over Streamable HTTP: one JSON-RPC message (initialize, ping, tools/list, tools/call: the caller's assistants as tools)",
+        statuses: &[200, 202, 400, 401, 403, 404, 422, 429, 503],
+        serve: |method| on(method, mcp::post),
+        kind: Kind::Lasting,
+    },
+    Route {
+        method: "get",
+        path: "/mcp",
+        tag: "mcp",
+        summary: "MCP's server-sent stream, which the server does not offer (405), as officially",
+        statuses: &[401, 405],
+        serve: |method| on(method, mcp::get),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "delete",
+        path: "/mcp",
+        tag: "mcp",
+        summary: "Ending an MCP session, of which the server keeps none (404), as officially",
+        statuses: &[401, 404],
+        serve: |method| on(method, mcp::delete),
         kind: Kind::Call,
     },
     Route {

@@ -77,11 +77,13 @@ fn http_keys_of_the_wrong_shape_are_refused_by_name() {
         assert!(message.contains(&format!("http.{key}")), "{key}: {message}");
     }
     // What has nothing to switch off here, or switches nothing off, is no refusal.
-    project(
+    let served = project(
         r#"{"graphs": {"a": "./a.py:g"}, "http": {"disable_mcp": true, "disable_a2a": true,
             "disable_ui": true, "disable_store": false, "logging_headers": {}}}"#,
     )
     .expect("served");
+    assert!(served.disabled_routes.mcp, "MCP switched off");
+    assert!(!served.disabled_routes.store);
 }
 
 #[test]

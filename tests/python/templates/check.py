@@ -29,6 +29,7 @@ EXPECTED = {
     "module/wait/context/answer": "[fake-large|You are terse and",
     "memory/recall/answer": "(I remember: I like green tea)",
     "prebuilt/wait/answer": "It is always sunny in Paris",
+    "mcp/tools/call/answer": "It is always sunny in Paris",
     "factory/wait/default/answer": "hello (open for None)",
     "factory/wait/context/answer": "hola (open for hola)",
     "factory/wait/headers/answer": "{'x-user-tier': 'gold'}",

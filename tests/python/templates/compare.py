@@ -8,6 +8,7 @@ Each answer is stored under a key naming the graph and the call; a failing call 
 """
 
 import argparse
+import ast
 import asyncio
 import json
 import sys
@@ -31,6 +32,40 @@ def last_message(state: Any) -> Any:
         return {"type": message.get("type"), "content": message.get("content"),
                 "tool_calls": message.get("tool_calls")}
     return state
+
+
+async def mcp_calls(url: str, headers: dict[str, str], rec: Recorder) -> None:
+    """MCP (`/mcp`) through the official MCP client, as an MCP host uses a LangGraph server: the
+    assistants as tools, with their input schemas; one called; an unknown one refused."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.shared.exceptions import McpError
+
+    async with streamablehttp_client(f"{url}/mcp", headers=headers or None) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            started = await session.initialize()
+            rec.raw["mcp/initialize"] = {
+                "protocolVersion": started.protocolVersion,
+                "capabilities": started.capabilities.model_dump(exclude_none=True),
+            }
+            listed = await session.list_tools()
+            rec.raw["mcp/tools/list"] = sorted(
+                (
+                    {"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.inputSchema}
+                    for t in listed.tools
+                ),
+                key=lambda tool: tool["name"],
+            )
+            called = await session.call_tool("prebuilt", {"messages": "What is the weather in Paris?"})
+            text = called.content[0].text if called.content else ""
+            # The final state as Python's `repr` writes it: read back, its last message compared.
+            rec.raw["mcp/tools/call"] = {"isError": called.isError, "content": [c.type for c in called.content]}
+            rec.raw["mcp/tools/call/answer"] = last_message(ast.literal_eval(text))
+            try:
+                await session.call_tool("no_such_tool", {})
+                rec.raw["mcp/tools/call/unknown"] = "answered"
+            except McpError as err:
+                rec.raw["mcp/tools/call/unknown"] = {"code": err.error.code, "message": err.error.message}
 
 
 async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -136,6 +171,7 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
     rec.raw["factory/wait/headers/answer"] = last_message(answer)
     await rec.call("factory/schemas", lambda: client.assistants.get_schemas(ids.get("factory", "factory")))
     await rec.call("factory/graph", lambda: client.assistants.get_graph(ids.get("factory", "factory")))
+    await rec.call("mcp", lambda: mcp_calls(url, headers, rec))
     return {key: norm.normalize(value) for key, value in rec.raw.items()}
 
 
