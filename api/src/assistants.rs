@@ -147,10 +147,9 @@ pub async fn search(
         .flatten()
         .find(|field| !ASSISTANT_FIELDS.contains(&field.as_str()))
     {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("select: {unknown:?} is not a field of an assistant"),
-        ));
+        return Err(ApiError::unprocessable(format!(
+            "select: {unknown:?} is not a field of an assistant"
+        )));
     }
     let offset = search.offset;
     let (found, more) = configured::search(&state, &caller, search).await?;
@@ -201,7 +200,7 @@ pub async fn found_for(
         ),
         None => None,
     };
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found"));
+    let not_found = || ApiError::not_found(format!("Assistant {id} not found"));
     let assistant = if let Some(assistant) = state.assistant(id) {
         let assistant = assistant.clone();
         state.learn_names().await;
@@ -276,8 +275,7 @@ pub async fn graph(
             Xray::Depth(depth) => drawings.get(depth.to_string()).unwrap_or(&drawings["true"]),
         };
         if drawing.is_null() {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            return Err(ApiError::unprocessable(
                 "The graph does not support visualization",
             ));
         }
@@ -285,7 +283,7 @@ pub async fn graph(
     }
     let graph = state
         .graph(&assistant.graph_id)
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "graph not found"))?;
+        .ok_or_else(|| ApiError::not_found("graph not found"))?;
     let routed = graph.routed();
     let mut nodes = vec![json!({"id": START, "type": "schema", "data": START})];
     nodes.extend(graph.nodes().map(|node| {
@@ -326,10 +324,7 @@ fn xray(raw: Option<&str>) -> Result<Xray, ApiError> {
         Some("true" | "True") => Ok(Xray::All),
         Some(depth) => match depth.parse::<u32>() {
             Ok(depth) if depth > 0 => Ok(Xray::Depth(depth)),
-            _ => Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "Invalid xray value",
-            )),
+            _ => Err(ApiError::unprocessable("Invalid xray value")),
         },
     }
 }
@@ -348,10 +343,9 @@ async fn described(state: &AppState, graph_id: &str) -> Result<Value, ApiError> 
             )
         })?;
     if let Some(error) = described.get("error") {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("graph {graph_id} could not be described: {error}"),
-        ));
+        return Err(ApiError::unprocessable(format!(
+            "graph {graph_id} could not be described: {error}"
+        )));
     }
     Ok(described)
 }
@@ -373,7 +367,7 @@ pub async fn schemas(
     }
     let graph = state
         .graph(&assistant.graph_id)
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "graph not found"))?;
+        .ok_or_else(|| ApiError::not_found("graph not found"))?;
     let mut schemas = rust_schemas(&assistant.graph_id, graph);
     schemas["graph_id"] = json!(assistant.graph_id);
     Ok(Json(schemas))

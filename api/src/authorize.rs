@@ -21,7 +21,6 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::custom_auth::Grant;
 use crate::error::ApiError;
-use axum::http::StatusCode;
 
 /// Whether `caller`, who sees `thread`, may change it (its metadata, its state, its runs, its
 /// crons, deleting it): its owner only. One who reads another's thread does not write it, except
@@ -35,10 +34,7 @@ pub fn may_write(caller: &Caller, thread: &Thread) -> Result<(), ApiError> {
     if caller.project_user.is_some() || caller.subject == thread.owner {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "only the thread's owner changes it",
-        ))
+        Err(ApiError::forbidden("only the thread's owner changes it"))
     }
 }
 
@@ -86,8 +82,7 @@ pub fn may_decide(
     if state.custom_auth().is_some() || state.policy().decides(caller, thread, graph_id) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
+        Err(ApiError::forbidden(
             "the authorization policy leaves this thread's interrupts to others",
         ))
     }
@@ -102,10 +97,9 @@ pub fn may_start(state: &AppState, caller: &Caller, graph_id: &str) -> Result<()
     if state.custom_auth().is_some() || state.policy().starts(caller, graph_id) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("the authorization policy does not let this caller start runs of {graph_id}"),
-        ))
+        Err(ApiError::forbidden(format!(
+            "the authorization policy does not let this caller start runs of {graph_id}"
+        )))
     }
 }
 
@@ -119,12 +113,9 @@ pub fn may_schedule(state: &AppState, caller: &Caller, graph_id: &str) -> Result
     if state.custom_auth().is_some() || state.policy().schedules(caller, graph_id) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "the authorization policy does not let this caller schedule runs of {graph_id}"
-            ),
-        ))
+        Err(ApiError::forbidden(format!(
+            "the authorization policy does not let this caller schedule runs of {graph_id}"
+        )))
     }
 }
 

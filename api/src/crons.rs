@@ -28,10 +28,6 @@ use crate::openapi::fields;
 use crate::runs::queue_error;
 use crate::wire;
 
-fn unprocessable(detail: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
-}
-
 /// The body of `POST /runs/crons` and `POST /threads/{thread_id}/runs/crons`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
@@ -98,13 +94,10 @@ pub async fn create_for_thread(
         .as_ref()
         .is_some_and(|graph_id| *graph_id != new.graph_id)
     {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!(
-                "the thread belongs to graph {:?}",
-                thread.graph_id.unwrap_or_default()
-            ),
-        ));
+        return Err(ApiError::conflict(format!(
+            "the thread belongs to graph {:?}",
+            thread.graph_id.unwrap_or_default()
+        )));
     }
     let cron = cron::create(state.pool(), &new, state.max_crons_per_caller())
         .await
@@ -131,7 +124,7 @@ async fn new_cron(
     let assistant_id = body
         .assistant_id
         .as_deref()
-        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+        .ok_or_else(|| ApiError::unprocessable("assistant_id is required"))?;
     let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     let mut payload = requested.template(state, caller)?;
     if assistant.assistant_id != Assistant::for_graph(&assistant.graph_id).assistant_id {
@@ -141,12 +134,14 @@ async fn new_cron(
     crate::authorize::may_schedule(state, caller, &assistant.graph_id)?;
     let schedule = body
         .schedule
-        .ok_or_else(|| unprocessable("schedule is required"))?;
-    cron::zone(body.timezone.as_deref()).map_err(unprocessable)?;
+        .ok_or_else(|| ApiError::unprocessable("schedule is required"))?;
+    cron::zone(body.timezone.as_deref()).map_err(ApiError::unprocessable)?;
     let strategy = match body.multitask_strategy.as_deref() {
         None => None,
         Some(name) => Some(MultitaskStrategy::from_name(name).ok_or_else(|| {
-            unprocessable("multitask_strategy must be reject, enqueue, interrupt or rollback")
+            ApiError::unprocessable(
+                "multitask_strategy must be reject, enqueue, interrupt or rollback",
+            )
         })?),
     };
     // The project's handler may stamp the metadata (an owner, say), as officially.
@@ -187,7 +182,9 @@ fn on_run_completed(given: Option<&str>) -> Result<Option<String>, ApiError> {
     match given {
         None => Ok(None),
         Some(what @ ("delete" | "keep")) => Ok(Some(what.to_owned())),
-        Some(_) => Err(unprocessable("on_run_completed must be delete or keep")),
+        Some(_) => Err(ApiError::unprocessable(
+            "on_run_completed must be delete or keep",
+        )),
     }
 }
 
@@ -206,14 +203,15 @@ impl Requested {
     /// The template's parts it sets (`input`, `config`, `context`, `stream_mode`, `webhook`); a
     /// `config` acts for `caller`.
     fn template(self, state: &AppState, caller: &Caller) -> Result<RunTemplate, ApiError> {
-        let unsupported = |what: &str| unprocessable(format!("{what} is not supported on crons"));
+        let unsupported =
+            |what: &str| ApiError::unprocessable(format!("{what} is not supported on crons"));
         if self.interrupt_before.is_some() || self.interrupt_after.is_some() {
             return Err(unsupported("interrupt_before/interrupt_after"));
         }
         let context = match self.context {
             None | Some(Value::Null) => None,
             Some(Value::Object(context)) => Some(context),
-            Some(_) => return Err(unprocessable("context must be an object")),
+            Some(_) => return Err(ApiError::unprocessable("context must be an object")),
         };
         let mut template = RunTemplate {
             webhook: crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?,
@@ -221,7 +219,7 @@ impl Requested {
         };
         if let Some(input) = self.input {
             if !(input.is_object() || input.is_null()) {
-                return Err(unprocessable("input must be an object"));
+                return Err(ApiError::unprocessable("input must be an object"));
             }
             template.input = Some(input);
         }
@@ -320,13 +318,10 @@ pub async fn update(
 ) -> Result<Json<wire::Cron>, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
     let Value::Object(body) = body else {
-        return Err(unprocessable("the body must be a JSON object"));
+        return Err(ApiError::unprocessable("the body must be a JSON object"));
     };
     if body.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Request body cannot be empty",
-        ));
+        return Err(ApiError::bad_request("Request body cannot be empty"));
     }
     let owner = reachable(
         &state,
@@ -337,9 +332,9 @@ pub async fn update(
     )
     .await?;
     let patch: PatchCron = serde_json::from_value(Value::Object(body))
-        .map_err(|err| unprocessable(err.to_string()))?;
+        .map_err(|err| ApiError::unprocessable(err.to_string()))?;
     if let Some(timezone) = patch.timezone.as_deref() {
-        cron::zone(Some(timezone)).map_err(unprocessable)?;
+        cron::zone(Some(timezone)).map_err(ApiError::unprocessable)?;
     }
     let changes_config = patch.config.is_some() || patch.context.is_some();
     let completed = on_run_completed(patch.on_run_completed.as_deref())?;
@@ -368,10 +363,7 @@ pub async fn update(
         on_run_completed: completed,
     };
     if change == cron::CronUpdate::default() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "No fields to update",
-        ));
+        return Err(ApiError::bad_request("No fields to update"));
     }
     match cron::update(state.pool(), id, owner, caller.api_key, &change).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
@@ -405,12 +397,14 @@ async fn reachable<'a>(
 }
 
 fn cron_not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "cron not found")
+    ApiError::not_found("cron not found")
 }
 
 fn cron_error(err: QueueError) -> ApiError {
     match err {
-        QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
+        QueueError::Invalid { field, reason } => {
+            ApiError::unprocessable(format!("{field}: {reason}"))
+        }
         other => queue_error(other),
     }
 }
@@ -491,7 +485,7 @@ async fn filter_of(
     search: &SearchCrons,
 ) -> Result<Option<cron::CronFilter>, ApiError> {
     if search.select.is_some() || search.sort_by.is_some() || search.sort_order.is_some() {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "select, sort_by and sort_order are not supported: crons come oldest first",
         ));
     }
@@ -572,7 +566,7 @@ pub async fn search(
     Body(search): Body<SearchCrons>,
 ) -> Result<(axum::http::HeaderMap, Json<Vec<wire::Cron>>), ApiError> {
     if !(1..=1000).contains(&search.limit) {
-        return Err(unprocessable("limit must be from 1 to 1000"));
+        return Err(ApiError::unprocessable("limit must be from 1 to 1000"));
     }
     let mut crons = find(
         &state,

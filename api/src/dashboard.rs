@@ -10,7 +10,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::{run, run::lease};
 use serde_json::{Value, json};
@@ -62,8 +62,7 @@ pub async fn serve(State(state): State<AppState>, headers: axum::http::HeaderMap
 /// flight. The policy's operators only: these are counts over every tenant.
 pub async fn queue(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     if !state.policy().is_operator(&caller) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
+        return Err(ApiError::forbidden(
             "only the authorization policy's operators see the queue",
         ));
     }

@@ -61,10 +61,35 @@ impl ApiError {
         }
     }
 
+    /// 400: the request cannot be read as the route's (as the official server words it).
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+
+    /// 403: the caller may see it, not do it.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, detail)
+    }
+
+    /// 404: nothing of the caller's by that name.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    /// 409: it is not in a state to do that now.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+
+    /// 422: a field holds what it cannot mean.
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+
     /// The one answer for a thread the caller may not see, whether it exists or not, and for an
     /// id that is not one: nothing in it tells them apart.
     pub fn thread_not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "Thread not found")
+        Self::not_found("Thread not found")
     }
 }
 

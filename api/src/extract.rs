@@ -117,17 +117,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
                 .windows(3)
                 .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
         }) {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            return Err(ApiError::unprocessable(
                 "query parameters may not contain the NUL character (%00)",
             ));
         }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(params)| Params(params))
-            .map_err(|rejection| {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejection.body_text())
-            })
+            .map_err(|rejection| ApiError::unprocessable(rejection.body_text()))
     }
 }
 
@@ -163,8 +160,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
         // JSON allows `\u0000`; PostgreSQL's jsonb and text do not, so the write would fail
         // after every check had passed.
         if scanned.nul {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            return Err(ApiError::unprocessable(
                 "strings and keys may not contain the NUL character (\\u0000)",
             ));
         }
@@ -192,7 +188,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
             .map_err(ApiError::failed)?;
         serde_json::from_slice(&bytes)
             .map(Body)
-            .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()))
+            .map_err(|error| ApiError::unprocessable(error.to_string()))
     }
 }
 

@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use mostrador_queue::state::files;
 use serde::Deserialize;
 
@@ -58,10 +57,10 @@ pub async fn read(
     let thread = owned_thread(&state, &caller, &thread_id).await?;
     match files::read(state.pool(), thread.thread_id.0, &query.path).await {
         Ok(Some(file)) => Ok(Json(file.into())),
-        Ok(None) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("the thread has no file {:?}", query.path),
-        )),
+        Ok(None) => Err(ApiError::not_found(format!(
+            "the thread has no file {:?}",
+            query.path
+        ))),
         Err(err) => Err(ApiError::failed(err)),
     }
 }
@@ -71,10 +70,9 @@ fn check_path(path: &str) -> Result<(), ApiError> {
     if path.starts_with('/') && !path.contains('\0') {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("{path:?} is not an absolute path"),
-        ))
+        Err(ApiError::unprocessable(format!(
+            "{path:?} is not an absolute path"
+        )))
     }
 }
 

@@ -37,7 +37,7 @@ pub async fn get(_caller: Caller) -> ApiError {
 /// `DELETE /mcp`: there is no session to end, as officially (its answer says so, where the
 /// official's is empty).
 pub async fn delete(_caller: Caller) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "MCP here keeps no session to end")
+    ApiError::not_found("MCP here keeps no session to end")
 }
 
 /// `POST /mcp`: one JSON-RPC message. A request is answered (`initialize`, `ping`, `tools/list`,
@@ -271,12 +271,8 @@ async fn tools_call(
     if let Some(context) = params.get("context").filter(|context| !context.is_null()) {
         body["context"] = context.clone();
     }
-    let body = serde_json::from_value(body).map_err(|err| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("tools/call: {err}"),
-        )
-    })?;
+    let body = serde_json::from_value(body)
+        .map_err(|err| ApiError::unprocessable(format!("tools/call: {err}")))?;
     let waited = crate::runs::wait_stateless(
         State(state.clone()),
         caller.clone(),

@@ -29,9 +29,10 @@ pub async fn ok(
 ) -> Result<Response, ApiError> {
     let check = match query.check_db.as_deref() {
         None => false,
-        Some(given) => given.parse::<i64>().map(|n| n != 0).map_err(|_| {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "check_db must be 0 or 1")
-        })?,
+        Some(given) => given
+            .parse::<i64>()
+            .map(|n| n != 0)
+            .map_err(|_| ApiError::unprocessable("check_db must be 0 or 1"))?,
     };
     if !check {
         return Ok(Json(json!({"ok": true, "services": {"database": "skipped"}})).into_response());

@@ -94,7 +94,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         } else {
             Router::new().merge(docs(config))
         })
-        .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .fallback(|| async { crate::ApiError::not_found("no such route") })
         .layer(DefaultBodyLimit::max(config.body_limit))
         // A project's own routes (`http.app`) before mostrador's, as officially.
         .layer(axum::middleware::from_fn_with_state(
@@ -130,7 +130,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
     Router::new()
         .nest(prefix, router)
         .merge(probes)
-        .fallback(|| async { crate::ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .fallback(|| async { crate::ApiError::not_found("no such route") })
 }
 
 /// The most a body of a route that carries no run's input, state's values or stored value may
@@ -246,8 +246,7 @@ pub(crate) async fn read_body(
                 format!("the request body is larger than {limit} bytes"),
             ))
         }
-        Ok(Err(_)) => Err(crate::ApiError::new(
-            StatusCode::BAD_REQUEST,
+        Ok(Err(_)) => Err(crate::ApiError::bad_request(
             "the request body was cut short",
         )),
         Err(_) => Err(crate::ApiError::new(

@@ -5,7 +5,6 @@ mod rust;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Error as GraphError, Graph, StateSnapshot};
 use mostrador_queue::{
     Error as QueueError, IdleThreadCheckpointer, PgCheckpointer, Thread, ThreadId, ThreadStatus,
@@ -28,20 +27,14 @@ pub use python::python_position;
 use python::{is_python, python_state, python_states, python_update};
 use rust::with_subgraphs;
 
-fn unprocessable(detail: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
-}
-
 fn graph_error(err: GraphError) -> ApiError {
     match err {
-        GraphError::CheckpointNotFound => {
-            ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")
-        }
+        GraphError::CheckpointNotFound => ApiError::not_found("Checkpoint not found"),
         GraphError::UnknownNode(node) => {
-            unprocessable(format!("as_node {node:?} is not a node of the graph"))
+            ApiError::unprocessable(format!("as_node {node:?} is not a node of the graph"))
         }
         GraphError::InvalidUpdate { .. } | GraphError::InvalidInput(_) => {
-            unprocessable(err.to_string())
+            ApiError::unprocessable(err.to_string())
         }
         other => ApiError::failed(other),
     }
@@ -170,7 +163,7 @@ async fn snapshot(
 ) -> Result<StateSnapshot, ApiError> {
     let Some(graph) = graph_of(state, thread) else {
         return match checkpoint_id {
-            Some(_) => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
+            Some(_) => Err(ApiError::not_found("Checkpoint not found")),
             None => Ok(StateSnapshot::empty()),
         };
     };
@@ -241,8 +234,8 @@ pub async fn get_at(
     Params(query): Params<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = visible_thread(&state, &caller, &thread_id).await?;
-    let checkpoint_id = Uuid::parse_str(&checkpoint_id)
-        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?;
+    let checkpoint_id =
+        Uuid::parse_str(&checkpoint_id).map_err(|_| ApiError::not_found("Checkpoint not found"))?;
     state_json(&state, &thread, Some(checkpoint_id), query.subgraphs())
         .await
         .map(Json)
@@ -334,7 +327,7 @@ pub async fn history_get(
         None | Some("") => History::default().limit,
         Some(limit) => limit
             .parse()
-            .map_err(|_| unprocessable("limit must be between 1 and 1000"))?,
+            .map_err(|_| ApiError::unprocessable("limit must be between 1 and 1000"))?,
     };
     let query = History {
         limit,
@@ -356,14 +349,14 @@ async fn history_of(
 ) -> Result<Vec<Value>, ApiError> {
     let thread = visible_thread(state, caller, thread_id).await?;
     if !(1..=1000).contains(&query.limit) {
-        return Err(unprocessable("limit must be between 1 and 1000"));
+        return Err(ApiError::unprocessable("limit must be between 1 and 1000"));
     }
     // `metadata`: the checkpoints whose metadata contains it, as LangGraph's `list` filters.
     let metadata = match &query.metadata {
         None | Some(Value::Null) => None,
         Some(Value::Object(fields)) if fields.is_empty() => None,
         Some(metadata @ Value::Object(_)) => Some(metadata),
-        Some(_) => return Err(unprocessable("metadata must be an object")),
+        Some(_) => return Err(ApiError::unprocessable("metadata must be an object")),
     };
     // `checkpoint`: the thread's config (RemoteGraph sends it so), or one checkpoint of it by
     // `checkpoint_id`; a subgraph's history (`checkpoint_ns`) is not served.
@@ -375,21 +368,24 @@ async fn history_of(
                 .and_then(Value::as_str)
                 .is_some_and(|ns| !ns.is_empty())
             {
-                return Err(unprocessable(
+                return Err(ApiError::unprocessable(
                     "a subgraph's history (checkpoint_ns) is not served: ask for the thread's",
                 ));
             }
             match fields.get("checkpoint_id") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(id)) if id.is_empty() => None,
-                Some(Value::String(id)) => Some(
-                    Uuid::parse_str(id)
-                        .map_err(|_| unprocessable("checkpoint.checkpoint_id must be a UUID"))?,
-                ),
-                Some(_) => return Err(unprocessable("checkpoint.checkpoint_id must be a UUID")),
+                Some(Value::String(id)) => Some(Uuid::parse_str(id).map_err(|_| {
+                    ApiError::unprocessable("checkpoint.checkpoint_id must be a UUID")
+                })?),
+                Some(_) => {
+                    return Err(ApiError::unprocessable(
+                        "checkpoint.checkpoint_id must be a UUID",
+                    ));
+                }
             }
         }
-        Some(_) => return Err(unprocessable("checkpoint must be an object")),
+        Some(_) => return Err(ApiError::unprocessable("checkpoint must be an object")),
     };
     let before = match &query.before {
         None | Some(Value::Null) => None,
@@ -399,7 +395,7 @@ async fn history_of(
     }
     .map(Uuid::parse_str)
     .transpose()
-    .map_err(|_| unprocessable("before must be a checkpoint id"))?;
+    .map_err(|_| ApiError::unprocessable("before must be a checkpoint id"))?;
     if is_python(state, &thread) {
         return python_states(state, &thread, at, before, query.limit, false, metadata).await;
     }
@@ -478,23 +474,22 @@ pub async fn post_at(
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let checkpoint = body.checkpoint.unwrap_or(Value::Null);
     if !checkpoint.is_null() && !checkpoint.is_object() {
-        return Err(unprocessable("checkpoint must be an object"));
+        return Err(ApiError::unprocessable("checkpoint must be an object"));
     }
     if checkpoint["checkpoint_ns"]
         .as_str()
         .is_some_and(|ns| !ns.is_empty())
     {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "a subgraph's state is read with its parent's (subgraphs: true)",
         ));
     }
     let checkpoint_id = match &checkpoint["checkpoint_id"] {
         Value::Null => None,
-        Value::String(id) => Some(
-            Uuid::parse_str(id)
-                .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?,
-        ),
-        _ => return Err(unprocessable("checkpoint_id must be a string")),
+        Value::String(id) => {
+            Some(Uuid::parse_str(id).map_err(|_| ApiError::not_found("Checkpoint not found"))?)
+        }
+        _ => return Err(ApiError::unprocessable("checkpoint_id must be a string")),
     };
     state_json(
         &state,
@@ -543,17 +538,16 @@ pub async fn update(
         .as_str()
         .is_some_and(|ns| !ns.is_empty())
     {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "a subgraph's state is updated through its parent's",
         ));
     }
     let checkpoint_id = match (update.checkpoint_id.as_ref(), &checkpoint["checkpoint_id"]) {
-        (Some(Value::String(id)), _) | (None | Some(Value::Null), Value::String(id)) => Some(
-            Uuid::parse_str(id)
-                .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))?,
-        ),
+        (Some(Value::String(id)), _) | (None | Some(Value::Null), Value::String(id)) => {
+            Some(Uuid::parse_str(id).map_err(|_| ApiError::not_found("Checkpoint not found"))?)
+        }
         (None | Some(Value::Null), Value::Null) => None,
-        _ => return Err(unprocessable("checkpoint_id must be a string")),
+        _ => return Err(ApiError::unprocessable("checkpoint_id must be a string")),
     };
     if is_python(&state, &thread) {
         let (latest, waits) = python_position(&state, &thread).await?;
@@ -575,15 +569,12 @@ pub async fn update(
     }
     let Some(graph) = graph_of(&state, &thread) else {
         // As the official server answers (400): without a run, no graph's reducers apply.
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "Thread '{}' has no assigned graph ID. This usually occurs when no runs have been \
+        return Err(ApiError::bad_request(format!(
+            "Thread '{}' has no assigned graph ID. This usually occurs when no runs have been \
                  made on this particular thread. This operation requires a graph ID: make a run \
                  on the thread first.",
-                thread.thread_id
-            ),
-        ));
+            thread.thread_id
+        )));
     };
     // Changing the state of a thread that waits for an answer is answering: the graph's rule.
     let latest = snapshot(&state, &thread, None).await?;
@@ -594,10 +585,7 @@ pub async fn update(
         may_write(&caller, &thread)?;
     }
     let in_flight = || {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "the thread has a run in flight: update its state when the run is over",
-        )
+        ApiError::conflict("the thread has a run in flight: update its state when the run is over")
     };
     if thread.status == ThreadStatus::Busy {
         return Err(in_flight());

@@ -69,8 +69,7 @@ pub async fn put(
             .as_array()
             .is_some_and(|paths| paths.iter().all(Value::is_string)))
     {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(ApiError::unprocessable(
             "index must be false, null or a list of the value's paths to embed",
         ));
     }
@@ -109,7 +108,7 @@ pub async fn get(
     let namespace: Vec<String> = query.namespace.split('.').map(str::to_owned).collect();
     store::check_namespace(&namespace).map_err(queue_error)?;
     let Some(key) = query.key.filter(|key| !key.is_empty()) else {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Key is required"));
+        return Err(ApiError::bad_request("Key is required"));
     };
     let refresh = match query.refresh_ttl.as_deref() {
         None | Some("") => state.store_ttl().refresh_on_read,

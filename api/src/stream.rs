@@ -50,8 +50,7 @@ impl OnDisconnect {
         match value {
             None | Some("continue") => Ok(Self::Continue),
             Some("cancel") => Ok(Self::Cancel),
-            Some(_) => Err(ApiError::new(
-                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            Some(_) => Err(ApiError::unprocessable(
                 "on_disconnect must be cancel or continue",
             )),
         }

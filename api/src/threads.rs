@@ -25,10 +25,6 @@ use crate::extract::Body;
 use crate::openapi::fields;
 use crate::wire;
 
-fn unprocessable(detail: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
-}
-
 /// `POST /threads`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -70,7 +66,7 @@ fn thread_ttl() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
 /// A `ttl` as the SDKs send it: minutes, or `{ttl, strategy}`; `None` when absent (or null).
 fn ttl(given: Option<&Value>) -> Result<Option<Ttl>, ApiError> {
     let invalid = || {
-        unprocessable(format!(
+        ApiError::unprocessable(format!(
             "ttl must be a number of minutes above 0 (at most {}), or {{ttl, strategy}} with \
              strategy delete or keep_latest",
             Ttl::MAX_MINUTES
@@ -103,13 +99,13 @@ pub async fn create(
 ) -> Result<Json<wire::Thread>, ApiError> {
     let chosen = match &create.thread_id {
         None | Some(Value::Null) => None,
-        Some(Value::String(id)) => {
-            Some(Uuid::parse_str(id).map_err(|_| unprocessable("thread_id must be a UUID"))?)
-        }
-        Some(_) => return Err(unprocessable("thread_id must be a UUID")),
+        Some(Value::String(id)) => Some(
+            Uuid::parse_str(id).map_err(|_| ApiError::unprocessable("thread_id must be a UUID"))?,
+        ),
+        Some(_) => return Err(ApiError::unprocessable("thread_id must be a UUID")),
     };
     if create.supersteps.is_some() {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "creating a thread with supersteps is not supported",
         ));
     }
@@ -119,7 +115,9 @@ pub async fn create(
         .as_deref()
         .is_some_and(|value| value != "raise" && value != "do_nothing")
     {
-        return Err(unprocessable("if_exists must be raise or do_nothing"));
+        return Err(ApiError::unprocessable(
+            "if_exists must be raise or do_nothing",
+        ));
     }
     // The project's handler may stamp the metadata (an owner, say), as officially.
     let grant = grant(
@@ -135,12 +133,13 @@ pub async fn create(
         None | Some(Value::Null) => None,
         Some(Value::String(graph_id)) if state.serves(graph_id) => Some(graph_id.clone()),
         Some(Value::String(graph_id)) => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("graph {graph_id:?} not found"),
+            return Err(ApiError::not_found(format!("graph {graph_id:?} not found")));
+        }
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "metadata.graph_id must be a string",
             ));
         }
-        Some(_) => return Err(unprocessable("metadata.graph_id must be a string")),
     };
     let new = NewThread {
         graph_id,
@@ -197,7 +196,7 @@ pub(crate) fn granted_metadata(
 
 /// The one answer for a client-chosen thread id that a thread has already.
 pub fn thread_taken() -> ApiError {
-    ApiError::new(StatusCode::CONFLICT, "Thread already exists")
+    ApiError::conflict("Thread already exists")
 }
 
 /// `GET /threads/{thread_id}`.
@@ -306,7 +305,7 @@ pub async fn search(
         .flatten()
         .find(|field| !THREAD_FIELDS.contains(&field.as_str()))
     {
-        return Err(unprocessable(format!(
+        return Err(ApiError::unprocessable(format!(
             "select: {unknown:?} is not a field of a thread"
         )));
     }
@@ -315,7 +314,7 @@ pub async fn search(
     let query = thread_search(&state, &caller, search).await?;
     let (threads, more) = match thread::search_page(state.pool(), &query).await {
         Ok(page) => page,
-        Err(QueueError::Invalid { reason, .. }) => return Err(unprocessable(reason)),
+        Err(QueueError::Invalid { reason, .. }) => return Err(ApiError::unprocessable(reason)),
         Err(err) => return Err(ApiError::failed(err)),
     };
     let with_state = select.as_ref().is_none_or(|select| {
@@ -365,7 +364,7 @@ fn extracts(extract: Option<Map<String, Value>>) -> Result<Vec<(String, String)>
         return Ok(Vec::new());
     };
     if extract.len() > 10 {
-        return Err(unprocessable(format!(
+        return Err(ApiError::unprocessable(format!(
             "Maximum of 10 extract paths allowed, got {}",
             extract.len()
         )));
@@ -376,18 +375,18 @@ fn extracts(extract: Option<Map<String, Value>>) -> Result<Vec<(String, String)>
             let identifier = alias.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !identifier || THREAD_FIELDS.contains(&alias.as_str()) {
-                return Err(unprocessable(format!(
+                return Err(ApiError::unprocessable(format!(
                     "Extract key '{alias}' must be an identifier that is not a field of a thread"
                 )));
             }
             let Value::String(path) = path else {
-                return Err(unprocessable(format!(
+                return Err(ApiError::unprocessable(format!(
                     "Extract path for '{alias}' must be a non-empty string"
                 )));
             };
             let root = path.split(['.', '[']).next().unwrap_or_default();
             if !EXTRACTABLE.contains(&root) {
-                return Err(unprocessable(format!(
+                return Err(ApiError::unprocessable(format!(
                     "Extract path '{path}' must start with one of: config, interrupts, metadata, values"
                 )));
             }
@@ -431,7 +430,7 @@ pub async fn count(
     let query = thread_search(&state, &caller, search).await?;
     match thread::count(state.pool(), &query).await {
         Ok(count) => Ok(Json(count)),
-        Err(QueueError::Invalid { reason, .. }) => Err(unprocessable(reason)),
+        Err(QueueError::Invalid { reason, .. }) => Err(ApiError::unprocessable(reason)),
         Err(err) => Err(ApiError::failed(err)),
     }
 }
@@ -446,7 +445,7 @@ async fn thread_search(
     let by = match search.sort_by.as_deref() {
         None => ThreadSortKey::CreatedAt,
         Some(name) => ThreadSortKey::from_name(name).ok_or_else(|| {
-            unprocessable(
+            ApiError::unprocessable(
                 "sort_by must be thread_id, status, created_at, updated_at or state_updated_at",
             )
         })?,
@@ -454,14 +453,13 @@ async fn thread_search(
     let ascending = match search.sort_order.as_deref() {
         None | Some("desc") => false,
         Some("asc") => true,
-        Some(_) => return Err(unprocessable("sort_order must be asc or desc")),
+        Some(_) => return Err(ApiError::unprocessable("sort_order must be asc or desc")),
     };
     let status = match search.status.as_deref() {
         None => None,
-        Some(name) => Some(
-            ThreadStatus::from_name(name)
-                .ok_or_else(|| unprocessable("status must be idle, busy, interrupted or error"))?,
-        ),
+        Some(name) => Some(ThreadStatus::from_name(name).ok_or_else(|| {
+            ApiError::unprocessable("status must be idle, busy, interrupted or error")
+        })?),
     };
     let ids = match search.ids {
         None => None,
@@ -469,7 +467,7 @@ async fn thread_search(
             ids.iter()
                 .map(|id| Uuid::parse_str(id).map(ThreadId))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| unprocessable("ids must be thread ids (UUIDs)"))?,
+                .map_err(|_| ApiError::unprocessable("ids must be thread ids (UUIDs)"))?,
         ),
     };
     let mut visible_to = state.visibility(caller);
@@ -569,7 +567,7 @@ pub async fn update(
     use axum::response::IntoResponse;
     let new_ttl = ttl(patch.ttl.as_ref())?;
     if patch.metadata.is_none() && patch.ttl.is_none() {
-        return Err(unprocessable("metadata or ttl is required"));
+        return Err(ApiError::unprocessable("metadata or ttl is required"));
     }
     let (thread, metadata) = match state.custom_auth() {
         // The project's handler sees the metadata, and may stamp it, as officially.
@@ -596,7 +594,7 @@ pub async fn update(
             .map_err(crate::runs::queue_error)?;
     }
     if metadata.contains_key("graph_id") {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "graph_id is the thread's graph: it cannot be changed",
         ));
     }
@@ -644,10 +642,14 @@ pub async fn prune(
     let keep_latest = match prune.strategy.as_deref() {
         None | Some("delete") => false,
         Some("keep_latest") => true,
-        Some(_) => return Err(unprocessable("strategy must be delete or keep_latest")),
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "strategy must be delete or keep_latest",
+            ));
+        }
     };
     if prune.thread_ids.len() > 1000 {
-        return Err(unprocessable("at most 1000 threads per call"));
+        return Err(ApiError::unprocessable("at most 1000 threads per call"));
     }
     let checkpointer = PgCheckpointer::new(state.pool().clone());
     let mut pruned = 0;

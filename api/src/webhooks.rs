@@ -416,15 +416,16 @@ pub fn checked(
     state: &AppState,
     webhook: Option<&Value>,
 ) -> Result<Option<String>, crate::ApiError> {
-    let unprocessable =
-        |detail: String| crate::ApiError::new(axum::http::StatusCode::UNPROCESSABLE_ENTITY, detail);
     match webhook {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(url)) => {
-            state.webhook_hosts().check(url).map_err(unprocessable)?;
+            state
+                .webhook_hosts()
+                .check(url)
+                .map_err(crate::ApiError::unprocessable)?;
             Ok(Some(url.clone()))
         }
-        Some(_) => Err(unprocessable("webhook must be a URL".into())),
+        Some(_) => Err(crate::ApiError::unprocessable("webhook must be a URL")),
     }
 }
 

@@ -22,10 +22,6 @@ use crate::openapi::fields;
 use crate::runs::queue_error;
 use crate::threads::granted_metadata;
 
-fn unprocessable(detail: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
-}
-
 /// An assistant `id` the caller created (under a project's auth handlers, one their `action`
 /// handler allows); the graphs' own are not theirs to change.
 async fn owned(
@@ -36,8 +32,7 @@ async fn owned(
 ) -> Result<Uuid, ApiError> {
     let assistant = found_for(state, caller, id, Some(action)).await?;
     if state.assistant(id).is_some() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
+        return Err(ApiError::conflict(
             "a graph's own assistant is the graph's: create an assistant to configure it",
         ));
     }
@@ -56,13 +51,14 @@ fn config_and_context(
         .and_then(|config| config.get("configurable"))
         .filter(|configurable| !configurable.is_null());
     if configurable.is_some_and(|configurable| !configurable.is_object()) {
-        return Err(unprocessable("config.configurable must be an object"));
+        return Err(ApiError::unprocessable(
+            "config.configurable must be an object",
+        ));
     }
     let given = configurable.is_some_and(|c| c.as_object().is_some_and(|c| !c.is_empty()));
     let context = context.filter(|context| !context.is_empty());
     match (given, context) {
-        (true, Some(_)) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+        (true, Some(_)) => Err(ApiError::bad_request(
             "specify either config.configurable or context, not both",
         )),
         (true, None) => {
@@ -109,33 +105,28 @@ pub async fn create(
 ) -> Result<Json<Assistant>, ApiError> {
     let graph_id = body
         .graph_id
-        .ok_or_else(|| unprocessable("graph_id is required"))?;
+        .ok_or_else(|| ApiError::unprocessable("graph_id is required"))?;
     if state
         .assistant(&graph_id)
         .is_none_or(|own| own.graph_id != graph_id)
     {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("Graph {graph_id:?} not found"),
-        ));
+        return Err(ApiError::not_found(format!("Graph {graph_id:?} not found")));
     }
     let do_nothing = match body.if_exists.as_deref() {
         None | Some("raise") => false,
         Some("do_nothing") => true,
-        Some(_) => return Err(unprocessable("if_exists must be raise or do_nothing")),
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "if_exists must be raise or do_nothing",
+            ));
+        }
     };
     let assistant_id = match body.assistant_id.as_deref() {
         None => Uuid::now_v7(),
-        Some(id) => {
-            Uuid::parse_str(id).map_err(|_| unprocessable("assistant_id must be a UUID"))?
-        }
+        Some(id) => Uuid::parse_str(id)
+            .map_err(|_| ApiError::unprocessable("assistant_id must be a UUID"))?,
     };
-    let taken = || {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            format!("Assistant {assistant_id} already exists"),
-        )
-    };
+    let taken = || ApiError::conflict(format!("Assistant {assistant_id} already exists"));
     if state.assistant(&assistant_id.to_string()).is_some() {
         return Err(taken());
     }
@@ -228,10 +219,7 @@ pub async fn update(
             .assistant(graph_id)
             .is_none_or(|own| own.graph_id != *graph_id)
     {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("Graph {graph_id:?} not found"),
-        ));
+        return Err(ApiError::not_found(format!("Graph {graph_id:?} not found")));
     }
     let config = body.config.filter(|config| !config.is_empty());
     let (config, context) = config_and_context(config, body.context)?;
@@ -252,7 +240,7 @@ pub async fn update(
     .await
     .map_err(queue_error)?
     .map(|updated| Json(updated.into()))
-    .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("Assistant {id} not found")))
+    .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))
 }
 
 /// `DELETE /assistants/{assistant_id}`.
@@ -405,10 +393,10 @@ pub async fn set_latest(
     .map_err(queue_error)?
     .map(|latest| Json(latest.into()))
     .ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("Version {} not found for assistant {id}", body.version),
-        )
+        ApiError::not_found(format!(
+            "Version {} not found for assistant {id}",
+            body.version
+        ))
     })
 }
 
@@ -434,7 +422,7 @@ async fn matching(
     search: &Search,
 ) -> Result<(Vec<Assistant>, rows::Search), ApiError> {
     if !(1..=1000).contains(&search.limit) || search.offset < 0 {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "limit must be between 1 and 1000 and offset at least 0",
         ));
     }
@@ -443,12 +431,14 @@ async fn matching(
         Some(name) => SORTS
             .into_iter()
             .find(|sort| *sort == name)
-            .ok_or_else(|| unprocessable(format!("sort_by must be one of {}", SORTS.join(", "))))?,
+            .ok_or_else(|| {
+                ApiError::unprocessable(format!("sort_by must be one of {}", SORTS.join(", ")))
+            })?,
     };
     let descending = match search.sort_order.as_deref() {
         None | Some("desc") => true,
         Some("asc") => false,
-        Some(_) => return Err(unprocessable("sort_order must be asc or desc")),
+        Some(_) => return Err(ApiError::unprocessable("sort_order must be asc or desc")),
     };
     let metadata = search
         .metadata

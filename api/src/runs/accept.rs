@@ -15,8 +15,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::config::{acting_for, limits, own_context, run_config, under};
+use super::queue_error;
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
-use super::{queue_error, unprocessable};
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
@@ -51,7 +51,7 @@ impl StreamModes {
             let mode = match name {
                 "messages-tuple" => StreamMode::Messages,
                 other => StreamMode::from_name(other).ok_or_else(|| {
-                    unprocessable(format!(
+                    ApiError::unprocessable(format!(
                         "stream_mode {other:?} is not supported: use values, updates, messages, \
                          messages-tuple, custom, tasks, checkpoints, debug or events"
                     ))
@@ -144,7 +144,9 @@ impl CreateRun {
         match self.on_completion.as_deref() {
             None | Some("delete") => Ok(true),
             Some("keep") => Ok(false),
-            Some(_) => Err(unprocessable("on_completion must be delete or keep")),
+            Some(_) => Err(ApiError::unprocessable(
+                "on_completion must be delete or keep",
+            )),
         }
     }
 
@@ -354,10 +356,7 @@ pub(super) fn rust_graph<'a>(
 }
 
 fn nothing_to_resume() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "the thread is not waiting for a decision: there is nothing to resume",
-    )
+    ApiError::conflict("the thread is not waiting for a decision: there is nothing to resume")
 }
 
 pub(crate) fn refused(state: &AppState, caller: &Caller, err: QueueError) -> ApiError {
@@ -473,7 +472,7 @@ pub(super) async fn resolve_assistant(
     let assistant_id = body
         .assistant_id
         .as_deref()
-        .ok_or_else(|| unprocessable("assistant_id is required"))?;
+        .ok_or_else(|| ApiError::unprocessable("assistant_id is required"))?;
     let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     may_start(state, caller, &assistant.graph_id)?;
     Ok(assistant)
@@ -496,7 +495,7 @@ pub(super) fn new_run(
     let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?
         .filter(|checkpoint_id| python || Some(*checkpoint_id) != head);
     if start_at.is_some() && !python && body.command.is_some() {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "a resume goes on from the thread's latest checkpoint: name none",
         ));
     }
@@ -508,7 +507,9 @@ pub(super) fn new_run(
         .as_deref()
         .is_some_and(|value| value != "reject" && value != "create")
     {
-        return Err(unprocessable("if_not_exists must be create or reject"));
+        return Err(ApiError::unprocessable(
+            "if_not_exists must be create or reject",
+        ));
     }
     let command = match (body.command, rust) {
         (None, _) => None,
@@ -525,17 +526,19 @@ pub(super) fn new_run(
     let multitask_strategy = match body.multitask_strategy.as_deref() {
         None => MultitaskStrategy::Enqueue,
         Some(name) => MultitaskStrategy::from_name(name).ok_or_else(|| {
-            unprocessable("multitask_strategy must be reject, interrupt, rollback or enqueue")
+            ApiError::unprocessable(
+                "multitask_strategy must be reject, interrupt, rollback or enqueue",
+            )
         })?,
     };
     let after = match body.after_seconds {
         None => Duration::ZERO,
         Some(seconds) if seconds.is_finite() && seconds >= 0.0 => {
             Duration::try_from_secs_f64(seconds)
-                .map_err(|_| unprocessable("after_seconds is out of range"))?
+                .map_err(|_| ApiError::unprocessable("after_seconds is out of range"))?
         }
         Some(_) => {
-            return Err(unprocessable(
+            return Err(ApiError::unprocessable(
                 "after_seconds must be a number of seconds ≥ 0",
             ));
         }
@@ -545,7 +548,7 @@ pub(super) fn new_run(
         Some(modes) => modes.parse()?,
     };
     if !python && stream_mode.contains(&StreamMode::Events) {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "stream_mode events is LangChain's callback events, which Python graphs emit; \
              the Rust engine has none",
         ));
@@ -603,8 +606,9 @@ fn breakpoints(
 ) -> Result<Option<Breakpoints>, ApiError> {
     let breakpoints = match nodes {
         None | Some(Value::Null) => return Ok(None),
-        Some(nodes) => serde_json::from_value(nodes)
-            .map_err(|_| unprocessable(format!("{field} must be \"*\" or a list of node names")))?,
+        Some(nodes) => serde_json::from_value(nodes).map_err(|_| {
+            ApiError::unprocessable(format!("{field} must be \"*\" or a list of node names"))
+        })?,
     };
     if let (Some(graph), Breakpoints::Nodes(nodes)) = (rust, &breakpoints) {
         for node in nodes {
@@ -629,25 +633,27 @@ fn start_at(
                 .and_then(Value::as_str)
                 .is_some_and(|ns| !ns.is_empty())
             {
-                return Err(unprocessable(
+                return Err(ApiError::unprocessable(
                     "a run starts from a checkpoint of the thread's root graph",
                 ));
             }
             checkpoint.get("checkpoint_id").unwrap_or(&Value::Null)
         }
-        Some(_) => return Err(unprocessable("checkpoint must be an object")),
+        Some(_) => return Err(ApiError::unprocessable("checkpoint must be an object")),
     };
     match checkpoint_id.unwrap_or(&Value::Null) {
         Value::Null => match in_checkpoint {
             Value::Null => Ok(None),
             Value::String(id) => Uuid::parse_str(id)
                 .map(Some)
-                .map_err(|_| unprocessable("checkpoint.checkpoint_id must be a UUID")),
-            _ => Err(unprocessable("checkpoint.checkpoint_id must be a UUID")),
+                .map_err(|_| ApiError::unprocessable("checkpoint.checkpoint_id must be a UUID")),
+            _ => Err(ApiError::unprocessable(
+                "checkpoint.checkpoint_id must be a UUID",
+            )),
         },
         Value::String(id) => Uuid::parse_str(id)
             .map(Some)
-            .map_err(|_| unprocessable("checkpoint_id must be a UUID")),
-        _ => Err(unprocessable("checkpoint_id must be a UUID")),
+            .map_err(|_| ApiError::unprocessable("checkpoint_id must be a UUID")),
+        _ => Err(ApiError::unprocessable("checkpoint_id must be a UUID")),
     }
 }

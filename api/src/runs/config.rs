@@ -1,10 +1,8 @@
 //! A run's configuration: the run's own (`config`, or `context` for `configurable`), over its
 //! assistant's, within the bounds a caller may ask for.
 
-use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::unprocessable;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -22,7 +20,7 @@ pub(crate) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), Api
         if let Some(value) = config.get(field)
             && value.as_u64().is_none_or(|n| n == 0 || n > most)
         {
-            return Err(unprocessable(format!(
+            return Err(ApiError::unprocessable(format!(
                 "config.{field} must be a positive integer, at most {most}"
             )));
         }
@@ -63,12 +61,11 @@ pub(crate) fn run_config(
     let mut config = match config {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(config)) => config,
-        Some(_) => return Err(unprocessable("config must be an object")),
+        Some(_) => return Err(ApiError::unprocessable("config must be an object")),
     };
     if let Some(context) = context.filter(|context| !context.is_empty()) {
         if config.contains_key("configurable") {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
+            return Err(ApiError::bad_request(
                 "specify either config.configurable or context, not both",
             ));
         }
@@ -78,14 +75,20 @@ pub(crate) fn run_config(
         .get("configurable")
         .is_some_and(|configurable| !configurable.is_object())
     {
-        return Err(unprocessable("config.configurable must be an object"));
+        return Err(ApiError::unprocessable(
+            "config.configurable must be an object",
+        ));
     }
     match durability.as_deref() {
         None => {}
         Some(mode @ ("sync" | "async" | "exit")) => {
             config.insert("durability".into(), json!(mode));
         }
-        Some(_) => return Err(unprocessable("durability must be sync, async or exit")),
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "durability must be sync, async or exit",
+            ));
+        }
     }
     Ok(Value::Object(config))
 }

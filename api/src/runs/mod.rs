@@ -37,10 +37,6 @@ use crate::error::ApiError;
 use crate::extract::{Body, RunHeaders};
 use crate::wire;
 
-pub(crate) fn unprocessable(detail: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
-}
-
 /// The 429 of a caller over their share of the queue.
 pub fn over_share(retry_after: std::time::Duration) -> ApiError {
     ApiError {
@@ -56,17 +52,13 @@ pub fn over_share(retry_after: std::time::Duration) -> ApiError {
 pub fn queue_error(err: QueueError) -> ApiError {
     match err {
         QueueError::ThreadNotFound(_) => ApiError::thread_not_found(),
-        QueueError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "Run not found"),
-        QueueError::Conflict { .. } => ApiError::new(
-            StatusCode::CONFLICT,
+        QueueError::RunNotFound(_) => ApiError::not_found("Run not found"),
+        QueueError::Conflict { .. } => ApiError::conflict(
             "Thread is already running a task: wait for it, or choose another multitask_strategy",
         ),
         QueueError::GraphMismatch {
             thread_graph_id, ..
-        } => ApiError::new(
-            StatusCode::CONFLICT,
-            format!("the thread belongs to graph {thread_graph_id:?}"),
-        ),
+        } => ApiError::conflict(format!("the thread belongs to graph {thread_graph_id:?}")),
         QueueError::Backpressure {
             graph_id,
             retry_after,
@@ -79,7 +71,9 @@ pub fn queue_error(err: QueueError) -> ApiError {
             )
         },
         QueueError::CallerShare { retry_after, .. } => over_share(retry_after),
-        QueueError::Invalid { field, reason } => unprocessable(format!("{field}: {reason}")),
+        QueueError::Invalid { field, reason } => {
+            ApiError::unprocessable(format!("{field}: {reason}"))
+        }
         other => ApiError::failed(other),
     }
 }
@@ -190,8 +184,7 @@ async fn run_of(
     thread: &mostrador_queue::Thread,
     run_id: &str,
 ) -> Result<Run, ApiError> {
-    let run_id = Uuid::parse_str(run_id)
-        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "Run not found"))?;
+    let run_id = Uuid::parse_str(run_id).map_err(|_| ApiError::not_found("Run not found"))?;
     run::get(state.pool(), thread.thread_id, RunId(run_id))
         .await
         .map_err(queue_error)
@@ -261,15 +254,15 @@ pub async fn list(
         .iter()
         .find(|field| !RUN_FIELDS.contains(&field.as_str()))
     {
-        return Err(unprocessable(format!(
+        return Err(ApiError::unprocessable(format!(
             "select: {unknown:?} is not a field of a run"
         )));
     }
     let uri: axum::http::Uri = format!("/?{}", rest.join("&"))
         .parse()
-        .map_err(|_| unprocessable("a query string that does not parse"))?;
+        .map_err(|_| ApiError::unprocessable("a query string that does not parse"))?;
     let Query(query) = Query::<ListQuery>::try_from_uri(&uri)
-        .map_err(|rejection| unprocessable(rejection.body_text()))?;
+        .map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let thread = visible_thread(&state, &caller, &thread_id).await?;
     let status = status_filter(query.status.as_deref())?;
     let runs = run::list(
@@ -297,7 +290,7 @@ fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
         None | Some("") => Ok(None),
         Some(name) => RunStatus::from_name(name)
             .map(Some)
-            .ok_or_else(|| unprocessable(format!("unknown run status {name:?}"))),
+            .ok_or_else(|| ApiError::unprocessable(format!("unknown run status {name:?}"))),
     }
 }
 
@@ -324,7 +317,7 @@ pub async fn recent(
     caller: Caller,
     query: Result<Query<RecentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<wire::RecentRun>>, ApiError> {
-    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let status = status_filter(query.status.as_deref())?;
     let mut visible_to = state.visibility(&caller);
     visible_to.auth_filter = grant(&state, &caller, "threads", "search", json!({}))
@@ -361,7 +354,9 @@ impl CancelQuery {
         match self.action.as_deref() {
             None | Some("interrupt") => Ok(CancelAction::Interrupt),
             Some("rollback") => Ok(CancelAction::Rollback),
-            Some(_) => Err(unprocessable("action must be interrupt or rollback")),
+            Some(_) => Err(ApiError::unprocessable(
+                "action must be interrupt or rollback",
+            )),
         }
     }
 }
@@ -374,12 +369,12 @@ pub async fn cancel(
     Path((thread_id, run_id)): Path<(String, String)>,
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let action = query.action()?;
     let wait = match query.wait.as_deref() {
         None | Some("0" | "false" | "") => false,
         Some("1" | "true") => true,
-        Some(_) => return Err(unprocessable("wait must be 0 or 1")),
+        Some(_) => return Err(ApiError::unprocessable("wait must be 0 or 1")),
     };
     let run = writable_run(&state, &caller, &thread_id, &run_id).await?;
     // A wait holds a slot, as streams do: taken before the cancel, so a refused one changed nothing.
@@ -432,7 +427,7 @@ pub async fn cancel_many(
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
     Body(body): Body<CancelMany>,
 ) -> Result<StatusCode, ApiError> {
-    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let action = query.action()?;
     let selection = match (body.status, body.thread_id, body.run_ids) {
         (Some(status), None, None) => Selection::InFlight(match status.to_lowercase().as_str() {
@@ -440,13 +435,13 @@ pub async fn cancel_many(
             "running" => vec![RunStatus::Running],
             "all" => vec![RunStatus::Pending, RunStatus::Running],
             _ => {
-                return Err(unprocessable(
+                return Err(ApiError::unprocessable(
                     "Invalid status: must be 'pending', 'running', or 'all'",
                 ));
             }
         }),
         (Some(_), _, _) => {
-            return Err(unprocessable(
+            return Err(ApiError::unprocessable(
                 "When providing a 'status', 'thread_id' and 'run_ids' must be omitted. The \
                  'status' parameter cancels all runs with the given status, regardless of thread \
                  or run ID.",
@@ -457,9 +452,9 @@ pub async fn cancel_many(
                 .iter()
                 .map(|run_id| Uuid::parse_str(run_id).map(RunId))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| unprocessable("Invalid run ID: must be a UUID"))?;
+                .map_err(|_| ApiError::unprocessable("Invalid run ID: must be a UUID"))?;
             if Uuid::parse_str(&thread_id).is_err() {
-                return Err(unprocessable("Invalid thread ID: must be a UUID"));
+                return Err(ApiError::unprocessable("Invalid thread ID: must be a UUID"));
             }
             let thread = writable_thread(&state, &caller, &thread_id).await?;
             Selection::Runs {
@@ -468,7 +463,7 @@ pub async fn cancel_many(
             }
         }
         (None, _, _) => {
-            return Err(unprocessable(
+            return Err(ApiError::unprocessable(
                 "Must provide either a status or both 'thread_id' and 'run_ids'",
             ));
         }
@@ -478,14 +473,10 @@ pub async fn cancel_many(
         .map_err(queue_error)?;
     // As the official server words them.
     if done.matched == 0 {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "No runs found to cancel.",
-        ));
+        return Err(ApiError::not_found("No runs found to cancel."));
     }
     if done.cancelled == 0 {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+        return Err(ApiError::not_found(
             "No matching runs to cancel. Please verify the thread ID and run IDs are correct, and \
              the runs haven't been deleted or completed.",
         ));
@@ -503,7 +494,7 @@ pub async fn delete(
     let run = writable_run(&state, &caller, &thread_id, &run_id).await?;
     match run::delete(state.pool(), run.thread_id, run.run_id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(QueueError::Invalid { reason, .. }) => Err(ApiError::new(StatusCode::CONFLICT, reason)),
+        Err(QueueError::Invalid { reason, .. }) => Err(ApiError::conflict(reason)),
         Err(err) => Err(queue_error(err)),
     }
 }

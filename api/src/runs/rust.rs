@@ -1,14 +1,12 @@
 //! What a run asks of a graph the Rust engine runs, checked against the graph and its thread:
 //! the checkpoint it names, the nodes of its breakpoints, its command.
 
-use axum::http::StatusCode;
 use mostrador_graph::{Checkpointer, Graph};
 use mostrador_queue::run::RunCommand;
 use mostrador_queue::{PgCheckpointer, Thread, ThreadStatus};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::unprocessable;
 use crate::app::AppState;
 use crate::error::ApiError;
 
@@ -45,7 +43,7 @@ pub(super) async fn rust_checkpoint_exists(
         .map_err(ApiError::failed)?;
     match found {
         Some(_) => Ok(()),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found")),
+        None => Err(ApiError::not_found("Checkpoint not found")),
     }
 }
 
@@ -54,7 +52,7 @@ pub(super) fn known_node(graph: &Graph, node: &str, field: &str) -> Result<(), A
     if graph.nodes().any(|known| known == node) {
         Ok(())
     } else {
-        Err(unprocessable(format!(
+        Err(ApiError::unprocessable(format!(
             "{field}: the graph has no node {node:?}"
         )))
     }
@@ -79,7 +77,7 @@ pub(super) fn rust_command(
         }));
     }
     if resume.as_ref().is_some_and(|r| !r.is_null()) {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "a Rust graph's command resumes, or goes to nodes and updates the state, not both",
         ));
     }
@@ -92,10 +90,10 @@ pub(super) fn rust_command(
         let node = match target {
             Value::String(node) => node.as_str(),
             Value::Object(send) => send.get("node").and_then(Value::as_str).ok_or_else(|| {
-                unprocessable("command.goto: a Send is {\"node\": ..., \"input\": ...}")
+                ApiError::unprocessable("command.goto: a Send is {\"node\": ..., \"input\": ...}")
             })?,
             _ => {
-                return Err(unprocessable(
+                return Err(ApiError::unprocessable(
                     "command.goto must be a node, a Send or a list of them",
                 ));
             }
@@ -111,13 +109,13 @@ pub(super) fn rust_command(
             .iter()
             .map(|pair| match pair.as_array().map(Vec::as_slice) {
                 Some([Value::String(channel), _]) => Ok(channel.as_str()),
-                _ => Err(unprocessable(
+                _ => Err(ApiError::unprocessable(
                     "command.update must be an object or [channel, value] pairs",
                 )),
             })
             .collect::<Result<_, _>>()?,
         Some(_) => {
-            return Err(unprocessable(
+            return Err(ApiError::unprocessable(
                 "command.update must be an object or [channel, value] pairs",
             ));
         }
@@ -126,7 +124,7 @@ pub(super) fn rust_command(
         .iter()
         .find(|channel| !graph.channels().any(|known| known == **channel))
     {
-        return Err(unprocessable(format!(
+        return Err(ApiError::unprocessable(format!(
             "command.update: the graph's state has no channel {unknown:?}"
         )));
     }

@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::ThreadId;
 use mostrador_queue::run;
@@ -15,7 +14,7 @@ use super::accept::{
     run_grant, rust_graph, subscribed,
 };
 use super::wait::{streaming, waiting};
-use super::{content_location, run_answer, unprocessable};
+use super::{content_location, run_answer};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -39,8 +38,7 @@ async fn accept_stateless(
         run_grant(state, caller, None, &mut body).await?;
         let assistant = resolve_assistant(state, caller, &body).await?;
         if body.resumes() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
+            return Err(ApiError::bad_request(
                 "You must provide a thread_id when resuming.",
             ));
         }
@@ -116,7 +114,7 @@ pub async fn batch(
         body.headers.clone_from(&headers);
     }
     if bodies.is_empty() || bodies.len() > 1000 {
-        return Err(unprocessable("a batch holds 1 to 1000 runs"));
+        return Err(ApiError::unprocessable("a batch holds 1 to 1000 runs"));
     }
     let accepted = accept_stateless(&state, &caller, bodies, Follow::No).await?;
     Ok(Json(accepted.iter().map(|a| run_answer(&a.run)).collect()))

@@ -104,9 +104,7 @@ pub(super) async fn python_state(
         .pop()
     {
         Some(found) => Ok(found),
-        None if checkpoint_id.is_some() => {
-            Err(ApiError::new(StatusCode::NOT_FOUND, "Checkpoint not found"))
-        }
+        None if checkpoint_id.is_some() => Err(ApiError::not_found("Checkpoint not found")),
         None => serde_json::to_value(snapshot_answer(thread, &StateSnapshot::empty(), ""))
             .map_err(ApiError::failed),
     }
@@ -150,10 +148,7 @@ pub(super) async fn python_update(
 ) -> Result<super::Updated, ApiError> {
     let graph_id = thread.graph_id.clone().unwrap_or_default();
     let in_flight = || {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "the thread has a run in flight: update its state when the run is over",
-        )
+        ApiError::conflict("the thread has a run in flight: update its state when the run is over")
     };
     if thread.status == ThreadStatus::Busy {
         return Err(in_flight());
@@ -251,8 +246,7 @@ pub(super) async fn applied_checkpoint(state: &AppState, job: &Run) -> Result<Va
         // What LangGraph refused (an unknown node, a value no channel takes) is the request's
         // fault, and changed nothing: 400 with LangGraph's words, as the official server answers.
         (RunStatus::Success, Some(applied)) if applied.get("error").is_some() => {
-            Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
+            Err(ApiError::bad_request(
                 applied["message"]
                     .as_str()
                     .unwrap_or("the graph refused the update"),

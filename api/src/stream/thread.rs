@@ -61,10 +61,9 @@ impl Modes {
             .iter()
             .find(|name| !matches!(**name, "run_modes" | "lifecycle" | "state_update"))
         {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("Invalid stream mode: {unknown}"),
-            ));
+            return Err(ApiError::unprocessable(format!(
+                "Invalid stream mode: {unknown}"
+            )));
         }
         Ok(Self {
             runs: names.contains(&"run_modes"),
@@ -95,8 +94,7 @@ impl Start {
             return Ok(Self::Now);
         };
         let invalid = || {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::unprocessable(
                 "Invalid last-event-id: must be an event id of this thread's stream",
             )
         };

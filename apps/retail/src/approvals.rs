@@ -83,12 +83,10 @@ impl Default for ListQuery {
 fn managed_store(caller: &Caller) -> Result<&str, ApiError> {
     match (caller.has_role("manager"), caller.tenant.as_deref()) {
         (true, Some(store)) => Ok(store),
-        (true, None) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
+        (true, None) => Err(ApiError::forbidden(
             "the approval queue is per store, and this manager's token names none",
         )),
-        _ => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
+        _ => Err(ApiError::forbidden(
             "only a store's managers see its approval queue",
         )),
     }
@@ -101,18 +99,17 @@ pub async fn list(
     caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Vec<Approval>>, ApiError> {
-    let unprocessable = |detail: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, detail);
-    let Query(query) = query.map_err(|rejection| unprocessable(rejection.body_text()))?;
+    let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let store = managed_store(&caller)?;
     if !APPROVAL_STATUSES.contains(&query.status.as_str()) {
-        return Err(unprocessable(format!(
+        return Err(ApiError::unprocessable(format!(
             "status must be pending, approved, rejected or withdrawn, not {:?}",
             query.status
         )));
     }
     if !(1..=1000).contains(&query.limit) || query.offset < 0 {
-        return Err(unprocessable(
-            "limit must be from 1 to 1000 and offset not negative".into(),
+        return Err(ApiError::unprocessable(
+            "limit must be from 1 to 1000 and offset not negative",
         ));
     }
     let approvals = retail::store_approvals(
@@ -134,7 +131,7 @@ pub async fn one(
     Path(approval_id): Path<String>,
 ) -> Result<Json<Approval>, ApiError> {
     let store = managed_store(&caller)?;
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "approval not found");
+    let not_found = || ApiError::not_found("approval not found");
     let id = Uuid::parse_str(&approval_id).map_err(|_| not_found())?;
     let approval = retail::approval(state.pool(), id)
         .await
