@@ -251,7 +251,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
     if let Some(worker) = worker {
         worker.await.context("the worker panicked")??;
     }
-    pool.close().await;
+    crate::close_after_serving(&pool).await;
     if let Some(found) = found {
         found.close();
     }

@@ -467,8 +467,29 @@ async fn api(args: ApiArgs, graphs: App) -> anyhow::Result<()> {
         terminated(),
     )
     .await?;
-    pool.close().await;
+    close_after_serving(&pool).await;
     Ok(())
+}
+
+/// How long a server waits, once it has stopped, for the database connections it lent to come
+/// back before it exits without them.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Closes a server's pool once it has stopped serving, within [`CLOSE_TIMEOUT`]: a connection
+/// still lent out then (a task that outlived the server's drain) is left for the process's exit
+/// to drop, and said, rather than holding the exit for ever.
+pub(crate) async fn close_after_serving(pool: &sqlx::PgPool) {
+    if tokio::time::timeout(CLOSE_TIMEOUT, pool.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            lent = pool
+                .size()
+                .saturating_sub(u32::try_from(pool.num_idle()).unwrap_or(u32::MAX)),
+            "database connections still lent out after the server stopped: exiting without them"
+        );
+    }
 }
 
 async fn seed(database_url: &str, graphs: &App) -> anyhow::Result<()> {
@@ -573,5 +594,16 @@ mod tests {
     fn the_command_line_is_well_formed() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    /// A task that outlived the server's drain and still holds a connection does not hold the
+    /// process's exit: the pool is closed without it, within the timeout.
+    #[sqlx::test]
+    async fn a_server_exits_though_a_task_still_holds_a_connection(pool: sqlx::PgPool) {
+        let lent = pool.acquire().await.expect("a connection");
+        let started = std::time::Instant::now();
+        super::close_after_serving(&pool).await;
+        assert!(started.elapsed() < super::CLOSE_TIMEOUT + std::time::Duration::from_secs(2));
+        drop(lent);
     }
 }

@@ -172,6 +172,6 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> 
         mostrador_worker::run(pool.clone(), config, registry, telemetry, terminated()).await;
     let _ = stop_http.send(());
     http.await.context("the http port panicked")??;
-    pool.close().await;
+    crate::close_after_serving(&pool).await;
     Ok(worked?)
 }
