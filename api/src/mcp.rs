@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
@@ -90,47 +91,160 @@ pub async fn post(
         _ => Map::new(),
     };
     let outcome = match method {
-        "initialize" => Ok(initialize(&params)),
-        "ping" => Ok(json!({})),
+        "initialize" => Outcome::result(initialize(&params)),
+        "ping" => Outcome::result(Map::new()),
         "tools/list" => tools_list(&state, &caller, &params).await?,
         "tools/call" => tools_call(&state, &caller, run_headers, &params).await?,
-        other => Err(failure(
-            METHOD_NOT_FOUND,
-            format!("Method not found: {other}"),
-        )),
+        other => Outcome::error(METHOD_NOT_FOUND, format!("Method not found: {other}")),
     };
-    let answer = match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-    };
-    Ok(Json(answer).into_response())
+    Ok(Json(Answer {
+        jsonrpc: "2.0",
+        id,
+        outcome,
+    })
+    .into_response())
 }
 
-/// A message that is no JSON-RPC message: a 400, as officially.
+/// A JSON-RPC response.
+#[derive(Serialize)]
+struct Answer {
+    jsonrpc: &'static str,
+    id: Value,
+    #[serde(flatten)]
+    outcome: Outcome,
+}
+
+/// A method's `result`, or its `error`.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Outcome {
+    Result(Value),
+    Error { code: i64, message: String },
+}
+
+impl Outcome {
+    fn result(result: impl Serialize) -> Self {
+        Self::Result(serde_json::to_value(result).expect("a result is JSON"))
+    }
+
+    fn error(code: i64, message: impl Into<String>) -> Self {
+        Self::Error {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a message is no JSON-RPC message: the body of its 400, as officially.
+#[derive(Serialize)]
+struct Refusal<'a> {
+    error: &'a str,
+}
+
 fn refused(why: &str) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"error": why}))).into_response()
+    (StatusCode::BAD_REQUEST, Json(Refusal { error: why })).into_response()
 }
 
-fn failure(code: i64, message: impl Into<String>) -> Value {
-    json!({"code": code, "message": message.into()})
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Initialized {
+    protocol_version: &'static str,
+    capabilities: Capabilities,
+    server_info: ServerInfo,
+}
+
+#[derive(Serialize)]
+struct Capabilities {
+    tools: ToolCapabilities,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolCapabilities {
+    list_changed: bool,
+}
+
+#[derive(Serialize)]
+struct ServerInfo {
+    name: &'static str,
+    version: &'static str,
 }
 
 /// The version the client asked for when it is one of ours, else the latest.
-fn initialize(params: &Map<String, Value>) -> Value {
-    let asked = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or(LATEST_PROTOCOL_VERSION);
-    let version = if PROTOCOL_VERSIONS.contains(&asked) {
-        asked
-    } else {
-        LATEST_PROTOCOL_VERSION
-    };
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "mostrador", "version": env!("CARGO_PKG_VERSION")},
-    })
+fn initialize(params: &Map<String, Value>) -> Initialized {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    Initialized {
+        protocol_version: PROTOCOL_VERSIONS
+            .into_iter()
+            .find(|version| Some(*version) == asked)
+            .unwrap_or(LATEST_PROTOCOL_VERSION),
+        capabilities: Capabilities {
+            tools: ToolCapabilities {
+                list_changed: false,
+            },
+        },
+        server_info: ServerInfo {
+            name: "mostrador",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+    }
+}
+
+/// A page of `tools/list`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tools {
+    tools: Vec<Tool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<i64>,
+}
+
+/// An assistant as an MCP tool.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tool {
+    name: String,
+    title: String,
+    description: String,
+    input_schema: Value,
+    annotations: Hints,
+}
+
+/// What a model may assume of a tool: a run may change anything and reach anything.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Hints {
+    read_only_hint: bool,
+    destructive_hint: bool,
+    idempotent_hint: bool,
+    open_world_hint: bool,
+}
+
+/// What `tools/call` answers: the run's final state, or its error.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Called {
+    content: Vec<Text>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Text {
+    r#type: &'static str,
+    text: String,
+}
+
+impl Called {
+    fn text(text: String, is_error: Option<bool>) -> Self {
+        Self {
+            content: vec![Text {
+                r#type: "text",
+                text,
+            }],
+            is_error,
+        }
+    }
 }
 
 /// The caller's assistants, `limit` from `offset`, as `POST /assistants/search` answers them.
@@ -153,7 +267,7 @@ async fn tools_list(
     state: &AppState,
     caller: &Caller,
     params: &Map<String, Value>,
-) -> Result<Result<Value, Value>, ApiError> {
+) -> Result<Outcome, ApiError> {
     let cursor = match params.get("cursor") {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
         Some(Value::String(text)) => text.parse().unwrap_or(0),
@@ -201,24 +315,23 @@ async fn tools_list(
                 || format!("Tool based on the {title} assistant"),
                 str::to_owned,
             );
-        tools.push(json!({
-            "name": name,
-            "title": title,
-            "description": description,
-            "inputSchema": input,
-            "annotations": {
-                "readOnlyHint": false,
-                "destructiveHint": false,
-                "idempotentHint": false,
-                "openWorldHint": true,
+        tools.push(Tool {
+            name,
+            title,
+            description,
+            input_schema: input,
+            annotations: Hints {
+                read_only_hint: false,
+                destructive_hint: false,
+                idempotent_hint: false,
+                open_world_hint: true,
             },
-        }));
+        });
     }
-    let mut result = json!({"tools": tools});
-    if full {
-        result["nextCursor"] = json!(cursor + PAGE);
-    }
-    Ok(Ok(result))
+    Ok(Outcome::result(Tools {
+        tools,
+        next_cursor: full.then_some(cursor + PAGE),
+    }))
 }
 
 /// Runs the tool's assistant on `arguments` (its input) and `context`, as a stateless run the call
@@ -228,17 +341,22 @@ async fn tools_call(
     caller: &Caller,
     run_headers: Map<String, Value>,
     params: &Map<String, Value>,
-) -> Result<Result<Value, Value>, ApiError> {
+) -> Result<Outcome, ApiError> {
     let Some(name) = params
         .get("name")
         .and_then(Value::as_str)
         .filter(|name| !name.is_empty())
     else {
-        let given = params.get("name").map_or("None".into(), python_repr);
-        return Ok(Err(failure(
+        // As Python's `str` writes what was given.
+        let given = match params.get("name") {
+            None | Some(Value::Null) => "None".to_owned(),
+            Some(Value::String(name)) => name.clone(),
+            Some(other) => python_repr(other),
+        };
+        return Ok(Outcome::error(
             INVALID_PARAMS,
             format!("Unknown tool: {given}"),
-        )));
+        ));
     };
     let found = assistants(state, caller, 0, MOST_ASSISTANTS).await?;
     let matching: Vec<&Value> = found
@@ -251,17 +369,17 @@ async fn tools_call(
         .collect();
     let assistant_id = match matching.as_slice() {
         [] => {
-            return Ok(Err(failure(
+            return Ok(Outcome::error(
                 INVALID_PARAMS,
                 format!("Unknown tool: {name}"),
-            )));
+            ));
         }
         [one] => one["assistant_id"].clone(),
         _ => {
-            return Ok(Err(failure(
+            return Ok(Outcome::error(
                 INVALID_PARAMS,
                 "Multiple tools found with the same name.",
-            )));
+            ));
         }
     };
     let mut body = json!({
@@ -291,14 +409,9 @@ async fn tools_call(
         let text = error["error"]
             .as_str()
             .map_or_else(|| error["error"].to_string(), str::to_owned);
-        return Ok(Ok(json!({
-            "isError": true,
-            "content": [{"type": "text", "text": text}],
-        })));
+        return Ok(Outcome::result(Called::text(text, Some(true))));
     }
-    Ok(Ok(
-        json!({"content": [{"type": "text", "text": python_repr(&value)}]}),
-    ))
+    Ok(Outcome::result(Called::text(python_repr(&value), None)))
 }
 
 /// An assistant's name as an MCP tool name (`^[a-zA-Z0-9_\-.]{1,128}$`): runs of white space as
