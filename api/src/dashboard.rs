@@ -13,12 +13,12 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::{run, run::lease};
-use serde_json::{Value, json};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::runs::queue_error;
+use crate::wire;
 
 const PAGE: &str = include_str!("dashboard/index.html");
 
@@ -60,7 +60,10 @@ pub async fn serve(State(state): State<AppState>, headers: axum::http::HeaderMap
 
 /// `GET /queue`: pending and running runs per graph, and the live workers with their runs in
 /// flight. The policy's operators only: these are counts over every tenant.
-pub async fn queue(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+pub async fn queue(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<wire::Queue>, ApiError> {
     if !state.policy().is_operator(&caller) {
         return Err(ApiError::forbidden(
             "only the authorization policy's operators see the queue",
@@ -70,26 +73,28 @@ pub async fn queue(State(state): State<AppState>, caller: Caller) -> Result<Json
     let workers = lease::live_workers(state.pool())
         .await
         .map_err(queue_error)?;
-    let depth: Vec<Value> = depth
+    let depth = depth
         .into_iter()
-        .map(|(graph_id, status, runs)| {
-            json!({"graph_id": graph_id, "status": status.as_str(), "runs": runs})
+        .map(|(graph_id, status, runs)| wire::QueueDepth {
+            graph_id,
+            status: status.as_str(),
+            runs,
         })
         .collect();
-    let workers: Vec<Value> = workers
+    let workers = workers
         .into_iter()
-        .map(|worker| {
-            json!({
-                "worker_id": worker.worker_id.0,
-                "name": worker.name,
-                "graphs": worker.graphs,
-                "started_at": worker.started_at,
-                "heartbeat_at": worker.heartbeat_at,
-                "running": worker.running,
-            })
+        .map(|worker| wire::Worker {
+            worker_id: worker.worker_id.0,
+            name: worker.name,
+            graphs: worker.graphs,
+            started_at: worker.started_at,
+            heartbeat_at: worker.heartbeat_at,
+            running: worker.running,
         })
         .collect();
-    Ok(Json(
-        json!({"at": chrono::Utc::now(), "depth": depth, "workers": workers}),
-    ))
+    Ok(Json(wire::Queue {
+        at: chrono::Utc::now(),
+        depth,
+        workers,
+    }))
 }

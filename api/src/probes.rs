@@ -8,10 +8,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::schema::check_schema_serves;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::ApiError;
 use crate::app::AppState;
+use crate::wire;
 
 /// `/ok`'s query: `check_db=1` checks the database too, as on the official server.
 #[derive(Debug, Deserialize)]
@@ -55,24 +56,24 @@ pub async fn ok(
 /// `GET /info`, which clients (agent-chat-ui, LangGraph Studio) ask to see that a server answers
 /// and what it offers: the official server's shape, with mostrador's version (no LangSmith, so
 /// none of its flags).
-pub async fn info() -> Json<Value> {
-    Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "flags": {
-            "assistants": true,
-            "crons": true,
-            "langsmith": false,
-            "langsmith_tracing_replicas": false,
-            "langsmith_tracing_session_on_runs": false,
+pub async fn info() -> Json<wire::Info> {
+    Json(wire::Info {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        flags: wire::InfoFlags {
+            assistants: true,
+            crons: true,
+            langsmith: false,
+            langsmith_tracing_replicas: false,
+            langsmith_tracing_session_on_runs: false,
         },
-        "host": {
-            "kind": "mostrador",
-            "project_id": null,
-            "host_revision_id": null,
-            "revision_id": null,
-            "tenant_id": null,
+        host: wire::InfoHost {
+            kind: "mostrador".to_owned(),
+            project_id: None,
+            host_revision_id: None,
+            revision_id: None,
+            tenant_id: None,
         },
-    }))
+    })
 }
 
 pub async fn live() -> &'static str {

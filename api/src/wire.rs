@@ -365,3 +365,61 @@ pub(crate) fn pagination(offset: i64, found: usize, more: bool) -> axum::http::H
     }
     headers
 }
+
+/// `GET /info`: the server, in the official server's shape, with mostrador's version.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Info {
+    pub version: String,
+    pub flags: InfoFlags,
+    pub host: InfoHost,
+}
+
+/// What the server offers: assistants and crons, no LangSmith.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct InfoFlags {
+    pub assistants: bool,
+    pub crons: bool,
+    pub langsmith: bool,
+    pub langsmith_tracing_replicas: bool,
+    pub langsmith_tracing_session_on_runs: bool,
+}
+
+/// Where the server runs: `kind` mostrador, no LangSmith project.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct InfoHost {
+    pub kind: String,
+    pub project_id: Option<String>,
+    pub host_revision_id: Option<String>,
+    pub revision_id: Option<String>,
+    pub tenant_id: Option<String>,
+}
+
+/// `GET /queue`: the queue's depth by graph and status, and the live workers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Queue {
+    pub at: DateTime<Utc>,
+    pub depth: Vec<QueueDepth>,
+    pub workers: Vec<Worker>,
+}
+
+/// The runs of a graph in one status.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueDepth {
+    pub graph_id: String,
+    #[schema(value_type = String, pattern = "^(pending|running)$")]
+    pub status: &'static str,
+    #[schema(minimum = 1)]
+    pub runs: i64,
+}
+
+/// A worker whose lease holds, with its runs in flight.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Worker {
+    pub worker_id: Uuid,
+    pub name: String,
+    pub graphs: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+    #[schema(minimum = 0)]
+    pub running: i64,
+}

@@ -390,34 +390,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             query("limit", limit(20)),
             query("status", run_status_filter()),
         ]),
-        ("get", "/queue") => Io::json(json!({
-            "type": "object",
-            "required": ["at", "depth", "workers"],
-            "properties": {
-                "at": {"type": "string", "format": "date-time"},
-                "depth": array(json!({
-                    "type": "object",
-                    "required": ["graph_id", "status", "runs"],
-                    "properties": {
-                        "graph_id": {"type": "string"},
-                        "status": {"type": "string", "enum": ["pending", "running"]},
-                        "runs": {"type": "integer", "minimum": 1},
-                    },
-                })),
-                "workers": array(json!({
-                    "type": "object",
-                    "required": ["worker_id", "name", "graphs", "started_at", "heartbeat_at", "running"],
-                    "properties": {
-                        "worker_id": {"type": "string", "format": "uuid"},
-                        "name": {"type": "string"},
-                        "graphs": array(json!({"type": "string"})),
-                        "started_at": {"type": "string", "format": "date-time"},
-                        "heartbeat_at": {"type": "string", "format": "date-time"},
-                        "running": {"type": "integer", "minimum": 0},
-                    },
-                })),
-            },
-        })),
+        ("get", "/queue") => Io::answers::<wire::Queue>(),
         ("get", "/dashboard") => Io::text("text/html"),
         ("post", "/mcp") => Io::json(json!({
             "type": "object",
@@ -456,15 +429,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
                 "services": {"type": "object", "additionalProperties": {"type": "string"}},
             },
         })),
-        ("get", "/info") => Io::json(json!({
-            "type": "object",
-            "required": ["version", "flags"],
-            "properties": {
-                "version": {"type": "string"},
-                "flags": {"type": "object", "additionalProperties": {"type": "boolean"}},
-                "host": {"type": "object"},
-            },
-        })),
+        ("get", "/info") => Io::answers::<wire::Info>(),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
         (
             "delete",
