@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use mostrador_queue::data::cron::{self, Cron, NewCron, RunTemplate};
-use mostrador_queue::run::{MultitaskStrategy, RunConfig};
+use mostrador_queue::run::MultitaskStrategy;
 use mostrador_queue::{Error as QueueError, ThreadId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -233,8 +233,7 @@ impl Requested {
         let own = crate::runs::config::own_context(context.as_ref(), config.as_ref());
         let config = crate::runs::config::run_config(config, context, None)?;
         // Held to a run's limits: each run it makes takes this config.
-        crate::runs::config::limits(&config, state.max_recursion_limit())?;
-        let mut config = RunConfig::from_value(config).map_err(queue_error)?;
+        let mut config = crate::runs::config::typed(config, state.max_recursion_limit())?;
         if names_context {
             template.context = Some(own);
         }

@@ -145,6 +145,11 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     found.append(("linear6/update/threads.update_state(as_node=n3)", lambda a: a))
     found.append(("linear6/update/threads.update_state(as_node=unknown)", lambda a: a))
     found.append(("linear6/update/runs.list", lambda a: len(a) if isinstance(a, list) else a))
+    # What each run was asked: its input and its command as the client sent it.
+    found.append((
+        "approval/resume/runs.list",
+        lambda a: [(r["kwargs"].get("input"), r["kwargs"].get("command")) for r in a] if isinstance(a, list) else a,
+    ))
     for key in ("after update", "after as_node", "final"):
         found.append((f"linear6/update/threads.get_state({key})", state))
     found.append(("linear6/update/threads.get_history", history))

@@ -293,6 +293,7 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
             f"{label}/runs.wait(command.resume)",
             lambda: client.runs.wait(t, "approval", command={"resume": RESUME}),
         )
+        await rec.call(f"{label}/runs.list", lambda: client.runs.list(t))
         await rec.call(f"{label}/threads.get_state(final)", lambda: client.threads.get_state(t))
         await rec.call(f"{label}/threads.get_history", lambda: client.threads.get_history(t, limit=50))
         await rec.call(f"{label}/threads.get(final)", lambda: client.threads.get(t))

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use mostrador_graph::{Breakpoints, Graph, StreamMode};
 use mostrador_queue::data::assistants::context_under;
 use mostrador_queue::listener::RunSubscription;
-use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunConfig, RunId};
+use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
 use mostrador_queue::thread::NewThread;
 use mostrador_queue::{Error as QueueError, Run, Thread, ThreadId};
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::config::{acting_for, limits, own_context, run_config, under};
+use super::config::{acting_for, own_context, run_config, typed, under};
 use super::queue_error;
 use super::rust::{known_node, rust_checkpoint_exists, rust_command, rust_head, rust_thread_waits};
 use crate::app::AppState;
@@ -558,8 +558,7 @@ pub(super) fn new_run(
         &assistant.config,
         run_config(body.config, body.context, body.durability)?,
     );
-    limits(&config, state.max_recursion_limit())?;
-    let mut config = RunConfig::from_value(config).map_err(queue_error)?;
+    let mut config = typed(config, state.max_recursion_limit())?;
     // The request headers the project copies (`http.configurable_headers`), as the official
     // server adds them: over the run's own keys, under the caller's.
     config.configurable.extend(body.headers);

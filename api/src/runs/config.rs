@@ -1,6 +1,7 @@
 //! A run's configuration: the run's own (`config`, or `context` for `configurable`), over its
 //! assistant's, within the bounds a caller may ask for.
 
+use mostrador_queue::run::RunConfig;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
@@ -10,9 +11,10 @@ use crate::error::ApiError;
 /// there.
 pub const RECURSION_LIMIT_MAX: u64 = 10_000;
 
-/// `recursion_limit` (at most `max_recursion_limit`) and `max_concurrency` (a request the worker
-/// bounds) are positive integers.
-pub(crate) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), ApiError> {
+/// A run's config, typed: `recursion_limit` (at most `max_recursion_limit`) and `max_concurrency`
+/// (a request the worker bounds) are positive integers, and every key LangGraph reads means what
+/// it says (422 otherwise).
+pub(crate) fn typed(config: Value, max_recursion_limit: u64) -> Result<RunConfig, ApiError> {
     for (field, most) in [
         ("recursion_limit", max_recursion_limit),
         ("max_concurrency", u64::from(u32::MAX)),
@@ -25,7 +27,7 @@ pub(crate) fn limits(config: &Value, max_recursion_limit: u64) -> Result<(), Api
             )));
         }
     }
-    Ok(())
+    RunConfig::from_value(config).map_err(super::queue_error)
 }
 
 pub(super) use mostrador_queue::data::assistants::config_under as under;
