@@ -88,9 +88,10 @@ pub struct ApiConfig {
     pub public_metrics: bool,
     /// A token the dashboard (`/dashboard`) fills in for whoever opens it: `mostrador dev` only.
     pub dashboard_token: Option<String>,
-    /// Python graphs (from a `langgraph.json`), which workers execute with LangGraph: the api
+    /// Graphs of a `langgraph.json` (Python or JavaScript), which workers execute with LangGraph
+    /// in runner processes: the api
     /// serves them as assistants and their threads' states from the snapshots workers record.
-    pub python_graphs: Vec<String>,
+    pub runner_graphs: Vec<String>,
     /// The descriptions of graphs' own assistants (`langgraph.json`'s `description`), by graph id.
     pub graph_descriptions: BTreeMap<String, String>,
     /// Which browser origins may call the api (none by default).
@@ -261,7 +262,7 @@ impl ApiConfig {
             max_recursion_limit: runs::config::RECURSION_LIMIT_MAX,
             public_metrics: false,
             dashboard_token: None,
-            python_graphs: Vec::new(),
+            runner_graphs: Vec::new(),
             graph_descriptions: BTreeMap::new(),
             cors: Cors::Off,
             development_caller: None,
@@ -296,7 +297,7 @@ struct Inner {
     pool: PgPool,
     auth: Authenticator,
     graphs: BTreeMap<String, Graph>,
-    python_graphs: BTreeSet<String>,
+    runner_graphs: BTreeSet<String>,
     policy: Policy,
     custom_auth: Option<CustomAuth>,
     custom_routes: Option<CustomRoutes>,
@@ -356,15 +357,15 @@ impl AppState {
         graphs: BTreeMap<String, Graph>,
         listener: Listener,
     ) -> Result<Self, AuthError> {
-        let python_graphs: BTreeSet<String> = config
-            .python_graphs
+        let runner_graphs: BTreeSet<String> = config
+            .runner_graphs
             .iter()
             .filter(|graph_id| !graphs.contains_key(*graph_id))
             .cloned()
             .collect();
         let assistants = graphs
             .keys()
-            .chain(&python_graphs)
+            .chain(&runner_graphs)
             .map(|graph_id| {
                 let mut assistant = Assistant::for_graph(graph_id);
                 assistant.description = config.graph_descriptions.get(graph_id).cloned();
@@ -386,7 +387,7 @@ impl AppState {
                 Err(err) => return Err(err),
             },
             graphs,
-            python_graphs,
+            runner_graphs,
             policy: config.policy.clone(),
             custom_auth: config.custom_auth.clone(),
             custom_routes: config.custom_routes.clone(),
@@ -494,14 +495,14 @@ impl AppState {
             .0
             .graphs
             .keys()
-            .chain(&self.0.python_graphs)
+            .chain(&self.0.runner_graphs)
             .map(String::as_str);
         self.0.policy.visibility(caller, served)
     }
 
     /// Whether `graph_id` is a Python graph (executed by LangGraph in the workers).
     pub fn is_python(&self, graph_id: &str) -> bool {
-        self.0.python_graphs.contains(graph_id)
+        self.0.runner_graphs.contains(graph_id)
     }
 
     /// Whether runs of `graph_id` are served, by either engine.
@@ -520,7 +521,7 @@ impl AppState {
         let missing: Vec<String> = {
             let names = self.0.names.read().expect("names are never poisoned");
             self.0
-                .python_graphs
+                .runner_graphs
                 .iter()
                 .filter(|graph_id| !names.contains_key(*graph_id))
                 .cloned()

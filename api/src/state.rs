@@ -550,7 +550,7 @@ pub async fn update(
         _ => return Err(ApiError::unprocessable("checkpoint_id must be a string")),
     };
     if is_python(&state, &thread) {
-        let (latest, waits) = python_position(&state, &thread).await?;
+        let (latest, waits) = python_position(&state, &thread, None).await?;
         if waits && from_latest(checkpoint_id, latest) {
             may_decide(&state, &caller, &thread, "")?;
         } else {

@@ -306,9 +306,9 @@ async fn openapi_names_every_route_and_docs_are_served_offline(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn python_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
+async fn runner_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
     let config = mostrador_api::app::ApiConfig {
-        python_graphs: vec!["py".into()],
+        runner_graphs: vec!["py".into()],
         ..crate::support::config()
     };
     let api = Api::with(pool.clone(), config).await;

@@ -505,11 +505,11 @@ async fn a_rust_graph_run_from_a_past_checkpoint_branches_and_from_the_latest_go
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
-async fn a_python_graphs_thread_runs_another_python_graph_and_a_rust_graphs_does_not(pool: PgPool) {
+async fn a_runner_graphs_thread_runs_another_python_graph_and_a_rust_graphs_does_not(pool: PgPool) {
     let api = Api::with(
         pool.clone(),
         ApiConfig {
-            python_graphs: vec!["py_a".into(), "py_b".into()],
+            runner_graphs: vec!["py_a".into(), "py_b".into()],
             ..config()
         },
     )

@@ -373,7 +373,7 @@ async fn python_state_updates_take_the_callers_share_and_place(pool: PgPool) {
     let api = Api::with(
         pool.clone(),
         mostrador_api::ApiConfig {
-            python_graphs: vec!["py".into()],
+            runner_graphs: vec!["py".into()],
             max_pending_per_caller: 3,
             request_timeout: std::time::Duration::from_millis(500),
             ..crate::support::config()

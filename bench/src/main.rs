@@ -121,7 +121,7 @@ async fn main() -> anyhow::Result<()> {
         .connect(&args.database_url)
         .await?;
 
-    let python_graphs = python::PythonGraphs {
+    let runner_graphs = python::PythonGraphs {
         python: &args.python,
         config: &args.langgraph_config,
     };
@@ -171,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
                 "python-linear" => {
                     let per_run = python::linear_per_run(
                         &pool,
-                        &python_graphs,
+                        &runner_graphs,
                         "linear6",
                         6,
                         args.engine_runs,
@@ -180,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
                     Measure::Rate(6.0 / per_run.as_secs_f64(), "supersteps/s")
                 }
                 "python-linear1" => Measure::PerRun(
-                    python::linear_per_run(&pool, &python_graphs, "linear1", 1, args.engine_runs)
+                    python::linear_per_run(&pool, &runner_graphs, "linear1", 1, args.engine_runs)
                         .await?,
                 ),
                 "engine-fanout" => {

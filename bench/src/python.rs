@@ -17,8 +17,8 @@ use mostrador_graph::Durability;
 use mostrador_queue::run::{self, NewRun, RunConfig};
 use mostrador_queue::thread::{self, NewThread};
 use mostrador_queue::{ClaimedRun, RunStatus, WorkerLease, claim};
-use mostrador_worker::runner::{Isolation, Runners};
-use mostrador_worker::{AgentConfig, Executor, Finish, PythonConfig, RunHandle, Telemetry};
+use mostrador_worker::runner::{Isolation, Language, Runners};
+use mostrador_worker::{AgentConfig, Executor, Finish, RunHandle, RunnerConfig, Telemetry};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -42,8 +42,9 @@ pub async fn linear_per_run(
     let config = std::fs::canonicalize(graphs.config)
         .with_context(|| format!("{}", graphs.config.display()))?;
     let runners = Runners::new(
-        PythonConfig {
-            python: graphs.python.to_owned(),
+        RunnerConfig {
+            language: Language::Python,
+            program: graphs.python.to_owned(),
             config,
             graphs: vec!["linear1".to_owned(), "linear6".to_owned()],
             memory_limit_mib: None,

@@ -153,14 +153,14 @@ pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
     )
     .await
     .context("failed to create the development API key")?;
-    let python = args.python.config()?;
+    let runners = args.python.runners()?;
     mostrador_worker::store::set_quota(args.python.quota.store());
     let mut config = ApiConfig {
         dashboard_token: Some(token.clone()),
-        python_graphs: python
-            .as_ref()
-            .map(|python| python.graphs.clone())
-            .unwrap_or_default(),
+        runner_graphs: runners
+            .iter()
+            .flat_map(|runners| runners.graphs.clone())
+            .collect(),
         cors: mostrador_api::cors::Cors::parse(&args.cors_allow_origins),
         // As `langgraph dev`: the official clients with no key (LangGraph Studio, scripts) act
         // as the development caller, from this machine only.
@@ -197,17 +197,17 @@ pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
             let _ = stopped.wait_for(|stop| *stop).await;
         }
     };
-    let worker = if registry.is_empty() && python.is_none() {
+    let worker = if registry.is_empty() && runners.is_empty() {
         tracing::warn!("this binary has no graphs: the api serves no assistant, no worker runs");
         None
     } else {
         let mut graph_ids: Vec<String> = registry.keys().cloned().collect();
-        graph_ids.extend(config.python_graphs.iter().cloned());
+        graph_ids.extend(config.runner_graphs.iter().cloned());
         graph_ids.sort();
         graph_ids.dedup();
         let config = WorkerConfig {
             drain_timeout: Duration::from_secs(10),
-            python,
+            runners,
             ..WorkerConfig::new("dev", graph_ids)
         };
         Some(tokio::spawn(mostrador_worker::run(

@@ -73,8 +73,21 @@ pub(crate) fn run(args: &DockerfileArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(config_path)
         .with_context(|| format!("failed to read {}", config_path.display()))?;
     // An image whose project the runtime would refuse is refused now, for the same reasons.
-    crate::langgraph::project(&text)
+    let served = crate::langgraph::project(&text)
         .with_context(|| format!("{} cannot be served", config_path.display()))?;
+    anyhow::ensure!(
+        served.javascript.is_empty(),
+        "{} names JavaScript graphs ({}): `mostrador dockerfile` builds images of Python projects \
+         only so far; install Node.js and the project's node_modules in your own image, and start \
+         mostrador with --node",
+        config_path.display(),
+        served
+            .javascript
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let config: Value = serde_json::from_str(&text)?;
     let path = std::fs::canonicalize(config_path)
         .with_context(|| format!("failed to resolve {}", config_path.display()))?;

@@ -10,8 +10,8 @@ use clap::Args;
 use mostrador_api::app::{HeaderFilter, RouteGroups, StoreTtl};
 use mostrador_api::cors::ProjectCors;
 use mostrador_queue::thread::Ttl;
-use mostrador_worker::runner::Isolation;
-use mostrador_worker::{AgentConfig, PythonConfig, SandboxConfig};
+use mostrador_worker::runner::{Isolation, Language};
+use mostrador_worker::{AgentConfig, RunnerConfig, SandboxConfig};
 use serde_json::Value;
 
 use crate::App;
@@ -35,6 +35,11 @@ pub(crate) struct PythonArgs {
     /// dependencies installed).
     #[arg(long, env = "MOSTRADOR_PYTHON", default_value = "python3")]
     python: PathBuf,
+
+    /// The Node.js that runs the project's JavaScript graphs (`./src/graph.ts:graph`), with the
+    /// LangGraph.js of the project's `node_modules`.
+    #[arg(long, env = "MOSTRADOR_NODE", default_value = "node")]
+    node: PathBuf,
 
     /// The address space each runner process may use, in MiB (its `RLIMIT_AS`): a run that
     /// needs more fails with `MemoryError`, retryably, and its process is replaced, instead of
@@ -117,15 +122,48 @@ impl PythonArgs {
     /// # Errors
     ///
     /// The file cannot be read, or names no graph.
-    pub(crate) fn config(&self) -> anyhow::Result<Option<PythonConfig>> {
+    pub(crate) fn runners(&self) -> anyhow::Result<Vec<RunnerConfig>> {
+        let Some(path) = &self.langgraph_config else {
+            return Ok(Vec::new());
+        };
+        let project = read_project(path)?;
+        let (javascript, python): (Vec<String>, Vec<String>) = project
+            .graphs
+            .into_keys()
+            .partition(|id| project.javascript.contains(id));
+        [
+            (Language::Python, python),
+            (Language::JavaScript, javascript),
+        ]
+        .into_iter()
+        .filter(|(_, graphs)| !graphs.is_empty())
+        .map(|(language, graphs)| self.runner(path, language, graphs))
+        .collect()
+    }
+
+    /// The project's Python code beside its graphs (`auth.path`, `http.app`, `store.index`),
+    /// run as its Python graphs are.
+    pub(crate) fn python_code(&self) -> anyhow::Result<Option<RunnerConfig>> {
         let Some(path) = &self.langgraph_config else {
             return Ok(None);
         };
-        let graphs = read_project(path)?.graphs.into_keys().collect();
+        self.runner(path, Language::Python, Vec::new()).map(Some)
+    }
+
+    fn runner(
+        &self,
+        path: &Path,
+        language: Language,
+        graphs: Vec<String>,
+    ) -> anyhow::Result<RunnerConfig> {
         // The runners start in its folder: they need its absolute path.
         let path = std::fs::canonicalize(path)?;
-        Ok(Some(PythonConfig {
-            python: self.python.clone(),
+        Ok(RunnerConfig {
+            language,
+            program: match language {
+                Language::Python => self.python.clone(),
+                Language::JavaScript => self.node.clone(),
+            },
             config: path,
             graphs,
             memory_limit_mib: self.python_memory_limit_mib,
@@ -136,7 +174,7 @@ impl PythonArgs {
                 .python_processes
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             agents: self.agents(),
-        }))
+        })
     }
 
     fn agents(&self) -> AgentConfig {
@@ -158,11 +196,11 @@ impl PythonArgs {
         }
     }
 
-    /// The Python graphs' ids (none without a `langgraph.json`).
+    /// The project's graphs' ids, of every language (none without a `langgraph.json`).
     pub(crate) fn graph_ids(&self) -> anyhow::Result<Vec<String>> {
         Ok(self
-            .config()?
-            .map(|python| python.graphs)
+            .project()?
+            .map(|project| project.graphs.into_keys().collect())
             .unwrap_or_default())
     }
 
@@ -191,6 +229,8 @@ impl PythonArgs {
 pub(crate) struct Project {
     /// Graph id → the description of `"graphs": {id: {"path", "description"}}`, if any.
     pub graphs: std::collections::BTreeMap<String, Option<String>>,
+    /// The ids of its JavaScript graphs (`./src/graph.ts:graph`); the others are Python's.
+    pub javascript: std::collections::BTreeSet<String>,
     /// `http.cors`: the api's CORS rules, in place of `--cors-allow-origins`.
     pub cors: Option<ProjectCors>,
     /// `http.configurable_headers`: request headers a run's `configurable` gets.
@@ -231,6 +271,7 @@ const BUILD_KEYS: &[&str] = &[
     "_INTERNAL_docker_tag",
     "project_root",
     "package",
+    "node_version",
 ];
 
 /// Keys the official server honours that mostrador does not yet, each with what to do instead.
@@ -271,11 +312,6 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "ui_config",
         "generative UI bundles are not served by mostrador: remove the key",
-    ),
-    (
-        "node_version",
-        "JavaScript graphs do not run in mostrador yet: serve them with the JS server, and \
-         only the Python graphs here",
     ),
 ];
 
@@ -389,6 +425,14 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         || (key.as_str(), field.as_str()) == ("auth", "path")
                     {
                         let found = match value.as_str() {
+                            Some(path) if is_javascript(path) => {
+                                refused.push(format!(
+                                    "{key}.{field}: {path} is JavaScript, which mostrador runs \
+                                     for graphs only: write it in Python, or serve the project \
+                                     with the JS server"
+                                ));
+                                None
+                            }
                             Some(path) if path.contains(':') => Some(path.to_owned()),
                             _ => {
                                 refused.push(format!(
@@ -473,6 +517,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         .context("it has no \"graphs\" object")?;
     anyhow::ensure!(!graphs.is_empty(), "its \"graphs\" object names no graph");
     let mut found = std::collections::BTreeMap::new();
+    let mut javascript = std::collections::BTreeSet::new();
     for (id, spec) in graphs {
         let path = spec
             .as_str()
@@ -483,15 +528,8 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
             ));
             continue;
         };
-        if [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".tsx", ".jsx"]
-            .iter()
-            .any(|ext| location.ends_with(ext))
-        {
-            refused.push(format!(
-                "graphs.{id}: {location} is a JavaScript graph, which mostrador does not run yet: \
-                 serve it with the JS server, and only the Python graphs here"
-            ));
-            continue;
+        if is_javascript(location) {
+            javascript.insert(id.clone());
         }
         let description = spec
             .get("description")
@@ -507,6 +545,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
     }
     Ok(Project {
         graphs: found,
+        javascript,
         cors,
         configurable_headers,
         thread_ttl: thread_ttl_found,
@@ -520,6 +559,14 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
         custom_route_auth,
         store_index,
     })
+}
+
+/// A graph's or code's file is JavaScript (or TypeScript), as the official CLI tells them apart.
+fn is_javascript(path: &str) -> bool {
+    let file = path.split(':').next().unwrap_or(path);
+    [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".tsx", ".jsx"]
+        .iter()
+        .any(|ext| file.ends_with(ext))
 }
 
 /// A `store.index` mostrador serves as the official server does: `embed` (a function's path or a
@@ -579,7 +626,7 @@ pub(crate) async fn project_code(
     policy_set: bool,
     config: &mut mostrador_api::ApiConfig,
 ) -> anyhow::Result<()> {
-    let (Some(project), Some(python_config)) = (python.project()?, python.config()?) else {
+    let (Some(project), Some(python_config)) = (python.project()?, python.python_code()?) else {
         return Ok(());
     };
     if project.auth_path.is_none() && project.app_path.is_none() && !project.store_index {
@@ -858,7 +905,7 @@ pub(crate) fn embed_for_rust_nodes(
     python: &PythonArgs,
     shared: Option<mostrador_api::store_index::StoreIndex>,
 ) -> anyhow::Result<()> {
-    let (Some(project), Some(python_config)) = (python.project()?, python.config()?) else {
+    let (Some(project), Some(python_config)) = (python.project()?, python.python_code()?) else {
         return Ok(());
     };
     if !project.store_index {

@@ -438,7 +438,7 @@ async fn api(args: ApiArgs, graphs: App) -> anyhow::Result<()> {
     if let Some(timeout) = args.slow_client_timeout {
         config.slow_client_timeout = timeout;
     }
-    config.python_graphs = args.python.graph_ids()?;
+    config.runner_graphs = args.python.graph_ids()?;
     langgraph::Project::configure(args.python.project()?, &mut config);
     langgraph::project_code(&args.python, args.policy.is_set(), &mut config).await?;
     config.policy = policy.policy;

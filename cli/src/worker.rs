@@ -119,7 +119,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> 
         .name
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
-    let python = args.python.config()?;
+    let runners = args.python.runners()?;
     mostrador_worker::store::set_quota(args.python.quota.store());
     if !registry.is_empty() {
         crate::langgraph::embed_for_rust_nodes(&args.python, None)?;
@@ -127,7 +127,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> 
     let mut graph_ids = args.graphs;
     if graph_ids.is_empty() {
         graph_ids = registry.keys().cloned().collect();
-        graph_ids.extend(python.iter().flat_map(|python| python.graphs.clone()));
+        graph_ids.extend(runners.iter().flat_map(|runners| runners.graphs.clone()));
         graph_ids.sort();
         graph_ids.dedup();
     }
@@ -146,7 +146,7 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> 
         cron_interval: args.cron_interval.unwrap_or(defaults.cron_interval),
         max_pending: args.max_pending,
         max_pending_per_caller: args.max_pending_per_caller,
-        python,
+        runners,
         ..defaults
     };
     config

@@ -53,8 +53,8 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
             "auth.cache",
         ),
         (
-            r#"{"graphs": {"agent": "./agent.py:graph", "ui": "./src/graph.ts:graph"}}"#,
-            "graphs.ui",
+            r#"{"graphs": {"agent": "./src/agent.ts:graph"}, "auth": {"path": "./src/auth.ts:auth"}}"#,
+            "auth.path",
         ),
         (
             r#"{"graphs": {"agent": "./agent.py:graph"}, "http": {"app": "app"}}"#,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mostrador_graph::Graph;
 
-use crate::runner::PythonConfig;
+use crate::runner::RunnerConfig;
 
 /// How long a run may take before it ends `timeout`: a day, as on the official server.
 pub const RUN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(24 * 3600);
@@ -62,8 +62,9 @@ pub struct WorkerConfig {
     /// Pending runs of one owner above which the scheduler holds their cron's run to its next
     /// tick, as the api refuses a caller's runs past their share.
     pub max_pending_per_caller: i64,
-    /// Python graphs from a `langgraph.json`, executed by LangGraph in runner processes.
-    pub python: Option<PythonConfig>,
+    /// The graphs of a `langgraph.json`, executed by LangGraph in runner processes: one pool of
+    /// runners per language.
+    pub runners: Vec<RunnerConfig>,
 }
 
 impl WorkerConfig {
@@ -83,7 +84,7 @@ impl WorkerConfig {
             cron_interval: CRON_INTERVAL_DEFAULT,
             max_pending: MAX_PENDING_DEFAULT,
             max_pending_per_caller: mostrador_queue::run::MAX_PENDING_PER_CALLER_DEFAULT,
-            python: None,
+            runners: Vec::new(),
         }
     }
 
@@ -99,9 +100,9 @@ impl WorkerConfig {
         if let Some(unknown) = self.graphs.iter().find(|graph| {
             !registry.contains_key(*graph)
                 && !self
-                    .python
-                    .as_ref()
-                    .is_some_and(|python| python.graphs.contains(graph))
+                    .runners
+                    .iter()
+                    .any(|runners| runners.graphs.contains(graph))
         }) {
             return Err(format!("graph {unknown:?} is not registered"));
         }

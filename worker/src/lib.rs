@@ -69,7 +69,7 @@ mod timed;
 
 pub use config::{Registry, WorkerConfig};
 pub use execute::{Executor, Finish, RunHandle};
-pub use runner::PythonConfig;
+pub use runner::RunnerConfig;
 pub use sandbox::SandboxConfig;
 pub use services::AgentConfig;
 pub use supervisor::run;

@@ -1,6 +1,8 @@
-//! The runner processes of Python graphs (`python/mostrador_runner/`, embedded in the binary):
-//! LangGraph's own engine, many runs at once per process as asyncio tasks, and the protocol
-//! spoken with them.
+//! The runner processes of a project's graphs, embedded in the binary: LangGraph's own engine,
+//! many runs at once per process, and the protocol spoken with them. Python graphs run in
+//! `python/mostrador_runner/` (asyncio tasks), JavaScript graphs in `js/runner.mjs` (tasks of
+//! Node's event loop, with the project's own LangGraph.js); both speak the same protocol, and a
+//! worker keeps one pool of runners per language.
 //!
 //! The worker keeps everything around the engine: the claim, the lease, events, drain, cancel and
 //! every database write. A runner's checkpointer asks the worker over the process's pipe, and the
@@ -131,6 +133,19 @@ const PYTHON_FILES: [(&str, &str); 21] = [
     ),
 ];
 
+/// The JavaScript runner (`js/`: `runner.mjs` and its modules), which runs a project's JavaScript
+/// graphs with the project's own LangGraph.js, written beside the Python one.
+const JS_FILES: [(&str, &str); 8] = [
+    ("runner.mjs", include_str!("../js/runner.mjs")),
+    ("channel.mjs", include_str!("../js/channel.mjs")),
+    ("describe.mjs", include_str!("../js/describe.mjs")),
+    ("json.mjs", include_str!("../js/json.mjs")),
+    ("project.mjs", include_str!("../js/project.mjs")),
+    ("run.mjs", include_str!("../js/run.mjs")),
+    ("saver.mjs", include_str!("../js/saver.mjs")),
+    ("store.mjs", include_str!("../js/store.mjs")),
+];
+
 /// How long a runner has to stop a cancelled run before its process is killed.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(1);
 
@@ -169,17 +184,28 @@ impl FromStr for Isolation {
     }
 }
 
-/// Where a worker's Python graphs come from.
+/// The language of a project's graphs, and so of the runner that executes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// LangGraph, in the interpreter of the environment that has it (`runner.py`).
+    Python,
+    /// LangGraph.js, from the project's `node_modules`, in Node.js (`runner.mjs`).
+    JavaScript,
+}
+
+/// Where a worker's graphs of one language come from, and how their runners are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PythonConfig {
-    /// The interpreter of the environment that has `langgraph` and the graphs' dependencies.
-    pub python: PathBuf,
+pub struct RunnerConfig {
+    pub language: Language,
+    /// The interpreter: Python's, of the environment that has `langgraph` and the graphs'
+    /// dependencies; or Node.js.
+    pub program: PathBuf,
     /// The `langgraph.json` that names the graphs.
     pub config: PathBuf,
     /// Its graph ids.
     pub graphs: Vec<String>,
-    /// The address space of each runner process, in MiB (`RLIMIT_AS`, set by the runner before
-    /// it loads any graph).
+    /// The memory of each runner process, in MiB: Python's address space (`RLIMIT_AS`, set by the
+    /// runner before it loads any graph), Node's heap (`--max-old-space-size`).
     pub memory_limit_mib: Option<u64>,
     /// Which runs may share a process.
     pub isolation: Isolation,
@@ -188,7 +214,7 @@ pub struct PythonConfig {
     pub blocked_after: Option<Duration>,
     /// Runners fork from a warm template (a process that loaded the project once), not from a
     /// cold interpreter: off for a project whose import starts threads or binds an event loop,
-    /// which a fork does not carry over.
+    /// which a fork does not carry over. Node.js runners always start cold.
     pub fork: bool,
     /// How many processes serve shared runs, and how many idle ones are kept ready for the next
     /// tenant or run under the other levels (by default, one per core).
@@ -218,11 +244,11 @@ pub enum DescribeError {
 /// Why a runner could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    #[error("the Python runner could not start: {0}")]
+    #[error("the runner could not start: {0}")]
     Start(String),
-    #[error("the Python runner exited")]
+    #[error("the runner exited")]
     Exited,
-    #[error("the Python runner broke the protocol: {0}")]
+    #[error("the runner broke the protocol: {0}")]
     Protocol(String),
 }
 
@@ -232,13 +258,15 @@ impl Runners {
     /// # Errors
     ///
     /// The runner's script could not be written.
-    pub fn new(mut config: PythonConfig, max_runs: usize) -> std::io::Result<Self> {
-        let script = write_script()?;
+    pub fn new(mut config: RunnerConfig, max_runs: usize) -> std::io::Result<Self> {
+        let script = write_script(config.language)?;
         // Runners start in the langgraph.json's folder: a relative path (not a bare name, which
         // PATH resolves) is the caller's, relative to where the worker started.
-        if config.python.components().count() > 1 && config.python.is_relative() {
-            config.python = std::path::absolute(&config.python)?;
+        if config.program.components().count() > 1 && config.program.is_relative() {
+            config.program = std::path::absolute(&config.program)?;
         }
+        // A Node.js process cannot be forked into runners.
+        config.fork &= config.language == Language::Python;
         // Runners are children of this process, and may run code no one reviewed: they must not
         // read its memory or its environment (`/proc/<worker>/environ`), which hold the
         // platform's secrets. A process that is not dumpable is readable only with
@@ -273,6 +301,10 @@ impl Runners {
     /// The services of a run of these graphs (`saver`: its checkpointer, fenced by its lease).
     pub fn services(&self, saver: Saver) -> Services {
         Services::new(saver, self.agents.clone(), self.subagent_slots.clone())
+    }
+
+    pub fn language(&self) -> Language {
+        self.pool.config.language
     }
 
     pub fn serves(&self, graph_id: &str) -> bool {
@@ -352,7 +384,7 @@ enum Key {
 
 #[derive(Debug)]
 struct Pool {
-    config: PythonConfig,
+    config: RunnerConfig,
     script: PathBuf,
     /// Shared processes, and idle ones kept for the other levels.
     processes: usize,
@@ -361,7 +393,7 @@ struct Pool {
     next_run: AtomicU64,
     /// `setpriv`, to start runners without capabilities when the worker runs as root.
     unprivileged: Option<PathBuf>,
-    /// The warm template new runners fork from (`PythonConfig::fork`).
+    /// The warm template new runners fork from (`RunnerConfig::fork`).
     template: Mutex<Option<Arc<Template>>>,
     state: Mutex<PoolState>,
 }
@@ -483,7 +515,7 @@ impl Pool {
         match self.start(key) {
             Ok(process) => process,
             Err(err) => {
-                tracing::error!(error = %err, "python runner could not start");
+                tracing::error!(error = %err, "runner could not start");
                 Process::failed(err.to_string())
             }
         }
@@ -628,7 +660,7 @@ impl Pool {
             .map_err(|err| {
                 std::io::Error::new(
                     err.kind(),
-                    format!("{}: {err}", self.config.python.display()),
+                    format!("{}: {err}", self.config.program.display()),
                 )
             })
     }
@@ -641,7 +673,7 @@ impl Pool {
 
 /// A runner's command: the configured interpreter running `script` in the project's folder,
 /// without the platform's secrets or, as root (`unprivileged`: setpriv), any capability.
-fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Path>) -> Command {
+fn runner_command(config: &RunnerConfig, script: &Path, unprivileged: Option<&Path>) -> Command {
     let mut command = match unprivileged {
         // As root, a runner would read the worker's memory and environment whatever they
         // allow: it starts without any capability.
@@ -649,10 +681,10 @@ fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Pa
             let mut command = Command::new(setpriv);
             command
                 .args(["--bounding-set=-all", "--inh-caps=-all", "--"])
-                .arg(&config.python);
+                .arg(&config.program);
             command
         }
-        None => Command::new(&config.python),
+        None => Command::new(&config.program),
     };
     // What the graphs need and none of the platform's secrets: the worker's own settings
     // (its database, tokens, model, exporter) stay out of the runner's environment.
@@ -660,6 +692,11 @@ fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Pa
         if platform_variable(&name) {
             command.env_remove(name);
         }
+    }
+    let memory_limit = config.memory_limit_mib.map(|mib| mib.to_string());
+    if let (Language::JavaScript, Some(mib)) = (config.language, &memory_limit) {
+        // Node reserves far more address space than it uses: its heap is what is bounded.
+        command.arg(format!("--max-old-space-size={mib}"));
     }
     command
         .arg(script)
@@ -674,9 +711,8 @@ fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Pa
         .env("PYTHONUNBUFFERED", "1")
         .env(
             "MOSTRADOR_RUNNER_MEMORY_LIMIT_MIB",
-            config
-                .memory_limit_mib
-                .map(|mib| mib.to_string())
+            memory_limit
+                .filter(|_| config.language == Language::Python)
                 .unwrap_or_default(),
         )
         .env(
@@ -695,14 +731,14 @@ fn runner_command(config: &PythonConfig, script: &Path, unprivileged: Option<&Pa
     command
 }
 
-/// setpriv, to start Python without root's capabilities, when this process is root.
+/// setpriv, to start runners without root's capabilities, when this process is root.
 fn unprivileged() -> Option<PathBuf> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
     let setpriv = PathBuf::from("/usr/bin/setpriv");
     if !setpriv.exists() {
-        tracing::warn!("root without /usr/bin/setpriv: Python processes keep its capabilities");
+        tracing::warn!("root without /usr/bin/setpriv: runner processes keep its capabilities");
     }
     Some(setpriv).filter(|setpriv| setpriv.exists())
 }
@@ -712,7 +748,7 @@ fn unprivileged() -> Option<PathBuf> {
 /// project's interpreter in its folder, without the platform's secrets or capabilities.
 #[derive(Debug)]
 pub struct ApiProcesses {
-    config: PythonConfig,
+    config: RunnerConfig,
     script: PathBuf,
     unprivileged: Option<PathBuf>,
 }
@@ -721,16 +757,16 @@ impl ApiProcesses {
     /// # Errors
     ///
     /// The runner's files could not be written.
-    pub fn new(mut config: PythonConfig) -> std::io::Result<Self> {
-        if config.python.components().count() > 1 && config.python.is_relative() {
-            config.python = std::path::absolute(&config.python)?;
+    pub fn new(mut config: RunnerConfig) -> std::io::Result<Self> {
+        if config.program.components().count() > 1 && config.program.is_relative() {
+            config.program = std::path::absolute(&config.program)?;
         }
         if let Err(err) = nix::sys::prctl::set_dumpable(false) {
             tracing::warn!(error = %err, "the api could not make itself undumpable");
         }
         Ok(Self {
             config,
-            script: write_script()?,
+            script: write_script(Language::Python)?,
             unprivileged: unprivileged(),
         })
     }
@@ -782,20 +818,25 @@ fn exports_spans() -> bool {
     .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
 }
 
-/// Writes the embedded runner, with the `mostrador` package its graphs may import, to a new
-/// folder of its own in the temporary folder (a name no one could have planted, created only if
-/// new); the [`Pool`] removes it when dropped. Returns the path of `runner.py`.
-fn write_script() -> std::io::Result<PathBuf> {
+/// Writes the embedded runner of `language` (for Python, with the `mostrador` package its graphs
+/// may import) to a new folder of its own in the temporary folder (a name no one could have
+/// planted, created only if new); the [`Pool`] removes it when dropped. Returns the path of
+/// `runner.py` or `runner.mjs`.
+fn write_script(language: Language) -> std::io::Result<PathBuf> {
     let folder = std::env::temp_dir().join(format!("mostrador-runner-{}", Uuid::now_v7()));
     std::fs::create_dir(&folder)?;
-    for (path, text) in PYTHON_FILES {
+    let (files, script): (&[(&str, &str)], _) = match language {
+        Language::Python => (&PYTHON_FILES, "runner.py"),
+        Language::JavaScript => (&JS_FILES, "runner.mjs"),
+    };
+    for (path, text) in files {
         let path = folder.join(path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(path, text)?;
     }
-    Ok(folder.join("runner.py"))
+    Ok(folder.join(script))
 }
 
 impl Drop for Pool {

@@ -43,23 +43,23 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), crate::Error> {
     config.validate(&registry).map_err(crate::Error::Config)?;
-    let runners = match &config.python {
-        Some(python) => Some(Arc::new(
-            Runners::new(python.clone(), config.max_runs)
-                .map_err(|err| crate::Error::Config(err.to_string()))?,
-        )),
-        None => None,
-    };
-    if let Some(runners) = &runners {
+    let runners = config
+        .runners
+        .iter()
+        .map(|runners| Runners::new(runners.clone(), config.max_runs).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| crate::Error::Config(err.to_string()))?;
+    for runners in &runners {
         // Before the worker is ready, its runner processes start, so that no run waits for one
-        // to import the graphs. A worker whose graphs cannot load still serves its Rust graphs;
-        // each run of a Python graph then fails retryably with the reason.
+        // to import the graphs. A worker whose graphs cannot load still serves its other graphs;
+        // each run of one of these then fails retryably with the reason.
+        let language = runners.language();
         if let Err(err) = runners.warm().await {
-            tracing::error!(error = %err, "python runners could not start");
+            tracing::error!(error = %err, ?language, "runners could not start");
         }
         match runners.describe(&pool).await {
-            Ok(()) => tracing::info!("python graphs described for the api"),
-            Err(err) => tracing::error!(error = %err, "python graphs could not be described"),
+            Ok(()) => tracing::info!(?language, "graphs described for the api"),
+            Err(err) => tracing::error!(error = %err, ?language, "graphs could not be described"),
         }
     }
     let lease = WorkerLease::new(&config.name, config.graphs.clone(), config.lease);
@@ -182,8 +182,8 @@ struct Supervisor {
     pool: PgPool,
     /// The claim's own connection (see [`claimer`]), kept from one claim to the next.
     claims: Connections,
-    /// The runner processes of the Python graphs, if any.
-    runners: Option<Arc<Runners>>,
+    /// The runner processes of the project's graphs, a pool per language.
+    runners: Vec<Arc<Runners>>,
     config: WorkerConfig,
     registry: Arc<Registry>,
     executor: Executor,
@@ -217,7 +217,7 @@ type RunExit = (RunId, Result<Finish, crate::Error>);
 /// What executes a claimed run.
 enum Served {
     Rust(Graph),
-    Python(Arc<Runners>),
+    Runner(Arc<Runners>),
 }
 
 struct InFlight {
@@ -519,9 +519,10 @@ impl Supervisor {
     fn start(&mut self, claimed: ClaimedRun) {
         let graph = match self.registry.get(&claimed.graph_id) {
             Some(graph) => Served::Rust(graph.clone()),
-            None => Served::Python(Arc::clone(
+            None => Served::Runner(Arc::clone(
                 self.runners
-                    .as_ref()
+                    .iter()
+                    .find(|runners| runners.serves(&claimed.graph_id))
                     .expect("the worker only claims registered graphs"),
             )),
         };
@@ -568,7 +569,7 @@ impl Supervisor {
                     Served::Rust(graph) => {
                         executor.execute(claimed, &graph, &handle, timeout).await
                     }
-                    Served::Python(runners) => {
+                    Served::Runner(runners) => {
                         executor
                             .execute_python(claimed, &runners, &handle, timeout)
                             .await

@@ -280,7 +280,7 @@ pub async fn accept(
     let (latest, waits) = if new.command.is_none() && named.is_none() {
         (None, false)
     } else if python {
-        crate::state::python_position(state, &thread).await?
+        crate::state::python_position(state, &thread, named).await?
     } else {
         (head, rust_thread_waits(state, &thread).await?)
     };

@@ -110,23 +110,29 @@ pub(super) async fn python_state(
     }
 }
 
-/// Where a Python graph's thread is, from one read of its latest state: the checkpoint (none
-/// for a thread that never ran), and whether it waits there for a resume (it has tasks to run).
+/// Where a runner graph's thread is: its latest checkpoint (none for a thread that never ran),
+/// and whether the thread waits for a resume (it has tasks to run) there, or at `named`, the
+/// past checkpoint a run goes back to.
 ///
 /// # Errors
 ///
-/// The database failed.
+/// The database failed; `named` is not a checkpoint of the thread.
 pub async fn python_position(
     state: &AppState,
     thread: &Thread,
+    named: Option<Uuid>,
 ) -> Result<(Option<Uuid>, bool), ApiError> {
     let latest = python_state(state, thread, None, false).await?;
     let checkpoint_id = latest["checkpoint"]["checkpoint_id"]
         .as_str()
         .and_then(|id| Uuid::parse_str(id).ok());
-    let waits = latest["next"]
-        .as_array()
-        .is_some_and(|next| !next.is_empty());
+    let at = match named {
+        Some(named) if Some(named) != checkpoint_id => {
+            python_state(state, thread, Some(named), false).await?
+        }
+        _ => latest,
+    };
+    let waits = at["next"].as_array().is_some_and(|next| !next.is_empty());
     Ok((checkpoint_id, waits))
 }
 

@@ -34,14 +34,27 @@ fn a_malformed_project_is_refused() {
 }
 
 #[test]
-fn a_javascript_graph_is_refused_by_name_beside_python_ones() {
-    let message = refused(r#"{"graphs": {"py": "./a.py:g", "js": "./src/graph.ts:graph"}}"#);
-    assert!(message.contains("graphs.js"), "{message}");
-    assert!(message.contains("JavaScript"), "{message}");
-    assert!(!message.contains("graphs.py"), "{message}");
-    assert!(
-        refused(r#"{"graphs": {"a": "./a.py:g"}, "node_version": "20"}"#).contains("node_version")
+fn javascript_graphs_are_served_beside_python_ones_and_javascript_code_is_refused_by_name() {
+    let served = project(
+        r#"{"graphs": {"py": "./a.py:g", "js": "./src/graph.ts:graph", "mjs": {"path": "./b.mjs:g"}},
+            "node_version": "20", "dependencies": ["."]}"#,
+    )
+    .expect("served");
+    assert_eq!(served.graphs.len(), 3);
+    assert_eq!(
+        served.javascript.into_iter().collect::<Vec<_>>(),
+        vec!["js".to_owned(), "mjs".to_owned()]
     );
+    for (key, text) in [
+        ("auth.path", r#""auth": {"path": "./src/auth.ts:auth"}"#),
+        ("http.app", r#""http": {"app": "./src/app.ts:app"}"#),
+    ] {
+        let message = refused(&format!(
+            r#"{{"graphs": {{"js": "./src/graph.ts:graph"}}, {text}}}"#
+        ));
+        assert!(message.contains(key), "{message}");
+        assert!(message.contains("JavaScript"), "{message}");
+    }
 }
 
 #[test]

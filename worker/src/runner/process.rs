@@ -228,7 +228,7 @@ async fn read(process: Arc<Process>, reader: Reader, readiness: watch::Sender<Re
                 graphs,
             } if protocol == protocol::VERSION => {
                 process.pid.store(pid, Ordering::Release);
-                tracing::info!(pid, ?graphs, "python runner ready");
+                tracing::info!(pid, ?graphs, "runner ready");
                 readiness.send_replace(Readiness::Ready);
             }
             FromRunner::Ready { protocol, .. } => {
@@ -260,7 +260,7 @@ async fn read(process: Arc<Process>, reader: Reader, readiness: watch::Sender<Re
     };
     let pid = process.pid.swap(0, Ordering::AcqRel);
     if !hosted.is_empty() {
-        tracing::warn!(pid, runs = hosted.len(), why, "python runner gone");
+        tracing::warn!(pid, runs = hosted.len(), why, "runner gone");
     }
     // Its runs' links see their messages end: each fails its run retryably.
     drop(hosted);
