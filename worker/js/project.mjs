@@ -130,12 +130,12 @@ export class Project {
     const require = createRequire(path.join(config.base, "package.json"));
     const version = JSON.parse(readFileSync(require.resolve("@langchain/langgraph/package.json"), "utf8")).version;
     // The checkpointer's base class, as the project's LangGraph has it.
-    const checkpoint = await projectImport(
-      path.dirname(require.resolve("@langchain/langgraph/package.json")),
-      "@langchain/langgraph-checkpoint",
-    );
+    // LangGraph's own dependencies, as it resolves them.
+    const langgraphDir = path.dirname(require.resolve("@langchain/langgraph/package.json"));
+    const checkpoint = await projectImport(langgraphDir, "@langchain/langgraph-checkpoint");
     const project = new Project(config, langgraph, checkpoint);
     project.version = version;
+    project.callbacks = await projectImport(langgraphDir, "@langchain/core/callbacks/base");
     for (const [id, spec] of Object.entries(config.specs)) {
       const [file, name] = spec.split(":", 2);
       const module = await import(pathToFileURL(path.resolve(config.base, file)).href);

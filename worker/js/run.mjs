@@ -120,6 +120,18 @@ export class Run {
     this.due = [];
     this.recording = Promise.resolve();
     this.inputCheckpoint = null;
+    // The checkpoint saved last, until its `checkpoints` chunk has described it: the next step's
+    // tasks wait for that (`classes.Waiter`), so a node that blocks the event loop cannot start
+    // before the thread's state says where the run is.
+    this.arrival = null;
+    this.waiter = new classes.Waiter(this);
+  }
+
+  // Resolves once the checkpoint saved last is described, or after `ms` at most.
+  describedWithin(ms) {
+    const arrival = this.arrival;
+    if (arrival === null) return null;
+    return Promise.race([arrival.described, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
   }
 
   config() {
@@ -204,6 +216,7 @@ export class Run {
     const modes = new Set([...wanted.filter((mode) => mode !== "events"), "checkpoints"]);
     const options = {
       ...config,
+      callbacks: [this.waiter],
       streamMode: [...modes].sort(),
       subgraphs: true,
       signal: this.abort.signal,
@@ -281,6 +294,10 @@ export class Run {
       if (checkpointId === this.undescribed) {
         this.channel.cast("describe", { checkpoint_id: checkpointId, snapshot: this.arrived(data) });
       }
+      if (this.arrival?.checkpointId === checkpointId) {
+        this.arrival.resolve();
+        this.arrival = null;
+      }
     }
     if (ns.length && !subgraphs) return;
     const suffix = ns.length ? "|" + ns.join("|") : "";
@@ -322,6 +339,10 @@ export class Run {
   // described now with their results. The input's checkpoint waits one more step.
   saving(checkpointId, source) {
     if (source === "input") this.inputCheckpoint = checkpointId;
+    let resolve;
+    const described = new Promise((done) => (resolve = done));
+    this.arrival?.resolve();
+    this.arrival = { checkpointId, described, resolve };
     if (this.undescribed !== null) this.due.push(this.undescribed);
     this.undescribed = checkpointId;
     if (this.due.length && !(this.due.length === 1 && this.due[0] === this.inputCheckpoint)) this.startRecording();
@@ -351,6 +372,25 @@ export class Run {
     this.undescribed = null;
     return this.describe(checkpointId, true);
   }
+}
+
+// A LangChain callback handler, awaited, that holds a task's start while the checkpoint before it
+// is not yet described (`Run.arrival`); made from the project's own `BaseCallbackHandler`.
+export function waiterClass(BaseCallbackHandler) {
+  return class Waiter extends BaseCallbackHandler {
+    name = "mostrador_waiter";
+    awaitHandlers = true;
+
+    constructor(run) {
+      super();
+      this.run = run;
+    }
+
+    async handleChainStart() {
+      const waiting = this.run.describedWithin(100);
+      if (waiting !== null) await waiting;
+    }
+  };
 }
 
 const failure = (error, message, retryable = false, retire = false) => ({ kind: "error", error, message, retryable, retire });

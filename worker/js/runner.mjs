@@ -8,7 +8,7 @@ import { openSync } from "node:fs";
 import { Channel, RunChannel, VERSION } from "./channel.mjs";
 import { describeAll } from "./describe.mjs";
 import { Project } from "./project.mjs";
-import { Run, runOne } from "./run.mjs";
+import { Run, runOne, waiterClass } from "./run.mjs";
 import { saverClass } from "./saver.mjs";
 import { storeClass } from "./store.mjs";
 
@@ -17,10 +17,17 @@ import { storeClass } from "./store.mjs";
 const protocolOut = openSync("/dev/stdout", "w");
 process.stdout.write = process.stderr.write.bind(process.stderr);
 
+// The worker's settings for this runner are its own, not the graphs' (a memory limit is Node's
+// heap flag; spans and a blocked loop are not reported by this runner yet).
+for (const name of Object.keys(process.env)) {
+  if (name.startsWith("MOSTRADOR_RUNNER_")) delete process.env[name];
+}
+
 const project = await Project.load(process.argv[2]);
 const classes = {
   Saver: saverClass(project.checkpoint),
   Store: storeClass(project.checkpoint.BaseStore),
+  Waiter: waiterClass(project.callbacks.BaseCallbackHandler),
 };
 const channel = new Channel(protocolOut);
 const runs = new Map();

@@ -111,7 +111,7 @@ class Process:
                     "--listen",
                     f"127.0.0.1:{self.port}",
                     "--config",
-                    str(CONFIG),
+                    str(world.opts.config),
                     "--python",
                     str(world.opts.python),
                     *args,
@@ -480,7 +480,8 @@ def cancel_reaches_a_blocked_node_within_a_second_with_interrupt_and_rollback(
     run is gone (404) and so are its checkpoints (an empty state and history)."""
     a = world.worker("a")
     client = world.client
-    for mode, within in CANCEL_WITHIN_SECONDS.items():
+    for mode in world.opts.cancel_modes:
+        within = CANCEL_WITHIN_SECONDS[mode]
         for action in ("interrupt", "rollback"):
             run = world.start("blocked", {"mode": mode})
             thread_id = run["thread_id"]
@@ -827,11 +828,20 @@ def main() -> int:
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--keep", action="store_true", help="keep the databases, to look")
     parser.add_argument("--only", nargs="*", default=[], help="tests whose name contains one")
+    parser.add_argument(
+        "--config", type=Path, default=CONFIG,
+        help="the project whose graphs `linear`, `fanout`, `blocked`... the tests run (the same "
+        "graphs in JavaScript: tests/langgraphjs/project/langgraph.json)",
+    )
+    parser.add_argument(
+        "--cancel-modes", nargs="*", default=list(CANCEL_WITHIN_SECONDS),
+        choices=list(CANCEL_WITHIN_SECONDS), help="how `blocked` blocks, each cancelled",
+    )
     opts = parser.parse_args()
     # Absolute, but not resolved: a venv's interpreter is a symlink out of the venv. (Runners
     # start in the folder of `langgraph.json`.)
     opts.python = Path(os.path.abspath(opts.python))
-    opts.bin, opts.out = opts.bin.resolve(), opts.out.resolve()
+    opts.bin, opts.out, opts.config = opts.bin.resolve(), opts.out.resolve(), opts.config.resolve()
     opts.out.mkdir(parents=True, exist_ok=True)
 
     results, failed = {}, 0
