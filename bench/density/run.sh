@@ -37,10 +37,15 @@ QUIET_WAIT_S=${QUIET_WAIT_S:-60}
 read -r -a WORKER_EXTRA <<< "${WORKER_ARGS:-}"
 OUT=${OUT:-$ROOT/target/bench-density}
 PG=postgres://postgres@127.0.0.1:5432
+# LANGUAGE=typescript: the same graphs in TypeScript (bench/js/graphs.ts), run by mostrador's
+# Node.js runners and by the official JS server (`lgjs`: langgraphjs dev) in place of `lgapi`.
+LANGUAGE=${LANGUAGE:-python}
 SERVERS=("$@")
-[ ${#SERVERS[@]} -gt 0 ] || SERVERS=(mostrador lgapi)
+if [ ${#SERVERS[@]} -eq 0 ]; then
+  if [ "$LANGUAGE" = typescript ]; then SERVERS=(mostrador lgjs); else SERVERS=(mostrador lgapi); fi
+fi
 for s in "${SERVERS[@]}"; do
-  case $s in mostrador | lgapi) ;; *) echo "unknown server: $s (mostrador, lgapi)" >&2; exit 2 ;; esac
+  case $s in mostrador | lgapi | lgjs) ;; *) echo "unknown server: $s (mostrador, lgapi, lgjs)" >&2; exit 2 ;; esac
 done
 API_PORT=18141 WORKER_PORT=18142 LGAPI_PORT=18143
 
@@ -66,10 +71,29 @@ GRAPHS_PY=$PEERS/langgraph-api/.venv/bin/python
 # (../shared/peers/langgraph-api/graphs.py is a symlink to ../e2e/graphs.py in the peers' repo,
 # but a copy of shared/ may hold it as a file with the link's text; and `langgraph dev` keeps its
 # state, .langgraph_api/, in its working directory: ours, not shared/.)
-PROJECT=$OUT/project
+PROJECT=$OUT/project-$LANGUAGE
+rm -rf "$PROJECT"
 mkdir -p "$OUT/logs" "$PROJECT"
-cp "$PEERS/e2e/graphs.py" "$PROJECT/graphs.py"
-cat > "$PROJECT/langgraph.json" <<'EOF'
+if [ "$LANGUAGE" = typescript ]; then
+  # The TypeScript twins, with tests/langgraphjs/project's pinned node_modules.
+  JS_MODULES=$ROOT/tests/langgraphjs/project
+  if [ ! -d "$JS_MODULES/node_modules/@langchain/langgraph-cli" ]; then
+    (cd "$JS_MODULES" && npm ci --no-audit --no-fund --silent --legacy-peer-deps)
+  fi
+  cp "$ROOT/bench/js/graphs.ts" "$JS_MODULES/package.json" "$PROJECT/"
+  ln -s "$JS_MODULES/node_modules" "$PROJECT/node_modules"
+  cat > "$PROJECT/langgraph.json" <<'EOF'
+{
+  "node_version": "20",
+  "graphs": {
+    "l1": "./graphs.ts:l1",
+    "l6": "./graphs.ts:l6"
+  }
+}
+EOF
+else
+  cp "$PEERS/e2e/graphs.py" "$PROJECT/graphs.py"
+  cat > "$PROJECT/langgraph.json" <<'EOF'
 {
   "dependencies": ["."],
   "graphs": {
@@ -78,6 +102,7 @@ cat > "$PROJECT/langgraph.json" <<'EOF'
   }
 }
 EOF
+fi
 CONFIG=$PROJECT/langgraph.json
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 LINES=$(mktemp)   # this invocation's lines, for the ratio
@@ -141,7 +166,7 @@ for s in "${SERVERS[@]}"; do
     ready "http://127.0.0.1:$API_PORT/ok" "$OUT/logs/$STAMP-mostrador-api.log"
     ready "http://127.0.0.1:$WORKER_PORT/ready" "$OUT/logs/$STAMP-mostrador-worker.log"
     tok=$("$B" token --jwt-secret density-secret --sub bench --role customer --store s1 | tail -n1)
-    name="mostrador max-runs=$RUNS${WORKER_ARGS:+ $WORKER_ARGS}"
+    name="mostrador $LANGUAGE max-runs=$RUNS${WORKER_ARGS:+ $WORKER_ARGS}"
     burst "$name" first "http://127.0.0.1:$API_PORT" "$tok"
     burst "$name" second "http://127.0.0.1:$API_PORT" "$tok" ;;
   lgapi)
@@ -152,6 +177,14 @@ for s in "${SERVERS[@]}"; do
     GROUPS_UP+=($!)
     ready "http://127.0.0.1:$LGAPI_PORT/ok" "$OUT/logs/$STAMP-lgapi.log"
     burst "langgraph-api inmem n-jobs=$RUNS" first "http://127.0.0.1:$LGAPI_PORT" ;;
+  lgjs)
+    rm -rf "$PROJECT/.langgraph_api"
+    (cd "$PROJECT" && LANGSMITH_TRACING=false exec setsid node_modules/.bin/langgraphjs dev \
+      --no-browser --no-reload --host 127.0.0.1 --port "$LGAPI_PORT" --n-jobs-per-worker "$RUNS") \
+      > "$OUT/logs/$STAMP-lgjs.log" 2>&1 &
+    GROUPS_UP+=($!)
+    ready "http://127.0.0.1:$LGAPI_PORT/ok" "$OUT/logs/$STAMP-lgjs.log"
+    burst "langgraph-api (JS) inmem n-jobs=$RUNS" first "http://127.0.0.1:$LGAPI_PORT" ;;
   esac
   stop
 done
@@ -162,6 +195,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 most = [r for r in rows if r["server"].startswith("mostrador")]
 off = [r for r in rows if r["server"].startswith("langgraph-api")]
+official = off[0]["server"].split(" inmem")[0] if off else ""
 if most and off:
     o = off[0]
     wall = {r["burst"]: round(r["wall_s"] / o["wall_s"], 2) for r in most}
@@ -169,7 +203,7 @@ if most and off:
     pss = round(max(r["peak_pss_mib"] for r in most) / o["peak_pss_mib"], 2)
     complete = all(r["success"] == r["runs"] for r in most + off)
     print(json.dumps({
-        "ratio": "mostrador / langgraph-api", "runs": o["runs"], "delay_ms": o["delay_ms"],
+        "ratio": f"mostrador / {official}", "runs": o["runs"], "delay_ms": o["delay_ms"],
         "wall": wall, "peak_rss": rss, "peak_pss": pss, "targets": {"wall": 1.2, "peak_rss": 2.0},
         "all_runs_succeeded": complete,
         "met": complete and max(wall.values()) <= 1.2 and rss <= 2.0,

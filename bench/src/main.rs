@@ -20,7 +20,7 @@
 //! * `baseline-pickup`: the raw-SQL queue's pickup latency (insert + NOTIFY in one statement, an
 //!   idle claimer on LISTEN), timed like `pickup`.
 //! * `python-linear`, `python-linear1`: the Python graphs of `bench/servers/langgraph.json`
-//!   executed through the worker's Python path (`python.rs`), one run after another; supersteps
+//!   executed through the worker's runner path (`worker/src/in_runner.rs`), one run after another; supersteps
 //!   per second of `linear6`, milliseconds per run of `linear1` (for the cost of one superstep).
 //!
 //! It drops and recreates its own database (`--database-url`) on every start.

@@ -1,5 +1,5 @@
 //! A Python graph through mostrador's worker path, in this process: each run is claimed, then
-//! executed by [`Executor::execute_python`] exactly as a worker executes it (a warm runner
+//! executed by [`Executor::execute_in_runner`] exactly as a worker executes it (a warm runner
 //! process runs LangGraph's engine; its checkpointer's calls come back over the pipe and are
 //! written fenced by the run's lease; events go to the publisher; the run ends with its
 //! completion). Runs go one after another on new threads, like `bench/langgraph/bench.py` runs
@@ -117,7 +117,7 @@ async fn execute_one(
     claimed: ClaimedRun,
 ) -> anyhow::Result<()> {
     let finish = executor
-        .execute_python(claimed, runners, &RunHandle::new(), None)
+        .execute_in_runner(claimed, runners, &RunHandle::new(), None)
         .await?;
     anyhow::ensure!(
         finish == Finish::Ended(RunStatus::Success),

@@ -7,8 +7,8 @@
 //!
 //! A module is one noun, and its `//!` says in one sentence what it owns.
 //!
-//! * [`config`]: [`WorkerConfig`], its defaults and their validation (its `python` names the
-//!   Python graphs), and the [`Registry`] of Rust graphs.
+//! * [`config`]: [`WorkerConfig`], its defaults and their validation (its `runners` name the
+//!   graphs of a `langgraph.json`, by language), and the [`Registry`] of Rust graphs.
 //! * [`supervisor`]: the per-process loop ([`run`]), a `select!` that reads as a
 //!   table of contents: drain, cancel at the drain deadline, reap and refill slots, relay cancels,
 //!   heartbeat, claim when woken by NOTIFY or the poll, sweep expired leases, threads and items.
@@ -16,10 +16,12 @@
 //!   next incarnation under the same name takes its runs back at once.
 //! * [`execute`]: one claimed run of a Rust graph from start to finish, on a
 //!   fenced [`mostrador_queue::PgCheckpointer`], ending as its outcome calls for.
-//! * `python` (private): one claimed run of a Python graph ([`Executor::execute_python`]), driven
-//!   in its runner process while this side answers its checkpointer, Store and services.
-//! * [`runner`]: the pool of runner processes ([`runner::Runners`]), placing each run as its
-//!   [`runner::Isolation`] allows; new runners fork from a warm template unless `--python-no-fork`.
+//! * `in_runner` (private): one claimed run of a Python or JavaScript graph
+//!   ([`Executor::execute_in_runner`]), driven in its runner process while this side answers its
+//!   checkpointer, Store and services.
+//! * [`runner`]: the pools of runner processes ([`runner::Runners`], one per language), placing each
+//!   run as its [`runner::Isolation`] allows; new Python runners fork from a warm template unless
+//!   `--python-no-fork`.
 //!   [`runner::protocol`] types the messages (versioned), and [`runner::checkpointer`] answers the
 //!   runner's checkpointer calls with `mostrador_queue::state::saver`. Before the worker is ready, a
 //!   runner describes its graphs ([`runner::Runners::describe`]) into `mostrador_queue::data::graphs`.
@@ -46,7 +48,7 @@
 //!   `running` and this worker's, so the worker fails it retryably at its next heartbeat or poll.
 //! * At start a worker ends the lease of a previous worker of its name whose process is surely
 //!   gone, so its first sweep takes those runs back at once.
-//! * A Python run's cancel not honoured within [`runner::CANCEL_GRACE`] kills its process; a
+//! * A runner's run's cancel not honoured within [`runner::CANCEL_GRACE`] kills its process; a
 //!   process that dies fails every run it hosted retryably; a run over the memory limit
 //!   (`--python-memory-limit-mib`) fails retryably and its process takes no new run.
 //! * Runners hold none of the worker's settings in their environment, the worker is not dumpable,
@@ -56,9 +58,9 @@
 
 pub mod config;
 pub mod execute;
+mod in_runner;
 mod incarnation;
 pub mod publish;
-mod python;
 pub mod runner;
 pub mod sandbox;
 pub mod services;

@@ -193,6 +193,16 @@ pub enum Language {
     JavaScript,
 }
 
+impl Language {
+    /// The runner's name, as a run's error names it (`PythonRunnerDied`).
+    pub fn runner(self) -> &'static str {
+        match self {
+            Self::Python => "PythonRunner",
+            Self::JavaScript => "NodeRunner",
+        }
+    }
+}
+
 /// Where a worker's graphs of one language come from, and how their runners are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerConfig {

@@ -571,7 +571,7 @@ impl Supervisor {
                     }
                     Served::Runner(runners) => {
                         executor
-                            .execute_python(claimed, &runners, &handle, timeout)
+                            .execute_in_runner(claimed, &runners, &handle, timeout)
                             .await
                     }
                 };

@@ -1,5 +1,5 @@
-//! One claimed run of a Python graph, from start to finish: a runner process executes it with
-//! LangGraph's engine, beside other runs, while this side answers its checkpointer (fenced by the
+//! One claimed run of a Python or JavaScript graph, from start to finish: a runner process
+//! executes it with LangGraph's engine, beside other runs, while this side answers its checkpointer (fenced by the
 //! run's lease),
 //! forwards its events to the [`crate::publish::Publisher`], relays drain and cancel, and ends
 //! the run with the transition its outcome calls for, as [`crate::execute`] does for Rust graphs.
@@ -45,13 +45,13 @@ enum Gone {
 }
 
 impl Executor {
-    /// Executes one claimed run of a Python graph to its end, which the claim does not outlive.
-    /// `timeout` bounds the whole run.
+    /// Executes one claimed run of a Python or JavaScript graph to its end, which the claim does
+    /// not outlive. `timeout` bounds the whole run.
     ///
     /// # Errors
     ///
     /// A database failure during a transition; the run stays `running` until its lease expires.
-    pub async fn execute_python(
+    pub async fn execute_in_runner(
         &self,
         claimed: ClaimedRun,
         runners: &Runners,
@@ -76,14 +76,16 @@ impl Executor {
                 return fail(&events, claimed, "InvalidRun", &message, false).await;
             }
         };
+        // Errors name the runner: `PythonRunnerDied`, `NodeRunnerDied`.
+        let runner = runners.language().runner();
         let mut link = match runners.place(&claimed).await {
             Ok(link) => link,
             Err(err) => {
-                tracing::warn!(run_id = %claimed.run_id(), error = %err, "no python runner");
+                tracing::warn!(run_id = %claimed.run_id(), error = %err, runner, "no runner");
                 return fail(
                     &events,
                     claimed,
-                    "PythonRunnerError",
+                    &format!("{runner}Error"),
                     &err.to_string(),
                     true,
                 )
@@ -136,9 +138,9 @@ impl Executor {
                         end(&events, claimed, Ending::TimedOut).await
                     }
                     Gone::Died(why) => {
-                        tracing::warn!(run_id = %claimed.run_id(), why, "python runner died");
+                        tracing::warn!(run_id = %claimed.run_id(), why, runner, "runner died");
                         // The next attempt resumes from the last checkpoint.
-                        fail(&events, claimed, "PythonRunnerDied", &why, true).await
+                        fail(&events, claimed, &format!("{runner}Died"), &why, true).await
                     }
                     Gone::Blocked(seconds) => {
                         tracing::warn!(run_id = %claimed.run_id(), seconds, "run blocked its runner's event loop");
