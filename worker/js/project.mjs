@@ -135,6 +135,7 @@ export class Project {
     const checkpoint = await projectImport(langgraphDir, "@langchain/langgraph-checkpoint");
     const project = new Project(config, langgraph, checkpoint);
     project.version = version;
+    project.langgraphDir = langgraphDir;
     project.callbacks = await projectImport(langgraphDir, "@langchain/core/callbacks/base");
     for (const [id, spec] of Object.entries(config.specs)) {
       const [file, name] = spec.split(":", 2);

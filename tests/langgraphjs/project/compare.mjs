@@ -86,7 +86,7 @@ function renumber(value) {
 // Answers that still differ, each with its reason (docs/wire-protocol.md). Reported, not failed.
 const KNOWN = {
   "agent/schemas":
-    "the official JS server reads a graph's schemas from its TypeScript source; mostrador's runner does not derive them yet",
+    "an Annotation state's schemas: the official JS server reads them from the TypeScript source; mostrador's runner does not parse it (a StateSchema's, research/schemas, are the same)",
   "parent/schemas": "as agent/schemas",
   "agent/stream/messages":
     "mostrador streams the legacy `messages` mode as the Python server does (each message the model streams, `messages/metadata` then `messages/partial` and `messages/complete`); the JS server completes every new message of the state's values, the input's too, without metadata. `messages-tuple`, which the SDKs' and useStream's clients use, is the same on both",
@@ -104,6 +104,7 @@ const EXPECTED = {
   "parent/stream": "researching ai",
   "approval/goto/state": "dropped",
   "memory/second": "tea: likes tea",
+  "research/wait": "tides: notes on tides",
   "mapreduce/error": "TypeError",
 };
 
@@ -201,6 +202,15 @@ async function scenarios(url) {
     // LangChain's callback events, by kind and name (their timings and ids are each run's).
     return events.map(([name, data]) => (name === "events" ? [data.event, data.name] : [name]));
   });
+
+  // A graph whose state is a StateSchema: its schemas, its assistant's name, a run.
+  await record("research/schemas", async () => {
+    const [assistant] = await client.assistants.search({ graphId: "research" });
+    return [assistant.name, await client.assistants.getSchemas(assistant.assistant_id)];
+  });
+  await record("research/wait", async () =>
+    client.runs.wait(await newThread(), "research", { input: { question: "tides" } }),
+  );
 
   // The store, shared by the user's threads.
   await record("memory/first", async () =>
