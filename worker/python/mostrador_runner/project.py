@@ -19,6 +19,15 @@ from .index import load_index
 Access = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
 
 
+JS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx")
+
+
+def is_javascript(spec: str | dict) -> bool:
+    """A graph of the project's JavaScript (`./src/graph.ts:graph`), as the official CLI tells."""
+    path: str = spec["path"] if isinstance(spec, dict) else spec
+    return path.rpartition(":")[0].endswith(JS_SUFFIXES)
+
+
 def load_graph(base: str, graph_id: str, spec: str | dict) -> Any:
     """What `langgraph.json` names: `./file.py:attr` (a file of the project) or `pkg.module:attr`
     (a module on the path). A builder is compiled once, here, as officially."""
@@ -122,6 +131,9 @@ class Project:
         self.store_index = load_index(config)
         self._context_keys: dict[Any, frozenset | None] = {}
         for graph_id, spec in config.get("graphs", {}).items():
+            if is_javascript(spec):
+                # Run by the JavaScript runner (`worker/js/`), beside this one.
+                continue
             value = load_graph(config["_base"], graph_id, spec)
             if not isinstance(value, Pregel):
                 if not callable(value):

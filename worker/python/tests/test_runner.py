@@ -11,13 +11,31 @@ from langgraph_sdk.runtime import ServerRuntime
 
 from mostrador_runner import protocol
 from mostrador_runner.config import _env_file
-from mostrador_runner.project import factory_arguments
+from mostrador_runner.project import Project, factory_arguments
 
 
 def test_an_env_file_is_read_as_dotenv_reads_it(tmp_path: Path) -> None:
     env = tmp_path / ".env"
     env.write_text('# a comment\nexport A=1\nB="two words"\nC=three # trailing\n\nnot a line\n')
     assert dict(_env_file(str(env))) == {"A": "1", "B": "two words", "C": "three"}
+
+
+def test_a_project_loads_its_python_graphs_and_leaves_its_javascript_ones_to_node(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(
+        "from langgraph.graph import StateGraph, START, END\n"
+        "from typing import TypedDict\n"
+        "class S(TypedDict):\n    x: int\n"
+        "graph = StateGraph(S).add_node('n', lambda s: s).add_edge(START, 'n').add_edge('n', END).compile()\n"
+    )
+    config = {
+        "_base": str(tmp_path),
+        "graphs": {
+            "py": "./agent.py:graph",
+            "ts": "./src/agent.ts:graph",
+            "mjs": {"path": "./src/agent.mjs:graph", "description": "a module"},
+        },
+    }
+    assert Project(config).ids() == ["py"]
 
 
 def test_a_factory_is_called_as_the_official_server_calls_it() -> None:
