@@ -1,5 +1,5 @@
 //! `mostrador dockerfile`: the Dockerfile of a worker image for the Python graphs of a
-//! `langgraph.json`. A Python base image, `langgraph` and the project's `dependencies` installed
+//! `langgraph.json` (its JavaScript graphs: [`node`]). A Python base image, `langgraph` and the project's `dependencies` installed
 //! with pip, the project copied with its layout (the runner resolves the config's relative paths
 //! in the image as on disk), and the binary of the mostrador image, run as `mostrador worker`.
 //!
@@ -51,9 +51,9 @@ pub(crate) struct DockerfileArgs {
     #[arg(long, default_value = "langgraph.json")]
     config: PathBuf,
 
-    /// The image to build on, with Python and glibc 2.36 or later (Debian 12 and later) for the
-    /// binary [default: python:<python_version>-slim-bookworm, python_version from langgraph.json
-    /// or 3.11].
+    /// The image to build on, with Python (Node.js, for JavaScript graphs) and glibc 2.36 or later
+    /// (Debian 12 and later) for the binary [default: python:<python_version>-slim-bookworm,
+    /// python_version from langgraph.json or 3.11; node:<node_version>-bookworm-slim, 20].
     #[arg(long)]
     base_image: Option<String>,
 
@@ -75,19 +75,6 @@ pub(crate) fn run(args: &DockerfileArgs) -> anyhow::Result<()> {
     // An image whose project the runtime would refuse is refused now, for the same reasons.
     let served = crate::langgraph::project(&text)
         .with_context(|| format!("{} cannot be served", config_path.display()))?;
-    anyhow::ensure!(
-        served.javascript.is_empty(),
-        "{} names JavaScript graphs ({}): `mostrador dockerfile` builds images of Python projects \
-         only so far; install Node.js and the project's node_modules in your own image, and start \
-         mostrador with --node",
-        config_path.display(),
-        served
-            .javascript
-            .iter()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
     let config: Value = serde_json::from_str(&text)?;
     let path = std::fs::canonicalize(config_path)
         .with_context(|| format!("failed to resolve {}", config_path.display()))?;
@@ -95,13 +82,27 @@ pub(crate) fn run(args: &DockerfileArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} is not a file in a folder", path.display());
     };
     let config_file = config_file.to_string_lossy();
-    let project = Project::read(&config, project_dir, &config_file, folder_contents)
-        .with_context(|| format!("invalid {}", config_path.display()))?;
-    let ignored = ignored_keys(&config);
-    if !ignored.is_empty() {
-        tracing::warn!(keys = ?ignored, "these keys of langgraph.json change nothing in the image");
-    }
-    let dockerfile = project.dockerfile(args.base_image.as_deref());
+    let dockerfile = if served.javascript.is_empty() {
+        let project = Project::read(&config, project_dir, &config_file, folder_contents)
+            .with_context(|| format!("invalid {}", config_path.display()))?;
+        let ignored = ignored_keys(&config);
+        if !ignored.is_empty() {
+            tracing::warn!(keys = ?ignored, "these keys of langgraph.json change nothing in the image");
+        }
+        project.dockerfile(args.base_image.as_deref())
+    } else {
+        anyhow::ensure!(
+            served.javascript.len() == served.graphs.len(),
+            "{} names Python and JavaScript graphs: an image of one language is written for a \
+             project of one language; give each language a langgraph.json of its own (a worker \
+             per image), or build an image with both interpreters yourself",
+            config_path.display()
+        );
+        let has = |file: &str| project_dir.join(file).is_file();
+        node::NodeProject::read(&config, &config_file, has)
+            .with_context(|| format!("invalid {}", config_path.display()))?
+            .dockerfile(args.base_image.as_deref())
+    };
     match &args.output {
         Some(output) => std::fs::write(output, dockerfile)
             .with_context(|| format!("failed to write {}", output.display()))?,
@@ -550,6 +551,8 @@ fn folder_contents(dir: &Path) -> anyhow::Result<Contents> {
         requirements: dir.join("requirements.txt").is_file(),
     })
 }
+
+mod node;
 
 #[cfg(test)]
 mod tests;

@@ -288,3 +288,93 @@ fn a_project_with_its_own_routes_gets_starlette() {
         "{text}"
     );
 }
+
+mod node {
+    //! The Dockerfile of JavaScript graphs.
+
+    use serde_json::json;
+
+    use super::instructions;
+    use crate::dockerfile::node::{Installer, NodeProject};
+
+    fn dockerfile(config: &serde_json::Value, files: &[&str]) -> anyhow::Result<String> {
+        let has = |file: &str| files.contains(&file);
+        Ok(NodeProject::read(config, "langgraph.json", has)?.dockerfile(None))
+    }
+
+    #[test]
+    fn a_typescript_project_installs_its_locked_packages_then_copies_its_code() {
+        let config = json!({"node_version": "22", "dependencies": ["."],
+            "graphs": {"agent": "./src/agent.ts:graph"}});
+        let text = dockerfile(&config, &["package.json", "package-lock.json"]).expect("written");
+        let lines = instructions(&text);
+        assert_eq!(
+            lines[0],
+            format!(
+                "ARG MOSTRADOR_IMAGE={}",
+                crate::dockerfile::MOSTRADOR_IMAGE_DEFAULT
+            )
+        );
+        assert_eq!(
+            lines[1..],
+            [
+                "FROM ${MOSTRADOR_IMAGE} AS mostrador",
+                "FROM node:22-bookworm-slim",
+                "WORKDIR /app",
+                "COPY package.json package-lock.json /app/",
+                r#"RUN ["npm", "ci", "--no-audit", "--no-fund"]"#,
+                "COPY . /app",
+                "COPY --from=mostrador /usr/local/bin/mostrador /usr/local/bin/mostrador",
+                "ENV MOSTRADOR_NODE=node \\",
+                "    MOSTRADOR_LANGGRAPH_CONFIG=/app/langgraph.json",
+                "USER 10001:10001",
+                "EXPOSE 9091 8123",
+                r#"ENTRYPOINT ["/usr/local/bin/mostrador"]"#,
+                r#"CMD ["worker"]"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn the_lock_file_names_the_package_manager() {
+        let of = |files: &[&str]| Installer::of(|file| files.contains(&file));
+        assert_eq!(of(&["package.json"]), Installer::Npm { locked: false });
+        assert_eq!(of(&["package-lock.json"]), Installer::Npm { locked: true });
+        assert_eq!(of(&["yarn.lock"]), Installer::Yarn);
+        assert_eq!(
+            of(&["pnpm-lock.yaml", "package-lock.json"]),
+            Installer::Pnpm
+        );
+        let config = json!({"graphs": {"agent": "./src/agent.ts:graph"}});
+        let text = dockerfile(&config, &["package.json", "yarn.lock"]).expect("written");
+        assert!(text.contains("FROM node:20-bookworm-slim"), "{text}");
+        assert!(text.contains("COPY package.json yarn.lock /app/"), "{text}");
+        assert!(text.contains("yarn install --frozen-lockfile"), "{text}");
+    }
+
+    #[test]
+    fn what_the_image_cannot_honour_is_refused_by_name() {
+        let graphs = json!({"agent": "./src/agent.ts:graph"});
+        for (config, files, named) in [
+            (
+                json!({"graphs": graphs, "node_version": "18"}),
+                &["package.json"][..],
+                "node_version",
+            ),
+            (
+                json!({"graphs": graphs, "node_version": "lts"}),
+                &["package.json"][..],
+                "node_version",
+            ),
+            (
+                json!({"graphs": graphs, "dependencies": ["../shared"]}),
+                &["package.json"][..],
+                "../shared",
+            ),
+            (json!({"graphs": graphs}), &[][..], "package.json"),
+        ] {
+            let message = format!("{:#}", dockerfile(&config, files).expect_err("refused"));
+            assert!(message.contains(named), "{named}: {message}");
+        }
+    }
+}
