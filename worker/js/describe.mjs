@@ -3,7 +3,7 @@
 // what it holds at run time, as the official server reads them first: a `StateSchema`, or Zod
 // schemas (LangGraph's registry, else Zod's own). A graph whose state is an `Annotation` has no
 // schema at run time; the official server then reads its TypeScript types from the source, which
-// this runner does not: its schemas are empty.
+// this runner does not: its schemas name the state's fields, each any JSON.
 
 import { jsonable } from "./json.mjs";
 import { projectImport } from "./project.mjs";
@@ -68,10 +68,28 @@ async function fromZod(project, graph) {
   return null;
 }
 
+// An `Annotation` state's fields, each any JSON: what is known of it at run time (the official
+// server reads their TypeScript types from the source).
+function fromChannels(builder) {
+  const object = (definition) =>
+    definition != null && typeof definition === "object"
+      ? { type: "object", properties: Object.fromEntries(Object.keys(definition).map((key) => [key, {}])) }
+      : null;
+  const found = {
+    state: object(builder._schemaDefinition),
+    input: object(builder._inputDefinition),
+    output: object(builder._outputDefinition),
+    config: null,
+  };
+  return found.state === null ? null : found;
+}
+
 // The schemas of a compiled graph, as `assistants.get_schemas` answers them (a JS graph's config
 // and context are one schema, as on the official JS server).
 async function schemas(project, graph) {
-  const found = (graph.builder && (fromStateSchema(graph.builder) ?? (await fromZod(project, graph)))) ?? null;
+  const builder = graph.builder;
+  const found =
+    (builder && (fromStateSchema(builder) ?? (await fromZod(project, graph)) ?? fromChannels(builder))) ?? null;
   if (found === null) return noSchemas();
   // A schema the graph does not have is left out, as the official JS server leaves it.
   return jsonable({
