@@ -375,8 +375,9 @@ export class Run {
 }
 
 // A LangChain callback handler, awaited, that holds a task's start while the checkpoint before it
-// is not yet described (`Run.arrival`); made from the project's own `BaseCallbackHandler`.
-export function waiterClass(BaseCallbackHandler) {
+// is not yet described (`Run.arrival`), and tells `running` which run starts a task (the one a
+// blocked event loop is blamed on); made from the project's own `BaseCallbackHandler`.
+export function waiterClass(BaseCallbackHandler, running) {
   return class Waiter extends BaseCallbackHandler {
     name = "mostrador_waiter";
     awaitHandlers = true;
@@ -387,6 +388,7 @@ export function waiterClass(BaseCallbackHandler) {
     }
 
     async handleChainStart() {
+      running(this.run.channel.run);
       const waiting = this.run.describedWithin(100);
       if (waiting !== null) await waiting;
     }

@@ -11,6 +11,7 @@ import { Project } from "./project.mjs";
 import { Run, runOne, waiterClass } from "./run.mjs";
 import { saverClass } from "./saver.mjs";
 import { storeClass } from "./store.mjs";
+import { watchTheLoop } from "./watch.mjs";
 
 // Before any user code runs: what the graphs print goes to standard error, never into the
 // protocol, which keeps standard output's descriptor (a copy, opened before).
@@ -18,18 +19,20 @@ const protocolOut = openSync("/dev/stdout", "w");
 process.stdout.write = process.stderr.write.bind(process.stderr);
 
 // The worker's settings for this runner are its own, not the graphs' (a memory limit is Node's
-// heap flag; spans and a blocked loop are not reported by this runner yet).
+// heap flag; spans are not reported by this runner yet).
+const blockedAfter = Number(process.env.MOSTRADOR_RUNNER_BLOCKED_AFTER || 0);
 for (const name of Object.keys(process.env)) {
   if (name.startsWith("MOSTRADOR_RUNNER_")) delete process.env[name];
 }
 
 const project = await Project.load(process.argv[2]);
+const channel = new Channel(protocolOut);
+const watch = blockedAfter > 0 ? watchTheLoop(protocolOut, blockedAfter) : null;
 const classes = {
   Saver: saverClass(project.checkpoint),
   Store: storeClass(project.checkpoint.BaseStore),
-  Waiter: waiterClass(project.callbacks.BaseCallbackHandler),
+  Waiter: waiterClass(project.callbacks.BaseCallbackHandler, (run) => watch?.running(run)),
 };
-const channel = new Channel(protocolOut);
 const runs = new Map();
 
 channel.onMessage = (message) => {

@@ -18,7 +18,7 @@ use crate::execute::{Executor, Finish, RunHandle, cancelled, end, fail, postpone
 use crate::publish::RunEvents;
 use crate::runner::checkpointer;
 use crate::runner::protocol::{Cast, FromRunner, Outcome};
-use crate::runner::{CANCEL_GRACE, RunLink, Runners};
+use crate::runner::{CANCEL_GRACE, Language, RunLink, Runners};
 use crate::services::Services;
 
 /// How a run left its runner.
@@ -77,7 +77,8 @@ impl Executor {
             }
         };
         // Errors name the runner: `PythonRunnerDied`, `NodeRunnerDied`.
-        let runner = runners.language().runner();
+        let language = runners.language();
+        let runner = language.runner();
         let mut link = match runners.place(&claimed).await {
             Ok(link) => link,
             Err(err) => {
@@ -145,10 +146,20 @@ impl Executor {
                     Gone::Blocked(seconds) => {
                         tracing::warn!(run_id = %claimed.run_id(), seconds, "run blocked its runner's event loop");
                         // Not retried: it would block the next process's runs as well.
+                        let remedy = match language {
+                            Language::Python => {
+                                "a blocking call in an async node (use an async client, a sync \
+                                 node, or asyncio.to_thread)"
+                            }
+                            Language::JavaScript => {
+                                "a synchronous loop or call in a node (await the work, or move it \
+                                 to a worker thread)"
+                            }
+                        };
                         let message = format!(
-                            "the run held its Python runner's event loop for {seconds} s, which the \
-                             runs beside it share: a blocking call in an async node (use an async \
-                             client, a sync node, or asyncio.to_thread)"
+                            "the run held its {} runner's event loop for {seconds} s, which the \
+                             runs beside it share: {remedy}",
+                            language.interpreter()
                         );
                         fail(&events, claimed, "BlockedEventLoop", &message, false).await
                     }

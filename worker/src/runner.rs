@@ -135,7 +135,7 @@ const PYTHON_FILES: [(&str, &str); 21] = [
 
 /// The JavaScript runner (`js/`: `runner.mjs` and its modules), which runs a project's JavaScript
 /// graphs with the project's own LangGraph.js, written beside the Python one.
-const JS_FILES: [(&str, &str); 8] = [
+const JS_FILES: [(&str, &str); 9] = [
     ("runner.mjs", include_str!("../js/runner.mjs")),
     ("channel.mjs", include_str!("../js/channel.mjs")),
     ("describe.mjs", include_str!("../js/describe.mjs")),
@@ -144,6 +144,7 @@ const JS_FILES: [(&str, &str); 8] = [
     ("run.mjs", include_str!("../js/run.mjs")),
     ("saver.mjs", include_str!("../js/saver.mjs")),
     ("store.mjs", include_str!("../js/store.mjs")),
+    ("watch.mjs", include_str!("../js/watch.mjs")),
 ];
 
 /// How long a runner has to stop a cancelled run before its process is killed.
@@ -194,6 +195,14 @@ pub enum Language {
 }
 
 impl Language {
+    /// What runs the graphs, as messages name it.
+    pub fn interpreter(self) -> &'static str {
+        match self {
+            Self::Python => "Python",
+            Self::JavaScript => "Node.js",
+        }
+    }
+
     /// The runner's name, as a run's error names it (`PythonRunnerDied`).
     pub fn runner(self) -> &'static str {
         match self {
