@@ -1,6 +1,7 @@
 //! `langgraph.json`, the official configuration of a project: its `graphs` (id →
-//! `path.py:attr` or `module:attr`) name the graphs that workers execute with LangGraph, in the
-//! interpreter `--python` names; the runner reads `dependencies` and `env` itself. Every other
+//! `path.py:attr` or `module:attr`, or `./src/graph.ts:attr` for JavaScript) name the graphs that
+//! workers execute with LangGraph, in the interpreter `--python` names (LangGraph.js, in the
+//! Node.js `--node` names); the runners read `dependencies` and `env` themselves. Every other
 //! key is honoured or refused at start-up by name, never ignored.
 
 use std::path::{Path, PathBuf};
@@ -16,14 +17,15 @@ use serde_json::Value;
 
 use crate::App;
 
-/// Python graphs, as `dev`, `api` and `worker` take them.
+/// A project's graphs (Python and JavaScript), as `dev`, `api` and `worker` take them.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct PythonArgs {
     #[command(flatten)]
     pub(crate) quota: crate::QuotaArgs,
 
     /// A `langgraph.json` whose graphs to serve (Python graphs, executed by the `langgraph`
-    /// package of --python's environment), in place of the binary's example graphs.
+    /// package of --python's environment; TypeScript and JavaScript graphs, by the project's
+    /// LangGraph.js in --node), in place of the binary's example graphs.
     #[arg(long = "config", env = "MOSTRADOR_LANGGRAPH_CONFIG")]
     langgraph_config: Option<PathBuf>,
 
