@@ -28,13 +28,13 @@ export class Channel {
     this.onMessage = () => {};
   }
 
-  // Lines sent in one run of synchronous code are written together, once it yields: a superstep
-  // sends several messages (writes, events, a checkpoint), and each write is a system call. They
-  // are written before any later promise continues (a microtask), so a node that then blocks the
-  // event loop cannot hold back what was sent before it started.
+  // Lines sent in one turn of the event loop are written together: a superstep sends several
+  // messages (writes, events, a checkpoint), and each write is a system call. What must not wait
+  // for the turn's end (a checkpoint's description, before a node that may block the loop) is
+  // written at once by `flush`.
   send(message) {
     this.pending.push(dumps(message) + "\n");
-    if (this.pending.length === 1) queueMicrotask(() => this.flush());
+    if (this.pending.length === 1) setImmediate(() => this.flush());
   }
 
   flush() {
@@ -108,5 +108,10 @@ export class RunChannel {
 
   emit(event, data) {
     this.send({ t: "event", event, data });
+  }
+
+  // Writes what was sent so far, now.
+  flush() {
+    this.channel.flush();
   }
 }

@@ -295,6 +295,8 @@ export class Run {
         this.channel.cast("describe", { checkpoint_id: checkpointId, snapshot: this.arrived(data) });
       }
       if (this.arrival?.checkpointId === checkpointId) {
+        // Its description is written before the step's tasks start.
+        this.channel.flush();
         this.arrival.resolve();
         this.arrival = null;
       }

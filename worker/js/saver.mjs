@@ -117,7 +117,7 @@ export function saverClass(checkpoint) {
         ns,
         checkpoint_id: checkpoint.id,
         parent_checkpoint_id: parentId,
-        saved: jsonable(saved),
+        saved,
         metadata: stored,
         blobs,
       };
