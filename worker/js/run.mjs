@@ -125,6 +125,7 @@ export class Run {
     // before the thread's state says where the run is.
     this.arrival = null;
     this.waiter = new classes.Waiter(this);
+    this.spans = classes.Spans ? new classes.Spans(channel) : null;
   }
 
   // Resolves once the checkpoint saved last is described, or after `ms` at most.
@@ -216,7 +217,7 @@ export class Run {
     const modes = new Set([...wanted.filter((mode) => mode !== "events"), "checkpoints"]);
     const options = {
       ...config,
-      callbacks: [this.waiter],
+      callbacks: this.spans ? [this.waiter, this.spans] : [this.waiter],
       streamMode: [...modes].sort(),
       subgraphs: true,
       signal: this.abort.signal,

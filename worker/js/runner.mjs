@@ -10,6 +10,7 @@ import { describeAll } from "./describe.mjs";
 import { Project } from "./project.mjs";
 import { Run, runOne, waiterClass } from "./run.mjs";
 import { saverClass } from "./saver.mjs";
+import { spansClass } from "./spans.mjs";
 import { storeClass } from "./store.mjs";
 import { watchTheLoop } from "./watch.mjs";
 
@@ -19,8 +20,10 @@ const protocolOut = openSync("/dev/stdout", "w");
 process.stdout.write = process.stderr.write.bind(process.stderr);
 
 // The worker's settings for this runner are its own, not the graphs' (a memory limit is Node's
-// heap flag; spans are not reported by this runner yet).
+// heap flag).
 const blockedAfter = Number(process.env.MOSTRADOR_RUNNER_BLOCKED_AFTER || 0);
+// The worker exports spans: runs send theirs (model and tool calls).
+const spans = Boolean(process.env.MOSTRADOR_RUNNER_SPANS);
 for (const name of Object.keys(process.env)) {
   if (name.startsWith("MOSTRADOR_RUNNER_")) delete process.env[name];
 }
@@ -32,6 +35,7 @@ const classes = {
   Saver: saverClass(project.checkpoint),
   Store: storeClass(project.checkpoint.BaseStore),
   Waiter: waiterClass(project.callbacks.BaseCallbackHandler, (run) => watch?.running(run)),
+  Spans: spans ? spansClass(project.callbacks.BaseCallbackHandler) : null,
 };
 const runs = new Map();
 

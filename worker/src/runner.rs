@@ -135,7 +135,7 @@ const PYTHON_FILES: [(&str, &str); 21] = [
 
 /// The JavaScript runner (`js/`: `runner.mjs` and its modules), which runs a project's JavaScript
 /// graphs with the project's own LangGraph.js, written beside the Python one.
-const JS_FILES: [(&str, &str); 9] = [
+const JS_FILES: [(&str, &str); 10] = [
     ("runner.mjs", include_str!("../js/runner.mjs")),
     ("channel.mjs", include_str!("../js/channel.mjs")),
     ("describe.mjs", include_str!("../js/describe.mjs")),
@@ -143,6 +143,7 @@ const JS_FILES: [(&str, &str); 9] = [
     ("project.mjs", include_str!("../js/project.mjs")),
     ("run.mjs", include_str!("../js/run.mjs")),
     ("saver.mjs", include_str!("../js/saver.mjs")),
+    ("spans.mjs", include_str!("../js/spans.mjs")),
     ("store.mjs", include_str!("../js/store.mjs")),
     ("watch.mjs", include_str!("../js/watch.mjs")),
 ];
