@@ -177,7 +177,7 @@ pub(crate) async fn dev(args: DevArgs, graphs: App) -> anyhow::Result<()> {
     };
     Project::configure(args.python.project()?, &mut config);
     crate::langgraph::project_code(&args.python, args.policy.is_set(), &mut config).await?;
-    crate::langgraph::embed_for_rust_nodes(&args.python, config.store_index.clone())?;
+    crate::langgraph::embed_in_the_worker(&args.python, config.store_index.clone())?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {}", args.listen))?;

@@ -578,6 +578,14 @@ fn check_store_index(value: &Value) -> Result<(), String> {
     let index = value.as_object().ok_or("must be an object")?;
     for (field, value) in index {
         match field.as_str() {
+            "embed" if value.as_str().is_some_and(is_javascript) => {
+                return Err(
+                    "embed names a JavaScript function, which mostrador does not run: name a \
+                     'provider:model' (openai:text-embedding-3-small) or a Python function \
+                     ('./file.py:function'), which embed for JavaScript graphs too"
+                        .into(),
+                );
+            }
             "embed" if value.as_str().is_some_and(|embed| embed.contains(':')) => {}
             "embed" => {
                 return Err(
@@ -858,12 +866,12 @@ mod tests;
 /// The project's embedding function (`store.index`) for the Rust nodes a worker runs (a Python
 /// graph's runner embeds its own): the api's helper processes of `mostrador dev`, or, in
 /// `mostrador worker`, one of its own, started when a node first needs it.
-struct RustNodesEmbed {
+struct WorkerEmbed {
     spawn: Option<mostrador_api::project_code::Spawn>,
     index: tokio::sync::OnceCell<mostrador_api::store_index::StoreIndex>,
 }
 
-impl RustNodesEmbed {
+impl WorkerEmbed {
     async fn index(&self) -> Result<&mostrador_api::store_index::StoreIndex, String> {
         self.index
             .get_or_try_init(|| async {
@@ -876,7 +884,7 @@ impl RustNodesEmbed {
     }
 }
 
-impl mostrador_worker::store::Embed for RustNodesEmbed {
+impl mostrador_worker::store::Embed for WorkerEmbed {
     fn documents<'a>(
         &'a self,
         value: &'a Value,
@@ -896,14 +904,14 @@ impl mostrador_worker::store::Embed for RustNodesEmbed {
     }
 }
 
-/// Gives the Rust nodes of this process's worker the project's embedding function, if the project
-/// has a `store.index`: `shared`, the api's (`mostrador dev`), or a helper process of the
+/// Gives this process's worker the project's embedding function, if the project has a
+/// `store.index`, for what Rust nodes and JavaScript graphs put and search: `shared`, the api's (`mostrador dev`), or a helper process of the
 /// worker's own, started when first needed.
 ///
 /// # Errors
 ///
 /// The helper's files could not be written.
-pub(crate) fn embed_for_rust_nodes(
+pub(crate) fn embed_in_the_worker(
     python: &PythonArgs,
     shared: Option<mostrador_api::store_index::StoreIndex>,
 ) -> anyhow::Result<()> {
@@ -914,14 +922,14 @@ pub(crate) fn embed_for_rust_nodes(
         return Ok(());
     }
     let embed = match shared {
-        Some(index) => RustNodesEmbed {
+        Some(index) => WorkerEmbed {
             spawn: None,
             index: tokio::sync::OnceCell::new_with(Some(index)),
         },
         None => {
             let processes =
                 std::sync::Arc::new(mostrador_worker::runner::ApiProcesses::new(python_config)?);
-            RustNodesEmbed {
+            WorkerEmbed {
                 spawn: Some(std::sync::Arc::new(move || processes.command())),
                 index: tokio::sync::OnceCell::new(),
             }

@@ -121,8 +121,14 @@ pub(crate) async fn worker(args: WorkerArgs, graphs: App) -> anyhow::Result<()> 
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let runners = args.python.runners()?;
     mostrador_worker::store::set_quota(args.python.quota.store());
-    if !registry.is_empty() {
-        crate::langgraph::embed_for_rust_nodes(&args.python, None)?;
+    // Rust nodes and JavaScript graphs have their store's texts embedded by the worker (a
+    // Python graph's runner embeds its own).
+    if !registry.is_empty()
+        || runners
+            .iter()
+            .any(|runners| runners.language == mostrador_worker::runner::Language::JavaScript)
+    {
+        crate::langgraph::embed_in_the_worker(&args.python, None)?;
     }
     let mut graph_ids = args.graphs;
     if graph_ids.is_empty() {

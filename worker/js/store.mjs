@@ -1,6 +1,7 @@
 // LangGraph's store for a run's graph, executed by the worker in mostrador's store (the thread's
-// owner's items, as the worker reads and writes them). Without an index, a search finds items by
-// namespace prefix and filter, newest first.
+// owner's items, as the worker reads and writes them). Under the project's `store.index`, the
+// worker embeds what a put indexes and what a search asks (`query`), and ranks by similarity;
+// without one, a search finds items by namespace prefix and filter, newest first.
 
 const item = (found) => ({
   namespace: found.namespace,
@@ -12,8 +13,7 @@ const item = (found) => ({
 
 function storeOp(op) {
   if ("namespacePrefix" in op) {
-    if (op.query) throw new Error("a semantic search needs the store's index, which JavaScript graphs do not have in mostrador yet");
-    return {
+    const search = {
       op: "search",
       namespace_prefix: op.namespacePrefix,
       filter: op.filter ?? null,
@@ -21,6 +21,8 @@ function storeOp(op) {
       offset: op.offset ?? 0,
       refresh_ttl: op.refreshTtl ?? true,
     };
+    if (op.query) search.query = op.query;
+    return search;
   }
   if (!("key" in op)) {
     const conditions = Object.fromEntries((op.matchConditions ?? []).map((c) => [c.matchType, c.path]));
@@ -34,8 +36,10 @@ function storeOp(op) {
     };
   }
   if ("value" in op) {
-    // A value of null deletes the item.
-    return { op: "put", namespace: op.namespace, key: op.key, value: op.value ?? null, ttl: null };
+    // A value of null deletes the item; `index` (false, or the fields to embed) is the put's own.
+    const put = { op: "put", namespace: op.namespace, key: op.key, value: op.value ?? null, ttl: null };
+    if (op.index !== undefined) put.index = op.index;
+    return put;
   }
   return { op: "get", namespace: op.namespace, key: op.key, refresh_ttl: op.refreshTtl ?? true };
 }

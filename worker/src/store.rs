@@ -99,7 +99,8 @@ fn embed_error(reason: String) -> QueueError {
 /// A batch of LangGraph's Store operations (`get`, `put`, `search`, `list_namespaces`) on the
 /// items of the thread's owner, whoever the graph says it is: their results, in order. Under the
 /// project's `store.index`, a Python graph's runner sends a put's `embedded` fields and a
-/// search's `query_vector` with them; for a Rust node's, [`EMBED`] makes them here.
+/// search's `query_vector` with them; for a Rust node's or a JavaScript graph's, [`EMBED`] makes
+/// them here.
 ///
 /// # Errors
 ///

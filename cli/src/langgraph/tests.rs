@@ -143,6 +143,10 @@ fn a_store_index_is_taken_and_what_is_not_its_shape_is_refused_by_name() {
             r#"{"embed": "./e.py:f", "dimensions": 3}"#,
             "dimensions: not a key",
         ),
+        (
+            r#"{"embed": "./src/embed.ts:embed", "dims": 3}"#,
+            "JavaScript function",
+        ),
     ] {
         let message = refused(&format!(
             r#"{{"graphs": {{"a": "./a.py:g"}}, "store": {{"index": {index}}}}}"#

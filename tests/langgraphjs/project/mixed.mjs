@@ -10,13 +10,19 @@ import { Client } from "@langchain/langgraph-sdk";
 
 const client = new Client({ apiUrl: process.argv[2] });
 const graphs = (await client.assistants.search({})).map((a) => a.graph_id).sort();
-assert.deepEqual(graphs, ["agent", "echo", "mapreduce"]);
+assert.deepEqual(graphs, ["agent", "echo", "mapreduce", "recall"]);
 const thread = (await client.threads.create()).thread_id;
 const python = await client.runs.wait(thread, "echo", { input: { said: "hola" } });
 assert.equal(python.answer, "python heard hola");
 const typescript = await client.runs.wait(null, "mapreduce", { input: { subjects: ["ants"] } });
 assert.equal(typescript.best, "a joke about ants");
 console.log("a Python and a TypeScript graph served side by side: ok");
+
+// A TypeScript graph's semantic search under the project's store.index (a Python embedding
+// function, which the worker runs for it): the nearest memory first, with its score.
+const recalled = await client.runs.wait(null, "recall", { input: { query: "green tea" } });
+assert.deepEqual(recalled.recalled[0], "tea:true", JSON.stringify(recalled));
+console.log("a TypeScript graph's semantic search, nearest first: ok");
 
 // A TypeScript run's model and tool calls are spans of the run's trace (the collector writes
 // each span it receives as a line of the file SPANS names), under the run's span.
