@@ -276,30 +276,16 @@ impl Project {
             .iter()
             .map(|context| format!("--build-context {}={} ", context.name, context.path))
             .collect();
-        let _ = write!(
-            out,
-            "# A mostrador worker image for the Python graphs of this langgraph.json, written by\n\
-             # `mostrador dockerfile`. Build it in the folder of langgraph.json:\n\
-             #\n\
-             #   docker build {build_contexts}-t my-graphs .\n\
-             #\n\
-             # The mostrador binary comes from MOSTRADOR_IMAGE (--build-arg MOSTRADOR_IMAGE=... for\n\
-             # another registry or release). The whole folder is copied: keep .git, .venv, .env and\n\
-             # __pycache__ out with a .dockerignore. `docker run IMAGE` runs `mostrador worker`;\n\
-             # `docker run IMAGE api` runs the api, which reads the same langgraph.json.\n\
-             \n\
-             ARG MOSTRADOR_IMAGE={MOSTRADOR_IMAGE_DEFAULT}\n\
-             FROM ${{MOSTRADOR_IMAGE}} AS mostrador\n\
-             \n\
-             FROM {base_image}\n"
+        write_head(
+            &mut out,
+            &Head {
+                graphs: "Python",
+                build: &format!("docker build {build_contexts}-t my-graphs ."),
+                keep_out: ".git, .venv, .env and __pycache__",
+                base_image: &base_image,
+                dockerfile_lines: &self.dockerfile_lines,
+            },
         );
-        if !self.dockerfile_lines.is_empty() {
-            out.push_str("# dockerfile_lines of langgraph.json.\n");
-            for line in &self.dockerfile_lines {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
         out.push_str(
             "\nENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore\n",
         );
@@ -335,18 +321,14 @@ impl Project {
                 if dir.is_empty() { "/" } else { dir },
             );
         }
-        let _ = write!(
-            out,
-            "\nCOPY --from=mostrador /usr/local/bin/mostrador /usr/local/bin/mostrador\n\
-             ENV MOSTRADOR_PYTHON=python3 \\\n    MOSTRADOR_LANGGRAPH_CONFIG={config}\n\
-             WORKDIR {project}\n\
-             # The chart runs pods as this user, with a read-only root filesystem.\n\
-             USER 10001:10001\n\
-             EXPOSE 9091 8123\n\
-             ENTRYPOINT [\"/usr/local/bin/mostrador\"]\n\
-             CMD [\"worker\"]\n",
-            config = self.config_in_image,
-            project = self.project_in_image,
+        write_tail(
+            &mut out,
+            &format!(
+                "MOSTRADOR_PYTHON=python3 \\\n    MOSTRADOR_LANGGRAPH_CONFIG={}",
+                self.config_in_image
+            ),
+            Some(&self.project_in_image),
+            "",
         );
         out
     }
@@ -384,6 +366,69 @@ impl Project {
         }
         out.push_str(&pip_install(&args));
     }
+}
+
+/// What the first lines of an image say, for a project of one language.
+struct Head<'a> {
+    graphs: &'a str,
+    /// The command that builds it.
+    build: &'a str,
+    /// What a `.dockerignore` should keep out of it.
+    keep_out: &'a str,
+    base_image: &'a str,
+    dockerfile_lines: &'a [String],
+}
+
+/// How to build the image, the stage the mostrador binary comes from, the base image and the
+/// project's `dockerfile_lines`.
+fn write_head(out: &mut String, head: &Head<'_>) {
+    let _ = write!(
+        out,
+        "# A mostrador worker image for the {graphs} graphs of this langgraph.json, written by\n\
+         # `mostrador dockerfile`. Build it in the folder of langgraph.json:\n\
+         #\n\
+         #   {build}\n\
+         #\n\
+         # The mostrador binary comes from MOSTRADOR_IMAGE (--build-arg MOSTRADOR_IMAGE=... for\n\
+         # another registry or release). The whole folder is copied: a .dockerignore keeps\n\
+         # {keep_out} out. `docker run IMAGE` runs `mostrador worker`,\n\
+         # and `docker run IMAGE api` the api, which reads the same langgraph.json.\n\
+         \n\
+         ARG MOSTRADOR_IMAGE={MOSTRADOR_IMAGE_DEFAULT}\n\
+         FROM ${{MOSTRADOR_IMAGE}} AS mostrador\n\
+         \n\
+         FROM {base_image}\n",
+        graphs = head.graphs,
+        build = head.build,
+        keep_out = head.keep_out,
+        base_image = head.base_image,
+    );
+    if !head.dockerfile_lines.is_empty() {
+        out.push_str("# dockerfile_lines of langgraph.json.\n");
+        for line in head.dockerfile_lines {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+}
+
+/// The mostrador binary with its settings (`env`, an `ENV` instruction's arguments), run as a
+/// worker as the chart's user (in `workdir`, when the image has not set it already);
+/// `read_only`, comment lines on what the read-only root filesystem asks of the image.
+fn write_tail(out: &mut String, env: &str, workdir: Option<&str>, read_only: &str) {
+    let workdir = workdir.map_or_else(String::new, |dir| format!("WORKDIR {dir}\n"));
+    let _ = write!(
+        out,
+        "\nCOPY --from=mostrador /usr/local/bin/mostrador /usr/local/bin/mostrador\n\
+         ENV {env}\n\
+         {workdir}\
+         # The chart runs pods as this user, with a read-only root filesystem.\n\
+         {read_only}\
+         USER 10001:10001\n\
+         EXPOSE 9091 8123\n\
+         ENTRYPOINT [\"/usr/local/bin/mostrador\"]\n\
+         CMD [\"worker\"]\n"
+    );
 }
 
 /// An exec-form `RUN` of pip: no shell reads the arguments, and JSON quotes them.

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::Value;
 use std::fmt::Write as _;
 
-use super::{MOSTRADOR_IMAGE_DEFAULT, check_safe, strings};
+use super::{Head, check_safe, strings, write_head, write_tail};
 
 /// The base image's Node.js when `langgraph.json` names none (the official JS CLI's default).
 const NODE_VERSION_DEFAULT: u32 = 20;
@@ -116,30 +116,16 @@ impl NodeProject {
             str::to_owned,
         );
         let mut out = String::new();
-        let _ = write!(
-            out,
-            "# A mostrador worker image for the JavaScript graphs of this langgraph.json, written\n\
-             # by `mostrador dockerfile`. Build it in the folder of langgraph.json:\n\
-             #\n\
-             #   docker build -t my-graphs .\n\
-             #\n\
-             # The mostrador binary comes from MOSTRADOR_IMAGE (--build-arg MOSTRADOR_IMAGE=... for\n\
-             # another registry or release). The whole folder is copied: keep .git, node_modules\n\
-             # and .env out with a .dockerignore. `docker run IMAGE` runs `mostrador worker`;\n\
-             # `docker run IMAGE api` runs the api, which reads the same langgraph.json.\n\
-             \n\
-             ARG MOSTRADOR_IMAGE={MOSTRADOR_IMAGE_DEFAULT}\n\
-             FROM ${{MOSTRADOR_IMAGE}} AS mostrador\n\
-             \n\
-             FROM {base_image}\n"
+        write_head(
+            &mut out,
+            &Head {
+                graphs: "JavaScript",
+                build: "docker build -t my-graphs .",
+                keep_out: ".git, node_modules and .env",
+                base_image: &base_image,
+                dockerfile_lines: &self.dockerfile_lines,
+            },
         );
-        if !self.dockerfile_lines.is_empty() {
-            out.push_str("# dockerfile_lines of langgraph.json.\n");
-            for line in &self.dockerfile_lines {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
         let _ = write!(
             out,
             "\nWORKDIR {APP_DIR}\n\
@@ -151,17 +137,14 @@ impl NodeProject {
             manifests = self.installer.manifests().join(" "),
             install = self.installer.command(),
         );
-        let _ = write!(
-            out,
-            "\nCOPY --from=mostrador /usr/local/bin/mostrador /usr/local/bin/mostrador\n\
-             ENV MOSTRADOR_NODE=node \\\n    MOSTRADOR_LANGGRAPH_CONFIG={APP_DIR}/{config}\n\
-             # The chart runs pods as this user, with a read-only root filesystem (TypeScript is\n\
-             # compiled into the temporary folder, which the chart mounts).\n\
-             USER 10001:10001\n\
-             EXPOSE 9091 8123\n\
-             ENTRYPOINT [\"/usr/local/bin/mostrador\"]\n\
-             CMD [\"worker\"]\n",
-            config = self.config_file,
+        write_tail(
+            &mut out,
+            &format!(
+                "MOSTRADOR_NODE=node \\\n    MOSTRADOR_LANGGRAPH_CONFIG={APP_DIR}/{}",
+                self.config_file
+            ),
+            None,
+            "# TypeScript is compiled into the temporary folder, which the chart mounts.\n",
         );
         out
     }

@@ -1,6 +1,7 @@
 //! The runner's protocol, on the worker's side: one JSON object per line, each message one of
-//! these types. The runner's side is `python/mostrador_runner/protocol.py`, the same messages as
-//! `TypedDict`s. `python/protocol-examples.json` holds an example of every message, which the
+//! these types. The Python runner's side is `python/mostrador_runner/protocol.py`, the same
+//! messages as `TypedDict`s; the JavaScript runner's, `js/channel.mjs` (`js/contract.mjs` checks it
+//! against the same examples). `python/protocol-examples.json` holds an example of every message, which the
 //! contract tests of both sides read: each must be one of that side's types, field for field, and
 //! this side writes it back unchanged. A field one side sends and the other does not know is a
 //! failing test, not a silent bug.
