@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mostrador_queue::schema::check_schema_serves;
+use mostrador_queue::schema::check_schema;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -102,7 +102,7 @@ pub async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
 async fn database_answers(state: &AppState) -> bool {
     match tokio::time::timeout(
         std::time::Duration::from_secs(2),
-        check_schema_serves(state.pool()),
+        check_schema(state.pool(), &[]),
     )
     .await
     {

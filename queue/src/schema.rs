@@ -36,37 +36,23 @@ pub async fn migrate(pool: &PgPool, apps: &[&Migrator]) -> Result {
     Ok(())
 }
 
-/// Fails unless the database is at exactly the schema version this binary embeds: the platform's
-/// migrations and those of `apps`.
+/// Fails unless this binary may serve the database's schema: every migration it embeds (the
+/// platform's and those of `apps`) is applied, unchanged. Migrations newer than the binary are
+/// served, since migrations only add (`migrations/0029_schema_readers.sql`): during a rollout the
+/// next release migrates while this one still serves, and after a rollback this one starts on the
+/// newer schema. Unless a newer migration removed something, and said so by raising
+/// `mostrador.schema_readers.oldest_migration` above the binary's newest.
+///
+/// Start-up runs it, and so do readiness probes (a database restored from an older backup falls
+/// behind a running process).
 ///
 /// # Errors
 ///
-/// [`Error::Schema`] with a message that names `mostrador migrate` when the database is behind the
-/// binary, ahead of it (a newer binary migrated it), or was migrated from different files.
+/// [`Error::Schema`] with a message that says what to do when the database is behind the binary,
+/// was migrated from different files, or was contracted past what the binary reads.
 pub async fn check_schema<'a>(
     db: impl Acquire<'a, Database = Postgres>,
     apps: &[&Migrator],
-) -> Result {
-    check(db, apps, false).await
-}
-
-/// Whether a running process may go on serving: every migration of the platform is applied,
-/// unchanged; migrations newer than the binary are accepted, because during a rollout the new
-/// release migrates the database while the previous one still serves, and migrations only add
-/// (they never change what an earlier release reads or writes). Readiness probes use this; start-up
-/// uses the exact [`check_schema`].
-///
-/// # Errors
-///
-/// [`Error::Schema`] when the database is behind the binary or was migrated from different files.
-pub async fn check_schema_serves<'a>(db: impl Acquire<'a, Database = Postgres>) -> Result {
-    check(db, &[], true).await
-}
-
-async fn check<'a>(
-    db: impl Acquire<'a, Database = Postgres>,
-    apps: &[&Migrator],
-    ahead_is_fine: bool,
 ) -> Result {
     let mut conn = db.acquire().await?;
     // N.B. Runtime-checked queries: `_sqlx_migrations` is sqlx's own table and may not exist yet.
@@ -121,11 +107,23 @@ async fn check<'a>(
             Some(_) => {}
         }
     }
-    if newest_applied > newest_known && !ahead_is_fine {
-        return Err(Error::Schema(format!(
-            "database schema is ahead of this binary (at migration {newest_applied}, binary knows up to \
-             {newest_known}); deploy the newer binary, or run `mostrador migrate` with it"
-        )));
+    if newest_applied > newest_known {
+        let newest_platform = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let (oldest, why): (i64, String) =
+            sqlx::query_as("select oldest_migration, why from mostrador.schema_readers")
+                .fetch_one(&mut *conn)
+                .await?;
+        if oldest > newest_platform {
+            return Err(Error::Schema(format!(
+                "database schema was migrated past what this binary reads (it knows migrations up to \
+                 {newest_platform}; the schema needs {oldest} or newer: {why}); deploy a newer release"
+            )));
+        }
+        tracing::debug!(
+            newest_applied,
+            newest_known,
+            "the schema is ahead of this binary: serving it, its newer migrations only add"
+        );
     }
     Ok(())
 }

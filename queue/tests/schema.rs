@@ -34,17 +34,31 @@ async fn schema_check_fails_loudly_when_behind(pool: PgPool) -> anyhow::Result<(
     );
     tx.rollback().await?;
 
-    // A migration this binary does not know: ahead.
-    sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select 99999999999999, description, true, checksum, 0 from _sqlx_migrations limit 1")
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_binary_serves_a_schema_a_newer_release_expanded_and_refuses_one_it_contracted(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    // The next release's migration, as its `migrate` job records it: this binary does not know it.
+    sqlx::query("insert into _sqlx_migrations (version, description, success, checksum, execution_time) select 99999999999999, 'next release', true, checksum, 0 from _sqlx_migrations limit 1")
+        .execute(&pool)
+        .await?;
+    // It only added: this binary starts and stays ready on it (a rollout, a rollback).
+    check_schema(&pool, &[]).await?;
+
+    // It removed something this binary reads, and said so.
+    sqlx::query("update mostrador.schema_readers set oldest_migration = 99999999999999, why = 'runs.legacy_column dropped'")
         .execute(&pool)
         .await?;
     let message = schema_error(check_schema(&pool, &[]).await);
     assert!(
-        message.contains("ahead") && message.contains("mostrador migrate"),
+        message.contains("runs.legacy_column dropped")
+            && message.contains("99999999999999")
+            && message.contains("deploy a newer release"),
         "{message}"
     );
-    // A running process stays ready on it: the next release migrated during its rollout.
-    schema::check_schema_serves(&pool).await?;
     Ok(())
 }
 

@@ -15,11 +15,11 @@ use crate::support::{Db, Worker};
 const SECRET: &str = "e2e secret";
 
 /// One event as a client got it: its id, name and data.
-type Got = (i64, String, Value);
+pub(crate) type Got = (i64, String, Value);
 
 /// Reads an SSE response as it comes, sending each event with an id; stops after `limit` events
 /// (then drops the connection, as a client that goes away) or when the stream closes.
-async fn follow(
+pub(crate) async fn follow(
     addr: (&'static str, u16),
     request: String,
     limit: Option<usize>,
@@ -58,7 +58,7 @@ async fn follow(
 }
 
 /// Everything sent on `events` until its senders are gone.
-async fn all(mut events: mpsc::UnboundedReceiver<Got>) -> Vec<Got> {
+pub(crate) async fn all(mut events: mpsc::UnboundedReceiver<Got>) -> Vec<Got> {
     let mut all = Vec::new();
     while let Some(event) = events.recv().await {
         all.push(event);

@@ -17,4 +17,5 @@ mod soak;
 mod support;
 mod token;
 mod trace;
+mod upgrade;
 mod worker;

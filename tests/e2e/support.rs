@@ -2,7 +2,7 @@
 //! binary, and the executions its graph nodes record and announce.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -172,6 +172,15 @@ impl Executions {
     }
 }
 
+/// The `mostrador-e2e` binary the tests start: this build's, or the one `MOSTRADOR_E2E_BIN` names
+/// (the soak measures latency on a release build: `.ci/run` sets it).
+pub fn this_binary() -> PathBuf {
+    std::env::var_os("MOSTRADOR_E2E_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_mostrador-e2e")),
+        PathBuf::from,
+    )
+}
+
 /// A `mostrador-e2e` process: a worker, unless started with [`Worker::spawn`].
 pub struct Worker {
     child: Child,
@@ -186,6 +195,11 @@ impl Worker {
     /// Starts a worker on the test database; `args` add to or override the defaults (a short
     /// poll and sweep interval).
     pub fn start(db: &Db, name: &str, args: &[&str]) -> Self {
+        Self::start_from(&this_binary(), db, name, args)
+    }
+
+    /// [`Worker::start`] with another build of the binary (an earlier release's).
+    pub fn start_from(binary: &Path, db: &Db, name: &str, args: &[&str]) -> Self {
         let mut all = vec![
             "--name",
             name,
@@ -195,7 +209,12 @@ impl Worker {
             "300ms",
         ];
         all.extend_from_slice(args);
-        Self::spawn(db, name, "worker", &all)
+        Self::spawn_process(binary, &db.url, name, "worker", &all, &[])
+    }
+
+    /// [`Worker::spawn`] with another build of the binary (an earlier release's).
+    pub fn spawn_from(binary: &Path, db: &Db, name: &str, command: &str, args: &[&str]) -> Self {
+        Self::spawn_process(binary, &db.url, name, command, args, &[])
     }
 
     /// Starts another command of the binary (`api`, ...) on the test database and a free port.
@@ -211,15 +230,16 @@ impl Worker {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        Self::spawn_process(&db.url, name, command, args, env)
+        Self::spawn_process(&this_binary(), &db.url, name, command, args, env)
     }
 
     /// [`Worker::spawn`] connecting with `url` (another role, ...).
     pub fn spawn_at(url: &str, name: &str, command: &str, args: &[&str]) -> Self {
-        Self::spawn_process(url, name, command, args, &[])
+        Self::spawn_process(&this_binary(), url, name, command, args, &[])
     }
 
     fn spawn_process(
+        binary: &Path,
         url: &str,
         name: &str,
         command: &str,
@@ -235,12 +255,6 @@ impl Worker {
         let database = url.rsplit('/').next().unwrap_or("db");
         let log = dir.join(format!("{database}-{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        // A build of the binary other than this test's (the soak measures latency on a release
-        // build: `.ci/run` sets it).
-        let binary = std::env::var_os("MOSTRADOR_E2E_BIN").map_or_else(
-            || PathBuf::from(env!("CARGO_BIN_EXE_mostrador-e2e")),
-            PathBuf::from,
-        );
         let mut child = Command::new(binary);
         if command == "dev" {
             // The secret the tests mint `dev`'s tokens with (without one it makes its own).

@@ -18,7 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use mostrador_queue::PgPool;
-use mostrador_queue::schema::check_schema_serves;
+use mostrador_queue::schema::check_schema;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -211,7 +211,7 @@ async fn ready(State((telemetry, pool)): Probed) -> (StatusCode, String) {
     if !telemetry.is_ready() {
         return unavailable("not claiming: starting or draining".into());
     }
-    match tokio::time::timeout(READY_TIMEOUT, check_schema_serves(&pool)).await {
+    match tokio::time::timeout(READY_TIMEOUT, check_schema(&pool, &[])).await {
         Ok(Ok(())) => (StatusCode::OK, "ready".into()),
         Ok(Err(err)) => unavailable(format!("database: {err}")),
         Err(_) => unavailable(format!("database: no answer within {READY_TIMEOUT:?}")),
