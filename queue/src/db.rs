@@ -3,6 +3,8 @@
 //! N.B. Connect directly to Postgres or through a pooler in session mode. LISTEN needs a session,
 //! migrations take a session advisory lock, and sqlx's prepared statements return wrong results
 //! behind PgBouncer in transaction mode older than 1.21 (or without `max_prepared_statements`).
+//! Every connection's settings are set by a statement once it is connected ([`SETTINGS`]), never in
+//! the startup packet, which PgBouncer refuses.
 //!
 //! N.B. Every connection keeps the generic plan its first execution of a statement made, and a
 //! new deployment's connections make theirs on tables of a few rows, never analyzed. A statement
@@ -56,44 +58,99 @@ impl DbConfig {
         }
     }
 
-    /// Parses the URL and applies the application name and statement timeout.
+    /// Parses the URL and applies the application name.
     ///
     /// # Errors
     ///
     /// A malformed URL.
     pub fn connect_options(&self) -> Result<PgConnectOptions> {
-        let timeout_ms = self.statement_timeout.as_millis().to_string();
-        let options = self
+        Ok(self
             .url
             .parse::<PgConnectOptions>()?
-            .application_name(&self.application_name)
-            .options([
-                ("statement_timeout", timeout_ms.as_str()),
-                // N.B. The queue's statements are written so that their generic plan is the
-                // right one (primary-key lookups, the claim index, `offset 0` fences), and
-                // re-planning them on every execution costs 0.5 to 1 ms on these machines:
-                // about 15 % of claim-complete throughput.
-                ("plan_cache_mode", "force_generic_plan"),
-                // N.B. Every statement here is a short one. A plan whose estimate passes
-                // `jit_above_cost` is a bad estimate (a table not yet analyzed), and compiling it
-                // costs hundreds of milliseconds: more than any of them takes to run.
-                ("jit", "off"),
-            ]);
-        Ok(options)
+            .application_name(&self.application_name))
     }
 
-    /// Opens a pool. Connections are made lazily, so this fails only on a malformed URL; the first
-    /// query (usually [`crate::schema::check_schema`]) tells whether the database answers.
+    /// Opens a pool whose every connection runs with [`SETTINGS`] and the statement timeout.
+    /// Connections are made lazily, so this fails only on a malformed URL; the first query
+    /// (usually [`crate::schema::check_schema`]) tells whether the database answers.
     ///
     /// # Errors
     ///
     /// A malformed URL.
     pub fn connect_lazy(&self) -> Result<PgPool> {
-        let pool = pool_options()
+        let timeout = format!("{}ms", self.statement_timeout.as_millis());
+        let settings: Vec<(&str, String)> = std::iter::once(("statement_timeout", timeout))
+            .chain(
+                SETTINGS
+                    .iter()
+                    .map(|(name, value)| (*name, (*value).to_owned())),
+            )
+            .collect();
+        let pool = pool_options(settings)
             .max_connections(self.pool_size)
             .connect_lazy_with(self.connect_options()?);
         Ok(pool)
     }
+}
+
+/// What every connection sets once connected, beside the statement timeout.
+///
+/// N.B. Set by a statement, not in the startup packet's `options`: PgBouncer refuses a connection
+/// whose startup packet sets a parameter it does not track (1.18, Debian's, every one; later ones
+/// all but a few), and one told to ignore `options` would drop them silently.
+pub const SETTINGS: &[(&str, &str)] = &[
+    // N.B. The queue's statements are written so that their generic plan is the right one
+    // (primary-key lookups, the claim index, `offset 0` fences), and re-planning them on every
+    // execution costs 0.5 to 1 ms on these machines: about 15 % of claim-complete throughput.
+    ("plan_cache_mode", "force_generic_plan"),
+    // N.B. Every statement here is a short one. A plan whose estimate passes `jit_above_cost` is
+    // a bad estimate (a table not yet analyzed), and compiling it costs hundreds of milliseconds:
+    // more than any of them takes to run.
+    ("jit", "off"),
+];
+
+/// A pool of one connection made as `pool`'s are, with `pool`'s statement timeout and
+/// [`SETTINGS`], and `more` settings of its own.
+fn one_connection_like(pool: &PgPool, more: &'static [(&'static str, &'static str)]) -> PgPool {
+    let like = pool.clone();
+    let options = (*pool.connect_options()).clone();
+    PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(ACQUIRE_TIMEOUT_DEFAULT)
+        .test_before_acquire(false)
+        .before_acquire(ping_when_idle)
+        .after_connect(move |connection, _| {
+            let like = like.clone();
+            Box::pin(async move {
+                // `pool` made its connections with the timeout its configuration says.
+                let timeout: String =
+                    sqlx::query_scalar("select current_setting('statement_timeout')")
+                        .fetch_one(&like)
+                        .await?;
+                let settings = std::iter::once(("statement_timeout", timeout)).chain(
+                    SETTINGS
+                        .iter()
+                        .chain(more)
+                        .map(|(name, value)| (*name, (*value).to_owned())),
+                );
+                apply(connection, settings).await
+            })
+        })
+        .connect_lazy_with(options)
+}
+
+/// Sets `settings` on a new connection, in one round trip.
+async fn apply(
+    connection: &mut PgConnection,
+    settings: impl Iterator<Item = (&str, String)>,
+) -> std::result::Result<(), sqlx::Error> {
+    let (names, values): (Vec<&str>, Vec<String>) = settings.unzip();
+    sqlx::query("select set_config(name, value, false) from unnest($1::text[], $2::text[]) as s(name, value)")
+        .bind(&names)
+        .bind(&values)
+        .execute(connection)
+        .await?;
+    Ok(())
 }
 
 /// A pool of one connection for [`crate::claim`], with `pool`'s options, whose plans sort nothing
@@ -110,12 +167,7 @@ impl DbConfig {
 /// tables: one made while `runs` was small scanned all of it to update the claimed runs (1.8 ms a
 /// claim at 165 rows in a new deployment's first seconds), hence `enable_seqscan = off`.
 pub fn claimer(pool: &PgPool) -> PgPool {
-    let options = (*pool.connect_options()).clone().options([
-        ("enable_sort", "off"),
-        ("enable_seqscan", "off"),
-        ("jit", "off"),
-    ]);
-    pool_options().max_connections(1).connect_lazy_with(options)
+    one_connection_like(pool, &[("enable_sort", "off"), ("enable_seqscan", "off")])
 }
 
 /// A pool of one connection for a worker's publisher ([`crate::run::ending::write`]), with `pool`'s
@@ -124,10 +176,7 @@ pub fn claimer(pool: &PgPool) -> PgPool {
 /// (one made while `runs` and `threads` were small scans both whole on every write, as the
 /// claimer's did; see [`claimer`]).
 pub fn publisher(pool: &PgPool) -> PgPool {
-    let options = (*pool.connect_options())
-        .clone()
-        .options([("enable_seqscan", "off"), ("jit", "off")]);
-    pool_options().max_connections(1).connect_lazy_with(options)
+    one_connection_like(pool, &[("enable_seqscan", "off")])
 }
 
 /// How every pool here hands out its connections: a connection is pinged before use only when it
@@ -140,18 +189,27 @@ pub fn publisher(pool: &PgPool) -> PgPool {
 /// released moments ago: the same reasoning as HikariCP's 500 ms `aliveBypassWindowMs`. A
 /// connection that dies within the window fails its next statement with an I/O error, as one in
 /// use when the database goes away does, and is closed when it is released.
-fn pool_options() -> PgPoolOptions {
+fn pool_options(settings: Vec<(&'static str, String)>) -> PgPoolOptions {
     PgPoolOptions::new()
         .acquire_timeout(ACQUIRE_TIMEOUT_DEFAULT)
         .test_before_acquire(false)
-        .before_acquire(|connection, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= PING_IDLE_AFTER {
-                    connection.ping().await?;
-                }
-                Ok(true)
-            })
+        .before_acquire(ping_when_idle)
+        .after_connect(move |connection, _| {
+            let settings = settings.clone();
+            Box::pin(async move { apply(connection, settings.into_iter()).await })
         })
+}
+
+fn ping_when_idle(
+    connection: &mut PgConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> std::pin::Pin<Box<dyn Future<Output = std::result::Result<bool, sqlx::Error>> + Send + '_>> {
+    Box::pin(async move {
+        if meta.idle_for >= PING_IDLE_AFTER {
+            connection.ping().await?;
+        }
+        Ok(true)
+    })
 }
 
 /// Where a sequence of statements gets its connections: from the pool for each statement, or

@@ -5,6 +5,7 @@ mod api_keys;
 mod cancel;
 mod checkpoint;
 mod claim;
+mod connections;
 mod cron;
 mod effects;
 mod enqueue;

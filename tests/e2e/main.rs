@@ -1,5 +1,6 @@
 mod api;
 mod api_key;
+mod chaos;
 mod dev;
 mod failover;
 mod faults;
@@ -7,6 +8,7 @@ mod full_disk;
 mod hostile;
 mod live;
 mod model;
+mod pooler;
 mod project;
 pub(crate) mod refunds;
 mod restart;
