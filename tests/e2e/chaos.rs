@@ -15,25 +15,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
+use crate::restart::watch;
 use crate::retail::token;
+use crate::soak::WORKER_ARGS;
 use crate::support::{Db, Worker};
 
 const SECRET: &str = "e2e secret";
 const GRAPH: &str = "e2e_linear_5";
-const WORKER_ARGS: &[&str] = &[
-    "--lease",
-    "5s",
-    "--max-runs",
-    "16",
-    "--drain-timeout",
-    "10s",
-    "--grace-period",
-    "15s",
-    "--poll-interval",
-    "200ms",
-    "--sweep-interval",
-    "300ms",
-];
 /// The workers a fault may stop; `steady` is never stopped, so its memory compares.
 const STOPPABLE: [&str; 2] = ["a", "b"];
 
@@ -54,7 +42,14 @@ impl Dice {
 }
 
 fn worker(url: &str, name: &str) -> Worker {
-    let mut args = vec!["--name", name];
+    let mut args = vec![
+        "--name",
+        name,
+        "--poll-interval",
+        "200ms",
+        "--sweep-interval",
+        "300ms",
+    ];
     args.extend_from_slice(WORKER_ARGS);
     Worker::spawn_at(url, name, "worker", &args)
 }
@@ -103,51 +98,6 @@ async fn call(
         .flatten()
 }
 
-/// Follows a run's stream until the run has ended, reconnecting with `Last-Event-ID` after every
-/// cut; returns the ids received.
-async fn watch(api: (&'static str, u16), bearer: String, path: String) -> Vec<i64> {
-    let mut ids: Vec<i64> = Vec::new();
-    loop {
-        let last = ids.last().copied().unwrap_or(0);
-        let got = async {
-            let mut socket = tokio::net::TcpStream::connect(api).await.ok()?;
-            let request = format!(
-                "GET {path}/stream HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
-                 Authorization: Bearer {bearer}\r\nLast-Event-ID: {last}\r\n\r\n"
-            );
-            socket.write_all(request.as_bytes()).await.ok()?;
-            let (mut received, mut buffer, mut got) = (String::new(), [0u8; 8192], Vec::new());
-            while let Ok(n) = socket.read(&mut buffer).await {
-                if n == 0 {
-                    break;
-                }
-                received.push_str(&String::from_utf8_lossy(&buffer[..n]));
-                while let Some(end) = received.find("\n\n") {
-                    let block: String = received.drain(..end + 2).collect();
-                    if let Some(id) = block
-                        .lines()
-                        .find_map(|line| line.strip_prefix("id: "))
-                        .and_then(|id| id.trim().parse::<i64>().ok())
-                    {
-                        got.push(id);
-                    }
-                }
-            }
-            Some(got)
-        };
-        if let Some(got) = got.await {
-            ids.extend(got);
-        }
-        // The stream closed: done if the run has ended, else it was cut and the client rejoins.
-        if let Some((200, run)) = call(api, "GET", &path, &bearer, &Value::Null).await
-            && !matches!(run["status"].as_str(), Some("pending" | "running"))
-        {
-            return ids;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// What the clients did: the runs the api acknowledged, and each streamed run's ids as received.
 #[derive(Default)]
 struct Clients {
@@ -187,7 +137,8 @@ async fn clients(
         if n.is_multiple_of(5) {
             let (seen, bearer) = (Arc::clone(&seen), bearer.clone());
             watchers.push(tokio::spawn(async move {
-                let ids = watch(api, bearer, format!("/threads/{thread_id}/runs/{run_id}")).await;
+                let path = format!("/threads/{thread_id}/runs/{run_id}/stream");
+                let ids = watch(api, format!("Bearer {bearer}"), path).await;
                 seen.lock().await.streams.push((run_id, ids));
             }));
         }

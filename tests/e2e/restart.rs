@@ -15,7 +15,7 @@ use crate::support::{Db, Worker};
 /// Follows a run's stream through the api until the run has ended, reconnecting with
 /// `Last-Event-ID` after every cut, as the SDKs do: a stream that closes is checked against the
 /// run's status (it sends no `end` of its own); returns the ids received.
-async fn watch(api_addr: (&'static str, u16), bearer: String, path: String) -> Vec<i64> {
+pub(crate) async fn watch(api_addr: (&'static str, u16), bearer: String, path: String) -> Vec<i64> {
     let mut ids: Vec<i64> = Vec::new();
     loop {
         let last = ids.last().copied().unwrap_or(0);

@@ -17,7 +17,7 @@ const GRAPH: &str = "e2e_linear_5";
 /// three live workers once lost every lease at the same instant, and a run whose last superstep
 /// had finished ran it again elsewhere, which the test rightly reports. The kill's runs wait one
 /// lease longer to be swept.
-const WORKER_ARGS: &[&str] = &[
+pub(crate) const WORKER_ARGS: &[&str] = &[
     "--lease",
     "5s",
     "--max-runs",
