@@ -146,10 +146,15 @@ impl PythonArgs {
     /// The project's Python code beside its graphs (`auth.path`, `http.app`, `store.index`),
     /// run as its Python graphs are.
     pub(crate) fn python_code(&self) -> anyhow::Result<Option<RunnerConfig>> {
+        self.code_in(Language::Python)
+    }
+
+    /// The project's code in `language` beside its graphs, run as its graphs in it are.
+    fn code_in(&self, language: Language) -> anyhow::Result<Option<RunnerConfig>> {
         let Some(path) = &self.langgraph_config else {
             return Ok(None);
         };
-        self.runner(path, Language::Python, Vec::new()).map(Some)
+        self.runner(path, language, Vec::new()).map(Some)
     }
 
     fn runner(
@@ -427,10 +432,10 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         || (key.as_str(), field.as_str()) == ("auth", "path")
                     {
                         let found = match value.as_str() {
-                            Some(path) if is_javascript(path) => {
+                            Some(path) if key == "http" && is_javascript(path) => {
                                 refused.push(format!(
-                                    "{key}.{field}: {path} is JavaScript, which mostrador runs \
-                                     for graphs only: write it in Python, or serve the project \
+                                    "{key}.{field}: {path} is JavaScript, which mostrador does not \
+                                     serve as an app: write it in Python, or serve the project \
                                      with the JS server"
                                 ));
                                 None
@@ -636,19 +641,34 @@ pub(crate) async fn project_code(
     policy_set: bool,
     config: &mut mostrador_api::ApiConfig,
 ) -> anyhow::Result<()> {
-    let (Some(project), Some(python_config)) = (python.project()?, python.python_code()?) else {
+    let Some(project) = python.project()? else {
         return Ok(());
     };
     if project.auth_path.is_none() && project.app_path.is_none() && !project.store_index {
         return Ok(());
     }
+    // A JavaScript `auth.path` is answered by Node.js helpers (`api.mjs`), the rest by Python ones.
+    let language = match &project.auth_path {
+        Some(path) if is_javascript(path) => {
+            anyhow::ensure!(
+                project.app_path.is_none() && !project.store_index,
+                "auth.path {path} is JavaScript and http.app or store.index Python: mostrador \
+                 answers a project's own code in one language"
+            );
+            Language::JavaScript
+        }
+        _ => Language::Python,
+    };
+    let Some(helper_config) = python.code_in(language)? else {
+        return Ok(());
+    };
     anyhow::ensure!(
         project.auth_path.is_none() || !policy_set,
         "the project's auth handlers (auth.path) decide who may do what: remove --policy \
          (MOSTRADOR_POLICY), or auth.path"
     );
     let processes =
-        std::sync::Arc::new(mostrador_worker::runner::ApiProcesses::new(python_config)?);
+        std::sync::Arc::new(mostrador_worker::runner::ApiProcesses::new(helper_config)?);
     let spawn: mostrador_api::project_code::Spawn =
         std::sync::Arc::new(move || processes.command());
     let code = mostrador_api::project_code::ProjectCode::start(spawn, HELPER_PROCESSES)

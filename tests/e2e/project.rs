@@ -53,8 +53,8 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
             "auth.cache",
         ),
         (
-            r#"{"graphs": {"agent": "./src/agent.ts:graph"}, "auth": {"path": "./src/auth.ts:auth"}}"#,
-            "auth.path",
+            r#"{"graphs": {"agent": "./src/agent.ts:graph"}, "http": {"app": "./src/app.ts:app"}}"#,
+            "http.app",
         ),
         (
             r#"{"graphs": {"agent": "./agent.py:graph"}, "http": {"app": "app"}}"#,
@@ -70,5 +70,13 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
             assert!(!started, "{command} served {text}");
             assert!(stderr.contains(named), "{command}, {named}: {stderr}");
         }
+    }
+    // The api answers a project's own code in one language.
+    let mixed = r#"{"graphs": {"agent": "./src/agent.ts:graph"}, "auth": {"path": "./src/auth.ts:auth"},
+                    "http": {"app": "./app.py:app"}}"#;
+    for command in ["dev", "api"] {
+        let (started, stderr) = start(&db, command, mixed).await;
+        assert!(!started, "{command} served {mixed}");
+        assert!(stderr.contains("one language"), "{command}: {stderr}");
     }
 }

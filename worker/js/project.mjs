@@ -84,7 +84,7 @@ export function loadConfig(configPath) {
 
 // TypeScript graphs are compiled as they are imported, by the project's `tsx` (as the official
 // JS server does with its own), or by Node itself where it strips types.
-async function registerTypeScript(base) {
+export async function registerTypeScript(base) {
   try {
     const { register } = await projectImport(base, "tsx/esm/api");
     register();

@@ -135,8 +135,9 @@ const PYTHON_FILES: [(&str, &str); 21] = [
 
 /// The JavaScript runner (`js/`: `runner.mjs` and its modules), which runs a project's JavaScript
 /// graphs with the project's own LangGraph.js, written beside the Python one.
-const JS_FILES: [(&str, &str); 10] = [
+const JS_FILES: [(&str, &str); 11] = [
     ("runner.mjs", include_str!("../js/runner.mjs")),
+    ("api.mjs", include_str!("../js/api.mjs")),
     ("channel.mjs", include_str!("../js/channel.mjs")),
     ("describe.mjs", include_str!("../js/describe.mjs")),
     ("json.mjs", include_str!("../js/json.mjs")),
@@ -764,8 +765,9 @@ fn unprivileged() -> Option<PathBuf> {
 }
 
 /// The api's helper processes for the project's own code (its `auth.path` handlers and `http.app`
-/// routes: `runner.py --api`, the `mostrador_runner.api` module), started as runners are: the
-/// project's interpreter in its folder, without the platform's secrets or capabilities.
+/// routes: `runner.py --api`, the `mostrador_runner.api` module; a JavaScript project's
+/// `auth.path`: `api.mjs`), started as runners are: the project's interpreter in its folder,
+/// without the platform's secrets or capabilities.
 #[derive(Debug)]
 pub struct ApiProcesses {
     config: RunnerConfig,
@@ -784,9 +786,13 @@ impl ApiProcesses {
         if let Err(err) = nix::sys::prctl::set_dumpable(false) {
             tracing::warn!(error = %err, "the api could not make itself undumpable");
         }
+        let script = match config.language {
+            Language::Python => write_script(Language::Python)?,
+            Language::JavaScript => write_script(Language::JavaScript)?.with_file_name("api.mjs"),
+        };
         Ok(Self {
             config,
-            script: write_script(Language::Python)?,
+            script,
             unprivileged: unprivileged(),
         })
     }

@@ -34,7 +34,8 @@ fn a_malformed_project_is_refused() {
 }
 
 #[test]
-fn javascript_graphs_are_served_beside_python_ones_and_javascript_code_is_refused_by_name() {
+fn javascript_graphs_and_auth_are_served_beside_python_ones_and_a_javascript_app_is_refused_by_name()
+ {
     let served = project(
         r#"{"graphs": {"py": "./a.py:g", "js": "./src/graph.ts:graph", "mjs": {"path": "./b.mjs:g"}},
             "node_version": "20", "dependencies": ["."]}"#,
@@ -45,16 +46,16 @@ fn javascript_graphs_are_served_beside_python_ones_and_javascript_code_is_refuse
         served.javascript.into_iter().collect::<Vec<_>>(),
         vec!["js".to_owned(), "mjs".to_owned()]
     );
-    for (key, text) in [
-        ("auth.path", r#""auth": {"path": "./src/auth.ts:auth"}"#),
-        ("http.app", r#""http": {"app": "./src/app.ts:app"}"#),
-    ] {
-        let message = refused(&format!(
-            r#"{{"graphs": {{"js": "./src/graph.ts:graph"}}, {text}}}"#
-        ));
-        assert!(message.contains(key), "{message}");
-        assert!(message.contains("JavaScript"), "{message}");
-    }
+    let with_auth = project(
+        r#"{"graphs": {"js": "./src/graph.ts:graph"}, "auth": {"path": "./src/auth.ts:auth"}}"#,
+    )
+    .expect("served");
+    assert_eq!(with_auth.auth_path.as_deref(), Some("./src/auth.ts:auth"));
+    let message = refused(
+        r#"{"graphs": {"js": "./src/graph.ts:graph"}, "http": {"app": "./src/app.ts:app"}}"#,
+    );
+    assert!(message.contains("http.app"), "{message}");
+    assert!(message.contains("JavaScript"), "{message}");
 }
 
 #[test]
