@@ -1,6 +1,6 @@
 //! The api's helper processes for a project's own code (its `auth.path` handlers, its `http.app`
 //! routes, its `store.index` embedding function): `runner.py <langgraph.json> --api`, or Node.js's
-//! `api.mjs` for a JavaScript `auth.path`, started by the binary as the workers
+//! `api.mjs` for a JavaScript `auth.path` and `http.app`, started by the binary as the workers
 //! start their runners (the project's interpreter in its folder, none of the platform's secrets),
 //! a few of them, each answering many requests at once over its pipes, one JSON line per message.
 //! A process that dies is started again; while none is ready, requests get a 503 with

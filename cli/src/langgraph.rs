@@ -432,14 +432,6 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                         || (key.as_str(), field.as_str()) == ("auth", "path")
                     {
                         let found = match value.as_str() {
-                            Some(path) if key == "http" && is_javascript(path) => {
-                                refused.push(format!(
-                                    "{key}.{field}: {path} is JavaScript, which mostrador does not \
-                                     serve as an app: write it in Python, or serve the project \
-                                     with the JS server"
-                                ));
-                                None
-                            }
                             Some(path) if path.contains(':') => Some(path.to_owned()),
                             _ => {
                                 refused.push(format!(
@@ -647,17 +639,18 @@ pub(crate) async fn project_code(
     if project.auth_path.is_none() && project.app_path.is_none() && !project.store_index {
         return Ok(());
     }
-    // A JavaScript `auth.path` is answered by Node.js helpers (`api.mjs`), the rest by Python ones.
-    let language = match &project.auth_path {
-        Some(path) if is_javascript(path) => {
-            anyhow::ensure!(
-                project.app_path.is_none() && !project.store_index,
-                "auth.path {path} is JavaScript and http.app or store.index Python: mostrador \
-                 answers a project's own code in one language"
-            );
-            Language::JavaScript
-        }
-        _ => Language::Python,
+    // JavaScript `auth.path` and `http.app` are answered by Node.js helpers (`api.mjs`), Python
+    // ones (and `store.index`'s embedding function) by Python helpers: one kind per project.
+    let paths = [project.auth_path.as_deref(), project.app_path.as_deref()];
+    let language = if paths.iter().flatten().any(|path| is_javascript(path)) {
+        anyhow::ensure!(
+            paths.iter().flatten().all(|path| is_javascript(path)) && !project.store_index,
+            "auth.path, http.app and store.index mix JavaScript and Python: mostrador answers a \
+             project's own code in one language"
+        );
+        Language::JavaScript
+    } else {
+        Language::Python
     };
     let Some(helper_config) = python.code_in(language)? else {
         return Ok(());
@@ -713,9 +706,13 @@ pub(crate) async fn project_code(
             "http.app {app_path}: mostrador does not serve WebSocket routes ({})",
             ready.websockets.join(", ")
         );
-        let routes =
-            mostrador_api::custom_routes::CustomRoutes::of(&code, project.custom_route_auth)
-                .map_err(|why| anyhow::anyhow!("http.app {app_path}: {why}"))?;
+        // The official JS server authenticates every route of the app when the project has auth.
+        let authenticated = match language {
+            Language::JavaScript => project.auth_path.is_some(),
+            Language::Python => project.custom_route_auth,
+        };
+        let routes = mostrador_api::custom_routes::CustomRoutes::of(&code, authenticated)
+            .map_err(|why| anyhow::anyhow!("http.app {app_path}: {why}"))?;
         tracing::info!(
             app_path,
             routes = ready.routes.as_ref().map_or(0, Vec::len),

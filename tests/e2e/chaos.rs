@@ -22,6 +22,11 @@ use crate::support::{Db, Worker};
 
 const SECRET: &str = "e2e secret";
 const GRAPH: &str = "e2e_linear_5";
+/// How long a streamed run's client follows it at most.
+const WATCH_AT_MOST: Duration = Duration::from_secs(600);
+/// The clients making no run for this long fail the haul: the system stalled.
+const STALL: Duration = Duration::from_secs(180);
+
 /// The workers a fault may stop; `steady` is never stopped, so its memory compares.
 const STOPPABLE: [&str; 2] = ["a", "b"];
 
@@ -138,7 +143,13 @@ async fn clients(
             let (seen, bearer) = (Arc::clone(&seen), bearer.clone());
             watchers.push(tokio::spawn(async move {
                 let path = format!("/threads/{thread_id}/runs/{run_id}/stream");
-                let ids = watch(api, format!("Bearer {bearer}"), path).await;
+                // A stream that has not ended ten minutes on is wrong: recorded without its ids.
+                let ids = tokio::time::timeout(
+                    WATCH_AT_MOST,
+                    watch(api, format!("Bearer {bearer}"), path),
+                )
+                .await
+                .unwrap_or_else(|_| vec![-1]);
                 seen.lock().await.streams.push((run_id, ids));
             }));
         }
@@ -148,7 +159,7 @@ async fn clients(
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "the long haul: bench/chaos/run.sh starts it"]
 async fn chaos_loses_nothing_for_an_hour() {
     let pooled = env("CHAOS_DATABASE_URL");
@@ -200,6 +211,7 @@ async fn chaos_loses_nothing_for_an_hour() {
     let memory_at_start = [("api", rss_kib(api.pid)), ("steady", rss_kib(steady.pid))];
 
     let mut dice = Dice(seed);
+    let mut progress = (0, Instant::now());
     let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
     loop {
         let pause = Duration::from_secs(15 + dice.roll(31));
@@ -229,29 +241,32 @@ async fn chaos_loses_nothing_for_an_hour() {
                 fault
             }
             2 => {
-                let restarted = std::process::Command::new("runuser")
+                let restarted = tokio::process::Command::new("runuser")
                     .args(["-u", "postgres", "--"])
                     .arg(pg_bin.join("pg_ctl"))
                     .args(["-D", &pgdata, "-m", "fast", "-w", "restart", "-l"])
                     .arg(std::path::Path::new(&pgdata).with_file_name("pg.log"))
                     .stdout(std::process::Stdio::null())
                     .status()
+                    .await
                     .expect("pg_ctl");
                 assert!(restarted.success(), "PostgreSQL restarts");
                 "restart PostgreSQL"
             }
             _ => {
                 if let Some(pid) = pidfile(&pooler_pid) {
-                    let _ = std::process::Command::new("kill")
+                    let _ = tokio::process::Command::new("kill")
                         .args(["-TERM", &pid.to_string()])
-                        .status();
+                        .status()
+                        .await;
                     while std::path::Path::new(&format!("/proc/{pid}")).exists() {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
-                let started = std::process::Command::new("runuser")
+                let started = tokio::process::Command::new("runuser")
                     .args(["-u", "postgres", "--", "pgbouncer", "-d", &pooler_ini])
                     .status()
+                    .await
                     .expect("pgbouncer");
                 assert!(started.success(), "PgBouncer starts again");
                 "restart PgBouncer"
@@ -259,7 +274,17 @@ async fn chaos_loses_nothing_for_an_hour() {
         };
         *faults.entry(fault).or_default() += 1;
         let acknowledged = seen.lock().await.acknowledged.len();
-        eprintln!("fault {at} s: {fault} ({acknowledged} runs acknowledged so far)");
+        let refused_so_far = refused.load(Ordering::Relaxed);
+        eprintln!(
+            "fault {at} s: {fault} ({acknowledged} runs acknowledged so far, {refused_so_far} creations refused or cut)"
+        );
+        if acknowledged > progress.0 {
+            progress = (acknowledged, Instant::now());
+        }
+        assert!(
+            progress.1.elapsed() < STALL,
+            "the clients made no run for {STALL:?}: {acknowledged} acknowledged, {refused_so_far} refused or cut"
+        );
     }
     load.await.expect("clients");
     let memory_at_end = [("api", rss_kib(api.pid)), ("steady", rss_kib(steady.pid))];

@@ -53,10 +53,6 @@ async fn a_project_with_a_key_mostrador_does_not_honour_is_refused_at_start_up_b
             "auth.cache",
         ),
         (
-            r#"{"graphs": {"agent": "./src/agent.ts:graph"}, "http": {"app": "./src/app.ts:app"}}"#,
-            "http.app",
-        ),
-        (
             r#"{"graphs": {"agent": "./agent.py:graph"}, "http": {"app": "app"}}"#,
             "http.app",
         ),

@@ -22,6 +22,11 @@ export async function projectImport(base, specifier) {
   try {
     manifest = require.resolve(`${name}/package.json`);
   } catch {
+    // A package whose `exports` leave out its `package.json` (hono): where Node looks for it.
+    const folders = require.resolve.paths(name) ?? [];
+    manifest = folders.map((dir) => path.join(dir, name, "package.json")).find((file) => existsSync(file));
+  }
+  if (manifest == null) {
     throw new Error(`${name} is not installed in the project (${base}): run \`npm install\` there first`);
   }
   const pkg = JSON.parse(readFileSync(manifest, "utf8"));

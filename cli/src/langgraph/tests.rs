@@ -34,8 +34,7 @@ fn a_malformed_project_is_refused() {
 }
 
 #[test]
-fn javascript_graphs_and_auth_are_served_beside_python_ones_and_a_javascript_app_is_refused_by_name()
- {
+fn javascript_graphs_auth_and_app_are_served_beside_python_ones() {
     let served = project(
         r#"{"graphs": {"py": "./a.py:g", "js": "./src/graph.ts:graph", "mjs": {"path": "./b.mjs:g"}},
             "node_version": "20", "dependencies": ["."]}"#,
@@ -51,11 +50,11 @@ fn javascript_graphs_and_auth_are_served_beside_python_ones_and_a_javascript_app
     )
     .expect("served");
     assert_eq!(with_auth.auth_path.as_deref(), Some("./src/auth.ts:auth"));
-    let message = refused(
+    let with_app = project(
         r#"{"graphs": {"js": "./src/graph.ts:graph"}, "http": {"app": "./src/app.ts:app"}}"#,
-    );
-    assert!(message.contains("http.app"), "{message}");
-    assert!(message.contains("JavaScript"), "{message}");
+    )
+    .expect("served");
+    assert_eq!(with_app.app_path.as_deref(), Some("./src/app.ts:app"));
 }
 
 #[test]

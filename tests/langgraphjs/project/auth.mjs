@@ -1,6 +1,7 @@
-// A TypeScript project's own auth (`auth.json`: `auth.path` is `./src/auth.ts:auth`, an `Auth` of
-// `@langchain/langgraph-sdk/auth`) served by the official JS server and by mostrador, driven with
-// the same calls of the official JS SDK as three users and two strangers: every answer must be
+// A TypeScript project's own auth and routes (`auth.json`: `auth.path` is `./src/auth.ts:auth`, an
+// `Auth` of `@langchain/langgraph-sdk/auth`; `http.app` is `./src/app.ts:app`, a Hono app) served
+// by the official JS server and by mostrador, driven with the same calls of the official JS SDK
+// (and plain requests to the app's routes) as three users and two strangers: every answer must be
 // the same on both, and the one the handlers were written to give. Exits 1 naming each answer
 // that differs.
 //
@@ -64,6 +65,24 @@ async function drive(url) {
   await record("alice/run", () => alice.runs.wait(thread.thread_id, "approval", { input: { request: "refund" } }));
   await record("alice/state", async () => (await alice.threads.getState(thread.thread_id)).values);
   await record("alice/resume", () => alice.runs.wait(thread.thread_id, "approval", { command: { resume: "yes" } }));
+  // The project's own routes (http.app), behind its auth as every route of the official server.
+  const http = async (method, route, token, body) => {
+    const headers = { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) };
+    const response = await fetch(`${url}${route}`, { method, headers, body: body && JSON.stringify(body) });
+    const text = await response.text();
+    let parsed = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // A text answer.
+    }
+    return { status: response.status, body: response.status < 400 ? parsed : null };
+  };
+  answers["app/hello as alice"] = await http("GET", "/hello", "user1-token");
+  answers["app/hello as a stranger"] = await http("GET", "/hello");
+  answers["app/greet"] = await http("GET", "/greet/ana", "user2-token");
+  answers["app/echo"] = await http("POST", "/echo?q=1", "user2-token", { a: [1, 2] });
+  answers["app/files"] = await http("GET", "/files/a/b.txt", "user1-token");
   const bobs = await bob.threads.create();
   answers["bob/create"] = view(bobs);
   await record("bob/delete his own", () => bob.threads.delete(bobs.thread_id));
@@ -86,6 +105,11 @@ const EXPECTED = {
   "alice/resume": { request: "refund", steps: ["drafted refund", "reviewed", "applied"], decision: "yes" },
   "bob/delete his own": { error: { status: 403, detail: "Only Alice deletes threads" } },
   "alice/get hers, deleted": { error: { status: 404, detail: null } },
+  "app/hello as alice": { status: 200, body: { hello: "world", caller: "user1" } },
+  "app/hello as a stranger": { status: 401, body: null },
+  "app/greet": { status: 200, body: "hola, ana" },
+  "app/echo": { status: 201, body: { got: { a: [1, 2] }, query: "1" } },
+  "app/files": { status: 200, body: "/files/a/b.txt" },
 };
 
 // Keys in one order, and an interrupt's id (random on both servers) masked.
@@ -109,6 +133,6 @@ for (const name of Object.keys(official)) {
     failures.push(`${name}: expected ${JSON.stringify(EXPECTED[name])}, mostrador ${ours}`);
   }
 }
-console.log(`auth.path in TypeScript: ${Object.keys(official).length} answers compared, ${failures.length} differences`);
+console.log(`auth.path and http.app in TypeScript: ${Object.keys(official).length} answers compared, ${failures.length} differences`);
 for (const failure of failures) console.log(`  ${failure}`);
 process.exit(failures.length ? 1 : 0);
