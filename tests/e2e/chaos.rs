@@ -16,7 +16,10 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::restart::watch;
-use crate::retail::token;
+use mostrador_api::Caller;
+use mostrador_api::auth::mint;
+
+use crate::retail::retail_auth;
 use crate::soak::WORKER_ARGS;
 use crate::support::{Db, Worker};
 
@@ -117,7 +120,12 @@ async fn clients(
     seen: Arc<Mutex<Clients>>,
     refused: Arc<AtomicU64>,
 ) {
-    let bearer = token(SECRET, "ana", "customer", "madrid-1");
+    // Valid for the whole haul (the retail helper's tokens last ten minutes).
+    let caller = Caller::new("ana")
+        .with_roles(["customer"])
+        .in_tenant(Some("madrid-1"));
+    let lasts = until.saturating_duration_since(Instant::now()) + Duration::from_secs(3600);
+    let bearer = mint(&retail_auth(SECRET), &caller, lasts).expect("token");
     let mut watchers = Vec::new();
     let mut n = 0u64;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
