@@ -120,22 +120,8 @@ function normalized(response) {
   );
 }
 
-async function authenticate(handlers, message) {
-  const headers = new Headers();
-  for (const [name, value] of message.headers) {
-    try {
-      headers.append(name, value);
-    } catch {
-      // A header fetch's Headers refuses is one no handler could read.
-    }
-  }
-  const host = headers.get("host") ?? "localhost";
-  const url = `http://${host}${message.path}${message.query ? `?${message.query}` : ""}`;
-  const { user, permissions } = normalized(await handlers.authenticate(new Request(url, { method: message.method, headers })));
-  return { user, permissions };
-}
-
-async function serve(app, message, send) {
+// The request the api was sent, as a fetch `Request` (what the official server's handlers get).
+function requestOf(message) {
   const headers = new Headers();
   for (const [name, value] of message.headers) {
     try {
@@ -147,11 +133,16 @@ async function serve(app, message, send) {
   const host = headers.get("host") ?? "localhost";
   const url = `http://${host}${message.path}${message.query ? `?${message.query}` : ""}`;
   const body = message.body ? Buffer.from(message.body, "base64") : null;
-  const request = new Request(url, {
-    method: message.method,
-    headers,
-    body: ["GET", "HEAD"].includes(message.method) || !body?.length ? undefined : body,
-  });
+  const bodiless = ["GET", "HEAD"].includes(message.method) || !body?.length;
+  return new Request(url, { method: message.method, headers, body: bodiless ? undefined : body });
+}
+
+async function authenticate(handlers, message) {
+  return normalized(await handlers.authenticate(requestOf(message)));
+}
+
+async function serve(app, message, send) {
+  const request = requestOf(message);
   const auth = message.user ? { user: message.user, scopes: message.permissions ?? [] } : undefined;
   let started = false;
   try {
