@@ -11,11 +11,12 @@ use chrono::{DateTime, Utc};
 use mostrador_graph::{END, Graph, START};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::custom_auth::event::OnAssistant;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
@@ -185,16 +186,17 @@ pub async fn found_for(
     state: &AppState,
     caller: &Caller,
     id: &str,
-    action: Option<&str>,
+    action: Option<&'static str>,
 ) -> Result<Assistant, ApiError> {
     let grant = match action.filter(|_| state.custom_auth().is_some()) {
         Some(action) => Some(
             crate::authorize::grant(
                 state,
                 caller,
-                "assistants",
-                action,
-                json!({"assistant_id": id}),
+                &OnAssistant {
+                    action,
+                    assistant_id: id,
+                },
             )
             .await?,
         ),
@@ -304,9 +306,14 @@ pub async fn graph(
 }
 
 /// The query of `GET /assistants/{assistant_id}/graph`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct GraphQuery {
+    /// Draw subgraphs (Python graphs): `true`, or how many levels deep.
+    #[param(
+        pattern = "^(true|True|false|False|[1-9][0-9]{0,8})$",
+        nullable = false
+    )]
     xray: Option<String>,
 }
 
@@ -399,9 +406,11 @@ fn rust_subgraphs(graph: &Graph, outer: &str, found: &mut serde_json::Map<String
 }
 
 /// The query of `GET /assistants/{assistant_id}/subgraphs[/{namespace}]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct SubgraphsQuery {
+    /// Nested subgraphs too, not only the immediate ones.
+    #[param(value_type = Option<bool>, nullable = false)]
     recurse: Option<String>,
 }
 

@@ -14,12 +14,12 @@
 //! [`may_decide`].
 
 use mostrador_queue::{Error as QueueError, Thread, ThreadId, thread};
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Caller;
-use crate::custom_auth::Grant;
+use crate::custom_auth::event::OnThread;
+use crate::custom_auth::{Event, Grant};
 use crate::error::ApiError;
 
 /// Whether `caller`, who sees `thread`, may change it (its metadata, its state, its runs, its
@@ -60,7 +60,7 @@ pub async fn writable_thread_for(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
-    action: &str,
+    action: &'static str,
 ) -> Result<Thread, ApiError> {
     let thread = thread_for(state, caller, raw_id, action).await?;
     may_write(caller, &thread)?;
@@ -143,16 +143,17 @@ pub async fn thread_for(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
-    action: &str,
+    action: &'static str,
 ) -> Result<Thread, ApiError> {
     let grant = match state.custom_auth() {
         Some(_) => Some(
             grant(
                 state,
                 caller,
-                "threads",
-                action,
-                json!({"thread_id": raw_id}),
+                &OnThread {
+                    action,
+                    thread_id: raw_id,
+                },
             )
             .await?,
         ),
@@ -203,12 +204,12 @@ async fn found_thread(
 pub async fn grant(
     state: &AppState,
     caller: &Caller,
-    resource: &str,
-    action: &str,
-    value: Value,
+    event: &impl Event,
 ) -> Result<Grant, ApiError> {
+    let value = serde_json::to_value(event).map_err(ApiError::failed)?;
     match state.custom_auth() {
         Some(custom) => {
+            let (resource, action) = event.names();
             custom
                 .event(caller.project_user.as_deref(), resource, action, value)
                 .await

@@ -22,6 +22,8 @@ use crate::assistants::Assistant;
 use crate::assistants::owner_scope;
 use crate::auth::Caller;
 use crate::authorize::{grant, writable_thread_for};
+use crate::custom_auth::Event;
+use crate::custom_auth::event::{CronsCreate, CronsSearch, CronsUpdate, OnCron};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::openapi::fields;
@@ -148,13 +150,15 @@ async fn new_cron(
     let granted = grant(
         state,
         caller,
-        "crons",
-        "create",
-        json!({
-            "payload": payload.to_value(), "schedule": schedule, "cron_id": null, "thread_id": thread_id.map(|id| id.0),
-            "user_id": caller.subject, "end_time": body.end_time,
-            "metadata": body.metadata.clone().unwrap_or_default(),
-        }),
+        &CronsCreate {
+            payload: payload.to_value(),
+            schedule: &schedule,
+            cron_id: None,
+            thread_id: thread_id.map(|id| id.0),
+            user_id: &caller.subject,
+            end_time: body.end_time,
+            metadata: body.metadata.clone().unwrap_or_default(),
+        },
     )
     .await?;
     let metadata = crate::threads::granted_metadata(granted.value, body.metadata)?;
@@ -297,7 +301,16 @@ pub async fn get(
     Path(cron_id): Path<String>,
 ) -> Result<Json<wire::Cron>, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
-    let owner = reachable(&state, &caller, id, "read", json!({"cron_id": id})).await?;
+    let owner = reachable(
+        &state,
+        &caller,
+        id,
+        &OnCron {
+            action: "read",
+            cron_id: id,
+        },
+    )
+    .await?;
     match cron::get(state.pool(), id, owner).await {
         Ok(Some(cron)) => Ok(Json(cron_answer(&cron))),
         Ok(None) => Err(cron_not_found()),
@@ -326,8 +339,11 @@ pub async fn update(
         &state,
         &caller,
         id,
-        "update",
-        json!({"cron_id": id, "payload": body, "schedule": body.get("schedule")}),
+        &CronsUpdate {
+            cron_id: id,
+            payload: &body,
+            schedule: body.get("schedule"),
+        },
     )
     .await?;
     let patch: PatchCron = serde_json::from_value(Value::Object(body))
@@ -381,13 +397,12 @@ async fn reachable<'a>(
     state: &AppState,
     caller: &'a Caller,
     id: Uuid,
-    action: &str,
-    value: Value,
+    event: &impl Event,
 ) -> Result<Option<&'a str>, ApiError> {
     if state.custom_auth().is_none() {
         return Ok(Some(&caller.subject));
     }
-    let granted = grant(state, caller, "crons", action, value).await?;
+    let granted = grant(state, caller, event).await?;
     match cron::get(state.pool(), id, None).await {
         Ok(Some(cron)) if granted.admits(&cron.metadata) => Ok(None),
         Ok(_) => Err(cron_not_found()),
@@ -514,12 +529,12 @@ async fn filter_of(
     let granted = grant(
         state,
         caller,
-        "crons",
-        "search",
-        json!({
-            "assistant_id": search.assistant_id, "thread_id": search.thread_id,
-            "limit": search.limit, "offset": search.offset,
-        }),
+        &CronsSearch {
+            assistant_id: search.assistant_id.as_deref(),
+            thread_id: search.thread_id.as_deref(),
+            limit: search.limit,
+            offset: search.offset,
+        },
     )
     .await?;
     Ok(Some(cron::CronFilter {
@@ -604,7 +619,16 @@ pub async fn delete(
     Path(cron_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = Uuid::parse_str(&cron_id).map_err(|_| cron_not_found())?;
-    let owner = reachable(&state, &caller, id, "delete", json!({"cron_id": id})).await?;
+    let owner = reachable(
+        &state,
+        &caller,
+        id,
+        &OnCron {
+            action: "delete",
+            cron_id: id,
+        },
+    )
+    .await?;
     if cron::delete(state.pool(), id, owner)
         .await
         .map_err(cron_error)?

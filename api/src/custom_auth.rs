@@ -5,16 +5,18 @@
 //!
 //! The handlers are Python, run by the api's helper processes ([`crate::project_code`]).
 
+pub mod event;
 mod filter;
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+pub use event::Event;
 pub use filter::AuthFilter;
 
 use crate::error::ApiError;
-use crate::project_code::{ProjectCode, bug};
+use crate::project_code::{Ask, ProjectCode, bug};
 
 /// The resources whose actions the api asks the project's handlers about (`*`: a handler for
 /// every resource).
@@ -126,13 +128,12 @@ impl CustomAuth {
             .collect();
         let answer = self
             .0
-            .ask(json!({
-                "t": "authenticate",
-                "method": request.method,
-                "path": request.path,
-                "query": request.query,
-                "headers": headers,
-            }))
+            .ask(&Ask::Authenticate {
+                method: request.method,
+                path: request.path,
+                query: request.query,
+                headers,
+            })
             .await?;
         let permissions = answer["permissions"]
             .as_array()
@@ -174,14 +175,13 @@ impl CustomAuth {
         };
         let mut answer = self
             .0
-            .ask(json!({
-                "t": "event",
-                "user": user.fields,
-                "permissions": user.permissions,
-                "resource": resource,
-                "action": action,
-                "value": value,
-            }))
+            .ask(&Ask::Event {
+                user: &user.fields,
+                permissions: &user.permissions,
+                resource,
+                action,
+                value,
+            })
             .await?;
         let filter = match answer["filter"].take() {
             Value::Null => None,

@@ -13,12 +13,11 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use regex::Regex;
-use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::custom_auth::RequestFacts;
-use crate::project_code::{AppRoute, ProjectCode, refusal, unavailable};
+use crate::project_code::{AppRoute, Ask, ProjectCode, refusal, unavailable};
 
 /// The routes of a project's app, and the processes that run it.
 #[derive(Clone, Debug)]
@@ -151,16 +150,15 @@ async fn answer(
         .collect();
     let mut lines = routes
         .code
-        .ask_lines(json!({
-            "t": "http",
-            "method": parts.method.as_str(),
-            "path": parts.uri.path(),
-            "query": parts.uri.query().unwrap_or_default(),
-            "headers": headers,
-            "body": STANDARD.encode(&body),
-            "user": user.as_ref().map(|user| &user.fields),
-            "permissions": user.as_ref().map(|user| &user.permissions),
-        }))
+        .ask_lines(&Ask::Http {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query().unwrap_or_default(),
+            headers,
+            body: STANDARD.encode(&body),
+            user: user.as_ref().map(|user| &user.fields),
+            permissions: user.as_ref().map(|user| user.permissions.as_slice()),
+        })
         .await
         .map_err(IntoResponse::into_response)?;
     let first = lines

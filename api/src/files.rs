@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use mostrador_queue::state::files;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -13,11 +14,12 @@ use crate::error::ApiError;
 use crate::extract::Params;
 use crate::wire;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
-    /// A folder (or file): what is at it or below it. Every file by default.
+    /// A folder or file: what is at it or below it (`/`, every file, by default).
     #[serde(default = "root")]
+    #[param(pattern = "^/[^\\u0000]*$")]
     path: String,
 }
 
@@ -25,9 +27,11 @@ fn root() -> String {
     "/".into()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct ReadQuery {
+    /// The file's absolute path, as the agent named it.
+    #[param(pattern = "^/[^\\u0000]*$")]
     path: String,
 }
 

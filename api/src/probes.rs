@@ -9,14 +9,18 @@ use axum::response::{IntoResponse, Response};
 use mostrador_queue::schema::check_schema;
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::IntoParams;
 
 use crate::ApiError;
 use crate::app::AppState;
 use crate::wire;
 
-/// `/ok`'s query: `check_db=1` checks the database too, as on the official server.
-#[derive(Debug, Deserialize)]
+/// `/ok`'s query, as on the official server.
+#[derive(Debug, Deserialize, IntoParams)]
 pub struct OkQuery {
+    /// A number: other than 0, the database is asked too (`healthy`, or `unhealthy` and a 503);
+    /// 0 or none, it is not (`skipped`).
+    #[param(pattern = "^[+-]?[0-9]+$", nullable = false)]
     check_db: Option<String>,
 }
 

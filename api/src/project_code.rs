@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -95,6 +95,51 @@ pub struct Ready {
     pub openapi: Option<Value>,
 }
 
+/// What the api asks a helper process, one line each (`t` names it; `runner.py --api` and
+/// `api.mjs` read the same lines).
+#[derive(Debug, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Ask<'a> {
+    /// Who calls: the authenticate handler's user, or its refusal.
+    Authenticate {
+        method: &'a str,
+        path: &'a str,
+        query: &'a str,
+        headers: Vec<(&'a str, &'a str)>,
+    },
+    /// What the handler of `resource`'s `action` makes of `value`: the value, and a filter.
+    Event {
+        user: &'a Value,
+        permissions: &'a [String],
+        resource: &'a str,
+        action: &'a str,
+        value: Value,
+    },
+    /// The embedded fields of a store item's `value` (`index`: the put's own, or null).
+    Embed { value: &'a Value, index: &'a Value },
+    /// The embedding of a store search's query.
+    EmbedQuery { query: &'a str },
+    /// A request to the project's app, answered in lines: its start, its body's pieces, its end.
+    Http {
+        method: &'a str,
+        path: &'a str,
+        query: &'a str,
+        headers: Vec<(&'a str, &'a str)>,
+        /// Base64.
+        body: String,
+        user: Option<&'a Value>,
+        permissions: Option<&'a [String]>,
+    },
+}
+
+/// An [`Ask`] under the id its answer will carry.
+#[derive(Serialize)]
+struct Line<'a> {
+    id: u64,
+    #[serde(flatten)]
+    ask: &'a Ask<'a>,
+}
+
 /// A route of a project's app: a path (Starlette's, `{param}` and `{param:path}`), its methods
 /// (`None`: any), or a mount (`prefix`: every path below it).
 #[derive(Debug, Clone, Deserialize)]
@@ -138,7 +183,7 @@ impl ProjectCode {
     /// # Errors
     ///
     /// The answer's refusal; a 503 when no process answered.
-    pub async fn ask(&self, message: Value) -> Result<Value, ApiError> {
+    pub async fn ask(&self, message: &Ask<'_>) -> Result<Value, ApiError> {
         let (answer, answered) = oneshot::channel();
         let (link, id) = self.send(message, Waiting::Once(answer)).await?;
         // The process died with the request (its answer's sender dropped), or took too long:
@@ -161,7 +206,7 @@ impl ProjectCode {
     /// A 503 when no process took it.
     pub async fn ask_lines(
         &self,
-        message: Value,
+        message: &Ask<'_>,
     ) -> Result<mpsc::UnboundedReceiver<Value>, ApiError> {
         let (lines, answer) = mpsc::unbounded_channel();
         self.send(message, Waiting::Lines(lines)).await?;
@@ -169,15 +214,10 @@ impl ProjectCode {
     }
 
     /// Writes `message` to a live process under a new id, its answer awaited by `waiting`.
-    async fn send(
-        &self,
-        mut message: Value,
-        waiting: Waiting,
-    ) -> Result<(Arc<Link>, u64), ApiError> {
+    async fn send(&self, ask: &Ask<'_>, waiting: Waiting) -> Result<(Arc<Link>, u64), ApiError> {
         let link = self.live().ok_or_else(unavailable)?;
         let id = link.next_id.fetch_add(1, Ordering::Relaxed);
-        message["id"] = json!(id);
-        let mut line = serde_json::to_vec(&message).map_err(ApiError::failed)?;
+        let mut line = serde_json::to_vec(&Line { id, ask }).map_err(ApiError::failed)?;
         line.push(b'\n');
         lock(&link.waiting).insert(id, waiting);
         if link.input.lock().await.write_all(&line).await.is_err() {

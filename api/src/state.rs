@@ -12,7 +12,7 @@ use mostrador_queue::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -178,9 +178,11 @@ async fn snapshot(
 }
 
 /// The query of `GET /threads/{thread_id}/state[/{checkpoint_id}]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct StateQuery {
+    /// The states of waiting subgraphs in their tasks' `state` (Python graphs).
+    #[param(value_type = Option<bool>, nullable = false)]
     subgraphs: Option<String>,
 }
 
@@ -310,10 +312,13 @@ fn before() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
 
 /// `GET /threads/{thread_id}/history?limit=&before=`: the same, as the JS SDK's `useStream`
 /// fetches it.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct HistoryQuery {
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000, default = 10, nullable = false)]
     limit: Option<String>,
+    /// A checkpoint id.
+    #[param(value_type = Option<String>, format = Uuid, nullable = false)]
     before: Option<String>,
 }
 

@@ -10,13 +10,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::data::store::{self, Namespaces, Search};
 use serde::Deserialize;
-use serde_json::{Value, json};
-use utoipa::ToSchema;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::authorize::grant;
 use crate::custom_auth::Grant;
+use crate::custom_auth::event::{
+    StoreDelete, StoreGet, StoreListNamespaces, StorePut, StoreSearch,
+};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
@@ -52,12 +55,13 @@ pub async fn put(
     let granted = grant(
         &state,
         &caller,
-        "store",
-        "put",
-        json!({
-            "namespace": put.namespace, "key": put.key, "value": put.value,
-            "index": put.index, "ttl": put.ttl,
-        }),
+        &StorePut {
+            namespace: &put.namespace,
+            key: &put.key,
+            value: &put.value,
+            index: put.index.as_ref(),
+            ttl: put.ttl,
+        },
     )
     .await?;
     let namespace = granted_namespace(&granted, put.namespace)?;
@@ -91,11 +95,16 @@ pub async fn put(
 }
 
 /// The query of `GET /store/items`: the namespace's labels joined with periods.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 pub struct Get {
     #[serde(default)]
+    #[param(pattern = "^[^.]+([.][^.]+)*$")]
     namespace: String,
+    #[param(nullable = false)]
     key: Option<String>,
+    /// Whether reading the item renews its TTL (anything but `false`; the operator's default
+    /// when absent).
+    #[param(nullable = false)]
     refresh_ttl: Option<String>,
 }
 
@@ -117,9 +126,11 @@ pub async fn get(
     let granted = grant(
         &state,
         &caller,
-        "store",
-        "get",
-        json!({"namespace": namespace, "key": key, "refresh_ttl": refresh}),
+        &StoreGet {
+            namespace: &namespace,
+            key: &key,
+            refresh_ttl: refresh,
+        },
     )
     .await?;
     let namespace = granted_namespace(&granted, namespace)?;
@@ -147,9 +158,10 @@ pub async fn delete(
     let granted = grant(
         &state,
         &caller,
-        "store",
-        "delete",
-        json!({"namespace": delete.namespace, "key": delete.key}),
+        &StoreDelete {
+            namespace: &delete.namespace,
+            key: &delete.key,
+        },
     )
     .await?;
     let namespace = granted_namespace(&granted, delete.namespace)?;
@@ -188,12 +200,14 @@ pub async fn search(
     let granted = grant(
         &state,
         &caller,
-        "store",
-        "search",
-        json!({
-            "namespace": body.namespace_prefix, "filter": body.filter, "limit": body.limit.unwrap_or(10),
-            "offset": body.offset.unwrap_or(0), "query": body.query, "refresh_ttl": body.refresh_ttl,
-        }),
+        &StoreSearch {
+            namespace: &body.namespace_prefix,
+            filter: body.filter.as_ref(),
+            limit: body.limit.unwrap_or(10),
+            offset: body.offset.unwrap_or(0),
+            query: body.query.as_deref(),
+            refresh_ttl: body.refresh_ttl,
+        },
     )
     .await?;
     let namespace_prefix = granted_namespace(&granted, body.namespace_prefix)?;
@@ -279,12 +293,13 @@ pub async fn namespaces(
     let granted = grant(
         &state,
         &caller,
-        "store",
-        "list_namespaces",
-        json!({
-            "namespace": body.prefix, "suffix": body.suffix, "max_depth": body.max_depth,
-            "limit": body.limit.unwrap_or(100), "offset": body.offset.unwrap_or(0),
-        }),
+        &StoreListNamespaces {
+            namespace: body.prefix.as_deref(),
+            suffix: body.suffix.as_deref(),
+            max_depth: body.max_depth,
+            limit: body.limit.unwrap_or(100),
+            offset: body.offset.unwrap_or(0),
+        },
     )
     .await?;
     let asked = Namespaces {

@@ -3,10 +3,10 @@
 //! Postgres keeps the vectors and `queue::data::store` ranks items by them.
 
 use mostrador_queue::data::store::Embedded;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::project_code::ProjectCode;
+use crate::project_code::{Ask, ProjectCode};
 
 /// The project's embedding function, in its helper processes.
 #[derive(Debug, Clone)]
@@ -27,10 +27,7 @@ impl StoreIndex {
     ///
     /// The embedding function failed (a 500), or no helper process answered (a 503).
     pub async fn embed(&self, value: &Value, index: &Value) -> Result<Vec<Embedded>, ApiError> {
-        let mut answer = self
-            .code
-            .ask(json!({"t": "embed", "value": value, "index": index}))
-            .await?;
+        let mut answer = self.code.ask(&Ask::Embed { value, index }).await?;
         serde_json::from_value(answer["embedded"].take()).map_err(|err| {
             ApiError::failed(format!("the helper process embedded fields wrongly: {err}"))
         })
@@ -42,10 +39,7 @@ impl StoreIndex {
     ///
     /// As [`StoreIndex::embed`].
     pub async fn query(&self, query: &str) -> Result<Vec<f32>, ApiError> {
-        let mut answer = self
-            .code
-            .ask(json!({"t": "embed_query", "query": query}))
-            .await?;
+        let mut answer = self.code.ask(&Ask::EmbedQuery { query }).await?;
         serde_json::from_value(answer["vector"].take()).map_err(|err| {
             ApiError::failed(format!(
                 "the helper process embedded a query wrongly: {err}"

@@ -20,6 +20,7 @@ use crate::auth::Caller;
 use crate::authorize::{
     grant, visible_thread, visible_thread_granted, writable_thread, writable_thread_for,
 };
+use crate::custom_auth::event::{ThreadCopy, ThreadsCreate, ThreadsSearch, ThreadsUpdate};
 use crate::error::ApiError;
 use crate::extract::Body;
 use crate::openapi::fields;
@@ -123,9 +124,11 @@ pub async fn create(
     let grant = grant(
         &state,
         &caller,
-        "threads",
-        "create",
-        json!({"thread_id": chosen, "metadata": create.metadata.clone().unwrap_or_default(), "if_exists": create.if_exists}),
+        &ThreadsCreate {
+            thread_id: chosen,
+            metadata: create.metadata.clone().unwrap_or_default(),
+            if_exists: create.if_exists.as_deref(),
+        },
     )
     .await?;
     let metadata = granted_metadata(grant.value, create.metadata)?;
@@ -475,12 +478,13 @@ async fn thread_search(
         let grant = grant(
             state,
             caller,
-            "threads",
-            "search",
-            json!({
-                "metadata": search.metadata.clone().unwrap_or_default(), "values": search.values, "status": search.status,
-                "limit": search.limit, "offset": search.offset,
-            }),
+            &ThreadsSearch {
+                metadata: search.metadata.clone().unwrap_or_default(),
+                values: search.values.as_ref(),
+                status: search.status.as_deref(),
+                limit: search.limit,
+                offset: search.offset,
+            },
         )
         .await?;
         visible_to.auth_filter = grant.filter_json();
@@ -575,9 +579,10 @@ pub async fn update(
             let grant = grant(
                 &state,
                 &caller,
-                "threads",
-                "update",
-                json!({"thread_id": thread_id, "metadata": patch.metadata.clone().unwrap_or_default()}),
+                &ThreadsUpdate {
+                    thread_id: &thread_id,
+                    metadata: patch.metadata.clone().unwrap_or_default(),
+                },
             )
             .await?;
             let thread = visible_thread_granted(&state, &thread_id, &grant).await?;
@@ -687,14 +692,7 @@ pub async fn copy(
 ) -> Result<Json<wire::Thread>, ApiError> {
     let original = visible_thread(&state, &caller, &thread_id).await?;
     // The copy is a thread the caller creates, as officially.
-    grant(
-        &state,
-        &caller,
-        "threads",
-        "create",
-        json!({"thread_id": null}),
-    )
-    .await?;
+    grant(&state, &caller, &ThreadCopy { thread_id: None }).await?;
     // One transaction: a copy is whole or is not.
     let mut tx = state.pool().begin().await.map_err(ApiError::failed)?;
     let copy = thread::create(

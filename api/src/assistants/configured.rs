@@ -9,13 +9,14 @@ use axum::response::{IntoResponse, Response};
 use mostrador_queue::data::assistants::{self as rows, Change, NewAssistant, SORTS};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::{Assistant, Search, found, found_for, owner_scope};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::authorize::grant;
+use crate::custom_auth::event::{AssistantsCreate, AssistantsSearch, AssistantsUpdate};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
@@ -28,7 +29,7 @@ async fn owned(
     state: &AppState,
     caller: &Caller,
     id: &str,
-    action: &str,
+    action: &'static str,
 ) -> Result<Uuid, ApiError> {
     let assistant = found_for(state, caller, id, Some(action)).await?;
     if state.assistant(id).is_some() {
@@ -134,13 +135,16 @@ pub async fn create(
     let granted = grant(
         &state,
         &caller,
-        "assistants",
-        "create",
-        json!({
-            "assistant_id": assistant_id, "graph_id": graph_id, "config": body.config,
-            "context": body.context, "metadata": body.metadata.clone().unwrap_or_default(),
-            "if_exists": body.if_exists, "name": body.name, "description": body.description,
-        }),
+        &AssistantsCreate {
+            assistant_id,
+            graph_id: &graph_id,
+            config: body.config.as_ref(),
+            context: body.context.as_ref(),
+            metadata: body.metadata.clone().unwrap_or_default(),
+            if_exists: body.if_exists.as_deref(),
+            name: body.name.as_deref(),
+            description: body.description.as_deref(),
+        },
     )
     .await?;
     let metadata = granted_metadata(granted.value, body.metadata)?;
@@ -201,13 +205,15 @@ pub async fn update(
         let granted = grant(
             &state,
             &caller,
-            "assistants",
-            "update",
-            json!({
-                "assistant_id": id, "graph_id": body.graph_id, "config": body.config,
-                "context": body.context, "metadata": body.metadata.clone().unwrap_or_default(),
-                "name": body.name, "description": body.description,
-            }),
+            &AssistantsUpdate {
+                assistant_id: &id,
+                graph_id: body.graph_id.as_deref(),
+                config: body.config.as_ref(),
+                context: body.context.as_ref(),
+                metadata: body.metadata.clone().unwrap_or_default(),
+                name: body.name.as_deref(),
+                description: body.description.as_deref(),
+            },
         )
         .await?;
         let sent = body.metadata.take();
@@ -271,7 +277,7 @@ pub async fn delete(
 }
 
 /// The query of `DELETE /assistants/{assistant_id}`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct DeleteQuery {
     /// Also delete the threads the assistant ran on.
@@ -447,12 +453,12 @@ async fn matching(
     let granted = grant(
         state,
         caller,
-        "assistants",
-        "search",
-        json!({
-            "graph_id": search.graph_id, "metadata": search.metadata.clone().unwrap_or_default(),
-            "limit": search.limit, "offset": search.offset,
-        }),
+        &AssistantsSearch {
+            graph_id: search.graph_id.as_deref(),
+            metadata: search.metadata.clone().unwrap_or_default(),
+            limit: search.limit,
+            offset: search.offset,
+        },
     )
     .await?;
     let own = state

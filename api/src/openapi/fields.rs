@@ -159,3 +159,19 @@ pub(crate) fn item_ttl() -> RefOr<Schema> {
         "maximum": mostrador_queue::data::store::MAX_TTL_MINUTES,
     }))
 }
+
+/// A run status, or empty (every status).
+pub(crate) fn run_status_filter() -> RefOr<Schema> {
+    schema(super::schemas::run_status_filter())
+}
+
+/// What a cancel does to the run: stops it where it is (`interrupt`, the default) or deletes it
+/// and its checkpoints (`rollback`).
+pub(crate) fn cancel_action() -> RefOr<Schema> {
+    schema(json!({"type": "string", "enum": ["interrupt", "rollback"]}))
+}
+
+/// Whether a cancel answers once the run has ended (`1`, `true`).
+pub(crate) fn cancel_wait() -> RefOr<Schema> {
+    schema(json!({"type": "string", "enum": ["0", "1", "false", "true", ""]}))
+}

@@ -2,13 +2,14 @@
 //! answers.
 
 use serde_json::{Value, json};
-use utoipa::ToSchema;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::{RefOr, Schema};
+use utoipa::{IntoParams, ToSchema};
 
 use super::schemas::{
     any, array, header, limit, offset, query, reference, run_status_filter, stream_mode_name,
 };
-use crate::{assistants, crons, runs, state, store, threads, wire};
+use crate::{assistants, crons, files, probes, runs, state, store, threads, wire};
 
 /// A schema named in the document's components.
 pub type Named = (String, RefOr<Schema>);
@@ -170,13 +171,25 @@ impl Io {
 
     /// With these query and header parameters.
     #[must_use]
-    pub fn parameters(self, parameters: Vec<Value>) -> Self {
-        Self { parameters, ..self }
+    pub fn parameters(mut self, parameters: Vec<Value>) -> Self {
+        self.parameters.extend(parameters);
+        self
+    }
+
+    /// With the query parameters of `T`, the query type the handler reads.
+    #[must_use]
+    pub fn query<T: IntoParams>(self) -> Self {
+        let parameters = T::into_params(|| Some(ParameterIn::Query))
+            .iter()
+            .map(|parameter| serde_json::to_value(parameter).expect("a parameter is JSON"))
+            .collect();
+        self.parameters(parameters)
     }
 }
 
 /// The second table: what each route of [`ROUTES`](super::ROUTES) takes and answers, by method
-/// and path. Bodies and answers are the types the handlers read and write.
+/// and path. Bodies, answers and query parameters are the types the handlers read and write
+/// (`ToSchema`, `IntoParams`); what a handler reads from the raw query or headers is written here.
 pub(super) fn io(method: &str, path: &str) -> Option<Io> {
     let final_state = || {
         json!({
@@ -215,13 +228,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
                 "edges": {"type": "array", "items": {"type": "object"}},
             },
         }))
-        .parameters(vec![json!({
-            "name": "xray",
-            "in": "query",
-            "required": false,
-            "schema": {"type": "string", "pattern": "^(true|True|false|False|[1-9][0-9]{0,8})$"},
-            "description": "Draw subgraphs (Python graphs): `true`, or how many levels deep.",
-        })]),
+        .query::<assistants::GraphQuery>(),
         ("get", "/assistants/{assistant_id}/schemas") => Io::json(json!({
             "type": "object",
             "required": ["graph_id", "input_schema", "output_schema", "state_schema"],
@@ -233,13 +240,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
                 "description": "The schemas of each subgraph, by namespace (`parent|child`).",
                 "additionalProperties": {"type": "object"},
             }))
-            .parameters(vec![json!({
-                "name": "recurse",
-                "in": "query",
-                "required": false,
-                "schema": {"type": "boolean"},
-                "description": "Nested subgraphs too, not only the immediate ones.",
-            })])
+            .query::<assistants::SubgraphsQuery>()
         }
         ("post", "/threads") => Io::answers::<wire::Thread>().takes::<threads::Create>(),
         ("post", "/threads/search") => Io::answers_as::<wire::Thread>(|thread| {
@@ -251,13 +252,12 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         .takes::<threads::Search>(),
         ("post", "/threads/count") => Io::json(count()).takes::<threads::Search>(),
         ("post", "/threads/prune") => Io::answers::<threads::Pruned>().takes::<threads::Prune>(),
-        ("get", "/threads/{thread_id}/files") => Io::answers_as::<wire::FileEntry>(array)
-            .parameters(vec![file_path(
-                false,
-                "A folder or file: what is at it or below it (`/`, every file, by default).",
-            )]),
-        ("get", "/threads/{thread_id}/files/content") => Io::answers::<wire::FileContent>()
-            .parameters(vec![file_path(true, "The file's absolute path, as the agent named it.")]),
+        ("get", "/threads/{thread_id}/files") => {
+            Io::answers_as::<wire::FileEntry>(array).query::<files::ListQuery>()
+        }
+        ("get", "/threads/{thread_id}/files/content") => {
+            Io::answers::<wire::FileContent>().query::<files::ReadQuery>()
+        }
         ("post", "/threads/{thread_id}/copy") | ("get", "/threads/{thread_id}") => {
             Io::answers::<wire::Thread>()
         }
@@ -269,26 +269,15 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             )])
             .takes::<threads::Patch>(),
         ("get", "/threads/{thread_id}/state" | "/threads/{thread_id}/state/{checkpoint_id}") => {
-            Io::answers::<wire::ThreadState>().parameters(vec![json!({
-                "name": "subgraphs",
-                "in": "query",
-                "required": false,
-                "schema": {"type": "boolean"},
-                "description": "The states of waiting subgraphs in their tasks' `state` (Python graphs).",
-            })])
+            Io::answers::<wire::ThreadState>().query::<state::StateQuery>()
         }
         ("post", "/threads/{thread_id}/state") => Io::answers::<state::Updated>()
             .takes::<state::Update>(),
         ("post", "/threads/{thread_id}/history") => Io::answers_as::<wire::ThreadState>(array)
             .takes::<state::History>(),
-        ("get", "/threads/{thread_id}/history") => Io::answers_as::<wire::ThreadState>(array)
-            .parameters(vec![
-                query("limit", limit(10)),
-                query(
-                    "before",
-                    json!({"type": "string", "format": "uuid", "description": "A checkpoint id."}),
-                ),
-            ]),
+        ("get", "/threads/{thread_id}/history") => {
+            Io::answers_as::<wire::ThreadState>(array).query::<state::HistoryQuery>()
+        }
         ("post", "/threads/{thread_id}/state/checkpoint") => Io::answers::<wire::ThreadState>()
             .takes::<state::AtCheckpoint>(),
         ("get", "/threads/{thread_id}/runs") => Io::answers_as::<wire::Run>(array)
@@ -329,14 +318,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         ("get", "/store/items") => Io::answers_as::<wire::Item>(|item| {
             json!({"oneOf": [item, {"type": "null"}]})
         })
-        .parameters(vec![
-            query(
-                "namespace",
-                json!({"type": "string", "pattern": "^[^.]+([.][^.]+)*$"}),
-            ),
-            query("key", json!({"type": "string"})),
-            query("refresh_ttl", json!({"type": "string"})),
-        ]),
+        .query::<store::Get>(),
         ("delete", "/store/items") => Io::json(any()).takes::<store::Delete>(),
         ("post", "/store/items/search") => {
             Io::answers::<wire::SearchItems>().takes::<store::SearchBody>()
@@ -358,14 +340,9 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         ("get", "/threads/{thread_id}/runs/{run_id}/join") => {
             Io::json(final_state()).parameters(vec![cancel_on_disconnect()])
         }
-        ("post", "/threads/{thread_id}/runs/{run_id}/cancel") => Io::json(final_state())
-            .parameters(vec![
-                query("action", json!({"type": "string", "enum": ["interrupt", "rollback"]})),
-                query(
-                    "wait",
-                    json!({"type": "string", "enum": ["0", "1", "false", "true", ""]}),
-                ),
-            ]),
+        ("post", "/threads/{thread_id}/runs/{run_id}/cancel") => {
+            Io::json(final_state()).query::<runs::CancelQuery>()
+        }
         ("post", "/runs/crons" | "/threads/{thread_id}/runs/crons") => {
             Io::answers::<wire::Cron>().takes::<crons::CreateCron>()
         }
@@ -381,15 +358,11 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             |run| json!({"type": "array", "minItems": 1, "maxItems": 1000, "items": run}),
         ),
         ("post", "/runs/cancel") => Io::json(any())
-            .parameters(vec![query(
-                "action",
-                json!({"type": "string", "enum": ["interrupt", "rollback"]}),
-            )])
+            .query::<runs::CancelManyQuery>()
             .takes::<runs::CancelMany>(),
-        ("get", "/runs/recent") => Io::answers_as::<wire::RecentRun>(array).parameters(vec![
-            query("limit", limit(20)),
-            query("status", run_status_filter()),
-        ]),
+        ("get", "/runs/recent") => {
+            Io::answers_as::<wire::RecentRun>(array).query::<runs::RecentQuery>()
+        }
         ("get", "/queue") => Io::answers::<wire::Queue>(),
         ("get", "/dashboard") => Io::text("text/html"),
         ("post", "/mcp") => Io::json(json!({
@@ -428,30 +401,22 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
                 "ok": {"type": "boolean"},
                 "services": {"type": "object", "additionalProperties": {"type": "string"}},
             },
-        })),
+        }))
+        .query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
         (
             "delete",
-            "/assistants/{assistant_id}"
-            | "/threads/{thread_id}"
+            "/threads/{thread_id}"
             | "/threads/{thread_id}/runs/{run_id}"
             | "/runs/crons/{cron_id}",
         ) => Io::nothing(),
+        ("delete", "/assistants/{assistant_id}") => {
+            Io::nothing().query::<assistants::configured::DeleteQuery>()
+        }
         _ => return None,
     };
     Some(io)
-}
-
-/// The `path` query parameter of the files routes: absolute, without NUL.
-fn file_path(required: bool, description: &str) -> Value {
-    json!({
-        "name": "path",
-        "in": "query",
-        "required": required,
-        "schema": {"type": "string", "pattern": "^/[^\\u0000]*$"},
-        "description": description,
-    })
 }
 
 /// `cancel_on_disconnect` of a join: `true`, `yes` or `1` cancels the run when the client goes

@@ -3,7 +3,8 @@
 //! The router and the document are built from one table of the routes, [`ROUTES`] (with the
 //! apps' [`AppRoute`]s): each names its handler, so the document cannot name a route the router
 //! lacks. A second table, [`io::io`], names the types each route takes and answers, whose
-//! schemas are derived from them (`utoipa::ToSchema`), and its query and header parameters:
+//! schemas are derived from them (`utoipa::ToSchema`), and its query parameters (from the
+//! handler's query type, `utoipa::IntoParams`, where it has one) and header parameters:
 //! `tests/schemathesis/run` fuzzes the api from this document, so a schema there must say what
 //! the handler accepts and answers, no more and no less.
 

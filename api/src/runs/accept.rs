@@ -24,6 +24,7 @@ use crate::authorize::{
     grant, may_decide, may_start, may_write, visible_thread, visible_thread_granted,
 };
 use crate::custom_auth::Grant;
+use crate::custom_auth::event::{RunKwargs, RunsCreate};
 use crate::error::ApiError;
 use crate::openapi::fields;
 use crate::stream::{self, Start};
@@ -389,26 +390,24 @@ pub(super) async fn run_grant(
     let granted = grant(
         state,
         caller,
-        "threads",
-        "create_run",
-        json!({
-            "thread_id": thread_id,
-            "assistant_id": body.assistant_id,
-            "run_id": null,
-            "status": "pending",
-            "metadata": body.metadata.clone().unwrap_or_default(),
-            "prevent_insert_if_inflight": true,
-            "multitask_strategy": body.multitask_strategy,
-            "if_not_exists": body.if_not_exists,
-            "after_seconds": body.after_seconds,
-            "kwargs": {
-                "input": body.input,
-                "command": body.command,
-                "config": body.config,
-                "context": body.context,
-                "webhook": body.webhook,
+        &RunsCreate {
+            thread_id,
+            assistant_id: body.assistant_id.as_deref(),
+            run_id: None,
+            status: "pending",
+            metadata: body.metadata.clone().unwrap_or_default(),
+            prevent_insert_if_inflight: true,
+            multitask_strategy: body.multitask_strategy.as_deref(),
+            if_not_exists: body.if_not_exists.as_deref(),
+            after_seconds: body.after_seconds,
+            kwargs: RunKwargs {
+                input: body.input.as_ref(),
+                command: body.command.as_ref(),
+                config: body.config.as_ref(),
+                context: body.context.as_ref(),
+                webhook: body.webhook.as_ref(),
             },
-        }),
+        },
     )
     .await?;
     body.metadata = Some(crate::threads::granted_metadata(

@@ -26,15 +26,17 @@ use mostrador_queue::run::{self};
 use mostrador_queue::{CancelAction, Error as QueueError, Run, RunId, RunStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::assistants::Assistant;
 use crate::auth::Caller;
 use crate::authorize::{grant, visible_thread, writable_thread};
+use crate::custom_auth::event::AnyThreads;
 use crate::error::ApiError;
 use crate::extract::{Body, RunHeaders};
+use crate::openapi::fields;
 use crate::wire;
 
 /// The 429 of a caller over their share of the queue.
@@ -294,10 +296,12 @@ fn status_filter(name: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(default, deny_unknown_fields)]
 pub struct RecentQuery {
+    #[param(minimum = 1, maximum = 1000, default = 20)]
     limit: i64,
+    #[param(schema_with = fields::run_status_filter)]
     status: Option<String>,
 }
 
@@ -320,9 +324,7 @@ pub async fn recent(
     let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
     let status = status_filter(query.status.as_deref())?;
     let mut visible_to = state.visibility(&caller);
-    visible_to.auth_filter = grant(&state, &caller, "threads", "search", json!({}))
-        .await?
-        .filter_json();
+    visible_to.auth_filter = grant(&state, &caller, &AnyThreads {}).await?.filter_json();
     let runs = run::recent(state.pool(), &visible_to, status, query.limit)
         .await
         .map_err(queue_error)?;
@@ -341,23 +343,33 @@ pub async fn recent(
     ))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The query of a run's cancel.
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct CancelQuery {
+    /// Answer once the run has ended, with its final state.
+    #[param(schema_with = fields::cancel_wait)]
     wait: Option<String>,
+    #[param(schema_with = fields::cancel_action)]
     action: Option<String>,
 }
 
-impl CancelQuery {
-    /// `interrupt` (the default) or `rollback`.
-    fn action(&self) -> Result<CancelAction, ApiError> {
-        match self.action.as_deref() {
-            None | Some("interrupt") => Ok(CancelAction::Interrupt),
-            Some("rollback") => Ok(CancelAction::Rollback),
-            Some(_) => Err(ApiError::unprocessable(
-                "action must be interrupt or rollback",
-            )),
-        }
+/// The query of `POST /runs/cancel`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(default)]
+pub struct CancelManyQuery {
+    #[param(schema_with = fields::cancel_action)]
+    action: Option<String>,
+}
+
+/// A cancel's `action`: `interrupt` (the default) or `rollback`.
+fn cancel_action(action: Option<&str>) -> Result<CancelAction, ApiError> {
+    match action {
+        None | Some("interrupt") => Ok(CancelAction::Interrupt),
+        Some("rollback") => Ok(CancelAction::Rollback),
+        Some(_) => Err(ApiError::unprocessable(
+            "action must be interrupt or rollback",
+        )),
     }
 }
 
@@ -370,7 +382,7 @@ pub async fn cancel(
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
-    let action = query.action()?;
+    let action = cancel_action(query.action.as_deref())?;
     let wait = match query.wait.as_deref() {
         None | Some("0" | "false" | "") => false,
         Some("1" | "true") => true,
@@ -424,11 +436,11 @@ fn cancel_status() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
 pub async fn cancel_many(
     State(state): State<AppState>,
     caller: Caller,
-    query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<CancelManyQuery>, axum::extract::rejection::QueryRejection>,
     Body(body): Body<CancelMany>,
 ) -> Result<StatusCode, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
-    let action = query.action()?;
+    let action = cancel_action(query.action.as_deref())?;
     let selection = match (body.status, body.thread_id, body.run_ids) {
         (Some(status), None, None) => Selection::InFlight(match status.to_lowercase().as_str() {
             "pending" => vec![RunStatus::Pending],
