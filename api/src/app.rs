@@ -83,7 +83,7 @@ pub struct ApiConfig {
     /// Connections at once, and the time a client has to send a request's headers.
     pub edge: Edge,
     /// Whether `/metrics` is served with the api's routes (`mostrador dev`, on loopback). Else it
-    /// is served apart ([`metrics_router`], on the port the operator scrapes), never to the api's
+    /// is served apart ([`crate::serve::metrics_router`], on the port the operator scrapes), never to the api's
     /// callers.
     pub public_metrics: bool,
     /// A token the dashboard (`/dashboard`) fills in for whoever opens it: `mostrador dev` only.

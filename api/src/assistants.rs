@@ -4,6 +4,8 @@
 //! those callers create (`assistants/configured`): configured instances of a graph, versioned,
 //! each its creator's own.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +22,7 @@ use crate::custom_auth::event::OnAssistant;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::openapi::fields;
+use crate::wire;
 
 pub mod configured;
 
@@ -154,7 +157,7 @@ pub async fn search(
     }
     let offset = search.offset;
     let (found, more) = configured::search(&state, &caller, search).await?;
-    let headers = crate::wire::pagination(offset, found.len(), more);
+    let headers = wire::pagination(offset, found.len(), more);
     let mut answers = Vec::with_capacity(found.len());
     for assistant in found {
         let mut answer = serde_json::to_value(assistant).map_err(ApiError::failed)?;
@@ -265,7 +268,7 @@ pub async fn graph(
     caller: Caller,
     Path(id): Path<String>,
     Params(query): Params<GraphQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::GraphDrawing>, ApiError> {
     let assistant = found(&state, &caller, &id).await?;
     let xray = xray(query.xray.as_deref())?;
     if state.is_python(&assistant.graph_id) {
@@ -281,7 +284,9 @@ pub async fn graph(
                 "The graph does not support visualization",
             ));
         }
-        return Ok(Json(drawing.clone()));
+        return serde_json::from_value(drawing.clone())
+            .map(Json)
+            .map_err(ApiError::failed);
     }
     let graph = state
         .graph(&assistant.graph_id)
@@ -302,7 +307,7 @@ pub async fn graph(
         .into_iter()
         .map(|(source, target)| json!({"source": source, "target": target, "conditional": false}))
         .collect();
-    Ok(Json(json!({"nodes": nodes, "edges": edges})))
+    Ok(Json(wire::GraphDrawing { nodes, edges }))
 }
 
 /// The query of `GET /assistants/{assistant_id}/graph`.
@@ -364,40 +369,41 @@ pub async fn schemas(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::GraphSchemas>, ApiError> {
     let assistant = found(&state, &caller, &id).await?;
-    if state.is_python(&assistant.graph_id) {
-        let described = described(&state, &assistant.graph_id).await?;
-        let mut schemas = described["schemas"].clone();
-        schemas["graph_id"] = json!(assistant.graph_id);
-        return Ok(Json(schemas));
-    }
-    let graph = state
-        .graph(&assistant.graph_id)
-        .ok_or_else(|| ApiError::not_found("graph not found"))?;
-    let mut schemas = rust_schemas(&assistant.graph_id, graph);
-    schemas["graph_id"] = json!(assistant.graph_id);
-    Ok(Json(schemas))
+    let schemas = if state.is_python(&assistant.graph_id) {
+        let mut described = described(&state, &assistant.graph_id).await?;
+        serde_json::from_value(described["schemas"].take()).map_err(ApiError::failed)?
+    } else {
+        let graph = state
+            .graph(&assistant.graph_id)
+            .ok_or_else(|| ApiError::not_found("graph not found"))?;
+        rust_schemas(&assistant.graph_id, graph)
+    };
+    Ok(Json(wire::GraphSchemas {
+        graph_id: assistant.graph_id,
+        schemas,
+    }))
 }
 
 /// A Rust graph's schemas: its state has its channels (values are any JSON).
-fn rust_schemas(title: &str, graph: &Graph) -> Value {
+fn rust_schemas(title: &str, graph: &Graph) -> wire::Schemas {
     let properties: serde_json::Map<String, Value> = graph
         .channels()
         .map(|channel| (channel.to_owned(), json!({})))
         .collect();
     let state_schema = json!({"title": title, "type": "object", "properties": properties});
-    json!({
-        "input_schema": state_schema,
-        "output_schema": state_schema,
-        "state_schema": state_schema,
-        "config_schema": {"type": "object", "properties": {}},
-        "context_schema": null,
-    })
+    wire::Schemas {
+        input_schema: Some(state_schema.clone()),
+        output_schema: Some(state_schema.clone()),
+        state_schema: Some(state_schema),
+        config_schema: Some(json!({"type": "object", "properties": {}})),
+        context_schema: Some(Value::Null),
+    }
 }
 
 /// The schemas of a Rust graph's subgraphs and theirs, by namespace (`parent|child`).
-fn rust_subgraphs(graph: &Graph, outer: &str, found: &mut serde_json::Map<String, Value>) {
+fn rust_subgraphs(graph: &Graph, outer: &str, found: &mut BTreeMap<String, wire::Schemas>) {
     for (node, subgraph) in graph.subgraphs() {
         let namespace = mostrador_graph::checkpoint::nested(outer, node);
         found.insert(namespace.clone(), rust_schemas(node, subgraph));
@@ -421,7 +427,7 @@ pub async fn subgraphs(
     caller: Caller,
     Path(id): Path<String>,
     Params(query): Params<SubgraphsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BTreeMap<String, wire::Schemas>>, ApiError> {
     subgraphs_at(&state, &caller, &id, None, &query)
         .await
         .map(Json)
@@ -434,7 +440,7 @@ pub async fn subgraph(
     caller: Caller,
     Path((id, namespace)): Path<(String, String)>,
     Params(query): Params<SubgraphsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BTreeMap<String, wire::Schemas>>, ApiError> {
     subgraphs_at(&state, &caller, &id, Some(&namespace), &query)
         .await
         .map(Json)
@@ -446,24 +452,25 @@ async fn subgraphs_at(
     id: &str,
     namespace: Option<&str>,
     query: &SubgraphsQuery,
-) -> Result<Value, ApiError> {
+) -> Result<BTreeMap<String, wire::Schemas>, ApiError> {
     let assistant = found(state, caller, id).await?;
     let recurse = matches!(query.recurse.as_deref(), Some("true" | "True"));
     let all = match state.graph(&assistant.graph_id) {
         Some(graph) => {
-            let mut all = serde_json::Map::new();
+            let mut all = BTreeMap::new();
             rust_subgraphs(graph, "", &mut all);
             all
         }
-        None => described(state, &assistant.graph_id).await?["subgraphs"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
+        None => {
+            let mut described = described(state, &assistant.graph_id).await?;
+            serde_json::from_value::<Option<_>>(described["subgraphs"].take())
+                .map_err(ApiError::failed)?
+                .unwrap_or_default()
+        }
     };
-    Ok(Value::Object(
-        all.into_iter()
-            .filter(|(ns, _)| recurse || !ns.contains('|'))
-            .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
-            .collect(),
-    ))
+    Ok(all
+        .into_iter()
+        .filter(|(ns, _)| recurse || !ns.contains('|'))
+        .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
+        .collect())
 }

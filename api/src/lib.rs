@@ -26,9 +26,11 @@
 //!   into the queue's search filter.
 //! * [`authorize`]: [`authorize::visible_thread`], the one check every route with a thread id goes
 //!   through; `may_write`, `may_start`, `may_schedule`, `may_decide`; `thread_for` (`auth.path`).
-//! * [`project_code`]: the api's helper processes for a project's own Python code.
-//! * [`custom_auth`]: a project's `auth.path` handlers, their filters matched in Rust for a row
-//!   read by id and in SQL (`mostrador.auth_admits`) for searches.
+//! * [`project_code`]: the api's helper processes for a project's own code, asked typed
+//!   [`project_code::Ask`]s, one JSON line each.
+//! * [`custom_auth`]: a project's `auth.path` handlers, asked about typed events
+//!   ([`custom_auth::event`], keyed as the official server keys them), their filters matched in
+//!   Rust for a row read by id and in SQL (`mostrador.auth_admits`) for searches.
 //! * [`custom_routes`]: a project's `http.app`, asked before mostrador's routes.
 //! * [`store_index`]: a project's `store.index`, embedding what clients put and search with.
 //! * [`error`]: `{"detail": ...}`, `WWW-Authenticate` on 401, `Retry-After` on 503, and
@@ -36,7 +38,8 @@
 //! * [`wire`]: the types the api answers with, as the SDK reads them, and `Page`, which holds every
 //!   list within `MOSTRADOR_MAX_PAGE_BYTES` (413 past it).
 //! * [`openapi`]: `/openapi.json` from the router's own route table, its schemas derived from the
-//!   types the routes take and answer, and `/docs`.
+//!   types the routes take and answer and its query parameters from their query types, and
+//!   `/docs`.
 //! * [`assistants`]: one per graph, ids as the official server derives them, and those callers
 //!   create ([`assistants::configured`]); a Python graph's schemas are a 503 until described.
 //! * [`threads`]: threads, their search, copy and prune; a taken id is the same 409 whoever holds

@@ -295,10 +295,8 @@ async fn tools_list(
         let schemas =
             crate::assistants::schemas(State(state.clone()), caller.clone(), Path(id.to_owned()))
                 .await;
-        let mut input = match schemas {
-            Ok(Json(schemas)) if !schemas["input_schema"].is_null() => {
-                schemas["input_schema"].clone()
-            }
+        let mut input = match schemas.map(|Json(graph)| graph.schemas.input_schema) {
+            Ok(Some(input)) if !input.is_null() => input,
             Ok(_) | Err(_) => {
                 tracing::warn!(assistant = title, "no input schema: not listed as a tool");
                 continue;

@@ -8,7 +8,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::schema::check_schema;
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::IntoParams;
 
 use crate::ApiError;
@@ -39,19 +38,25 @@ pub async fn ok(
             .map(|n| n != 0)
             .map_err(|_| ApiError::unprocessable("check_db must be 0 or 1"))?,
     };
+    let health = |database| {
+        Json(wire::Health {
+            ok: !matches!(database, wire::DatabaseHealth::Unhealthy),
+            services: wire::HealthServices { database },
+        })
+    };
     if !check {
-        return Ok(Json(json!({"ok": true, "services": {"database": "skipped"}})).into_response());
+        return Ok(health(wire::DatabaseHealth::Skipped).into_response());
     }
     if state
         .database_ready(READY_FRESH, database_answers(&state))
         .await
     {
-        Ok(Json(json!({"ok": true, "services": {"database": "healthy"}})).into_response())
+        Ok(health(wire::DatabaseHealth::Healthy).into_response())
     } else {
         Ok((
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "1")],
-            Json(json!({"ok": false, "services": {"database": "unhealthy"}})),
+            health(wire::DatabaseHealth::Unhealthy),
         )
             .into_response())
     }

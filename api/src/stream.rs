@@ -17,9 +17,11 @@ use futures_util::Stream;
 use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::run::event::EventFollower;
 use mostrador_queue::{CancelAction, Error as QueueError, Run};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
+use utoipa::ToSchema;
 
 use crate::app::{AppState, AtLimit, Subscriber};
 use crate::auth::Caller;
@@ -33,7 +35,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// What a client that goes away before the run's end does to it (`on_disconnect`, or
 /// `cancel_on_disconnect` when joining).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum OnDisconnect {
     /// The run goes on; the client may join it again.
     #[default]
@@ -43,19 +46,6 @@ pub enum OnDisconnect {
 }
 
 impl OnDisconnect {
-    /// # Errors
-    ///
-    /// 422 for anything but `cancel` or `continue`.
-    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
-        match value {
-            None | Some("continue") => Ok(Self::Continue),
-            Some("cancel") => Ok(Self::Cancel),
-            Some(_) => Err(ApiError::unprocessable(
-                "on_disconnect must be cancel or continue",
-            )),
-        }
-    }
-
     /// The client went away: cancels the run if it asked for that (a run already ended stays
     /// as it is).
     pub async fn client_gone(self, state: &AppState, run: &Run) {

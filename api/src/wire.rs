@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use mostrador_queue::{MultitaskStrategy, RunStatus, ThreadStatus, state::files};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use utoipa::openapi::{ObjectBuilder, RefOr, Schema, Type};
@@ -422,4 +422,92 @@ pub struct Worker {
     pub heartbeat_at: DateTime<Utc>,
     #[schema(minimum = 0)]
     pub running: i64,
+}
+
+/// `GET /ok` and `GET /`: a health check, as the official server answers one.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Health {
+    pub ok: bool,
+    pub services: HealthServices,
+}
+
+/// What a health check found of each service.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HealthServices {
+    pub database: DatabaseHealth,
+}
+
+/// The database, as a health check found it: not asked (`skipped`, unless `check_db`),
+/// `healthy` or `unhealthy`.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DatabaseHealth {
+    Skipped,
+    Healthy,
+    Unhealthy,
+}
+
+/// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, as LangGraph's
+/// `Graph.to_json` writes them.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GraphDrawing {
+    #[schema(value_type = Vec<Object>)]
+    pub nodes: Vec<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub edges: Vec<Value>,
+}
+
+/// A graph's JSON Schemas, as LangGraph derives them: null where it could not derive one, and
+/// absent where the graph has none (a JavaScript graph's, as the official JS server leaves it
+/// out).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct Schemas {
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub state_schema: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub config_schema: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Object>)]
+    pub context_schema: Option<Value>,
+}
+
+/// A field that is there, null or not (absent: `None`, by `default`).
+fn present<'de, D: serde::Deserializer<'de>>(field: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(field).map(Some)
+}
+
+/// `GET /assistants/{assistant_id}/schemas`: the graph's schemas, and which graph.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GraphSchemas {
+    pub graph_id: String,
+    #[serde(flatten)]
+    pub schemas: Schemas,
 }

@@ -321,18 +321,22 @@ async fn runner_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
     assert!(headers.contains_key(header::RETRY_AFTER));
 
     let schema = |title: &str| json!({"title": title, "type": "object"});
+    // What the runner records of a graph (`describe.py`): its five schemas.
+    let schemas_of = |title: &str| {
+        json!({
+            "input_schema": null, "output_schema": null, "state_schema": schema(title),
+            "config_schema": {}, "context_schema": null,
+        })
+    };
     let drawing = |nodes: &[&str]| json!({"nodes": nodes.iter().map(|n| json!({"id": n})).collect::<Vec<_>>(), "edges": []});
     let description = json!({
-        "schemas": {
-            "input_schema": null, "output_schema": null, "state_schema": schema("py_state"),
-            "config_schema": {}, "context_schema": null,
-        },
+        "schemas": schemas_of("py_state"),
         "graph": {
             "false": drawing(&["outer"]),
             "1": drawing(&["outer:inner"]),
             "true": drawing(&["outer:inner:leaf"]),
         },
-        "subgraphs": {"outer": schema("outer"), "outer|inner": schema("inner")},
+        "subgraphs": {"outer": schemas_of("outer"), "outer|inner": schemas_of("inner")},
     });
     mostrador_queue::data::graphs::record(&pool, "py", &description)
         .await
@@ -362,7 +366,7 @@ async fn runner_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "xray={bad}");
     }
     let (_, _, immediate) = api.send(api.get("/assistants/py/subgraphs")).await;
-    assert_eq!(immediate, json!({"outer": schema("outer")}));
+    assert_eq!(immediate, json!({"outer": schemas_of("outer")}));
     let (_, _, all) = api
         .send(api.get("/assistants/py/subgraphs?recurse=true"))
         .await;
@@ -370,7 +374,7 @@ async fn runner_graphs_are_described_by_what_a_worker_recorded(pool: PgPool) {
     let (_, _, nested) = api
         .send(api.get("/assistants/py/subgraphs/outer%7Cinner?recurse=true"))
         .await;
-    assert_eq!(nested, json!({"outer|inner": schema("inner")}));
+    assert_eq!(nested, json!({"outer|inner": schemas_of("inner")}));
     let (_, _, rust) = api.send(api.get("/assistants/agent/subgraphs")).await;
     assert_eq!(rust, json!({}), "a Rust graph without subgraphs");
 

@@ -6,7 +6,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::runs::accept::RunCommand;
+use mostrador_queue::MultitaskStrategy;
+
+use crate::runs::accept::{IfNotExists, RunCommand};
 
 /// An action the project's handlers may allow, change or filter.
 pub trait Event: Serialize {
@@ -120,8 +122,8 @@ pub struct RunsCreate<'a> {
     pub status: &'static str,
     pub metadata: Map<String, Value>,
     pub prevent_insert_if_inflight: bool,
-    pub multitask_strategy: Option<&'a str>,
-    pub if_not_exists: Option<&'a str>,
+    pub multitask_strategy: Option<MultitaskStrategy>,
+    pub if_not_exists: Option<IfNotExists>,
     pub after_seconds: Option<f64>,
     pub kwargs: RunKwargs<'a>,
 }

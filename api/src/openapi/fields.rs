@@ -29,11 +29,6 @@ nullable_names! {
     if_exists: ["raise", "do_nothing"];
     sort_order: ["asc", "desc"];
     prune_strategy: ["delete", "keep_latest"];
-    if_not_exists: ["reject", "create"];
-    on_completion: ["delete", "keep"];
-    /// What a client that goes away before the run's end does to it, on the stream and wait
-    /// forms: `cancel` cancels it (interrupt); `continue` (the default) lets it go on.
-    on_disconnect: ["cancel", "continue"];
     durability: ["sync", "async", "exit"];
     on_run_completed: ["delete", "keep"];
 }

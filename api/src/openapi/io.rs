@@ -220,26 +220,18 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         }
         ("post", "/assistants/{assistant_id}/latest") => Io::answers::<assistants::Assistant>()
             .takes::<assistants::configured::Latest>(),
-        ("get", "/assistants/{assistant_id}/graph") => Io::json(json!({
-            "type": "object",
-            "required": ["nodes", "edges"],
-            "properties": {
-                "nodes": {"type": "array", "items": {"type": "object"}},
-                "edges": {"type": "array", "items": {"type": "object"}},
-            },
-        }))
-        .query::<assistants::GraphQuery>(),
-        ("get", "/assistants/{assistant_id}/schemas") => Io::json(json!({
-            "type": "object",
-            "required": ["graph_id", "input_schema", "output_schema", "state_schema"],
-            "properties": {"graph_id": {"type": "string"}},
-        })),
+        ("get", "/assistants/{assistant_id}/graph") => {
+            Io::answers::<wire::GraphDrawing>().query::<assistants::GraphQuery>()
+        }
+        ("get", "/assistants/{assistant_id}/schemas") => Io::answers::<wire::GraphSchemas>(),
         ("get", "/assistants/{assistant_id}/subgraphs" | "/assistants/{assistant_id}/subgraphs/{namespace}") => {
-            Io::json(json!({
-                "type": "object",
-                "description": "The schemas of each subgraph, by namespace (`parent|child`).",
-                "additionalProperties": {"type": "object"},
-            }))
+            Io::answers_as::<wire::Schemas>(|schemas| {
+                json!({
+                    "type": "object",
+                    "description": "The schemas of each subgraph, by namespace (`parent|child`).",
+                    "additionalProperties": schemas,
+                })
+            })
             .query::<assistants::SubgraphsQuery>()
         }
         ("post", "/threads") => Io::answers::<wire::Thread>().takes::<threads::Create>(),
@@ -394,15 +386,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             "properties": {"error": {"type": "string"}},
         })),
         ("get" | "delete", "/mcp") => Io::nothing(),
-        ("get", "/" | "/ok") => Io::json(json!({
-            "type": "object",
-            "required": ["ok", "services"],
-            "properties": {
-                "ok": {"type": "boolean"},
-                "services": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        }))
-        .query::<probes::OkQuery>(),
+        ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),
         ("get", "/live" | "/ready") => Io::text("text/plain"),
         (

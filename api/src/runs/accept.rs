@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use mostrador_graph::{Breakpoints, Graph, StreamMode};
+use mostrador_graph::{Breakpoints, Durability, Graph, StreamMode};
 use mostrador_queue::data::assistants::context_under;
 use mostrador_queue::listener::RunSubscription;
 use mostrador_queue::run::{self, MultitaskStrategy, NewRun, RunId};
@@ -79,6 +79,24 @@ pub struct RunCommand {
     update: Option<Value>,
 }
 
+/// What a run on a thread that does not exist does: is refused with a 404 (`reject`, the
+/// default) or creates it (`create`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IfNotExists {
+    Reject,
+    Create,
+}
+
+/// What happens to a stateless run's thread when the run ends: deleted (`delete`, the default)
+/// or kept (`keep`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnCompletion {
+    Delete,
+    Keep,
+}
+
 /// The body of `POST /threads/{thread_id}/runs` (and of its `stream` and `wait` forms).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(default)]
@@ -116,17 +134,14 @@ pub struct CreateRun {
     #[schema(schema_with = fields::webhook)]
     webhook: Option<Value>,
     #[schema(schema_with = fields::multitask_strategy)]
-    multitask_strategy: Option<String>,
-    #[schema(schema_with = fields::if_not_exists)]
-    if_not_exists: Option<String>,
-    #[schema(schema_with = fields::on_completion)]
-    on_completion: Option<String>,
-    #[schema(schema_with = fields::on_disconnect)]
-    on_disconnect: Option<String>,
+    multitask_strategy: Option<MultitaskStrategy>,
+    if_not_exists: Option<IfNotExists>,
+    on_completion: Option<OnCompletion>,
+    on_disconnect: Option<stream::OnDisconnect>,
     #[schema(minimum = 0)]
     after_seconds: Option<f64>,
     #[schema(schema_with = fields::durability)]
-    durability: Option<String>,
+    durability: Option<Durability>,
     /// The request's headers a run's `configurable` gets (`http.configurable_headers`).
     #[serde(skip)]
     #[schema(ignore)]
@@ -141,23 +156,13 @@ impl CreateRun {
 
     /// Whether a stateless run's thread goes when the run ends (`on_completion`, `delete` by
     /// default).
-    pub(super) fn deletes_on_completion(&self) -> Result<bool, ApiError> {
-        match self.on_completion.as_deref() {
-            None | Some("delete") => Ok(true),
-            Some("keep") => Ok(false),
-            Some(_) => Err(ApiError::unprocessable(
-                "on_completion must be delete or keep",
-            )),
-        }
+    pub(super) fn deletes_on_completion(&self) -> bool {
+        self.on_completion != Some(OnCompletion::Keep)
     }
 
     /// What the client's going away does to the run it streams or waits for.
-    ///
-    /// # Errors
-    ///
-    /// 422 for anything but `cancel` or `continue`.
-    pub fn on_disconnect(&self) -> Result<stream::OnDisconnect, ApiError> {
-        stream::OnDisconnect::parse(self.on_disconnect.as_deref())
+    pub fn on_disconnect(&self) -> stream::OnDisconnect {
+        self.on_disconnect.unwrap_or_default()
     }
 
     /// The form of `messages` events the client asked for.
@@ -214,7 +219,7 @@ pub async fn accept(
     mut body: CreateRun,
     follow: Follow,
 ) -> Result<Accepted, ApiError> {
-    let create = body.if_not_exists.as_deref() == Some("create");
+    let create = body.if_not_exists == Some(IfNotExists::Create);
     let found = match run_grant(state, caller, Some(thread_id), &mut body).await? {
         Some(grant) => visible_thread_granted(state, thread_id, &grant).await,
         None => visible_thread(state, caller, thread_id).await,
@@ -397,8 +402,8 @@ pub(super) async fn run_grant(
             status: "pending",
             metadata: body.metadata.clone().unwrap_or_default(),
             prevent_insert_if_inflight: true,
-            multitask_strategy: body.multitask_strategy.as_deref(),
-            if_not_exists: body.if_not_exists.as_deref(),
+            multitask_strategy: body.multitask_strategy,
+            if_not_exists: body.if_not_exists,
             after_seconds: body.after_seconds,
             kwargs: RunKwargs {
                 input: body.input.as_ref(),
@@ -501,15 +506,6 @@ pub(super) fn new_run(
     let interrupt_before = breakpoints(body.interrupt_before, "interrupt_before", rust)?;
     let interrupt_after = breakpoints(body.interrupt_after, "interrupt_after", rust)?;
     let webhook = crate::webhooks::checked(state, body.webhook.as_ref())?;
-    if body
-        .if_not_exists
-        .as_deref()
-        .is_some_and(|value| value != "reject" && value != "create")
-    {
-        return Err(ApiError::unprocessable(
-            "if_not_exists must be create or reject",
-        ));
-    }
     let command = match (body.command, rust) {
         (None, _) => None,
         (Some(command), None) => Some(run::RunCommand {
@@ -522,14 +518,9 @@ pub(super) fn new_run(
             rust_command(graph, command.resume, command.goto, command.update)?
         }
     };
-    let multitask_strategy = match body.multitask_strategy.as_deref() {
-        None => MultitaskStrategy::Enqueue,
-        Some(name) => MultitaskStrategy::from_name(name).ok_or_else(|| {
-            ApiError::unprocessable(
-                "multitask_strategy must be reject, interrupt, rollback or enqueue",
-            )
-        })?,
-    };
+    let multitask_strategy = body
+        .multitask_strategy
+        .unwrap_or(MultitaskStrategy::Enqueue);
     let after = match body.after_seconds {
         None => Duration::ZERO,
         Some(seconds) if seconds.is_finite() && seconds >= 0.0 => {

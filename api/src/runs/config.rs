@@ -1,6 +1,7 @@
 //! A run's configuration: the run's own (`config`, or `context` for `configurable`), over its
 //! assistant's, within the bounds a caller may ask for.
 
+use mostrador_graph::Durability;
 use mostrador_queue::run::RunConfig;
 use serde_json::{Map, Value, json};
 
@@ -58,7 +59,7 @@ pub(crate) fn own_context(
 pub(crate) fn run_config(
     config: Option<Value>,
     context: Option<Map<String, Value>>,
-    durability: Option<String>,
+    durability: Option<Durability>,
 ) -> Result<Value, ApiError> {
     let mut config = match config {
         None | Some(Value::Null) => Map::new(),
@@ -81,16 +82,8 @@ pub(crate) fn run_config(
             "config.configurable must be an object",
         ));
     }
-    match durability.as_deref() {
-        None => {}
-        Some(mode @ ("sync" | "async" | "exit")) => {
-            config.insert("durability".into(), json!(mode));
-        }
-        Some(_) => {
-            return Err(ApiError::unprocessable(
-                "durability must be sync, async or exit",
-            ));
-        }
+    if let Some(durability) = durability {
+        config.insert("durability".into(), json!(durability));
     }
     Ok(Value::Object(config))
 }

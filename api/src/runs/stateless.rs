@@ -44,7 +44,7 @@ async fn accept_stateless(
         }
         // `on_completion: delete` (the default): the thread goes when the run ends, with the
         // statement that ends it; a wait deletes it itself, once it has read the answer.
-        let temporary = body.deletes_on_completion()? && follow != Follow::Waits;
+        let temporary = body.deletes_on_completion() && follow != Follow::Waits;
         let python = state.is_python(&assistant.graph_id);
         let graph = rust_graph(state, python, &assistant);
         let new = new_run(
@@ -130,8 +130,8 @@ pub async fn wait_stateless(
     Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     body.headers = headers;
-    let delete = body.deletes_on_completion()?;
-    let on_disconnect = body.on_disconnect()?;
+    let delete = body.deletes_on_completion();
+    let on_disconnect = body.on_disconnect();
     let slot = stream::slot(&state, &caller)?;
     let accepted = accept_stateless(&state, &caller, vec![body], Follow::Waits).await?;
     let mut accepted = accepted.into_iter().next().expect("one run");
@@ -157,7 +157,7 @@ pub async fn stream_stateless(
 ) -> Result<Response, ApiError> {
     body.headers = headers;
     let messages = body.messages_form();
-    let on_disconnect = body.on_disconnect()?;
+    let on_disconnect = body.on_disconnect();
     let slot = stream::slot(&state, &caller)?;
     let accepted = accept_stateless(&state, &caller, vec![body], Follow::Streams).await?;
     let accepted = accepted.into_iter().next().expect("one run");

@@ -28,7 +28,7 @@ pub async fn create_and_stream(
 ) -> Result<Response, ApiError> {
     body.headers = headers;
     let messages = body.messages_form();
-    let on_disconnect = body.on_disconnect()?;
+    let on_disconnect = body.on_disconnect();
     let slot = stream::slot(&state, &caller)?;
     let accepted = accept(&state, &caller, &thread_id, body, Follow::Streams).await?;
     Ok(streaming(&state, slot, accepted, messages, on_disconnect))
@@ -170,7 +170,7 @@ pub async fn create_and_wait(
     Body(mut body): Body<CreateRun>,
 ) -> Result<Response, ApiError> {
     body.headers = headers;
-    let on_disconnect = body.on_disconnect()?;
+    let on_disconnect = body.on_disconnect();
     let slot = stream::slot(&state, &caller)?;
     let mut accepted = accept(&state, &caller, &thread_id, body, Follow::Waits).await?;
     let start = accepted.start();
