@@ -195,12 +195,13 @@ async fn found_thread(
     }
 }
 
-/// What the project's handler of `resource`'s `action` makes of `value` for `caller`
-/// (`auth.path`); without the project's handlers, `value` as it is, unfiltered.
+/// What the project's handler of `event`'s action makes of its value for `caller`
+/// (`auth.path`); without the project's handlers, the value as it is, unfiltered.
 ///
 /// # Errors
 ///
-/// The handler's refusal ([`crate::custom_auth::CustomAuth::event`]).
+/// The handler's refusal ([`crate::custom_auth::CustomAuth::event`]); a 500 with a correlation
+/// id for a value that does not serialize.
 pub async fn grant(
     state: &AppState,
     caller: &Caller,
