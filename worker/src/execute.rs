@@ -162,11 +162,7 @@ impl Executor {
             &self.telemetry,
         );
         // Only the modes the client asked for are stored (LangGraph streams no others).
-        let wanted: StreamModes = claimed
-            .stream_mode
-            .iter()
-            .filter_map(|name| StreamMode::from_name(name))
-            .collect();
+        let wanted: StreamModes = claimed.stream_mode.iter().copied().collect();
         let spec = match &claimed.spec {
             Ok(spec) => spec.clone(),
             Err(message) => {

@@ -80,6 +80,7 @@ async fn a_run_whose_stored_spec_cannot_be_read_fails_alone(pool: PgPool) -> any
     for statement in [
         r#"update mostrador.runs set config = '{"recursion_limit": 0}' where thread_id = $1"#,
         r#"update mostrador.runs set command = '{"resume": "yes", "later": true}' where thread_id = $1"#,
+        r#"update mostrador.runs set stream_mode = '{values,sparkles}' where thread_id = $1"#,
     ] {
         let run = enqueue(&pool, None, |new| new).await;
         sqlx::query(statement)
@@ -91,8 +92,8 @@ async fn a_run_whose_stored_spec_cannot_be_read_fails_alone(pool: PgPool) -> any
     enqueue(&pool, None, |new| new).await;
     let worker = WorkerLease::new("test", vec![GRAPH.to_owned()], Duration::from_secs(30));
     worker.register(&pool).await?;
-    let claimed = claim(&pool, worker.worker_id, &worker.graphs, 3).await?;
-    assert_eq!(claimed.len(), 3, "every run is claimed");
+    let claimed = claim(&pool, worker.worker_id, &worker.graphs, 4).await?;
+    assert_eq!(claimed.len(), 4, "every run is claimed");
     for claimed in claimed {
         let (run_id, thread_id) = (claimed.run_id(), claimed.thread_id);
         let finish = executor(&pool)
@@ -110,7 +111,9 @@ async fn a_run_whose_stored_spec_cannot_be_read_fails_alone(pool: PgPool) -> any
             assert_eq!(error["error"], "InvalidRun");
             let message = error["message"].as_str().unwrap_or_default();
             assert!(
-                message.contains("nonzero") || message.contains("unknown field `later`"),
+                message.contains("nonzero")
+                    || message.contains("unknown field `later`")
+                    || message.contains("\"sparkles\" is not one this release streams"),
                 "{error}"
             );
         } else {

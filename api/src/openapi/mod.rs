@@ -159,6 +159,8 @@ fn operation(route: &Route, io: Io) -> Operation {
         schemas: _,
     } = io;
     let authenticated = !matches!(tag, "probes" | "dashboard");
+    // `/ok` answers JSON, its 503 too (`ok: false`); the other probes plain text.
+    let json_probe = !authenticated && ok.get("application/json").is_some();
     let mut operation = OperationBuilder::new()
         .tag(tag)
         .summary(Some(summary))
@@ -180,8 +182,10 @@ fn operation(route: &Route, io: Io) -> Operation {
             (200, _) => ok.clone(),
             (202 | 204, _) => json!({}),
             (400, Some(refused)) => refused.clone(),
-            // The probes answer in plain text.
-            _ if !authenticated => json!({"text/plain": {"schema": {"type": "string"}}}),
+            (503, _) if json_probe => ok.clone(),
+            _ if !authenticated && !json_probe => {
+                json!({"text/plain": {"schema": {"type": "string"}}})
+            }
             _ => json!({"application/json": {"schema": reference("Error")}}),
         };
         let response: Response = from_json(json!({

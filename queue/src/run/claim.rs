@@ -2,6 +2,7 @@
 //! token every later transition of the run carries. Only [`claim`] makes either; ending a run
 //! ([`crate::run::ending`]) takes the claim.
 
+use mostrador_graph::StreamMode;
 use serde_json::Value;
 use sqlx::PgExecutor;
 
@@ -54,7 +55,7 @@ pub struct ClaimedRun {
     pub cancel_action: Option<CancelAction>,
     pub trace_id: Option<String>,
     /// The stream modes whose events are stored.
-    pub stream_mode: Vec<String>,
+    pub stream_mode: Vec<StreamMode>,
     /// A client streams its events as they come: its first is written at once.
     pub streamed: bool,
     /// Its thread had a checkpoint when the run was claimed. One that had none has none until the
@@ -125,18 +126,34 @@ struct Claimed {
 
 impl From<Claimed> for ClaimedRun {
     fn from(row: Claimed) -> Self {
+        // A mode this release does not know (a newer one stored it) fails the run, as its spec.
+        let stream_mode: std::result::Result<Vec<StreamMode>, String> = row
+            .stream_mode
+            .iter()
+            .map(|name| {
+                StreamMode::from_name(name)
+                    .ok_or_else(|| format!("stream mode {name:?} is not one this release streams"))
+            })
+            .collect();
+        let (stream_mode, spec) = match stream_mode {
+            Ok(modes) => (
+                modes,
+                spec(row.input, row.command, row.config).map_err(|err| err.to_string()),
+            ),
+            Err(why) => (Vec::new(), Err(why)),
+        };
         Self {
             run_id: row.run_id,
             attempt: row.attempt,
             thread_id: row.thread_id,
             graph_id: row.graph_id,
-            spec: spec(row.input, row.command, row.config).map_err(|err| err.to_string()),
+            spec,
             metadata: row.metadata,
             max_attempts: row.max_attempts,
             drain_count: row.drain_count,
             cancel_action: row.cancel_action,
             trace_id: row.trace_id,
-            stream_mode: row.stream_mode,
+            stream_mode,
             streamed: row.streamed,
             checkpointed: row.checkpointed,
             tenant: row.tenant,

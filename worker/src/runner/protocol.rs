@@ -6,7 +6,7 @@
 //! this side writes it back unchanged. A field one side sends and the other does not know is a
 //! failing test, not a silent bug.
 
-use mostrador_graph::{Breakpoints, Durability};
+use mostrador_graph::{Breakpoints, Durability, StreamMode};
 use mostrador_queue::run::RunCommand;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -60,7 +60,7 @@ pub struct RunSpec {
     /// `max_concurrency`).
     pub config: Value,
     pub metadata: Value,
-    pub stream_mode: Vec<String>,
+    pub stream_mode: Vec<StreamMode>,
     pub stream_subgraphs: bool,
     pub interrupt_before: Breakpoints,
     pub interrupt_after: Breakpoints,
