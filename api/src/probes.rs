@@ -3,7 +3,7 @@
 //! answers 503 while the pod drains.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mostrador_queue::schema::check_schema;
@@ -12,6 +12,7 @@ use utoipa::IntoParams;
 
 use crate::ApiError;
 use crate::app::AppState;
+use crate::extract::Params;
 use crate::wire;
 
 /// `/ok`'s query, as on the official server.
@@ -29,7 +30,7 @@ pub struct OkQuery {
 /// 500 there; a database away is transient here).
 pub async fn ok(
     State(state): State<AppState>,
-    Query(query): Query<OkQuery>,
+    Params(query): Params<OkQuery>,
 ) -> Result<Response, ApiError> {
     let check = match query.check_db.as_deref() {
         None => false,
