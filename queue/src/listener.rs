@@ -260,21 +260,6 @@ struct ControlNotice {
     worker: Option<Uuid>,
 }
 
-impl<'de> Deserialize<'de> for CancelAction {
-    fn deserialize<D: serde::Deserializer<'de>>(
-        deserializer: D,
-    ) -> std::result::Result<Self, D::Error> {
-        match String::deserialize(deserializer)?.as_str() {
-            "interrupt" => Ok(CancelAction::Interrupt),
-            "rollback" => Ok(CancelAction::Rollback),
-            other => Err(serde::de::Error::unknown_variant(
-                other,
-                &["interrupt", "rollback"],
-            )),
-        }
-    }
-}
-
 impl Shared {
     fn dispatch(&self, channel: &str, payload: &str) {
         // Send errors mean nobody is subscribed right now, which is fine for a hint.

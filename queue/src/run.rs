@@ -125,9 +125,10 @@ impl MultitaskStrategy {
     }
 }
 
-/// How a cancelled run ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
+/// How a cancelled run ends (written `interrupt` or `rollback`, in the database and on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type, Serialize, Deserialize)]
 #[sqlx(type_name = "mostrador.cancel_action", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum CancelAction {
     /// The run ends `interrupted`; its last checkpoint stands.
     Interrupt,

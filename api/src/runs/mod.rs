@@ -350,27 +350,18 @@ pub struct CancelQuery {
     /// Answer once the run has ended, with its final state.
     #[param(schema_with = fields::cancel_wait)]
     wait: Option<String>,
+    /// `interrupt` (the default) or `rollback`.
     #[param(schema_with = fields::cancel_action)]
-    action: Option<String>,
+    action: Option<CancelAction>,
 }
 
 /// The query of `POST /runs/cancel`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(default)]
 pub struct CancelManyQuery {
+    /// `interrupt` (the default) or `rollback`.
     #[param(schema_with = fields::cancel_action)]
-    action: Option<String>,
-}
-
-/// A cancel's `action`: `interrupt` (the default) or `rollback`.
-fn cancel_action(action: Option<&str>) -> Result<CancelAction, ApiError> {
-    match action {
-        None | Some("interrupt") => Ok(CancelAction::Interrupt),
-        Some("rollback") => Ok(CancelAction::Rollback),
-        Some(_) => Err(ApiError::unprocessable(
-            "action must be interrupt or rollback",
-        )),
-    }
+    action: Option<CancelAction>,
 }
 
 /// `POST /threads/{thread_id}/runs/{run_id}/cancel?action=interrupt|rollback&wait=0|1`: 202 at
@@ -382,7 +373,7 @@ pub async fn cancel(
     query: Result<Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
-    let action = cancel_action(query.action.as_deref())?;
+    let action = query.action.unwrap_or(CancelAction::Interrupt);
     let wait = match query.wait.as_deref() {
         None | Some("0" | "false" | "") => false,
         Some("1" | "true") => true,
@@ -440,7 +431,7 @@ pub async fn cancel_many(
     Body(body): Body<CancelMany>,
 ) -> Result<StatusCode, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::unprocessable(rejection.body_text()))?;
-    let action = cancel_action(query.action.as_deref())?;
+    let action = query.action.unwrap_or(CancelAction::Interrupt);
     let selection = match (body.status, body.thread_id, body.run_ids) {
         (Some(status), None, None) => Selection::InFlight(match status.to_lowercase().as_str() {
             "pending" => vec![RunStatus::Pending],
