@@ -766,8 +766,8 @@ fn unprivileged() -> Option<PathBuf> {
 
 /// The api's helper processes for the project's own code (its `auth.path` handlers and `http.app`
 /// routes: `runner.py --api`, the `mostrador_runner.api` module; a JavaScript project's
-/// `auth.path` and `http.app`: `api.mjs`), started as runners are: the project's interpreter in its folder,
-/// without the platform's secrets or capabilities.
+/// `auth.path` and `http.app`: `api.mjs`), started as runners are: the project's interpreter in its
+/// folder, without the platform's secrets or capabilities.
 #[derive(Debug)]
 pub struct ApiProcesses {
     config: RunnerConfig,
