@@ -160,6 +160,8 @@ pub struct RouteGroups {
     pub meta: bool,
     /// `/mcp`.
     pub mcp: bool,
+    /// `/a2a/...`.
+    pub a2a: bool,
 }
 
 impl RouteGroups {
@@ -175,6 +177,8 @@ impl RouteGroups {
             self.store
         } else if path == "/mcp" {
             self.mcp
+        } else if path.starts_with("/a2a/") {
+            self.a2a
         } else {
             self.meta && matches!(path, "/info" | "/metrics" | "/docs" | "/openapi.json")
         }

@@ -280,6 +280,23 @@ impl Default for History {
     }
 }
 
+/// The values of the thread's newest checkpoint whose metadata contains `metadata` (none when
+/// no checkpoint has it), for a protocol served over the api's own calls (A2A).
+pub(crate) async fn newest_values(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    metadata: Value,
+) -> Result<Option<Value>, ApiError> {
+    let query = History {
+        limit: 1,
+        metadata: Some(metadata),
+        ..History::default()
+    };
+    let mut states = history_of(state, caller, thread_id, query).await?;
+    Ok(states.pop().map(|mut newest| newest["values"].take()))
+}
+
 pub async fn history(
     State(state): State<AppState>,
     caller: Caller,
@@ -520,6 +537,16 @@ pub struct Update {
     /// The same, as RemoteGraph sends it (the latest without an id).
     #[schema(schema_with = fields::checkpoint)]
     checkpoint: Option<Value>,
+}
+
+impl Update {
+    /// No values, as `node` wrote them: `__end__` ends what the thread waited for.
+    pub(crate) fn as_node(node: &str) -> Self {
+        Self {
+            as_node: Some(node.to_owned()),
+            ..Self::default()
+        }
+    }
 }
 
 /// Whether a change names the thread's latest checkpoint, or none (the latest): a decider answers

@@ -1,3 +1,4 @@
+mod a2a;
 mod api_keys;
 mod assistants;
 mod auth;

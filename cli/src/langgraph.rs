@@ -322,9 +322,9 @@ const REFUSED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Keys of `http` that need no work here: mostrador has no A2A or UI routes to switch off, and it
-/// logs no request header. (The other `disable_*` switch route groups off.)
-const HTTP_MOOT: &[&str] = &["disable_a2a", "disable_ui", "logging_headers"];
+/// Keys of `http` that need no work here: mostrador has no UI routes to switch off, and it logs no
+/// request header. (The other `disable_*` switch route groups off.)
+const HTTP_MOOT: &[&str] = &["disable_ui", "logging_headers"];
 
 /// The `langgraph.json` at `path`, checked.
 ///
@@ -402,6 +402,7 @@ pub(crate) fn project(text: &str) -> anyhow::Result<Project> {
                             "disable_store" => disabled_routes.store = off,
                             "disable_meta" => disabled_routes.meta = off,
                             "disable_mcp" => disabled_routes.mcp = off,
+                            "disable_a2a" => disabled_routes.a2a = off,
                             "disable_webhooks" => disable_webhooks = off,
                             _ => refused.push(format!(
                                 "http.{field}: not a key the official server reads either"

@@ -21,10 +21,13 @@ What is compared, per graph:
   * the store: a graph's memories kept across threads, and the SDK's store calls on them;
   * threads found and counted by their state's `values`;
   * `runs.cancel_many` by ids of a finished run, by a status with nothing in flight, refused with both;
-  * assistants the client creates: create, update, versions, latest, search, count, a run, delete.
+  * assistants the client creates: create, update, versions, latest, search, count, a run, delete;
+  * A2A through the official A2A client (a2a_calls.py): the card, a message sent and streamed, a
+    task waiting for a decision resumed and cancelled, tasks read, and the protocol's refusals.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
 
+import ast
 import json
 import re
 import sys
@@ -167,7 +170,43 @@ def checks(official: dict) -> list[tuple[str, Any]]:
             ("threads.create", "(deleted)")
         ):
             found.append((key, lambda a: a))
+    # A2A through the official A2A client: every answer, in full (ids and times masked).
+    for key in official:
+        if key.startswith("a2a/"):
+            found.append((key, A2A_VIEWS.get(key, lambda a: a)))
     return [(key, view) for key, view in found if key in official]
+
+
+def python_repr_read(answer: Any) -> Any:
+    """A sent message's answer whose text is Python's `repr` of the final state, read back: the
+    official server writes the state's keys in LangGraph's order, mostrador in sorted order (the
+    state as Postgres keeps it), the same values (docs/wire-protocol.md)."""
+    if not isinstance(answer, list):
+        return answer
+    out = json.loads(json.dumps(answer))
+    for event in out:
+        for artifact in (event.get("task") or {}).get("artifacts") or []:
+            for part in artifact.get("parts") or []:
+                if part.get("kind") == "text" and part.get("text", "").startswith("{"):
+                    part["text"] = ast.literal_eval(part["text"])
+    return out
+
+
+def sorted_fields(answer: Any) -> Any:
+    """A refusal naming the graph's input fields, the list sorted (mostrador keeps a schema's
+    properties in sorted order, as Postgres does)."""
+    if not isinstance(answer, dict) or "message" not in answer:
+        return answer
+    head, sep, fields = answer["message"].partition("Available input fields: ")
+    if not sep:
+        return answer
+    return {**answer, "message": head + sep + repr(sorted(ast.literal_eval(fields)))}
+
+
+A2A_VIEWS = {
+    "a2a/approval/message/send(resume)": python_repr_read,
+    "a2a/approval/message/send(text to a graph without messages)": sorted_fields,
+}
 
 
 def main() -> int:

@@ -516,6 +516,11 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         t = rec.raw[f"{label}/threads.create"]["thread_id"]
         await rec.call(f"{label}/threads.get_state(subgraphs)", lambda: client.threads.get_state(t, subgraphs=True))
 
+    # A2A with the official A2A client (a2a_calls.py), on the same assistants.
+    from a2a_calls import a2a_calls
+
+    await rec.call("a2a", lambda: a2a_calls(url, headers, aid, rec))
+
     return {key: norm.normalize(value) for key, value in rec.raw.items()}
 
 

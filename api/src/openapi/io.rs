@@ -151,6 +151,40 @@ impl Io {
         }
     }
 
+    /// A JSON-RPC route (MCP, A2A): a request in, its response out; a 400 `{"error"}` for a
+    /// message that is none.
+    fn json_rpc() -> Self {
+        let id = json!({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]});
+        Self::json(json!({
+            "type": "object",
+            "description": "A JSON-RPC 2.0 response: `result` or `error`, with the request's `id`.",
+            "required": ["jsonrpc", "id"],
+            "properties": {
+                "jsonrpc": {"type": "string", "enum": ["2.0"]},
+                "id": id,
+                "result": {"type": "object"},
+                "error": {"type": "object"},
+            },
+        }))
+        .body(json!({
+            "type": "object",
+            "description": "A JSON-RPC 2.0 request, notification or response.",
+            "required": ["jsonrpc"],
+            "properties": {
+                "jsonrpc": {"type": "string", "enum": ["2.0"]},
+                "id": id,
+                "method": {"type": "string"},
+                "params": {"type": "object"},
+            },
+        }))
+        .refused_as(json!({
+            "type": "object",
+            "description": "Why the message is no JSON-RPC message the route takes.",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}},
+        }))
+    }
+
     /// Its 400 answers a JSON body of this schema.
     #[must_use]
     fn refused_as(self, schema: Value) -> Self {
@@ -357,35 +391,38 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         }
         ("get", "/queue") => Io::answers::<wire::Queue>(),
         ("get", "/dashboard") => Io::text("text/html"),
-        ("post", "/mcp") => Io::json(json!({
+        ("post", "/mcp") => Io::json_rpc(),
+        ("get" | "delete", "/mcp") => Io::nothing(),
+        ("post", "/a2a/{assistant_id}") => {
+            let mut io = Io::json_rpc();
+            io.ok["text/event-stream"] = json!({"itemSchema": {
+                "type": "object",
+                "description": "`message/stream`: each event a JSON-RPC response, named `message`.",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "enum": ["message"]},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
+                },
+            }});
+            io
+        }
+        (
+            "get",
+            "/a2a/{assistant_id}"
+            | "/a2a/{assistant_id}/.well-known/agent-card.json"
+            | "/a2a/{assistant_id}/.well-known/agent.json",
+        ) => Io::json(json!({
             "type": "object",
-            "description": "A JSON-RPC 2.0 response: `result` or `error`, with the request's `id`.",
-            "required": ["jsonrpc", "id"],
-            "properties": {
-                "jsonrpc": {"type": "string", "enum": ["2.0"]},
-                "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                "result": {"type": "object"},
-                "error": {"type": "object"},
-            },
-        }))
-        .body(json!({
-            "type": "object",
-            "description": "A JSON-RPC 2.0 request, notification or response.",
-            "required": ["jsonrpc"],
-            "properties": {
-                "jsonrpc": {"type": "string", "enum": ["2.0"]},
-                "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                "method": {"type": "string"},
-                "params": {"type": "object"},
-            },
+            "description": "An A2A agent card: the assistant's name, address, skills and modes.",
+            "required": ["name", "url", "capabilities", "skills", "version"],
         }))
         .refused_as(json!({
             "type": "object",
-            "description": "Why the message is no JSON-RPC message MCP takes.",
+            "description": "No such assistant: a JSON-RPC error.",
             "required": ["error"],
-            "properties": {"error": {"type": "string"}},
+            "properties": {"error": {"type": "object"}},
         })),
-        ("get" | "delete", "/mcp") => Io::nothing(),
+        ("delete", "/a2a/{assistant_id}") => Io::nothing(),
         ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),
         ("get", "/live" | "/ready") => Io::text("text/plain"),

@@ -5,7 +5,7 @@ use axum::routing::on;
 
 use super::{Kind, Route};
 use crate::{
-    assistants, crons, dashboard, files, mcp, probes, runs, state, store, stream, threads,
+    a2a, assistants, crons, dashboard, files, mcp, probes, runs, state, store, stream, threads,
 };
 
 /// Every route of the api.
@@ -539,6 +539,51 @@ pub const ROUTES: &[Route] = &[
         summary: "Ending an MCP session, of which the server keeps none (404), as officially",
         statuses: &[401, 404],
         serve: |method| on(method, mcp::delete),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "post",
+        path: "/a2a/{assistant_id}",
+        tag: "a2a",
+        summary: "A2A over JSON-RPC: message/send and message/stream (a run on the conversation's thread), tasks/get, tasks/cancel",
+        statuses: &[200, 202, 400, 401, 403, 429, 503],
+        serve: |method| on(method, a2a::post),
+        kind: Kind::Lasting,
+    },
+    Route {
+        method: "get",
+        path: "/a2a/{assistant_id}",
+        tag: "a2a",
+        summary: "The assistant's A2A agent card",
+        statuses: &[200, 400, 401, 403, 503],
+        serve: |method| on(method, a2a::agent_card),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "delete",
+        path: "/a2a/{assistant_id}",
+        tag: "a2a",
+        summary: "Nothing to delete (405), as officially",
+        statuses: &[401, 405],
+        serve: |method| on(method, a2a::delete),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "get",
+        path: "/a2a/{assistant_id}/.well-known/agent-card.json",
+        tag: "a2a",
+        summary: "The assistant's A2A agent card, where A2A clients look for it",
+        statuses: &[200, 400, 401, 403, 503],
+        serve: |method| on(method, a2a::agent_card),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "get",
+        path: "/a2a/{assistant_id}/.well-known/agent.json",
+        tag: "a2a",
+        summary: "The assistant's A2A agent card, where older A2A clients look for it",
+        statuses: &[200, 400, 401, 403, 503],
+        serve: |method| on(method, a2a::agent_card),
         kind: Kind::Call,
     },
     Route {

@@ -149,6 +149,48 @@ pub struct CreateRun {
 }
 
 impl CreateRun {
+    /// A run of `assistant_id` on a thread it creates if need be, as a protocol served over the
+    /// api's own calls (A2A) asks for one. A `command` that is no command is the body's 422.
+    pub(crate) fn creating_thread(
+        assistant_id: String,
+        input: Map<String, Value>,
+        command: Option<Value>,
+        context: Option<Map<String, Value>>,
+        metadata: Map<String, Value>,
+    ) -> Result<Self, ApiError> {
+        let command = command
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|err| ApiError::unprocessable(format!("command: {err}")))?;
+        Ok(Self {
+            assistant_id: Some(assistant_id),
+            input: (!input.is_empty()).then_some(Value::Object(input)),
+            command,
+            context,
+            metadata: Some(metadata),
+            if_not_exists: Some(IfNotExists::Create),
+            ..Self::default()
+        })
+    }
+
+    /// The same run, its events stored in these modes (for a follower of them).
+    pub(crate) fn streaming(self, modes: &[&str]) -> Self {
+        Self {
+            stream_mode: Some(StreamModes::Many(
+                modes.iter().map(|mode| (*mode).to_owned()).collect(),
+            )),
+            ..self
+        }
+    }
+
+    /// The same run, due after `seconds`.
+    pub(crate) fn after(self, seconds: f64) -> Self {
+        Self {
+            after_seconds: Some(seconds),
+            ..self
+        }
+    }
+
     /// Whether it answers an interrupt (`command.resume`).
     pub(super) fn resumes(&self) -> bool {
         self.command.as_ref().is_some_and(|c| c.resume.is_some())

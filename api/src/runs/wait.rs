@@ -279,6 +279,22 @@ pub(super) fn waiting(
         .into_response()
 }
 
+/// Creates a run on `thread_id` and waits for its end, for a protocol served over the api's own
+/// calls (A2A): the run, and its answer as `/runs/wait` gives it.
+pub(crate) async fn create_and_join(
+    state: &AppState,
+    caller: &Caller,
+    thread_id: &str,
+    body: CreateRun,
+) -> Result<(Run, Value), ApiError> {
+    let _slot = stream::slot(state, caller)?;
+    let mut accepted = accept(state, caller, thread_id, body, Follow::Waits).await?;
+    let start = accepted.start();
+    let result = until_ended(state, &accepted.run, start).await?;
+    let answer = answer(state, &accepted.run, result).await?;
+    Ok((accepted.run, answer))
+}
+
 /// Waits for the run's `end`, then answers as the official server does: the thread's values,
 /// with `__interrupt__` when the graph waits, or `{"__error__": ...}` when the run failed.
 pub(crate) async fn final_state(state: &AppState, run: &Run) -> Result<Value, ApiError> {

@@ -96,6 +96,7 @@ fn http_keys_of_the_wrong_shape_are_refused_by_name() {
     )
     .expect("served");
     assert!(served.disabled_routes.mcp, "MCP switched off");
+    assert!(served.disabled_routes.a2a, "A2A switched off");
     assert!(!served.disabled_routes.store);
 }
 
