@@ -7,8 +7,9 @@
 //!
 //! The methods (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, also by their v1
 //! names) are in [`methods`]; the protocol's objects and their mapping onto LangGraph's in
-//! [`task`].
+//! [`task`]; the agent card in [`card`].
 
+mod card;
 mod methods;
 mod task;
 

@@ -53,7 +53,8 @@
 //!   [`stream::thread`]: a thread's runs one after another, the caller checked before each run.
 //! * [`store`]: `/store`, each item its caller's own.
 //! * [`files`]: a thread's files, for its owner only.
-//! * [`a2a`]: A2A at `/a2a/{assistant_id}`: an assistant as an agent, a task a run on its conversation's thread.
+//! * [`a2a`]: A2A at `/a2a/{assistant_id}`: an assistant as an agent, a task a run on its
+//!   conversation's thread.
 //! * [`mcp`]: MCP at `/mcp`: the caller's assistants as tools, a call a stateless run waited for.
 //! * [`crons`]: scheduled runs, a caller's own only, in IANA time zones.
 //! * [`webhooks`]: the operator's allow-list of hosts, and `send`: at most 64 at once and 4 per

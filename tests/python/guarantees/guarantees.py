@@ -198,18 +198,21 @@ class World:
         self.client = self.client_of("ana", "s1")
         self.api.until_ready()
 
-    def client_of(self, subject: str, tenant: str) -> Any:
-        """The official client, as `subject` of `tenant`."""
-        token = subprocess.run(
+    def token_of(self, subject: str, tenant: str) -> str:
+        """A bearer token of `subject` of `tenant`."""
+        return subprocess.run(
             [str(self.opts.bin), "token", "--sub", subject, "--role", "customer", "--store", tenant],
             check=True,
             capture_output=True,
             text=True,
             env={**os.environ, "MOSTRADOR_JWT_SECRET": JWT_SECRET},
         ).stdout.strip()
+
+    def client_of(self, subject: str, tenant: str) -> Any:
+        """The official client, as `subject` of `tenant`."""
         return get_sync_client(
             url=f"http://127.0.0.1:{self.api.port}",
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {self.token_of(subject, tenant)}"},
         )
 
     def spawn(self, name: str, command: str, args: list[str], env: dict | None = None) -> Process:
@@ -371,6 +374,74 @@ def sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run(
     check(values["log"] == [f"s{i}" for i in range(1, 7)], f"final state: {values}")
     reference = world.uninterrupted("linear", graph_input)
     check(values == reference, f"the final state {values} is an uninterrupted run's {reference}")
+    check(b.alive(), "B still serves")
+
+
+def an_a2a_message_and_an_mcp_tool_call_survive_a_workers_sigterm_answered_once(
+    world: World, measured: dict
+) -> None:
+    """An A2A `message/send` and an MCP `tools/call` each wait for a run of `linear` (a data part,
+    the tool's arguments: `{"hold": "s3"}`) held at `s3` on worker A. Worker B is started, then A
+    gets SIGTERM: both runs drain at the boundary after `s3` and B finishes them. Each caller gets
+    one answer, the final state of an uninterrupted run, and every node ran once, `s1..s3` under A
+    and `s4..s6` under B."""
+    import ast
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    a = world.worker("a", "--drain-timeout", "20s", "--grace-period", "25s")
+    base = f"http://127.0.0.1:{world.api.port}"
+    headers = {
+        "Authorization": f"Bearer {world.token_of('ana', 's1')}",
+        "Accept": "application/json, text/event-stream",
+    }
+    linear = next(
+        found["assistant_id"]
+        for found in world.client.assistants.search(graph_id="linear")
+        if (found.get("metadata") or {}).get("created_by") == "system"
+    )
+    held = {"hold": "s3"}
+    a2a_message = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "role": "user", "messageId": "m1", "parts": [{"kind": "data", "data": held}]}}}
+    tool_call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "linear", "arguments": held}}
+
+    def post(path: str, body: dict) -> dict:
+        answered = httpx.post(f"{base}{path}", json=body, headers=headers, timeout=DEADLINE)
+        answered.raise_for_status()
+        return answered.json()
+
+    with ThreadPoolExecutor(2) as calls:
+        a2a = calls.submit(post, f"/a2a/{linear}", a2a_message)
+        mcp = calls.submit(post, "/mcp", tool_call)
+
+        def both_held() -> list[dict] | None:
+            found = [e for e in world.executions(phase="start") if e["node"] == "s3"]
+            return found if len(found) == 2 else None
+
+        threads = [e["thread_id"] for e in until("both runs hold s3 under A", both_held)]
+        b = world.worker("b")
+        sigterm = time.monotonic()
+        a.signal(signal.SIGTERM)
+        code = a.wait()
+        check(code == 0, f"A exits 0 after draining, not {code}: {a.tail()}")
+        sent, called = a2a.result(timeout=DEADLINE), mcp.result(timeout=DEADLINE)
+        measured["answered_after_sigterm_seconds"] = round(time.monotonic() - sigterm, 3)
+
+    final = {"hold": "s3", "log": [f"s{i}" for i in range(1, 7)]}
+    task = sent.get("result") or {}
+    check(task.get("status", {}).get("state") == "completed", f"the A2A task completed: {sent}")
+    text = task["artifacts"][0]["parts"][0]["text"]
+    check(ast.literal_eval(text) == final, f"the A2A answer is the final state: {text}")
+    result = called.get("result") or {}
+    check(not result.get("isError"), f"the tool call succeeded: {called}")
+    text = result["content"][0]["text"]
+    check(ast.literal_eval(text) == final, f"the tool's answer is the final state: {text}")
+    for thread_id in threads:
+        ran = [(node, worker) for node, _, worker in starts(world, thread_id)]
+        expected = [(f"s{i}", a.pid if i <= 3 else b.pid) for i in range(1, 7)]
+        check(ran == expected, f"every node ran once, s1..s3 under A, s4..s6 under B: {ran}")
     check(b.alive(), "B still serves")
 
 
@@ -806,6 +877,7 @@ def new_runners_fork_from_a_warm_template_and_never_wait_for_imports(
 
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
+    an_a2a_message_and_an_mcp_tool_call_survive_a_workers_sigterm_answered_once,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
     sigkill_of_the_runner_alone_fails_the_run_retryably_and_it_resumes_from_its_checkpoint,
     cancel_reaches_a_blocked_node_within_a_second_with_interrupt_and_rollback,
