@@ -18,13 +18,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::IntoParams;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::RunHeaders;
+use crate::extract::{Params, RunHeaders};
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
@@ -343,11 +344,7 @@ pub async fn post(
             Ok(card) => Outcome::result(card),
             Err(fault) => fault.into(),
         },
-        Method::ListTasks => Fault::new(
-            METHOD_NOT_FOUND,
-            "Method not found: ListTasks (not served here yet)",
-        )
-        .into(),
+        Method::ListTasks => call.list(params).await?,
     };
     Ok(replied(id, outcome, format))
 }
@@ -375,15 +372,48 @@ pub async fn agent_card(
     })
 }
 
+/// The root card's query.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct CardQuery {
+    /// The assistant whose card it is.
+    #[param(format = Uuid)]
+    assistant_id: Option<String>,
+}
+
+/// `GET /.well-known/agent-card.json?assistant_id=`: the card of the assistant the query names
+/// (a 400 when it names none), as officially. The official server's fallbacks (an environment
+/// variable, a file of its test kit) are not read.
+pub async fn root_card(
+    state: State<AppState>,
+    caller: Caller,
+    run_headers: RunHeaders,
+    Params(query): Params<CardQuery>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let Some(assistant_id) = query.assistant_id.filter(|id| !id.is_empty()) else {
+        let fault = Fault::new(
+            INVALID_PARAMS,
+            "Missing required query parameter: assistant_id",
+        );
+        return Ok((StatusCode::BAD_REQUEST, Json(CardError { error: fault })).into_response());
+    };
+    agent_card(state, caller, run_headers, Path(assistant_id), headers, uri).await
+}
+
 /// Why there is no card: `{"error": {code, message}}`.
 #[derive(Serialize)]
 struct CardError {
     error: Fault,
 }
 
-/// `DELETE /a2a/{assistant_id}`: an empty 405, as officially.
-pub async fn delete(_caller: Caller) -> StatusCode {
-    StatusCode::METHOD_NOT_ALLOWED
+/// `DELETE /a2a/{assistant_id}`: a 405, as officially (its answer says why, where the official's
+/// is empty).
+pub async fn delete(_caller: Caller) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "an A2A agent answers POSTed JSON-RPC messages and GETs of its card; nothing is deleted",
+    )
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ pub struct RouteGroups {
     pub meta: bool,
     /// `/mcp`.
     pub mcp: bool,
-    /// `/a2a/...`.
+    /// `/a2a/...` and `/.well-known/agent-card.json`.
     pub a2a: bool,
 }
 
@@ -177,7 +177,7 @@ impl RouteGroups {
             self.store
         } else if path == "/mcp" {
             self.mcp
-        } else if path.starts_with("/a2a/") {
+        } else if path.starts_with("/a2a/") || path == "/.well-known/agent-card.json" {
             self.a2a
         } else {
             self.meta && matches!(path, "/info" | "/metrics" | "/docs" | "/openapi.json")

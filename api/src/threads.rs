@@ -440,6 +440,24 @@ pub async fn count(
 
 /// A search's filters and order, validated, among the caller's visible threads (those the
 /// project's search handler's filter lets through, under `auth.path`).
+/// The caller's threads, newest first, at most `limit` (as a search with no filter finds them),
+/// for a protocol served over the api's own calls (A2A).
+pub(crate) async fn visible(
+    state: &AppState,
+    caller: &Caller,
+    limit: i64,
+) -> Result<Vec<Thread>, ApiError> {
+    let search = Search {
+        limit,
+        ..Search::default()
+    };
+    let query = thread_search(state, caller, search).await?;
+    let (threads, _) = thread::search_page(state.pool(), &query)
+        .await
+        .map_err(ApiError::failed)?;
+    Ok(threads)
+}
+
 async fn thread_search(
     state: &AppState,
     caller: &Caller,

@@ -57,6 +57,15 @@ async def a2a_calls(url: str, headers: dict[str, str], aid: dict[str, str], rec:
                     events.append({"message": dump(event)})
             return events
 
+        async def raw(body: Any, path: str | None = None, accept: str = "application/json") -> Any:
+            response = await http.post(
+                path or f"{url}/a2a/{aid['agent']}",
+                content=body if isinstance(body, bytes) else None,
+                json=None if isinstance(body, bytes) else body,
+                headers={"Accept": accept},
+            )
+            return {"status": response.status_code, "body": response.json() if response.content else None}
+
         async def dumped(call: Any) -> Any:
             return dump(await call)
 
@@ -72,6 +81,15 @@ async def a2a_calls(url: str, headers: dict[str, str], aid: dict[str, str], rec:
             return masked_card(response.json())
 
         await rec.call("a2a/card", card)
+
+        async def got(path: str) -> Any:
+            response = await http.get(f"{url}{path}")
+            body = response.json()
+            return {"status": response.status_code, "body": masked_card(body) if response.is_success else body}
+
+        await rec.call("a2a/card(root)", lambda: got(f"/.well-known/agent-card.json?assistant_id={aid['agent']}"))
+        await rec.call("a2a/card(root, no assistant)", lambda: got("/.well-known/agent-card.json"))
+        await rec.call("a2a/card(graph id)", lambda: got("/a2a/agent/.well-known/agent-card.json"))
 
         agent = await connect("agent", streaming=False)
         sent = await rec.call(
@@ -118,6 +136,14 @@ async def a2a_calls(url: str, headers: dict[str, str], aid: dict[str, str], rec:
                 "a2a/approval/tasks/get(resumed)",
                 lambda: dumped(approval.get_task(TaskQueryParams(id=waiting["id"]))),
             )
+            # ListTasks (v1 only): the conversation's one task, its resume folded in.
+            await rec.call(
+                "a2a/approval/ListTasks(context)",
+                lambda: raw({
+                    "jsonrpc": "2.0", "id": "l", "method": "ListTasks",
+                    "params": {"contextId": waiting["contextId"], "historyLength": 0},
+                }, path=f"{url}/a2a/{aid['approval']}"),
+            )
         again = await rec.call(
             "a2a/approval/message/send(to cancel)",
             lambda: send(approval, message(DataPart(data={"request": "deploy v3"}))),
@@ -136,15 +162,6 @@ async def a2a_calls(url: str, headers: dict[str, str], aid: dict[str, str], rec:
             "a2a/approval/message/send(text to a graph without messages)",
             lambda: error_of(send(approval, message(TextPart(text="hello")))),
         )
-
-        async def raw(body: Any, path: str | None = None, accept: str = "application/json") -> Any:
-            response = await http.post(
-                path or f"{url}/a2a/{aid['agent']}",
-                content=body if isinstance(body, bytes) else None,
-                json=None if isinstance(body, bytes) else body,
-                headers={"Accept": accept},
-            )
-            return {"status": response.status_code, "body": response.json() if response.content else None}
 
         await rec.call("a2a/raw/invalid json", lambda: raw(b"{not json"))
         await rec.call("a2a/raw/not an object", lambda: raw([1, 2]))

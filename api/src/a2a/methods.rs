@@ -150,6 +150,15 @@ impl Call {
     pub(super) async fn assistant(
         &self,
     ) -> Result<Result<crate::assistants::Assistant, Fault>, ApiError> {
+        if uuid::Uuid::parse_str(&self.assistant_id).is_err() {
+            return Ok(Err(Fault::new(
+                INVALID_PARAMS,
+                format!(
+                    "Failed to get assistant '{}': Invalid assistant ID: must be a UUID",
+                    self.assistant_id
+                ),
+            )));
+        }
         match crate::assistants::found(&self.state, &self.caller, &self.assistant_id).await {
             Ok(assistant) => Ok(Ok(assistant)),
             Err(err) if err.status == StatusCode::NOT_FOUND => Ok(Err(Fault::new(
@@ -799,6 +808,178 @@ impl Call {
         }))
     }
 
+    /// `ListTasks`: the tasks of this assistant in the caller's conversations (or in one), newest
+    /// first, a page at a time (`pageToken` an offset), as officially.
+    pub async fn list(&self, params: Map<String, Value>) -> Result<Outcome, ApiError> {
+        let page_size = match params.get("pageSize") {
+            None | Some(Value::Null) => 50,
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (1..=100).contains(&n)) => {
+                usize::try_from(n.as_u64().unwrap_or(50)).unwrap_or(50)
+            }
+            Some(_) => {
+                return Ok(Fault::new(
+                    INVALID_PARAMS,
+                    "pageSize must be an integer between 1 and 100.",
+                )
+                .into());
+            }
+        };
+        let length = match history_length(params.get("historyLength")) {
+            Ok(length) => length,
+            Err(fault) => return Ok(fault.into()),
+        };
+        let scope = match self.scope(params.get("historyScope")) {
+            Ok(scope) => scope,
+            Err(fault) => return Ok(fault.into()),
+        };
+        let wanted = match params.get("status") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => match TaskState::named(name) {
+                Some(state) => Some(state),
+                None => {
+                    return Ok(Fault::new(
+                        INVALID_PARAMS,
+                        format!("Invalid status value: '{name}'."),
+                    )
+                    .into());
+                }
+            },
+            Some(other) => {
+                return Ok(Fault::new(
+                    INVALID_PARAMS,
+                    format!("Invalid status value: '{}'.", text_of(other)),
+                )
+                .into());
+            }
+        };
+        let after = match params.get("statusTimestampAfter") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if chrono::DateTime::parse_from_rfc3339(text).is_ok() => {
+                Some(text.clone())
+            }
+            Some(_) => {
+                return Ok(Fault::new(
+                    INVALID_PARAMS,
+                    "statusTimestampAfter must be a valid ISO 8601 timestamp.",
+                )
+                .into());
+            }
+        };
+        let offset = match params.get("pageToken") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(token)) if token.is_empty() => 0,
+            Some(Value::String(token)) => match token.parse::<usize>() {
+                Ok(offset) => offset,
+                Err(_) => return Ok(Fault::new(INVALID_PARAMS, "Invalid pageToken.").into()),
+            },
+            Some(_) => return Ok(Fault::new(INVALID_PARAMS, "pageToken must be a string.").into()),
+        };
+        let with_artifacts = truthy(params.get("includeArtifacts"));
+        let threads = match params.get("contextId") {
+            None | Some(Value::Null) => {
+                crate::threads::visible(&self.state, &self.caller, MOST_RUNS).await?
+            }
+            Some(Value::String(id)) => {
+                match crate::authorize::visible_thread(&self.state, &self.caller, id).await {
+                    Ok(thread) => vec![thread],
+                    Err(err) if err.status.is_client_error() => Vec::new(),
+                    Err(err) => return Err(err),
+                }
+            }
+            Some(_) => return Ok(Fault::new(INVALID_PARAMS, "contextId must be a string.").into()),
+        };
+        let mut listed = Vec::new();
+        let mut tasks_by_context = HashMap::new();
+        for thread in threads {
+            let context_id = thread.thread_id.0.to_string();
+            let runs = queue_run::list(self.state.pool(), thread.thread_id, None, MOST_RUNS, 0)
+                .await
+                .map_err(crate::runs::queue_error)?;
+            let newest = runs.first().map(|run| run.run_id);
+            tasks_by_context.insert(context_id.clone(), self.tasks_by_start(&context_id, &runs));
+            let mut seen = Vec::new();
+            for run in runs.into_iter().filter(|run| self.is_ours(run)) {
+                let task_id = task_of(&context_id, &run);
+                if seen.contains(&task_id) {
+                    continue;
+                }
+                seen.push(task_id.clone());
+                let mut state = TaskState::of_run(run.status);
+                if run.status == RunStatus::Success
+                    && Some(run.run_id) == newest
+                    && thread.status.as_str() == "interrupted"
+                {
+                    state = TaskState::InputRequired;
+                }
+                let timestamp = iso(run.updated_at);
+                if wanted.is_some_and(|wanted| wanted != state)
+                    || after.as_ref().is_some_and(|after| timestamp < *after)
+                {
+                    continue;
+                }
+                let found = Found {
+                    task_id,
+                    context_id: context_id.clone(),
+                    run,
+                    state,
+                    tasks_by_start: HashMap::new(),
+                };
+                listed.push((timestamp, found));
+            }
+        }
+        listed.sort_by(|(a, _), (b, _)| b.cmp(a));
+        let total = listed.len();
+        let mut tasks = Vec::new();
+        for (timestamp, found) in listed.into_iter().skip(offset).take(page_size) {
+            let Found {
+                task_id,
+                context_id,
+                run,
+                state,
+                ..
+            } = found;
+            let history = if length == Some(0) {
+                None
+            } else {
+                let messages = self
+                    .run_messages(&context_id, &run)
+                    .await?
+                    .stamped(&task_id);
+                Some(task::history(
+                    &messages,
+                    &task_id,
+                    &context_id,
+                    length,
+                    scope,
+                    tasks_by_context.get(&context_id),
+                ))
+            };
+            tasks.push(Task {
+                kind: "task",
+                id: task_id,
+                context_id,
+                history,
+                status: Status {
+                    state,
+                    message: None,
+                    timestamp: Some(timestamp),
+                },
+                artifacts: (!with_artifacts).then(Vec::new),
+            });
+        }
+        let next = offset + tasks.len();
+        Ok(Outcome::result(TaskPage {
+            total_size: total,
+            page_size: tasks.len(),
+            next_page_token: if next < total {
+                next.to_string()
+            } else {
+                String::new()
+            },
+            tasks,
+        }))
+    }
+
     /// Interrupts `run` and waits for its end.
     async fn interrupt(&self, run: &Run) -> Result<(), ApiError> {
         let run = crate::runs::writable_run(
@@ -1117,6 +1298,16 @@ fn iso(time: chrono::DateTime<chrono::Utc>) -> String {
 /// Whether a schema is one (Python's truth: not empty).
 fn truthy_schema(schema: &Value) -> bool {
     truthy(Some(schema))
+}
+
+/// A page of `ListTasks`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskPage {
+    tasks: Vec<Task>,
+    total_size: usize,
+    page_size: usize,
+    next_page_token: String,
 }
 
 /// A sent message's task, as the v1 format wraps it.

@@ -57,6 +57,23 @@ impl TaskState {
         }
     }
 
+    /// A state by its v1 name (`TASK_STATE_WORKING`) or its 0.3 one (`working`).
+    pub fn named(name: &str) -> Option<Self> {
+        [
+            Self::Submitted,
+            Self::Working,
+            Self::Completed,
+            Self::Failed,
+            Self::Canceled,
+            Self::InputRequired,
+        ]
+        .into_iter()
+        .find(|state| {
+            let v1 = serde_json::to_value(state).unwrap_or_default();
+            v1 == name || Self::spec_name(v1.as_str().unwrap_or_default()) == name
+        })
+    }
+
     /// The state of a task whose current run is in `status`: an interrupted run was cancelled
     /// (a graph's own interrupt ends its run successfully and leaves its thread `interrupted`).
     pub fn of_run(status: RunStatus) -> Self {

@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::schemas::{
     any, array, header, limit, offset, query, reference, run_status_filter, stream_mode_name,
 };
-use crate::{assistants, crons, files, probes, runs, state, store, threads, wire};
+use crate::{a2a, assistants, crons, files, probes, runs, state, store, threads, wire};
 
 /// A schema named in the document's components.
 pub type Named = (String, RefOr<Schema>);
@@ -154,7 +154,7 @@ impl Io {
     /// A JSON-RPC route (MCP, A2A): a request in, its response out; a 400 `{"error"}` for a
     /// message that is none.
     fn json_rpc() -> Self {
-        let id = json!({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]});
+        let id = json!({"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]});
         Self::json(json!({
             "type": "object",
             "description": "A JSON-RPC 2.0 response: `result` or `error`, with the request's `id`.",
@@ -411,17 +411,8 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
             "/a2a/{assistant_id}"
             | "/a2a/{assistant_id}/.well-known/agent-card.json"
             | "/a2a/{assistant_id}/.well-known/agent.json",
-        ) => Io::json(json!({
-            "type": "object",
-            "description": "An A2A agent card: the assistant's name, address, skills and modes.",
-            "required": ["name", "url", "capabilities", "skills", "version"],
-        }))
-        .refused_as(json!({
-            "type": "object",
-            "description": "No such assistant: a JSON-RPC error.",
-            "required": ["error"],
-            "properties": {"error": {"type": "object"}},
-        })),
+        ) => card(),
+        ("get", "/.well-known/agent-card.json") => card().query::<a2a::CardQuery>(),
         ("delete", "/a2a/{assistant_id}") => Io::nothing(),
         ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),
@@ -438,6 +429,21 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         _ => return None,
     };
     Some(io)
+}
+
+/// An A2A agent card, or why there is none.
+fn card() -> Io {
+    Io::json(json!({
+        "type": "object",
+        "description": "An A2A agent card: the assistant's name, address, skills and modes.",
+        "required": ["name", "url", "capabilities", "skills", "version"],
+    }))
+    .refused_as(json!({
+        "type": "object",
+        "description": "No such assistant: a JSON-RPC error.",
+        "required": ["error"],
+        "properties": {"error": {"type": "object"}},
+    }))
 }
 
 /// `cancel_on_disconnect` of a join: `true`, `yes` or `1` cancels the run when the client goes

@@ -588,6 +588,15 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/.well-known/agent-card.json",
+        tag: "a2a",
+        summary: "The A2A agent card of the assistant `assistant_id` names",
+        statuses: &[200, 400, 401, 403, 503],
+        serve: |method| on(method, a2a::root_card),
+        kind: Kind::Call,
+    },
+    Route {
+        method: "get",
         path: "/queue",
         tag: "operations",
         summary: "Queue depth per graph and status; live workers and their runs in flight (operators)",
