@@ -127,6 +127,14 @@ fn task_of(context_id: &str, run: &Run) -> String {
 }
 
 impl Call {
+    /// `historyLength` and `historyScope`, as a call's options ask for them.
+    fn history_asked(&self, options: &Map<String, Value>) -> Result<(Option<usize>, Scope), Fault> {
+        Ok((
+            history_length(options.get("historyLength"))?,
+            self.scope(options.get("historyScope"))?,
+        ))
+    }
+
     fn scope(&self, asked: Option<&Value>) -> Result<Scope, Fault> {
         let header = self
             .headers
@@ -362,12 +370,8 @@ impl Call {
                     "Invalid params: 'configuration' must be an object"
                 );
             };
-            history_length_asked = match history_length(configuration.get("historyLength")) {
-                Ok(length) => length,
-                Err(fault) => return Ok(Err(fault)),
-            };
-            scope = match self.scope(configuration.get("historyScope")) {
-                Ok(scope) => scope,
+            (history_length_asked, scope) = match self.history_asked(configuration) {
+                Ok(asked) => asked,
                 Err(fault) => return Ok(Err(fault)),
             };
         }
@@ -702,12 +706,8 @@ impl Call {
                 Fault::new(TASK_NOT_FOUND, format!("Task not found: {task_id}{place}")).into(),
             );
         };
-        let length = match history_length(params.get("historyLength")) {
-            Ok(length) => length,
-            Err(fault) => return Ok(fault.into()),
-        };
-        let scope = match self.scope(params.get("historyScope")) {
-            Ok(scope) => scope,
+        let (length, scope) = match self.history_asked(&params) {
+            Ok(asked) => asked,
             Err(fault) => return Ok(fault.into()),
         };
         let history = if length == Some(0) {
@@ -824,12 +824,8 @@ impl Call {
                 .into());
             }
         };
-        let length = match history_length(params.get("historyLength")) {
-            Ok(length) => length,
-            Err(fault) => return Ok(fault.into()),
-        };
-        let scope = match self.scope(params.get("historyScope")) {
-            Ok(scope) => scope,
+        let (length, scope) = match self.history_asked(&params) {
+            Ok(asked) => asked,
             Err(fault) => return Ok(fault.into()),
         };
         let wanted = match params.get("status") {

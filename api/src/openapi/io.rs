@@ -154,7 +154,8 @@ impl Io {
     /// A JSON-RPC route (MCP, A2A): a request in, its response out; a 400 `{"error"}` for a
     /// message that is none.
     fn json_rpc() -> Self {
-        let id = json!({"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]});
+        // Whatever the request's `id` was, echoed (A2A takes a boolean, as Python's `int`).
+        let id = json!({"type": ["string", "number", "boolean", "null"]});
         Self::json(json!({
             "type": "object",
             "description": "A JSON-RPC 2.0 response: `result` or `error`, with the request's `id`.",
