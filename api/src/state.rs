@@ -243,6 +243,20 @@ pub async fn get_at(
         .map(Json)
 }
 
+/// `GET /threads/{thread_id}/storage`: what the thread's checkpoints occupy, per table and per
+/// channel, as officially (for one the caller may see).
+pub async fn storage(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<wire::ThreadStorage>, ApiError> {
+    let thread = visible_thread(&state, &caller, &thread_id).await?;
+    let storage = mostrador_queue::state::storage::of_thread(state.pool(), thread.thread_id.0)
+        .await
+        .map_err(ApiError::failed)?;
+    Ok(Json(wire::ThreadStorage::of(thread.thread_id.0, &storage)))
+}
+
 /// `POST /threads/{thread_id}/history`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]

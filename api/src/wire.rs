@@ -22,6 +22,69 @@ pub struct ErrorBody {
     pub correlation_id: Option<Uuid>,
 }
 
+/// What a thread's checkpoints occupy, per table and per channel
+/// (`GET /threads/{thread_id}/storage`), as officially.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadStorage {
+    pub thread_id: Uuid,
+    pub total_bytes: i64,
+    pub checkpoints: StorageTally,
+    pub channel_values: ChannelValues,
+    pub pending_writes: StorageTally,
+}
+
+/// Rows and their bytes.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct StorageTally {
+    pub count: i64,
+    pub bytes: i64,
+}
+
+/// The channels' values: a row per version written, and per channel.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChannelValues {
+    pub count: i64,
+    pub bytes: i64,
+    pub by_channel: BTreeMap<String, ChannelTally>,
+}
+
+/// One channel's versions and the bytes of their values.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct ChannelTally {
+    pub versions: i64,
+    pub bytes: i64,
+}
+
+impl ThreadStorage {
+    pub fn of(thread_id: Uuid, storage: &mostrador_queue::state::storage::Storage) -> Self {
+        let tally = |t: mostrador_queue::state::storage::Tally| StorageTally {
+            count: t.count,
+            bytes: t.bytes,
+        };
+        Self {
+            thread_id,
+            total_bytes: storage.total_bytes(),
+            checkpoints: tally(storage.checkpoints),
+            channel_values: ChannelValues {
+                count: storage.channel_values.count,
+                bytes: storage.channel_values.bytes,
+                by_channel: storage
+                    .by_channel
+                    .iter()
+                    .map(|(channel, t)| {
+                        let versions = ChannelTally {
+                            versions: t.count,
+                            bytes: t.bytes,
+                        };
+                        (channel.clone(), versions)
+                    })
+                    .collect(),
+            },
+            pending_writes: tally(storage.pending_writes),
+        }
+    }
+}
+
 /// A thread, with the values and pending interrupts of its latest checkpoint.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Thread {

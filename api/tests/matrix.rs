@@ -161,8 +161,9 @@ async fn the_matrix_holds(api: Api, managers_read: bool) {
     ];
     let checkpoint = Uuid::now_v7();
     let cron = r#"{"assistant_id": "agent", "schedule": "0 3 * * *"}"#;
-    let routes: [Route; 21] = [
+    let routes: [Route; 22] = [
         ("GET", "/threads/{t}", "", OK, OK),
+        ("GET", "/threads/{t}/storage", "", OK, OK),
         ("GET", "/threads/{t}/state", "", OK, OK),
         // The thread has no such checkpoint: past authorization, a checkpoint's 404.
         ("GET", "/threads/{t}/state/{c}", "", NOT_FOUND, NOT_FOUND),

@@ -4,3 +4,4 @@
 pub mod checkpoint;
 pub mod files;
 pub mod saver;
+pub mod storage;

@@ -242,6 +242,51 @@ async fn a_superstep_writes_only_the_channels_it_changed(pool: PgPool) -> anyhow
 }
 
 #[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_threads_storage_counts_its_checkpoints_each_value_version_and_its_bytes(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let checkpointer = PgCheckpointer::new(pool.clone());
+    let thread_id = uuid::Uuid::now_v7();
+    let empty = mostrador_queue::state::storage::of_thread(&pool, thread_id).await?;
+    assert_eq!(empty.total_bytes(), 0);
+    assert!(empty.by_channel.is_empty());
+    let input = RunInput::Values(json!({"static": "big".repeat(1000)}));
+    let _ = run_counter(&checkpointer, thread_id, input, 10).await;
+    let storage = mostrador_queue::state::storage::of_thread(&pool, thread_id).await?;
+    let checkpoints: i64 =
+        sqlx::query_scalar("select count(*) from mostrador.checkpoints where thread_id = $1")
+            .bind(thread_id)
+            .fetch_one(&pool)
+            .await?;
+    assert!(checkpoints > 0);
+    assert_eq!(storage.checkpoints.count, checkpoints);
+    let versions: Vec<(&str, i64)> = storage
+        .by_channel
+        .iter()
+        .map(|(channel, tally)| (channel.as_str(), tally.count))
+        .collect();
+    assert_eq!(versions, [("messages", 10), ("static", 1)]);
+    assert_eq!(storage.channel_values.count, 11);
+    assert!(
+        storage.by_channel["static"].bytes >= 3000,
+        "a value's bytes: {storage:?}"
+    );
+    assert_eq!(
+        storage.channel_values.bytes,
+        storage
+            .by_channel
+            .values()
+            .map(|tally| tally.bytes)
+            .sum::<i64>()
+    );
+    assert_eq!(
+        storage.total_bytes(),
+        storage.checkpoints.bytes + storage.channel_values.bytes + storage.pending_writes.bytes
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
 async fn saving_a_checkpoint_restarts_the_retention_clock(pool: PgPool) -> anyhow::Result<()> {
     let run = new_run(&pool).await;
     sqlx::query("update mostrador.threads set last_activity_at = now() - interval '30 days' where thread_id = $1")

@@ -22,6 +22,7 @@ What is compared, per graph:
   * threads found and counted by their state's `values`;
   * `runs.cancel_many` by ids of a finished run, by a status with nothing in flight, refused with both;
   * assistants the client creates: create, update, versions, latest, search, count, a run, delete;
+  * what a thread's checkpoints occupy (`/threads/{id}/storage`): counts, values' and writes' bytes;
   * A2A through the official A2A client (a2a_calls.py): the card, a message sent and streamed, a
     task waiting for a decision resumed and cancelled, tasks read, and the protocol's refusals.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
@@ -170,11 +171,28 @@ def checks(official: dict) -> list[tuple[str, Any]]:
             ("threads.create", "(deleted)")
         ):
             found.append((key, lambda a: a))
+    # What a thread's checkpoints occupy: the same rows, and the same bytes of values and writes.
+    for key in official:
+        if key.endswith("/threads.storage"):
+            found.append((key, storage))
     # A2A through the official A2A client: every answer, in full (ids and times masked).
     for key in official:
         if key.startswith("a2a/"):
             found.append((key, A2A_VIEWS.get(key, lambda a: a)))
     return [(key, view) for key, view in found if key in official]
+
+
+def storage(answer: Any) -> Any:
+    """A thread's storage without the bytes of its checkpoints (and so of the total): each server
+    stores a checkpoint its own way (docs/wire-protocol.md); the counts, and the bytes of the
+    channels' values and of the pending writes (LangGraph's serialized payloads), are compared."""
+    if not isinstance(answer, dict) or "checkpoints" not in answer:
+        return answer
+    return {
+        "checkpoints": answer["checkpoints"]["count"],
+        "channel_values": answer["channel_values"],
+        "pending_writes": answer["pending_writes"],
+    }
 
 
 def python_repr_read(answer: Any) -> Any:

@@ -516,6 +516,16 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
         t = rec.raw[f"{label}/threads.create"]["thread_id"]
         await rec.call(f"{label}/threads.get_state(subgraphs)", lambda: client.threads.get_state(t, subgraphs=True))
 
+    # What threads' checkpoints occupy (`GET /threads/{id}/storage`, no SDK method yet).
+    for label in ("approval/resume", "mapreduce/wait", "parent/wait", "linear6/wait"):
+        created = rec.raw.get(f"{label}/threads.create") or {}
+        if "thread_id" in created:
+            t = created["thread_id"]
+            await rec.call(f"{label}/threads.storage", lambda t=t: client.http.get(f"/threads/{t}/storage"))
+    empty = await new_thread("storage/empty")
+    if empty is not None:
+        await rec.call("storage/empty/threads.storage", lambda: client.http.get(f"/threads/{empty}/storage"))
+
     # A2A with the official A2A client (a2a_calls.py), on the same assistants.
     from a2a_calls import a2a_calls
 

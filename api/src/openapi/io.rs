@@ -415,6 +415,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         ) => card(),
         ("get", "/.well-known/agent-card.json") => card().query::<a2a::CardQuery>(),
         ("delete", "/a2a/{assistant_id}") => Io::nothing(),
+        ("get", "/threads/{thread_id}/storage") => Io::answers::<wire::ThreadStorage>(),
         ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),
         ("get", "/live" | "/ready") => Io::text("text/plain"),

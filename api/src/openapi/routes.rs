@@ -236,6 +236,15 @@ pub const ROUTES: &[Route] = &[
         kind: Kind::Call,
     },
     Route {
+        method: "get",
+        path: "/threads/{thread_id}/storage",
+        tag: "state",
+        summary: "What the thread's checkpoints occupy: counts and bytes per table and per channel",
+        statuses: &[200, 401, 404, 503],
+        serve: |method| on(method, state::storage),
+        kind: Kind::Call,
+    },
+    Route {
         method: "post",
         path: "/threads/{thread_id}/history",
         tag: "state",
