@@ -218,7 +218,7 @@ impl Requested {
             Some(_) => return Err(ApiError::unprocessable("context must be an object")),
         };
         let mut template = RunTemplate {
-            webhook: crate::webhooks::checked(state, self.webhook.map(Value::String).as_ref())?,
+            webhook: crate::webhooks::checked(state, self.webhook)?,
             ..RunTemplate::default()
         };
         if let Some(input) = self.input {

@@ -116,6 +116,26 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
+            r#"{"assistant_id": "agent", "interrupt_before": 3}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "checkpoint": {"checkpoint_id": 7}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "checkpoint": "latest"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "checkpoint": {"checkpoint_ns": "child:1"}}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            r#"{"assistant_id": "agent", "webhook": 42}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             r#"{"assistant_id": "agent", "after_seconds": -1}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
         ),

@@ -135,7 +135,7 @@ pub struct RunKwargs<'a> {
     pub command: Option<&'a RunCommand>,
     pub config: Option<&'a Value>,
     pub context: Option<&'a Map<String, Value>>,
-    pub webhook: Option<&'a Value>,
+    pub webhook: Option<&'a str>,
 }
 
 /// `assistants.create`.

@@ -123,16 +123,15 @@ pub struct CreateRun {
     /// Start from this checkpoint of the thread (Python graphs; 422 for the others when it
     /// names one).
     #[schema(schema_with = fields::checkpoint)]
-    checkpoint: Option<Value>,
+    checkpoint: Option<CheckpointRef>,
     /// The same, by id.
-    #[schema(schema_with = fields::nullable_uuid)]
-    checkpoint_id: Option<Value>,
+    checkpoint_id: Option<Uuid>,
     #[schema(schema_with = fields::interrupt_nodes)]
-    interrupt_before: Option<Value>,
+    interrupt_before: Option<Breakpoints>,
     #[schema(schema_with = fields::interrupt_nodes)]
-    interrupt_after: Option<Value>,
+    interrupt_after: Option<Breakpoints>,
     #[schema(schema_with = fields::webhook)]
-    webhook: Option<Value>,
+    webhook: Option<String>,
     #[schema(schema_with = fields::multitask_strategy)]
     multitask_strategy: Option<MultitaskStrategy>,
     if_not_exists: Option<IfNotExists>,
@@ -217,6 +216,14 @@ impl CreateRun {
     }
 }
 
+/// A checkpoint of the thread, as the SDKs name one (RemoteGraph sends the thread's whole config).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CheckpointRef {
+    checkpoint_id: Option<Uuid>,
+    checkpoint_ns: Option<String>,
+}
+
 /// A validated run request.
 #[derive(Debug)]
 pub struct Accepted {
@@ -292,9 +299,7 @@ pub async fn accept(
         }
         return create_and_enqueue(state, caller, assistant, new, follow).await;
     };
-    let names_one = [&body.checkpoint_id, &body.checkpoint]
-        .into_iter()
-        .any(|field| field.as_ref().is_some_and(|value| !value.is_null()));
+    let names_one = body.checkpoint_id.is_some() || body.checkpoint.is_some();
     let head = rust_head(state, &thread, python, names_one).await?;
     // The run's metadata holds its thread's, under the request's, as officially.
     if let Value::Object(thread_metadata) = &thread.metadata {
@@ -452,7 +457,7 @@ pub(super) async fn run_grant(
                 command: body.command.as_ref(),
                 config: body.config.as_ref(),
                 context: body.context.as_ref(),
-                webhook: body.webhook.as_ref(),
+                webhook: body.webhook.as_deref(),
             },
         },
     )
@@ -538,7 +543,7 @@ pub(super) fn new_run(
     head: Option<Uuid>,
 ) -> Result<NewRun, ApiError> {
     let python = rust.is_none();
-    let start_at = start_at(body.checkpoint_id.as_ref(), body.checkpoint.as_ref())?
+    let start_at = start_at(body.checkpoint_id, body.checkpoint.as_ref())?
         .filter(|checkpoint_id| python || Some(*checkpoint_id) != head);
     if start_at.is_some() && !python && body.command.is_some() {
         return Err(ApiError::unprocessable(
@@ -547,7 +552,7 @@ pub(super) fn new_run(
     }
     let interrupt_before = breakpoints(body.interrupt_before, "interrupt_before", rust)?;
     let interrupt_after = breakpoints(body.interrupt_after, "interrupt_after", rust)?;
-    let webhook = crate::webhooks::checked(state, body.webhook.as_ref())?;
+    let webhook = crate::webhooks::checked(state, body.webhook)?;
     let command = match (body.command, rust) {
         (None, _) => None,
         (Some(command), None) => Some(run::RunCommand {
@@ -631,15 +636,12 @@ pub(super) fn new_run(
 /// The nodes a request's `interrupt_before` or `interrupt_after` names (`None`: it names none, or
 /// null): those of `rust` when the Rust engine runs the graph.
 fn breakpoints(
-    nodes: Option<Value>,
+    breakpoints: Option<Breakpoints>,
     field: &str,
     rust: Option<&Graph>,
 ) -> Result<Option<Breakpoints>, ApiError> {
-    let breakpoints = match nodes {
-        None | Some(Value::Null) => return Ok(None),
-        Some(nodes) => serde_json::from_value(nodes).map_err(|_| {
-            ApiError::unprocessable(format!("{field} must be \"*\" or a list of node names"))
-        })?,
+    let Some(breakpoints) = breakpoints.filter(|breakpoints| !breakpoints.is_none()) else {
+        return Ok(None);
     };
     if let (Some(graph), Breakpoints::Nodes(nodes)) = (rust, &breakpoints) {
         for node in nodes {
@@ -653,38 +655,13 @@ fn breakpoints(
 /// `checkpoint_id` of `checkpoint`, as the SDKs send them; `None` (the latest) when neither names
 /// one, null included.
 fn start_at(
-    checkpoint_id: Option<&Value>,
-    checkpoint: Option<&Value>,
+    checkpoint_id: Option<Uuid>,
+    checkpoint: Option<&CheckpointRef>,
 ) -> Result<Option<Uuid>, ApiError> {
-    let in_checkpoint = match checkpoint {
-        None | Some(Value::Null) => &Value::Null,
-        Some(Value::Object(checkpoint)) => {
-            if checkpoint
-                .get("checkpoint_ns")
-                .and_then(Value::as_str)
-                .is_some_and(|ns| !ns.is_empty())
-            {
-                return Err(ApiError::unprocessable(
-                    "a run starts from a checkpoint of the thread's root graph",
-                ));
-            }
-            checkpoint.get("checkpoint_id").unwrap_or(&Value::Null)
-        }
-        Some(_) => return Err(ApiError::unprocessable("checkpoint must be an object")),
-    };
-    match checkpoint_id.unwrap_or(&Value::Null) {
-        Value::Null => match in_checkpoint {
-            Value::Null => Ok(None),
-            Value::String(id) => Uuid::parse_str(id)
-                .map(Some)
-                .map_err(|_| ApiError::unprocessable("checkpoint.checkpoint_id must be a UUID")),
-            _ => Err(ApiError::unprocessable(
-                "checkpoint.checkpoint_id must be a UUID",
-            )),
-        },
-        Value::String(id) => Uuid::parse_str(id)
-            .map(Some)
-            .map_err(|_| ApiError::unprocessable("checkpoint_id must be a UUID")),
-        _ => Err(ApiError::unprocessable("checkpoint_id must be a UUID")),
+    if checkpoint.is_some_and(|c| c.checkpoint_ns.as_deref().is_some_and(|ns| !ns.is_empty())) {
+        return Err(ApiError::unprocessable(
+            "a run starts from a checkpoint of the thread's root graph",
+        ));
     }
+    Ok(checkpoint_id.or_else(|| checkpoint.and_then(|c| c.checkpoint_id)))
 }
