@@ -372,7 +372,7 @@ async fn tools_call(
                 format!("Unknown tool: {name}"),
             ));
         }
-        [one] => one["assistant_id"].clone(),
+        [one] => one["assistant_id"].as_str().unwrap_or_default().to_owned(),
         _ => {
             return Ok(Outcome::error(
                 INVALID_PARAMS,
@@ -380,15 +380,20 @@ async fn tools_call(
             ));
         }
     };
-    let mut body = json!({
-        "assistant_id": assistant_id,
-        "input": params.get("arguments").cloned().unwrap_or_else(|| json!({})),
-    });
-    if let Some(context) = params.get("context").filter(|context| !context.is_null()) {
-        body["context"] = context.clone();
-    }
-    let body = serde_json::from_value(body)
-        .map_err(|err| ApiError::unprocessable(format!("tools/call: {err}")))?;
+    let input = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let context = match params.get("context") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(context)) => Some(context.clone()),
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "tools/call: context must be an object",
+            ));
+        }
+    };
+    let body = crate::runs::CreateRun::of(assistant_id, Some(input), context);
     let waited = crate::runs::wait_stateless(
         State(state.clone()),
         caller.clone(),

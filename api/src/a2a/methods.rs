@@ -500,13 +500,9 @@ impl Call {
         };
         let mut metadata = Map::new();
         metadata.insert("a2a".into(), Value::Object(stamp));
-        let body = match CreateRun::creating_thread(
-            self.assistant_id.clone(),
-            input,
-            command.clone(),
-            context,
-            metadata,
-        ) {
+        let input = (!input.is_empty()).then_some(Value::Object(input));
+        let run = CreateRun::of(self.assistant_id.clone(), input, context);
+        let body = match run.creating_thread(command.clone(), metadata) {
             Ok(mut body) => {
                 body.headers = self.run_headers.clone();
                 body
@@ -1012,14 +1008,9 @@ impl Call {
         );
         let mut metadata = Map::new();
         metadata.insert("a2a".into(), Value::Object(stamp));
-        let body = CreateRun::creating_thread(
-            self.assistant_id.clone(),
-            Map::new(),
-            None,
-            None,
-            metadata,
-        )?
-        .after(3600.0);
+        let body = CreateRun::of(self.assistant_id.clone(), None, None)
+            .creating_thread(None, metadata)?
+            .after(3600.0);
         let accepted = crate::runs::accept(
             &self.state,
             &self.caller,

@@ -148,13 +148,26 @@ pub struct CreateRun {
 }
 
 impl CreateRun {
-    /// A run of `assistant_id` on a thread it creates if need be, as a protocol served over the
-    /// api's own calls (A2A) asks for one. A `command` that is no command is the body's 422.
-    pub(crate) fn creating_thread(
+    /// A run of `assistant_id` on `input` with `context`, as a protocol served over the api's own
+    /// calls (MCP, A2A) asks for one.
+    pub(crate) fn of(
         assistant_id: String,
-        input: Map<String, Value>,
-        command: Option<Value>,
+        input: Option<Value>,
         context: Option<Map<String, Value>>,
+    ) -> Self {
+        Self {
+            assistant_id: Some(assistant_id),
+            input,
+            context,
+            ..Self::default()
+        }
+    }
+
+    /// The same run, with `command` and `metadata`, on a thread it creates if need be (A2A's
+    /// conversation). A `command` that is no command is the body's 422.
+    pub(crate) fn creating_thread(
+        self,
+        command: Option<Value>,
         metadata: Map<String, Value>,
     ) -> Result<Self, ApiError> {
         let command = command
@@ -162,13 +175,10 @@ impl CreateRun {
             .transpose()
             .map_err(|err| ApiError::unprocessable(format!("command: {err}")))?;
         Ok(Self {
-            assistant_id: Some(assistant_id),
-            input: (!input.is_empty()).then_some(Value::Object(input)),
             command,
-            context,
             metadata: Some(metadata),
             if_not_exists: Some(IfNotExists::Create),
-            ..Self::default()
+            ..self
         })
     }
 
