@@ -116,6 +116,12 @@ async def a2a_calls(url: str, headers: dict[str, str], aid: dict[str, str], rec:
             lambda: send(streaming, message(TextPart(text="What is the weather in Lima?"))),
         )
 
+        streaming_approval = await connect("approval", streaming=True)
+        await rec.call(
+            "a2a/approval/message/stream",
+            lambda: send(streaming_approval, message(DataPart(data={"request": "deploy v4"}))),
+        )
+
         approval = await connect("approval", streaming=False)
         waits = await rec.call(
             "a2a/approval/message/send",
