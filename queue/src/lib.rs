@@ -41,6 +41,7 @@
 //!   * [`state::files`]: a thread's files, beside its checkpoints and never in them; read plainly,
 //!     written fenced by the run's lease within the thread's limit, copied and deleted with the
 //!     thread.
+//!   * [`state::storage`]: what a thread's checkpoints occupy, per table and per channel.
 //! * [`data`]: what the product keeps beside runs; the run loop reads none of it.
 //!   * [`data::assistants`]: assistants callers create, every version kept, each its owner's; a
 //!     run's config and context over its assistant's.
