@@ -2,8 +2,11 @@
 // answers `assistants.get_schemas`, `get_graph` and `get_subgraphs`. A graph's schemas come from
 // what it holds at run time, as the official server reads them first: a `StateSchema`, or Zod
 // schemas (LangGraph's registry, else Zod's own). A graph whose state is an `Annotation` has no
-// schema at run time; the official server then reads its TypeScript types from the source, which
-// this runner does not: its schemas name the state's fields, each any JSON.
+// schema at run time; its TypeScript types are then read from the source by the official
+// server's own parser when the project has it, else its schemas name the state's fields, each any
+// JSON.
+
+import path from "node:path";
 
 import { jsonable } from "./json.mjs";
 import { projectImport } from "./project.mjs";
@@ -84,12 +87,69 @@ function fromChannels(builder) {
   return found.state === null ? null : found;
 }
 
+// The schemas of the graphs whose state is an `Annotation` (no schema at run time, theirs or a
+// subgraph's), read from their TypeScript source by the official JS server's own parser
+// (`@langchain/langgraph-api/schema`, which the official CLI installs in the project), as that
+// server reads them: by graph id, a function of a namespace (`""`: the graph's own). All graphs
+// are read in one program (a few seconds; one by one would take that per graph). None when the
+// project has no such parser or it fails: the state's fields are then named, each any JSON.
+async function fromSources(project) {
+  const specs = {};
+  for (const graphId of project.ids()) {
+    try {
+      const graph = await project.graph(graphId, { configurable: {} }, { access: "assistants.read" });
+      const graphs = [graph];
+      for await (const [, subgraph] of graph.getSubgraphsAsync(undefined, true)) graphs.push(subgraph);
+      let untyped = false;
+      for (const one of graphs) {
+        if (one.builder && !fromStateSchema(one.builder) && !(await fromZod(project, one))) untyped = true;
+      }
+      if (!untyped) continue;
+    } catch {
+      continue; // describing it reports why
+    }
+    const [file, exportSymbol] = project.specs[graphId].split(":", 2);
+    specs[graphId] = { sourceFile: path.resolve(project.base, file), exportSymbol };
+  }
+  if (Object.keys(specs).length === 0) return {};
+  let parser;
+  try {
+    parser = await projectImport(project.base, "@langchain/langgraph-api/schema");
+  } catch {
+    return {};
+  }
+  let found;
+  try {
+    found = await parser.getStaticGraphSchema(specs, { timeoutMs: SOURCE_TIMEOUT_MS });
+  } catch (err) {
+    console.error(`mostrador runner: the graphs' TypeScript types were not read: ${err}`);
+    return {};
+  }
+  const sources = {};
+  for (const [graphId, schemas] of Object.entries(found ?? {})) {
+    const root = Object.keys(schemas ?? {}).find((key) => !key.includes("|"));
+    if (root === undefined) continue;
+    sources[graphId] = (namespace) => (namespace ? schemas[`${root}|${namespace}`] : undefined) ?? schemas[root];
+  }
+  return sources;
+}
+
+// How long the official parser may read a graph's types, as the official server allows it.
+const SOURCE_TIMEOUT_MS = 30_000;
+
 // The schemas of a compiled graph, as `assistants.get_schemas` answers them (a JS graph's config
-// and context are one schema, as on the official JS server).
-async function schemas(project, graph) {
+// and context are one schema, as on the official JS server); `source`, the schemas the official
+// parser read from the graph's TypeScript (by namespace), for an `Annotation` state.
+async function schemas(project, graph, source, namespace) {
   const builder = graph.builder;
+  const fromTypes = () => {
+    const found = source?.(namespace);
+    return found == null ? null : { state: found.state, input: found.input, output: found.output, config: found.config };
+  };
   const found =
-    (builder && (fromStateSchema(builder) ?? (await fromZod(project, graph)) ?? fromChannels(builder))) ?? null;
+    (builder &&
+      (fromStateSchema(builder) ?? (await fromZod(project, graph)) ?? fromTypes() ?? fromChannels(builder))) ??
+    null;
   if (found === null) return noSchemas();
   // A schema the graph does not have is left out, as the official JS server leaves it.
   return jsonable({
@@ -118,24 +178,28 @@ const noSchemas = () => ({
   context_schema: null,
 });
 
-async function describe(project, graphId) {
+async function describe(project, graphId, source) {
   const graph = await project.graph(graphId, { configurable: {} }, { access: "assistants.read" });
   // The official JS server names a graph's assistant after the graph's id, whatever its `name`.
   const name = graphId;
   const subgraphs = {};
-  for await (const [ns, subgraph] of graph.getSubgraphsAsync(undefined, true)) subgraphs[ns] = await schemas(project, subgraph);
+  for await (const [ns, subgraph] of graph.getSubgraphsAsync(undefined, true)) {
+    subgraphs[ns] = await schemas(project, subgraph, source, ns);
+  }
   const depth = Math.max(0, ...Object.keys(subgraphs).map((ns) => ns.split("|").length));
   const drawings = { false: await drawing(graph, false) };
   for (let level = 1; level < depth; level++) drawings[String(level)] = await drawing(graph, level);
   drawings.true = await drawing(graph, true);
-  return { name, schemas: await schemas(project, graph), graph: drawings, subgraphs };
+  return { name, schemas: await schemas(project, graph, source, ""), graph: drawings, subgraphs };
 }
 
-export async function describeAll(channel, project) {
+// Every graph described; with `types`, an `Annotation` state's TypeScript types read too.
+export async function describeAll(channel, project, { types = false } = {}) {
+  const sources = types ? await fromSources(project) : {};
   const graphs = {};
   for (const graphId of project.ids()) {
     try {
-      graphs[graphId] = await describe(project, graphId);
+      graphs[graphId] = await describe(project, graphId, sources[graphId]);
     } catch (err) {
       console.error(err);
       graphs[graphId] = { error: `${err?.name ?? "Error"}: ${err?.message ?? err}` };

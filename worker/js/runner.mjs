@@ -50,7 +50,7 @@ channel.onMessage = (message) => {
   } else if (message.t === "cancel") {
     runs.get(number)?.abort.abort();
   } else if (message.t === "describe") {
-    describeAll(channel, project).catch((err) => {
+    describeAll(channel, project, { types: message.types === true }).catch((err) => {
       console.error(err);
       process.exit(1);
     });

@@ -368,12 +368,18 @@ impl Runners {
 
     /// What LangGraph says of each graph (schemas, drawings, subgraphs), asked of a runner and
     /// recorded for the api, which runs no Python. Under isolation, in a process of its own that
-    /// serves no run after (describing runs the project's factories).
+    /// serves no run after (describing runs the project's factories). With `types`, a JavaScript
+    /// runner also reads the TypeScript types of `Annotation` states (seconds of work, asked once
+    /// the worker serves, recorded over the first description).
     ///
     /// # Errors
     ///
     /// No runner could start, or it failed while describing; a database failure.
-    pub async fn describe(&self, pool: &mostrador_queue::PgPool) -> Result<(), DescribeError> {
+    pub async fn describe(
+        &self,
+        pool: &mostrador_queue::PgPool,
+        types: bool,
+    ) -> Result<(), DescribeError> {
         let key = match self.pool.config.isolation {
             Isolation::Shared => Key::Shared,
             Isolation::Tenant | Isolation::Run => Key::Run(Uuid::now_v7()),
@@ -382,7 +388,7 @@ impl Runners {
         link.process.until_ready().await?;
         let (sender, receiver) = oneshot::channel();
         link.process.lock().described = Some(sender);
-        link.process.write(&ToRunner::Describe).await?;
+        link.process.write(&ToRunner::Describe { types }).await?;
         let graphs = tokio::time::timeout(STARTUP_TIMEOUT, receiver)
             .await
             .map_err(|_| RunnerError::Start("describing the graphs took too long".into()))?

@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 use crate::config::{Registry, WorkerConfig};
 use crate::execute::{Executor, Finish, RunHandle};
-use crate::runner::Runners;
+use crate::runner::{Language, Runners};
 use crate::telemetry::{RunLabels, Telemetry};
 
 /// Runs the worker until `shutdown` resolves and its runs are drained (or, past the drain
@@ -57,10 +57,23 @@ pub async fn run(
         if let Err(err) = runners.warm().await {
             tracing::error!(error = %err, ?language, "runners could not start");
         }
-        match runners.describe(&pool).await {
+        match runners.describe(&pool, false).await {
             Ok(()) => tracing::info!(?language, "graphs described for the api"),
             Err(err) => tracing::error!(error = %err, ?language, "graphs could not be described"),
         }
+    }
+    // A TypeScript `Annotation` state's types take seconds to read: once the worker serves.
+    for runners in runners
+        .iter()
+        .filter(|r| r.language() == Language::JavaScript)
+    {
+        let (runners, pool) = (Arc::clone(runners), pool.clone());
+        tokio::spawn(async move {
+            match runners.describe(&pool, true).await {
+                Ok(()) => tracing::info!("graphs described with their TypeScript types"),
+                Err(err) => tracing::warn!(error = %err, "TypeScript types could not be read"),
+            }
+        });
     }
     let lease = WorkerLease::new(&config.name, config.graphs.clone(), config.lease);
     lease.register(&pool).await?;

@@ -85,9 +85,6 @@ function renumber(value) {
 
 // Answers that still differ, each with its reason (docs/wire-protocol.md). Reported, not failed.
 const KNOWN = {
-  "agent/schemas":
-    "an Annotation state's schemas: the official JS server reads its types from the TypeScript source; mostrador's runner does not parse it and names the fields, each any JSON (a StateSchema's, research/schemas, are the same)",
-  "parent/schemas": "as agent/schemas",
   "agent/stream/messages":
     "mostrador streams the legacy `messages` mode as the Python server does (each message the model streams, `messages/metadata` then `messages/partial` and `messages/complete`); the JS server completes every new message of the state's values, the input's too, without metadata. `messages-tuple`, which the SDKs' and useStream's clients use, is the same on both",
   "mapreduce/error":

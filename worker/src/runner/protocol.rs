@@ -40,8 +40,12 @@ pub enum ToRunner {
     Cancel {
         run: u64,
     },
-    /// Describe the graphs for the api.
-    Describe,
+    /// Describe the graphs for the api; with `types`, a JavaScript runner reads an `Annotation`
+    /// state's TypeScript types too (seconds: asked again once the worker serves).
+    Describe {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        types: bool,
+    },
 }
 
 /// A run as its runner executes it: one typed value from the claim.
