@@ -3,11 +3,15 @@ users and as strangers without a token, and record every answer with ids and tim
 
     python drive.py --url http://127.0.0.1:2024 --out answers.json
 
+A2A (`/a2a/{assistant_id}`, raw JSON-RPC) is driven too: Alice's task on her own assistant, Bob's
+and a stranger's reach into it.
+
 A refused call is recorded as {"error": {"status", "detail"}}: the detail only where the project's
 own handler wrote it (the servers word their own 404s differently).
 """
 
 import argparse
+import ast
 import asyncio
 import json
 import sys
@@ -112,6 +116,65 @@ class Run:
             content = content if content in HANDLER_DETAILS else None
         self.answers[key] = {"status": response.status_code, "body": content,
                              "type": response.headers.get("content-type", "").split(";")[0]}
+
+    async def a2a(self, alice_token: str, bob_token: str) -> None:
+        """A2A under the project's handlers: Alice's task, Bob's reach into it, a stranger's card."""
+        # Her own assistant: the graphs' own are not hers to see under these handlers.
+        mine = await self.record("a2a/alice/assistants.create",
+                                 lambda: self.clients["alice"].assistants.create("agent", name="a2a", metadata={"kind": "a2a"}))
+        if not mine:
+            return
+        agent = mine["assistant_id"]
+
+        async def rpc(token: str | None, method: str, params: dict) -> Any:
+            headers = {"Accept": "application/json"}
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            async with httpx.AsyncClient(base_url=self.url, timeout=60) as http:
+                response = await http.post(f"/a2a/{agent}", json=body, headers=headers)
+            answer = response.json() if response.content else None
+            if response.status_code != 200 or not isinstance(answer, dict):
+                detail = answer.get("detail") if isinstance(answer, dict) else None
+                return {"status": response.status_code, "detail": detail if detail in HANDLER_DETAILS else None}
+            return answer
+
+        def message(**ids: str) -> dict:
+            return {"message": {"role": "user", "messageId": str(uuid.uuid4()),
+                                "parts": [{"kind": "data", "data": {"asked": []}}], **ids}}
+
+        sent = await rpc(alice_token, "message/send", message())
+        task = sent.get("result") or {}
+        # The answer is Python's `repr` of the final state: read back (mostrador writes a state's
+        # keys in sorted order, the same values; docs/wire-protocol.md).
+        self.answers["a2a/alice/message/send"] = {
+            "state": (task.get("status") or {}).get("state"),
+            "answer": [ast.literal_eval(p["text"]) for a in task.get("artifacts") or []
+                       for p in a.get("parts") or [] if p.get("text")],
+            "error": sent.get("error"),
+        }
+        if not task.get("id"):
+            return
+        task_id, context_id = task["id"], task["contextId"]
+        for key, token, method, params in (
+            ("a2a/alice/tasks/get", alice_token, "tasks/get", {"id": task_id}),
+            ("a2a/bob/tasks/get", bob_token, "tasks/get", {"id": task_id}),
+            ("a2a/bob/tasks/cancel", bob_token, "tasks/cancel", {"id": task_id}),
+            ("a2a/bob/message/send(her task)", bob_token, "message/send",
+             message(taskId=task_id, contextId=context_id)),
+            ("a2a/bob/message/send(her conversation)", bob_token, "message/send", message(contextId=context_id)),
+            ("a2a/anonymous/tasks/get", None, "tasks/get", {"id": task_id}),
+        ):
+            answer = await rpc(token, method, params)
+            result = answer.get("result") if isinstance(answer, dict) else None
+            self.answers[key] = (
+                {"state": result["status"]["state"]} if isinstance(result, dict) and "status" in result
+                else {"error": answer.get("error")} if isinstance(answer, dict) and "error" in answer
+                else answer
+            )
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            card = await http.get(f"/a2a/{agent}/.well-known/agent-card.json")
+        self.answers["a2a/anonymous/card"] = {"status": card.status_code}
 
     async def scenarios(self) -> dict[str, Any]:
         alice, bob, rita = self.clients["alice"], self.clients["bob"], self.clients["rita"]
@@ -219,6 +282,8 @@ class Run:
         await self.record("alice/store.namespaces", lambda: alice.store.list_namespaces())
         await self.record("bob/store.delete", lambda: bob.store.delete_item(["notes"], "tea"))
         await self.record("alice/store.get/after-bob", lambda: alice.store.get_item(["notes"], "tea"))
+
+        await self.a2a(alice_token="user1-token", bob_token="user2-token")
 
         await self.record("bob/threads.delete", lambda: bob.threads.delete(tid))
         await self.record("alice/threads.delete", lambda: alice.threads.delete(tid))
