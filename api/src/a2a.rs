@@ -26,12 +26,11 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Params, RunHeaders};
+use crate::jsonrpc::{
+    Fault, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, Outcome, PARSE_ERROR,
+    Reply, refused,
+};
 
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
-const INTERNAL_ERROR: i64 = -32603;
 const TASK_NOT_FOUND: i64 = -32001;
 const TASK_NOT_CANCELABLE: i64 = -32002;
 const UNSUPPORTED_OPERATION: i64 = -32004;
@@ -113,79 +112,18 @@ fn to_spec(value: &mut Value) {
     }
 }
 
-/// A JSON-RPC response: the request's `id` (null when it could not be read) and its outcome.
-#[derive(Debug, Serialize)]
-struct Reply {
-    jsonrpc: &'static str,
-    id: Value,
-    #[serde(flatten)]
-    outcome: Outcome,
-}
-
-impl Reply {
-    fn new(id: Value, outcome: Outcome) -> Self {
-        Self {
-            jsonrpc: "2.0",
-            id,
-            outcome,
-        }
-    }
-
-    /// As a JSON value in `format`.
-    fn written(&self, format: Format) -> Value {
-        format.write(serde_json::to_value(self).expect("a reply is JSON"))
-    }
-}
-
-/// A method's `result`, or its `error`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Outcome {
-    Result(Value),
-    Error(Fault),
-}
-
-/// A JSON-RPC error.
-#[derive(Debug, Clone, Serialize)]
-struct Fault {
-    code: i64,
-    message: String,
-}
-
-impl Fault {
-    fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-impl Outcome {
-    fn result(result: impl Serialize) -> Self {
-        Self::Result(serde_json::to_value(result).expect("a result is JSON"))
-    }
-}
-
-impl From<Fault> for Outcome {
-    fn from(fault: Fault) -> Self {
-        Self::Error(fault)
-    }
+/// A reply as a JSON value in `format`.
+fn written(reply: &Reply, format: Format) -> Value {
+    format.write(serde_json::to_value(reply).expect("a reply is JSON"))
 }
 
 /// A reply of HTTP 200, as every JSON-RPC reply is.
 fn replied(id: Value, outcome: Outcome, format: Format) -> Response {
-    Json(Reply::new(id, outcome).written(format)).into_response()
+    Json(written(&Reply::new(id, outcome), format)).into_response()
 }
 
 fn failed(id: Value, code: i64, message: &str) -> Response {
     replied(id, Fault::new(code, message).into(), Format::V1)
-}
-
-/// Why a message cannot be answered at all: a 400 `{"error": why}`, as officially.
-#[derive(Serialize)]
-struct Refusal<'a> {
-    error: &'a str,
 }
 
 /// Whether an `Accept` header takes `media` (`*/*` and `type/*` do).
@@ -295,7 +233,7 @@ pub async fn post(
         )
     };
     if !accepts(accept, media) {
-        return Ok((StatusCode::BAD_REQUEST, Json(Refusal { error: refusal })).into_response());
+        return Ok(refused(refusal));
     }
     let (method, format) = match (id.is_null(), method) {
         (false, Some(method)) => method,
@@ -432,12 +370,12 @@ mod tests {
             ),
         );
         assert_eq!(
-            reply.written(Format::Spec),
+            written(&reply, Format::Spec),
             json!({"jsonrpc": "2.0", "id": 1, "result": {"status": {"state": "input-required"},
                 "history": [{"role": "user"}, {"role": "agent"}]}})
         );
         assert_eq!(
-            reply.written(Format::V1)["result"]["task"]["status"]["state"],
+            written(&reply, Format::V1)["result"]["task"]["status"]["state"],
             "TASK_STATE_INPUT_REQUIRED"
         );
     }

@@ -55,6 +55,7 @@
 //! * [`files`]: a thread's files, for its owner only.
 //! * [`a2a`]: A2A at `/a2a/{assistant_id}`: an assistant as an agent, a task a run on its
 //!   conversation's thread.
+//! * [`jsonrpc`]: JSON-RPC over HTTP, as MCP and A2A frame it.
 //! * [`mcp`]: MCP at `/mcp`: the caller's assistants as tools, a call a stateless run waited for.
 //! * [`crons`]: scheduled runs, a caller's own only, in IANA time zones.
 //! * [`webhooks`]: the operator's allow-list of hosts, and `send`: at most 64 at once and 4 per
@@ -89,6 +90,7 @@ pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod files;
+pub mod jsonrpc;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;

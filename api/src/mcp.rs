@@ -15,6 +15,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, RunHeaders};
+use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, Outcome, Reply, refused};
 
 /// The protocol versions a client may ask for; another gets the latest.
 const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -23,8 +24,6 @@ const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 const PAGE: i64 = 100;
 /// The assistants a `tools/call` looks its tool up among.
 const MOST_ASSISTANTS: i64 = 1000;
-const INVALID_PARAMS: i64 = -32602;
-const METHOD_NOT_FOUND: i64 = -32601;
 
 /// `GET /mcp`: no server-sent stream, as officially (its answer says so, where the official's
 /// is empty).
@@ -97,52 +96,7 @@ pub async fn post(
         "tools/call" => tools_call(&state, &caller, run_headers, &params).await?,
         other => Outcome::error(METHOD_NOT_FOUND, format!("Method not found: {other}")),
     };
-    Ok(Json(Answer {
-        jsonrpc: "2.0",
-        id,
-        outcome,
-    })
-    .into_response())
-}
-
-/// A JSON-RPC response.
-#[derive(Serialize)]
-struct Answer {
-    jsonrpc: &'static str,
-    id: Value,
-    #[serde(flatten)]
-    outcome: Outcome,
-}
-
-/// A method's `result`, or its `error`.
-#[derive(Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Outcome {
-    Result(Value),
-    Error { code: i64, message: String },
-}
-
-impl Outcome {
-    fn result(result: impl Serialize) -> Self {
-        Self::Result(serde_json::to_value(result).expect("a result is JSON"))
-    }
-
-    fn error(code: i64, message: impl Into<String>) -> Self {
-        Self::Error {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-/// Why a message is no JSON-RPC message: the body of its 400, as officially.
-#[derive(Serialize)]
-struct Refusal<'a> {
-    error: &'a str,
-}
-
-fn refused(why: &str) -> Response {
-    (StatusCode::BAD_REQUEST, Json(Refusal { error: why })).into_response()
+    Ok(Json(Reply::new(id, outcome)).into_response())
 }
 
 #[derive(Serialize)]

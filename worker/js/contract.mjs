@@ -25,6 +25,15 @@ for (const message of examples.to_runner) {
   assert.ok(handled.has(message.t), `the runner handles no "${message.t}"`);
 }
 
+// Every field of a describe is read.
+const runner = source["runner.mjs"];
+const messageRead = found(/message\.(\w+)/g, runner);
+for (const message of examples.to_runner.filter((m) => m.t === "describe")) {
+  for (const field of Object.keys(message)) {
+    assert.ok(messageRead.has(field), `the runner reads no describe.${field}`);
+  }
+}
+
 // Every field of a run's spec, and of its command, is read.
 const run = source["run.mjs"];
 const read = found(/spec\??\.(\w+)/g, run);

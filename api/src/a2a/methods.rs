@@ -21,7 +21,7 @@ use super::task::{
 };
 use super::{
     CONTENT_TYPE_NOT_SUPPORTED, Fault, Format, INTERNAL_ERROR, INVALID_PARAMS, Outcome, Reply,
-    TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION,
+    TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION, written,
 };
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -739,7 +739,7 @@ impl Call {
             status: Status {
                 state: found.state,
                 message,
-                timestamp: Some(iso(found.run.updated_at)),
+                timestamp: Some(task::iso(found.run.updated_at)),
             },
             artifacts: None,
         }))
@@ -881,14 +881,13 @@ impl Call {
             Some(_) => return Ok(Fault::new(INVALID_PARAMS, "contextId must be a string.").into()),
         };
         let mut listed = Vec::new();
-        let mut tasks_by_context = HashMap::new();
         for thread in threads {
             let context_id = thread.thread_id.0.to_string();
             let runs = queue_run::list(self.state.pool(), thread.thread_id, None, MOST_RUNS, 0)
                 .await
                 .map_err(crate::runs::queue_error)?;
             let newest = runs.first().map(|run| run.run_id);
-            tasks_by_context.insert(context_id.clone(), self.tasks_by_start(&context_id, &runs));
+            let tasks_by_start = self.tasks_by_start(&context_id, &runs);
             let mut seen = Vec::new();
             for run in runs.into_iter().filter(|run| self.is_ours(run)) {
                 let task_id = task_of(&context_id, &run);
@@ -903,7 +902,7 @@ impl Call {
                 {
                     state = TaskState::InputRequired;
                 }
-                let timestamp = iso(run.updated_at);
+                let timestamp = task::iso(run.updated_at);
                 if wanted.is_some_and(|wanted| wanted != state)
                     || after.as_ref().is_some_and(|after| timestamp < *after)
                 {
@@ -914,7 +913,7 @@ impl Call {
                     context_id: context_id.clone(),
                     run,
                     state,
-                    tasks_by_start: HashMap::new(),
+                    tasks_by_start: tasks_by_start.clone(),
                 };
                 listed.push((timestamp, found));
             }
@@ -928,7 +927,7 @@ impl Call {
                 context_id,
                 run,
                 state,
-                ..
+                tasks_by_start,
             } = found;
             let history = if length == Some(0) {
                 None
@@ -943,7 +942,7 @@ impl Call {
                     &context_id,
                     length,
                     scope,
-                    tasks_by_context.get(&context_id),
+                    Some(&tasks_by_start),
                 ))
             };
             tasks.push(Task {
@@ -1053,7 +1052,7 @@ impl Call {
             Err(err) => return err.into_response(),
         };
         let reply = move |outcome: Outcome| {
-            let data = Reply::new(id.clone(), outcome).written(format).to_string();
+            let data = written(&Reply::new(id.clone(), outcome), format).to_string();
             Event::default().event("message").data(data)
         };
         crate::stream::respond(slot, move |sender| async move {
@@ -1275,11 +1274,6 @@ fn text_of(value: &Value) -> String {
         Value::String(text) => text.clone(),
         other => crate::mcp::python_repr(other),
     }
-}
-
-/// A time as Python's `isoformat` writes it.
-fn iso(time: chrono::DateTime<chrono::Utc>) -> String {
-    time.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
 }
 
 /// Whether a schema is one (Python's truth: not empty).

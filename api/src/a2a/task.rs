@@ -128,9 +128,12 @@ impl Status {
 
 /// The time now as Python's `datetime.now(UTC).isoformat()` writes it.
 pub fn now() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%S%.6f+00:00")
-        .to_string()
+    iso(chrono::Utc::now())
+}
+
+/// A time as Python's `isoformat` writes it.
+pub fn iso(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
 }
 
 #[derive(Debug, Serialize)]

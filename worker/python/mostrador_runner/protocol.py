@@ -118,6 +118,9 @@ class Cancel(TypedDict):
 
 class Describe(TypedDict):
     t: Literal["describe"]
+    # A JavaScript runner's ask to read TypeScript types too; a Python state's schemas are known
+    # at run time, so a Python runner describes alike either way.
+    types: NotRequired[bool]
 
 
 ToRunner = Start | Reply | Drain | Cancel | Describe
