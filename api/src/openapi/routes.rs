@@ -600,7 +600,7 @@ pub const ROUTES: &[Route] = &[
         path: "/.well-known/agent-card.json",
         tag: "a2a",
         summary: "The A2A agent card of the assistant `assistant_id` names",
-        statuses: &[200, 400, 401, 403, 503],
+        statuses: &[200, 400, 401, 403, 422, 503],
         serve: |method| on(method, a2a::root_card),
         kind: Kind::Call,
     },
