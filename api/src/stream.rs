@@ -5,6 +5,7 @@
 //! also ends when the pod shuts down. A client that asked for it ([`OnDisconnect::Cancel`])
 //! cancels the run by going away before its end.
 
+pub mod protocol;
 pub mod thread;
 
 use std::collections::HashMap;

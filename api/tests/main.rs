@@ -14,6 +14,7 @@ mod http;
 mod jwks;
 mod matrix;
 mod mcp;
+mod protocol;
 mod runs;
 mod state;
 mod store;

@@ -90,7 +90,10 @@ async fn bad_run_requests_are_client_errors_and_write_nothing(pool: PgPool) {
     let path = format!("/threads/{thread}/runs");
     for (body, expected) in [
         (r#"{}"#, StatusCode::UNPROCESSABLE_ENTITY),
-        (r#"{"assistant_id": "nope"}"#, StatusCode::NOT_FOUND),
+        (
+            r#"{"assistant_id": "nope"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         (
             r#"{"assistant_id": "agent", "stream_mode": "events"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -340,7 +343,7 @@ async fn stateless_and_batch_runs_get_threads_of_their_own(pool: PgPool) {
     let (status, _, _) = api
         .send(api.request("POST", "/runs/batch", &ana, bad))
         .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     for body in ["[]", r#"{"assistant_id": "agent"}"#] {
         let (status, _, _) = api
             .send(api.request("POST", "/runs/batch", &ana, body))

@@ -16,12 +16,21 @@ use sqlx::PgPool;
 use crate::support::{Api, caller, new_thread};
 
 /// An open thread stream, read event by event: `(event, id, data)`.
-struct Events {
+pub(crate) struct Events {
     body: BodyDataStream,
     text: String,
 }
 
 impl Events {
+    /// The events of an SSE answer.
+    pub(crate) fn of(response: axum::response::Response) -> Self {
+        assert_eq!(response.status(), StatusCode::OK);
+        Self {
+            body: response.into_body().into_data_stream(),
+            text: String::new(),
+        }
+    }
+
     async fn open(api: &Api, token: &str, thread: &str, last_event_id: Option<&str>) -> Self {
         let mut request = api.request("GET", &format!("/threads/{thread}/stream"), token, "");
         if let Some(id) = last_event_id {
@@ -33,15 +42,11 @@ impl Events {
         let response = tower::ServiceExt::oneshot(router, request)
             .await
             .expect("infallible");
-        assert_eq!(response.status(), StatusCode::OK);
-        Self {
-            body: response.into_body().into_data_stream(),
-            text: String::new(),
-        }
+        Self::of(response)
     }
 
     /// The next event, within 10 s however many keep-alive comments come before it.
-    async fn next(&mut self) -> (String, String, Value) {
+    pub(crate) async fn next(&mut self) -> (String, String, Value) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(end) = self.text.find("\n\n") {
@@ -72,7 +77,21 @@ impl Events {
         }
     }
 
-    async fn names(&mut self, count: usize) -> Vec<(String, String, Value)> {
+    /// Whether the stream stays open `for_` with no event but keep-alives.
+    pub(crate) async fn quiet_for(&mut self, for_: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + for_;
+        loop {
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Err(_) => return !self.text.contains("data:"),
+                Ok(Some(bytes)) => self
+                    .text
+                    .push_str(std::str::from_utf8(&bytes.expect("bytes")).expect("UTF-8")),
+                Ok(None) => return false,
+            }
+        }
+    }
+
+    pub(crate) async fn names(&mut self, count: usize) -> Vec<(String, String, Value)> {
         let mut events = Vec::new();
         for _ in 0..count {
             events.push(self.next().await);
@@ -83,6 +102,11 @@ impl Events {
 
 /// Runs the thread's oldest pending run as a worker would: one `values` event, then success.
 async fn run_once(api: &Api, values: Value) {
+    run_with(api, &[NewEvent::new("values", values)]).await;
+}
+
+/// Runs the oldest pending run as a worker would: these events, then success.
+pub(crate) async fn run_with(api: &Api, events: &[NewEvent]) {
     let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
     worker.register(api.state.pool()).await.expect("register");
     let held = claim(api.state.pool(), worker.worker_id, &worker.graphs, 1)
@@ -90,13 +114,9 @@ async fn run_once(api: &Api, values: Value) {
         .expect("claim")
         .pop()
         .expect("a pending run");
-    event::append(
-        api.state.pool(),
-        held.lease(),
-        &[NewEvent::new("values", values)],
-    )
-    .await
-    .expect("append");
+    event::append(api.state.pool(), held.lease(), events)
+        .await
+        .expect("append");
     held.end(api.state.pool(), Ending::Success)
         .await
         .expect("complete");
@@ -193,10 +213,7 @@ async fn a_thread_stream_answers_lifecycle_only_and_keeps_foreign_threads_hidden
     let response = tower::ServiceExt::oneshot(router, api.request("GET", &path, &ana, ""))
         .await
         .expect("infallible");
-    let mut lifecycle = Events {
-        body: response.into_body().into_data_stream(),
-        text: String::new(),
-    };
+    let mut lifecycle = Events::of(response);
     // The run's metadata first (it is yet to start), so it runs while the stream follows it.
     let mut events = lifecycle.names(1).await;
     run_once(&api, json!({"n": 1})).await;

@@ -24,7 +24,10 @@ What is compared, per graph:
   * assistants the client creates: create, update, versions, latest, search, count, a run, delete;
   * what a thread's checkpoints occupy (`/threads/{id}/storage`): counts, values' and writes' bytes;
   * A2A through the official A2A client (a2a_calls.py): the card, a message sent and streamed, a
-    task waiting for a decision resumed and cancelled, tasks read, and the protocol's refusals.
+    task waiting for a decision resumed and cancelled, tasks read, and the protocol's refusals;
+  * the thread-centric stream protocol through the SDK's own classes (thread_stream.py): each
+    graph's events from `run.start`, replayed after a `since` and through filters, interrupts
+    answered with `input.respond`, a failed run, the refusals, and `client.threads.stream`.
 Differences elsewhere (diff.py lists them all) are described in docs/wire-protocol.md.
 """
 
@@ -179,6 +182,10 @@ def checks(official: dict) -> list[tuple[str, Any]]:
     for key in official:
         if key.startswith("a2a/"):
             found.append((key, A2A_VIEWS.get(key, lambda a: a)))
+    # The thread-centric stream protocol: every answer, in full (ids masked, times dropped).
+    for key in official:
+        if key.startswith("thread_stream"):
+            found.append((key, lambda a: a))
     return [(key, view) for key, view in found if key in official]
 
 

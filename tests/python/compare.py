@@ -531,6 +531,11 @@ async def run(url: str, headers: dict[str, str]) -> dict[str, Any]:
 
     await rec.call("a2a", lambda: a2a_calls(url, headers, aid, rec))
 
+    # The thread-centric stream protocol through the SDK's own classes (thread_stream.py).
+    from thread_stream import thread_stream_calls
+
+    await rec.call("thread_stream", lambda: thread_stream_calls(url, headers, rec))
+
     return {key: norm.normalize(value) for key, value in rec.raw.items()}
 
 

@@ -49,7 +49,7 @@ use protocol::{FromRunner, ToRunner};
 /// The runner (`python/`: the `mostrador_runner` package and `runner.py`, which starts it) and what
 /// the graphs may import of mostrador (`import mostrador`), written to a folder of their own when
 /// a worker starts.
-const PYTHON_FILES: [(&str, &str); 21] = [
+const PYTHON_FILES: [(&str, &str); 22] = [
     ("runner.py", include_str!("../python/runner.py")),
     (
         "mostrador_runner/__init__.py",
@@ -110,6 +110,10 @@ const PYTHON_FILES: [(&str, &str); 21] = [
     (
         "mostrador_runner/state.py",
         include_str!("../python/mostrador_runner/state.py"),
+    ),
+    (
+        "mostrador_runner/thread_events.py",
+        include_str!("../python/mostrador_runner/thread_events.py"),
     ),
     (
         "mostrador_runner/user.py",
@@ -875,6 +879,30 @@ impl Drop for Pool {
     fn drop(&mut self) {
         if let Some(folder) = self.script.parent() {
             let _ = std::fs::remove_dir_all(folder);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PYTHON_FILES;
+
+    /// A module of the runner left out of the files a worker writes fails every run at import.
+    #[test]
+    fn every_python_module_of_the_runner_is_shipped() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        for package in ["mostrador_runner", "mostrador"] {
+            for entry in std::fs::read_dir(root.join(package)).expect("the runner's sources") {
+                let name = entry.expect("an entry").file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".py") {
+                    let shipped = format!("{package}/{name}");
+                    assert!(
+                        PYTHON_FILES.iter().any(|(path, _)| *path == shipped),
+                        "{shipped} is not in PYTHON_FILES"
+                    );
+                }
+            }
         }
     }
 }

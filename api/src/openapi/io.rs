@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::schemas::{
     any, array, header, limit, offset, query, reference, run_status_filter, stream_mode_name,
 };
+use crate::stream::protocol;
 use crate::{a2a, assistants, crons, files, probes, runs, state, store, threads, wire};
 
 /// A schema named in the document's components.
@@ -415,6 +416,15 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         ) => card(),
         ("get", "/.well-known/agent-card.json") => card().query::<a2a::CardQuery>(),
         ("delete", "/a2a/{assistant_id}") => Io::nothing(),
+        ("post", "/threads/{thread_id}/commands") => Io::answers::<protocol::Answer>()
+            .takes::<protocol::ProtocolCommand>()
+            .refused_as(json!({"oneOf": [
+                {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}},
+                reference("Answer"),
+            ]})),
+        ("post", "/threads/{thread_id}/stream/events") => {
+            Io::events().takes::<protocol::EventsRequest>()
+        }
         ("get", "/threads/{thread_id}/storage") => Io::answers::<wire::ThreadStorage>(),
         ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),

@@ -182,6 +182,71 @@ impl CreateRun {
         })
     }
 
+    /// A run the thread-centric stream protocol asks for (`run.start`, `input.respond`), as the
+    /// official server creates it: on a thread created if need be, kept after it ends, its
+    /// subgraphs' events included, and marked (`configurable.__event_streaming_v2`) so its
+    /// runner stores the protocol's events. `config.configurable.checkpoint_id` is where it
+    /// starts. A `config` or `command` that is none is the body's 422.
+    pub(crate) fn for_thread_stream(
+        assistant_id: String,
+        input: Option<Value>,
+        command: Option<Value>,
+        config: Option<Value>,
+        metadata: Option<Map<String, Value>>,
+        multitask_strategy: Option<MultitaskStrategy>,
+    ) -> Result<Self, ApiError> {
+        let mut config = match config {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(config)) => config,
+            Some(_) => return Err(ApiError::unprocessable("config must be an object")),
+        };
+        let configurable = config
+            .entry("configurable")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(configurable) = configurable else {
+            return Err(ApiError::unprocessable(
+                "config.configurable must be an object",
+            ));
+        };
+        let checkpoint_id = configurable
+            .remove("checkpoint_id")
+            .map(serde_json::from_value::<Uuid>)
+            .transpose()
+            .map_err(|err| {
+                ApiError::unprocessable(format!("config.configurable.checkpoint_id: {err}"))
+            })?;
+        configurable.insert("__event_streaming_v2".into(), Value::Bool(true));
+        let command = command
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|err| ApiError::unprocessable(format!("command: {err}")))?;
+        Ok(Self {
+            assistant_id: Some(assistant_id),
+            input,
+            command,
+            config: Some(Value::Object(config)),
+            metadata,
+            checkpoint_id,
+            multitask_strategy,
+            if_not_exists: Some(IfNotExists::Create),
+            on_completion: Some(OnCompletion::Keep),
+            stream_subgraphs: Some(true),
+            stream_mode: Some(StreamModes::Many(
+                [
+                    "values",
+                    "updates",
+                    "messages",
+                    "custom",
+                    "tasks",
+                    "checkpoints",
+                ]
+                .map(String::from)
+                .into(),
+            )),
+            ..Self::default()
+        })
+    }
+
     /// The same run, its events stored in these modes (for a follower of them).
     pub(crate) fn streaming(self, modes: &[&str]) -> Self {
         Self {
@@ -534,6 +599,18 @@ pub(super) async fn resolve_assistant(
         .assistant_id
         .as_deref()
         .ok_or_else(|| ApiError::unprocessable("assistant_id is required"))?;
+    if Uuid::parse_str(assistant_id).is_err() && state.assistant(assistant_id).is_none() {
+        // As officially: an id that can name nothing is the request's fault.
+        let graphs: Vec<&str> = state
+            .assistants()
+            .map(|assistant| assistant.graph_id.as_str())
+            .collect();
+        return Err(ApiError::unprocessable(format!(
+            "Invalid assistant: '{assistant_id}'. Must be either:\n- A valid assistant UUID, or\n- \
+             One of the registered graphs: {}",
+            graphs.join(", ")
+        )));
+    }
     let assistant = crate::assistants::runnable(state, caller, assistant_id).await?;
     may_start(state, caller, &assistant.graph_id)?;
     Ok(assistant)

@@ -150,14 +150,18 @@ pub async fn join(
 /// Who opened a thread's stream, and the headers they opened it with: before each run it
 /// follows, the stream asks again whether they still may (a key revoked, a token expired, the
 /// thread no longer visible to them end it).
-struct Asker {
-    caller: Caller,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
+pub(super) struct Asker {
+    pub(super) caller: Caller,
+    pub(super) uri: axum::http::Uri,
+    pub(super) headers: HeaderMap,
 }
 
 impl Asker {
-    async fn still_may(&self, state: &AppState, thread: &Thread) -> Result<(), ApiError> {
+    pub(super) async fn still_may(
+        &self,
+        state: &AppState,
+        thread: &Thread,
+    ) -> Result<(), ApiError> {
         let request = RequestFacts {
             method: "GET",
             path: self.uri.path(),

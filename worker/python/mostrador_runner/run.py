@@ -15,6 +15,7 @@ from langgraph.version import __version__ as LANGGRAPH_VERSION
 
 import mostrador
 
+from . import thread_events
 from .checkpointer import MostradorSaver
 from .project import Project
 from .protocol import Outcome, RunChannel, SaverFailed
@@ -151,13 +152,16 @@ class Run:
             control=self.control,
             durability=spec.get("durability") or "sync",
         )
-        if "events" in wanted:
-            chunks = self.with_events(graph, graph_input, config, kwargs)
-        else:
-            chunks = graph.astream(graph_input, config, **kwargs)
         try:
-            async for ns, mode, data in chunks:
-                await self.on_chunk(ns, mode, data, wanted, subgraphs)
+            if thread_events.asked(config):
+                await self.protocol_events(graph, graph_input, config, kwargs)
+            else:
+                if "events" in wanted:
+                    chunks = self.with_events(graph, graph_input, config, kwargs)
+                else:
+                    chunks = graph.astream(graph_input, config, **kwargs)
+                async for ns, mode, data in chunks:
+                    await self.on_chunk(ns, mode, data, wanted, subgraphs)
         except GraphDrained as drained:
             await self.describe_latest()
             return {"kind": "drained", "reason": drained.reason}
@@ -184,6 +188,20 @@ class Run:
                 yield event["data"]["chunk"]
             elif "langsmith:hidden" not in (event.get("tags") or ()):
                 self.emit("events", event)
+
+    async def protocol_events(self, graph: Pregel, graph_input: Any, config: RunnableConfig, kwargs: dict) -> None:
+        """A run of the thread-centric protocol (`run.start`): LangGraph's own v3 events, shaped
+        per run as the official server shapes them (`thread_events`), as the run's events."""
+        kwargs = {key: value for key, value in kwargs.items() if key not in ("stream_mode", "subgraphs")}
+        tap = thread_events.checkpoint_tap(self.checkpoint_seen)
+        shaper = thread_events.Shaper(self.spec["run_id"], self.spec["graph_id"], self.emit)
+        events = await graph.astream_events(graph_input, config, version="v3", transformers=[tap], **kwargs)
+        try:
+            async with events:
+                async for event in events:
+                    shaper.take(event)
+        finally:
+            shaper.finish()
 
     def given_input(self) -> Any:
         """The run's input, or its command (a resume, an update, a goto)."""
@@ -231,15 +249,19 @@ class Run:
         self.emit("update_state", checkpoint_json(self.thread_id, applied))
         return {"kind": "interrupted" if final is not None and final["next"] else "success"}
 
+    def checkpoint_seen(self, data: dict) -> None:
+        """A root checkpoint of the run's stream: described once its tasks have run."""
+        checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
+        if checkpoint_id == self.undescribed:
+            self.channel.cast(
+                "describe",
+                checkpoint_id=checkpoint_id,
+                snapshot=self.arrived(checkpoint_id, data),
+            )
+
     async def on_chunk(self, ns: tuple, mode: str, data: Any, wanted: list, subgraphs: bool):
         if mode == "checkpoints" and not ns:
-            checkpoint_id = data["config"]["configurable"]["checkpoint_id"]
-            if checkpoint_id == self.undescribed:
-                self.channel.cast(
-                    "describe",
-                    checkpoint_id=checkpoint_id,
-                    snapshot=self.arrived(checkpoint_id, data),
-                )
+            self.checkpoint_seen(data)
         if ns and not subgraphs:
             return
         suffix = "|" + "|".join(ns) if ns else ""
