@@ -44,7 +44,7 @@ BLOCK_TYPES = {
 }
 
 
-def asked(config: dict) -> bool:
+def asked(config: Any) -> bool:
     """Whether a run was started by the thread-centric protocol (its `configurable` says so)."""
     return bool((config.get("configurable") or {}).get(MARKER))
 
@@ -54,7 +54,7 @@ def checkpoint_tap(on_checkpoint):
     to the worker, as in every run) and keeps them off the protocol's events."""
 
     # LangGraph's v3 streaming is new (1.2): imported only by the runs that use it.
-    from langgraph.stream._types import StreamTransformer  # noqa: PLC0415
+    from langgraph.stream._types import StreamTransformer
 
     class CheckpointTap(StreamTransformer):
         required_stream_modes = ("checkpoints",)
@@ -62,7 +62,7 @@ def checkpoint_tap(on_checkpoint):
         def init(self) -> dict:
             return {}
 
-        def process(self, event: dict) -> bool:
+        def process(self, event: Any) -> bool:
             if event.get("method") != "checkpoints":
                 return True
             params = event.get("params") or {}
@@ -71,6 +71,11 @@ def checkpoint_tap(on_checkpoint):
             return False
 
     return CheckpointTap
+
+
+def record(value: Any) -> dict:
+    """`value` if it is an object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def ns_key(namespace: list[str]) -> str:
@@ -111,9 +116,9 @@ class Shaper:
         suffix = "|" + "|".join(namespace) if namespace else ""
         self.emit(method + suffix, payload)
 
-    def take(self, event: dict) -> None:
+    def take(self, event: Any) -> None:
         """One event of LangGraph's `astream_events(version="v3")`."""
-        method = event.get("method")
+        method = str(event.get("method") or "")
         params = event.get("params") or {}
         namespace = [str(part) for part in params.get("namespace") or []]
         data = jsonable(params.get("data"))
@@ -139,7 +144,7 @@ class Shaper:
             if node is None and isinstance(data, dict) and len(data) == 1:
                 node = next(iter(data))
             if node == "__interrupt__":
-                self.input_requested(namespace, data.get("__interrupt__") if isinstance(data, dict) else [])
+                self.input_requested(namespace, list(record(data).get("__interrupt__") or []))
                 return
             data = state(data)
         self.send(method, namespace, data, node=node, timestamp=params.get("timestamp"))
@@ -204,6 +209,7 @@ class Shaper:
                 return
             self.root_status = status
         else:
+            known = self.namespaces[key]
             if known[1] == status and known[2] == name and error is None:
                 return
             known[1:] = [status, name]
@@ -286,8 +292,10 @@ def message(value: dict) -> dict:
         if "artifact" in value:
             shaped["artifact"] = value["artifact"]
     if kind == "ai":
-        extra = value.get("additional_kwargs") if isinstance(value.get("additional_kwargs"), dict) else {}
-        raw_calls = value.get("tool_calls") if isinstance(value.get("tool_calls"), list) and value["tool_calls"] else extra.get("tool_calls")
+        extra = record(value.get("additional_kwargs"))
+        raw_calls = value.get("tool_calls")
+        if not (isinstance(raw_calls, list) and raw_calls):
+            raw_calls = extra.get("tool_calls")
         calls, invalid = tool_calls(raw_calls)
         if isinstance(value.get("invalid_tool_calls"), list) and value["invalid_tool_calls"]:
             invalid = [invalid_call(raw) for raw in value["invalid_tool_calls"] if isinstance(raw, dict)]
@@ -328,9 +336,9 @@ def tool_calls(raw: Any) -> tuple[list, list]:
     for call in raw if isinstance(raw, list) else []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = record(call.get("function"))
         call_id = call.get("id") if isinstance(call.get("id"), str) else None
-        name = call.get("name") if isinstance(call.get("name"), str) else function.get("name") if isinstance(function.get("name"), str) else None
+        name = next((n for n in (call.get("name"), function.get("name")) if isinstance(n, str)), None)
         args = call["args"] if "args" in call else function.get("arguments")
         valid = True
         if args is None or args == "":
@@ -359,7 +367,7 @@ def tool_calls(raw: Any) -> tuple[list, list]:
 
 
 def invalid_call(raw: dict) -> dict:
-    function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+    function = record(raw.get("function"))
     entry: dict[str, Any] = {"type": "invalid_tool_call"}
     if isinstance(raw.get("id"), str):
         entry["id"] = raw["id"]
