@@ -176,6 +176,59 @@ class Run:
             card = await http.get(f"/a2a/{agent}/.well-known/agent-card.json")
         self.answers["a2a/anonymous/card"] = {"status": card.status_code}
 
+    async def thread_stream(self) -> None:
+        """The thread-centric stream protocol under the project's handlers: Alice's run on her
+        thread and its events; Bob's commands and stream on it, a reader's and a stranger's."""
+        from thread_stream import read
+        from langgraph_sdk.stream.transport import ProtocolSseTransport
+
+        # With metadata: created without, the official handler's stamp is lost (as for assistants).
+        thread = await self.record("stream/alice/threads.create",
+                                   lambda: self.clients["alice"].threads.create(metadata={"kind": "stream"}))
+        if not thread:
+            return
+        tid = thread["thread_id"]
+
+        async def command(token: str | None, method: str, params: dict, thread_id: str = tid) -> Any:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with httpx.AsyncClient(base_url=self.url, timeout=60) as http:
+                response = await http.post(
+                    f"/threads/{thread_id}/commands", json={"id": 1, "method": method, "params": params}, headers=headers
+                )
+            answer = response.json()
+            if response.status_code != 200:
+                detail = answer.get("detail") if isinstance(answer, dict) else None
+                return {"status": response.status_code, "detail": detail if detail in HANDLER_DETAILS else None}
+            # The run's id is the server's; a refusal's message is the api's status and detail.
+            return {key: value for key, value in answer.items() if key not in ("result", "message", "id")}
+
+        async def events(token: str, timeout: float) -> list:
+            async with httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}) as http:
+                wire = ProtocolSseTransport(client=http, thread_id=tid)
+                try:
+                    found = await read(wire, {"channels": ["lifecycle", "values"]}, timeout=timeout)
+                except httpx.HTTPStatusError as exc:
+                    return [{"status": exc.response.status_code}]
+                finally:
+                    await wire.close()
+            # Quiet or ended: nothing read either way (the servers differ on which, see
+            # docs/wire-protocol.md).
+            return [event for event in found if "timeout" not in event]
+
+        self.answers["stream/alice/run.start"] = await command("user1-token", "run.start",
+                                                               {"assistant_id": "agent", "input": {"asked": []}})
+        self.answers["stream/alice/events"] = await events("user1-token", 30)
+        self.answers["stream/bob/run.start"] = await command("user2-token", "run.start", {"assistant_id": "agent", "input": {}})
+        self.answers["stream/bob/input.respond"] = await command(
+            "user2-token", "input.respond", {"interrupt_id": "x", "namespace": [], "response": 1})
+        self.answers["stream/bob/events"] = await events("user2-token", 2)
+        self.answers["stream/rita/run.start"] = await command("reader-token", "run.start", {"assistant_id": "agent"})
+        self.answers["stream/anonymous/run.start"] = await command(None, "run.start", {"assistant_id": "agent"})
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            refused = await http.post(f"/threads/{tid}/stream/events", json={"channels": ["values"]})
+        self.answers["stream/anonymous/events"] = {"status": refused.status_code}
+        await self.record("stream/alice/threads.get_state", lambda: self.clients["alice"].threads.get_state(tid))
+
     async def scenarios(self) -> dict[str, Any]:
         alice, bob, rita = self.clients["alice"], self.clients["bob"], self.clients["rita"]
         async with httpx.AsyncClient(base_url=self.url) as http:
@@ -284,6 +337,7 @@ class Run:
         await self.record("alice/store.get/after-bob", lambda: alice.store.get_item(["notes"], "tea"))
 
         await self.a2a(alice_token="user1-token", bob_token="user2-token")
+        await self.thread_stream()
 
         await self.record("bob/threads.delete", lambda: bob.threads.delete(tid))
         await self.record("alice/threads.delete", lambda: alice.threads.delete(tid))
