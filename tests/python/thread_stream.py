@@ -165,6 +165,12 @@ async def thread_stream_calls(url: str, headers: dict[str, str], rec: Any) -> No
             rec.raw[f"thread_stream/refused/{label}"] = {"status": answer.status_code, "body": answer.json()}
         for label, method, params in [
             ("unknown method", "state.get", {}),
+            ("subscribe without channels", "subscription.subscribe", {}),
+            ("subscribe bad channel", "subscription.subscribe", {"channels": ["debug"]}),
+            ("unsubscribe without id", "subscription.unsubscribe", {}),
+            ("unsubscribe unknown", "subscription.unsubscribe", {"subscription_id": "nope"}),
+            ("reconnect", "subscription.reconnect", {"channels": ["values"], "since": 0}),
+            ("agent tree", "agent.getTree", {}),
             ("no assistant", "run.start", {}),
             ("empty checkpoint", "run.start", {"assistant_id": "linear6", "config": {"configurable": {"checkpoint_id": ""}}}),
             ("bad checkpoint", "run.start", {"assistant_id": "linear6", "config": {"configurable": {"checkpoint_id": "x"}}}),
@@ -180,6 +186,9 @@ async def thread_stream_calls(url: str, headers: dict[str, str], rec: Any) -> No
                 # The official message lists the graphs; only its start is compared.
                 body["message"] = body["message"].split("\n")[0]
             rec.raw[f"thread_stream/refused/{label}"] = answer
+        # Subscribed by a command alone: a subscription nothing uses, as officially.
+        subscribed = await command(thread_id, "subscription.subscribe", {"channels": ["values", "custom:x"]})
+        rec.raw["thread_stream/subscription.subscribe"] = subscribed
         for label, body in [
             ("stream not json", b"{"),
             ("stream no channels", b"{}"),

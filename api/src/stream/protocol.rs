@@ -194,6 +194,23 @@ pub async fn command(
     let answer = match method {
         "run.start" => commands.run_start(id, params).await,
         "input.respond" => commands.input_respond(id, params).await,
+        "subscription.subscribe" => subscribe(id, &params),
+        "subscription.unsubscribe" => match params.get("subscription_id").and_then(Value::as_str) {
+            None => Answer::error(
+                id,
+                "invalid_argument",
+                "subscription.unsubscribe requires a subscription_id.",
+            ),
+            Some(unknown) => Answer::error(
+                id,
+                "no_such_subscription",
+                format!("Unknown subscription: {unknown}"),
+            ),
+        },
+        // Commands of a session, which a command sent alone has none of.
+        "subscription.reconnect" | "agent.getTree" => {
+            Answer::error(id, "no_such_run", "No active run is bound to this thread.")
+        }
         other => Answer::error(
             id,
             "unknown_command",
@@ -201,6 +218,36 @@ pub async fn command(
         ),
     };
     Json(answer).into_response()
+}
+
+/// `subscription.subscribe` sent alone: checked, and answered as officially, with a subscription
+/// nothing will use (a command sent over HTTP has no connection of events to subscribe).
+fn subscribe(id: Value, params: &Value) -> Answer {
+    let Some(channels) = params
+        .get("channels")
+        .and_then(Value::as_array)
+        .filter(|channels| !channels.is_empty())
+    else {
+        return Answer::error(
+            id,
+            "invalid_argument",
+            "subscription.subscribe requires a non-empty channels array.",
+        );
+    };
+    if !channels
+        .iter()
+        .all(|channel| channel.as_str().is_some_and(supported))
+    {
+        return Answer::error(
+            id,
+            "invalid_argument",
+            "subscription.subscribe received an unsupported channel.",
+        );
+    }
+    Answer::success(
+        id,
+        serde_json::json!({"subscription_id": Uuid::new_v4(), "replayed_events": 0}),
+    )
 }
 
 struct Commands {
