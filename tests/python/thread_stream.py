@@ -204,6 +204,28 @@ async def thread_stream_calls(url: str, headers: dict[str, str], rec: Any) -> No
     async with client.threads.stream(assistant_id="linear6") as thread:
         await thread.run.start(input=INPUTS["linear6"])
         rec.raw["thread_stream/sdk/linear6/output"] = await asyncio.wait_for(thread.output, 30)
+    # One projection per thread stream: two read at once race in the SDK (0.4.14), which closes
+    # the stream the first opened when the second's answers first, and then waits on it forever
+    # (docs/wire-protocol.md).
+    async with client.threads.stream(assistant_id="agent") as thread:
+        await thread.run.start(input=INPUTS["agent"])
+
+        async def states() -> list:
+            return [state async for state in thread.values]
+
+        seen = await asyncio.wait_for(states(), 30)
+        rec.raw["thread_stream/sdk/agent/values"] = {"count": len(seen), "last": seen[-1] if seen else None}
+    async with client.threads.stream(assistant_id="agent") as thread:
+        await thread.run.start(input=INPUTS["agent"])
+
+        async def messages() -> list:
+            return [message async for message in thread.messages]
+
+        said = await asyncio.wait_for(messages(), 30)
+        finals = [await message for message in said]
+        rec.raw["thread_stream/sdk/agent/messages"] = [
+            {"content": final.content, "tool_calls": final.tool_calls} for final in finals
+        ]
     async with client.threads.stream(assistant_id="approval") as thread:
         await thread.run.start(input=INPUTS["approval"])
         for _ in range(300):

@@ -88,8 +88,8 @@ pub enum Answer {
         meta: Meta,
     },
     Error {
-        /// The command's (null when there was none).
-        #[schema(value_type = Option<Object>)]
+        /// The command's, as it was sent (null when there was none).
+        #[schema(value_type = Value)]
         id: Value,
         /// `invalid_argument`, `unknown_command`, `no_such_interrupt`, `no_such_run` or
         /// `unknown_error` (the api's refusal, as `<status>: <detail>`).
@@ -668,14 +668,6 @@ pub async fn events(
     let Ok(id) = Uuid::parse_str(&thread_id) else {
         return Err(ApiError::thread_not_found());
     };
-    // A thread the client has named but that no run has made yet is waited for, as officially
-    // (the SDK opens its streams around `run.start`). So is one the caller may not see: to a
-    // stranger, another's thread looks like one not made yet.
-    let found = match visible_thread(&state, &caller, &thread_id).await {
-        Ok(thread) => Some(thread),
-        Err(refused) if refused.status == StatusCode::NOT_FOUND => None,
-        Err(refused) => return Err(refused),
-    };
     let slot = crate::stream::slot(&state, &caller)?;
     let asker = Asker {
         caller,
@@ -683,18 +675,28 @@ pub async fn events(
         headers,
     };
     let events = respond(slot, move |sender| async move {
+        // The answer's head goes at once, with a first comment: a thread may have nothing to
+        // send yet, and a client waits for the head before it closes the stream this one
+        // replaces.
+        if sender
+            .send(Event::default().comment("heartbeat"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+
         let mut numbering = Numbering {
             filter,
             seq: 0,
             sender: &sender,
             state: &state,
         };
-        let thread = match found {
-            Some(thread) => thread,
-            None => match appeared(&state, &asker, ThreadId(id), &sender).await {
-                Some(thread) => thread,
-                None => return,
-            },
+        // A thread the client has named but that no run has made yet is waited for, as
+        // officially (the SDK opens its streams around `run.start`). So is one the caller may not
+        // see: to a stranger, another's thread looks like one not made yet.
+        let Some(thread) = appeared(&state, &asker, ThreadId(id), &sender).await else {
+            return;
         };
         follow_thread(&state, &thread, &asker, &mut numbering).await;
     });
