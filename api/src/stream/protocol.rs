@@ -82,9 +82,7 @@ pub enum Answer {
         /// The command's.
         #[schema(value_type = i64)]
         id: Value,
-        /// `run.start`: `{run_id}`; `input.respond`: `{}`.
-        #[schema(value_type = Object)]
-        result: Value,
+        result: Done,
         meta: Meta,
     },
     Error {
@@ -98,6 +96,21 @@ pub enum Answer {
     },
 }
 
+/// What a command did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Done {
+    /// `run.start`: the run it made.
+    Started { run_id: Uuid },
+    /// `subscription.subscribe`.
+    Subscribed {
+        subscription_id: Uuid,
+        replayed_events: u64,
+    },
+    /// `input.respond`: nothing to say.
+    Answered {},
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Meta {
     /// The highest `seq` this answer's connection handed out: a command sent over HTTP reads
@@ -106,7 +119,7 @@ pub struct Meta {
 }
 
 impl Answer {
-    fn success(id: Value, result: Value) -> Self {
+    fn success(id: Value, result: Done) -> Self {
         Self::Success {
             id,
             result,
@@ -246,8 +259,18 @@ fn subscribe(id: Value, params: &Value) -> Answer {
     }
     Answer::success(
         id,
-        serde_json::json!({"subscription_id": Uuid::new_v4(), "replayed_events": 0}),
+        Done::Subscribed {
+            subscription_id: Uuid::new_v4(),
+            replayed_events: 0,
+        },
     )
+}
+
+/// A param that is a string with something in it.
+fn non_empty(param: Option<&Value>) -> Option<&str> {
+    param
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
 }
 
 struct Commands {
@@ -260,12 +283,7 @@ struct Commands {
 impl Commands {
     async fn run_start(&self, id: Value, params: Value) -> Answer {
         let params: RunStart = serde_json::from_value(params).unwrap_or_default();
-        let Some(assistant_id) = params
-            .assistant_id
-            .as_ref()
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-        else {
+        let Some(assistant_id) = non_empty(params.assistant_id.as_ref()) else {
             return Answer::error(
                 id,
                 "invalid_argument",
@@ -278,7 +296,7 @@ impl Commands {
             .and_then(|config| config.get("configurable"))
             .and_then(|configurable| configurable.get("checkpoint_id"))
         {
-            match checkpoint_id.as_str().filter(|id| !id.is_empty()) {
+            match non_empty(Some(checkpoint_id)) {
                 None => {
                     return Answer::error(
                         id,
@@ -316,7 +334,9 @@ impl Commands {
                     .await
                     .is_some_and(|ids| !ids.is_empty()) =>
             {
-                (None, Some(serde_json::json!({ "resume": input })))
+                let mut command = Map::new();
+                command.insert("resume".into(), input);
+                (None, Some(Value::Object(command)))
             }
             input => (input, None),
         };
@@ -364,12 +384,7 @@ impl Commands {
                 );
             }
             _ => {
-                let Some(interrupt_id) = params
-                    .interrupt_id
-                    .as_ref()
-                    .and_then(Value::as_str)
-                    .filter(|id| !id.is_empty())
-                else {
+                let Some(interrupt_id) = non_empty(params.interrupt_id.as_ref()) else {
                     return Answer::error(
                         id,
                         "invalid_argument",
@@ -441,7 +456,7 @@ impl Commands {
             None,
         );
         match self.create(id.clone(), body).await {
-            Answer::Success { .. } => Answer::success(id, Value::Object(Map::new())),
+            Answer::Success { .. } => Answer::success(id, Done::Answered {}),
             refused => refused,
         }
     }
@@ -474,9 +489,12 @@ impl Commands {
         match crate::runs::accept(&self.state, &self.caller, &self.thread_id, body, Follow::No)
             .await
         {
-            Ok(accepted) => {
-                Answer::success(id, serde_json::json!({ "run_id": accepted.run.run_id.0 }))
-            }
+            Ok(accepted) => Answer::success(
+                id,
+                Done::Started {
+                    run_id: accepted.run.run_id.0,
+                },
+            ),
             Err(refused) => Answer::refused(id, &refused),
         }
     }
