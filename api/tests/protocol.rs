@@ -7,12 +7,13 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use mostrador_queue::run::ending::Ending;
 use mostrador_queue::run::event::NewEvent;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use crate::support::{Api, caller, new_thread, runs};
-use crate::thread_stream::{Events, run_with};
+use crate::thread_stream::{Events, run_ending, run_with};
 
 async fn command(api: &Api, token: &str, thread: &str, method: &str, params: Value) -> Value {
     let body = json!({"id": 7, "method": method, "params": params}).to_string();
@@ -201,5 +202,46 @@ async fn a_strangers_commands_and_streams_reach_no_thread_of_anothers(pool: PgPo
     assert!(
         his_future.quiet_for(Duration::from_secs(1)).await,
         "nothing of hers"
+    );
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_runs_root_lifecycle_ends_as_the_run_did(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let thread = new_thread(&api, &ana).await;
+    let mut stream = stream(&api, &ana, &thread, json!({"channels": ["lifecycle"]})).await;
+    for ending in [
+        Ending::Failed {
+            error: json!({"error": "KeyError", "message": "'request'"}),
+            retryable: false,
+        },
+        Ending::Cancelled,
+    ] {
+        let started = command(
+            &api,
+            &ana,
+            &thread,
+            "run.start",
+            json!({"assistant_id": "agent"}),
+        )
+        .await;
+        assert_eq!(started["type"], "success", "{started}");
+        run_ending(&api, &[stored(json!({"n": 1}))], ending).await;
+    }
+    let ends: Vec<Value> = stream
+        .names(4)
+        .await
+        .into_iter()
+        .map(|(_, _, envelope)| envelope["params"]["data"].clone())
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            json!({"event": "running", "graph_name": "agent"}),
+            json!({"event": "failed", "graph_name": "agent", "error": "'request'"}),
+            json!({"event": "running", "graph_name": "agent"}),
+            json!({"event": "interrupted", "graph_name": "agent"}),
+        ]
     );
 }

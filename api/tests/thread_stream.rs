@@ -107,6 +107,11 @@ async fn run_once(api: &Api, values: Value) {
 
 /// Runs the oldest pending run as a worker would: these events, then success.
 pub(crate) async fn run_with(api: &Api, events: &[NewEvent]) {
+    run_ending(api, events, Ending::Success).await;
+}
+
+/// Runs the oldest pending run as a worker would: these events, then `ending`.
+pub(crate) async fn run_ending(api: &Api, events: &[NewEvent], ending: Ending) {
     let worker = WorkerLease::new("w", vec!["agent".into()], Duration::from_secs(60));
     worker.register(api.state.pool()).await.expect("register");
     let held = claim(api.state.pool(), worker.worker_id, &worker.graphs, 1)
@@ -117,9 +122,7 @@ pub(crate) async fn run_with(api: &Api, events: &[NewEvent]) {
     event::append(api.state.pool(), held.lease(), events)
         .await
         .expect("append");
-    held.end(api.state.pool(), Ending::Success)
-        .await
-        .expect("complete");
+    held.end(api.state.pool(), ending).await.expect("complete");
 }
 
 async fn start_run(api: &Api, token: &str, thread: &str) -> String {
