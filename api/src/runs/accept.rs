@@ -215,7 +215,7 @@ impl CreateRun {
             .map_err(|err| {
                 ApiError::unprocessable(format!("config.configurable.checkpoint_id: {err}"))
             })?;
-        configurable.insert("__event_streaming_v2".into(), Value::Bool(true));
+        configurable.insert(stream::protocol::MARKER.into(), Value::Bool(true));
         let command = command
             .map(serde_json::from_value)
             .transpose()
