@@ -163,7 +163,8 @@ impl Io {
             "required": ["jsonrpc", "id"],
             "properties": {
                 "jsonrpc": {"type": "string", "enum": ["2.0"]},
-                "id": id,
+                // A message refused before its `id` is looked at has it echoed as it came.
+                "id": {"description": "The request's `id`, as it came."},
                 "result": {"type": "object"},
                 "error": {"type": "object"},
             },
