@@ -164,7 +164,10 @@ impl Io {
             "properties": {
                 "jsonrpc": {"type": "string", "enum": ["2.0"]},
                 // A message refused before its `id` is looked at has it echoed as it came.
-                "id": {"description": "The request's `id`, as it came."},
+                "id": {
+                    "type": ["string", "number", "boolean", "null", "array", "object"],
+                    "description": "The request's `id`, as it came.",
+                },
                 "result": {"type": "object"},
                 "error": {"type": "object"},
             },
