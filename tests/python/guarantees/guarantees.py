@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import traceback
+import uuid
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -446,6 +447,76 @@ def an_a2a_message_and_an_mcp_tool_call_survive_a_workers_sigterm_answered_once(
         ran = [(node, worker) for node, _, worker in starts(world, thread_id)]
         expected = [(f"s{i}", a.pid if i <= 3 else b.pid) for i in range(1, 7)]
         check(ran == expected, f"every node ran once, s1..s3 under A, s4..s6 under B: {ran}")
+    check(b.alive(), "B still serves")
+
+
+def a_thread_stream_run_survives_a_workers_sigterm_its_events_numbered_once(
+    world: World, measured: dict
+) -> None:
+    """A run of the thread-centric stream protocol (`run.start`, as `client.threads.stream`
+    starts one) of `linear`, held at `s3` on worker A, followed by a stream of the thread's
+    events. Worker B is started, then A gets SIGTERM: the run drains and B finishes it. The
+    stream carries the root's `running` once and its `completed` once, each `seq` once and in
+    order, and a `values` of the final state of an uninterrupted run; a stream opened afterwards
+    replays the same events with the same `seq` and `event_id`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    a = world.worker("a", "--drain-timeout", "20s", "--grace-period", "25s")
+    base = f"http://127.0.0.1:{world.api.port}"
+    headers = {"Authorization": f"Bearer {world.token_of('ana', 's1')}"}
+    thread_id = str(uuid.uuid4())
+    held = {"hold": "s3"}
+
+    def events() -> list[dict]:
+        """The thread's events until its run's root ends."""
+        found = []
+        body = {"channels": ["lifecycle", "values"]}
+        with httpx.stream("POST", f"{base}/threads/{thread_id}/stream/events", json=body,
+                          headers=headers, timeout=DEADLINE) as answer:
+            answer.raise_for_status()
+            for line in answer.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[len("data: "):])
+                found.append(event)
+                data = event["params"]["data"]
+                if event["method"] == "lifecycle" and not event["params"]["namespace"] \
+                        and data.get("event") in ("completed", "failed", "interrupted"):
+                    return found
+        return found
+
+    with ThreadPoolExecutor(1) as reader:
+        live = reader.submit(events)
+        command = {"id": 1, "method": "run.start", "params": {"assistant_id": "linear", "input": held}}
+        started = httpx.post(f"{base}/threads/{thread_id}/commands", json=command, headers=headers,
+                             timeout=DEADLINE).json()
+        check(started.get("type") == "success", f"run.start: {started}")
+        world.started(thread_id, "s3")
+        b = world.worker("b")
+        a.signal(signal.SIGTERM)
+        code = a.wait()
+        check(code == 0, f"A exits 0 after draining, not {code}: {a.tail()}")
+        seen = live.result(timeout=DEADLINE)
+
+    seqs = [event["seq"] for event in seen]
+    check(seqs == list(range(1, len(seqs) + 1)), f"each seq once, in order: {seqs}")
+    root = [event["params"]["data"]["event"] for event in seen
+            if event["method"] == "lifecycle" and not event["params"]["namespace"]]
+    check(root == ["running", "completed"], f"the root runs once and completes once: {root}")
+    final = {"hold": "s3", "log": [f"s{i}" for i in range(1, 7)]}
+    last = [event["params"]["data"] for event in seen if event["method"] == "values"][-1]
+    check(last == final, f"the last state is an uninterrupted run's: {last}")
+    ran = [(node, worker) for node, _, worker in starts(world, thread_id)]
+    expected = [(f"s{i}", a.pid if i <= 3 else b.pid) for i in range(1, 7)]
+    check(ran == expected, f"every node ran once, s1..s3 under A, s4..s6 under B: {ran}")
+    replayed = events()
+    check(
+        [(e["seq"], e["event_id"], e["params"]["data"]) for e in replayed]
+        == [(e["seq"], e["event_id"], e["params"]["data"]) for e in seen],
+        "a later stream replays the same events, seqs and ids",
+    )
     check(b.alive(), "B still serves")
 
 
@@ -882,6 +953,7 @@ def new_runners_fork_from_a_warm_template_and_never_wait_for_imports(
 TESTS = [
     sigterm_drains_at_a_superstep_boundary_and_another_worker_finishes_the_run,
     an_a2a_message_and_an_mcp_tool_call_survive_a_workers_sigterm_answered_once,
+    a_thread_stream_run_survives_a_workers_sigterm_its_events_numbered_once,
     sigkill_mid_superstep_reruns_only_the_unfinished_task,
     sigkill_of_the_runner_alone_fails_the_run_retryably_and_it_resumes_from_its_checkpoint,
     cancel_reaches_a_blocked_node_within_a_second_with_interrupt_and_rollback,
