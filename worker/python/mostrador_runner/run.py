@@ -200,8 +200,13 @@ class Run:
             async with events:
                 async for event in events:
                     shaper.take(event)
-        finally:
+        except GraphDrained:
+            # The run goes on elsewhere: its subgraphs are not over.
+            raise
+        except BaseException:
             shaper.finish()
+            raise
+        shaper.finish()
 
     def given_input(self) -> Any:
         """The run's input, or its command (a resume, an update, a goto)."""
