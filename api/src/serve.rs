@@ -111,7 +111,8 @@ pub async fn serve(
     let slots = Arc::new(tokio::sync::Semaphore::new(
         usize::try_from(edge.max_connections).unwrap_or(usize::MAX),
     ));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Set when the api stops: each connection finishes the request it serves, then closes.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -137,16 +138,31 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        // With upgrades: the thread-centric stream protocol's WebSocket (once upgraded, a socket
+        // is its session's, which ends when the api drains).
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
+        let mut stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = async { drop(stop.wait_for(|stopping| *stopping).await) } => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = served {
                 tracing::trace!(error = %err, "a connection ended with an error");
             }
             drop(slot);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    let _ = stopping.send(true);
+    // Every connection closed: all the slots are free again.
+    let _ = slots.acquire_many(edge.max_connections).await;
     Ok(())
 }
 

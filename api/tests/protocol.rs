@@ -245,3 +245,132 @@ async fn a_runs_root_lifecycle_ends_as_the_run_did(pool: PgPool) {
         ]
     );
 }
+
+/// A socket on a thread, as `token`'s, to a server on `address`.
+async fn socket(
+    address: std::net::SocketAddr,
+    token: &str,
+    thread: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let mut request = format!("ws://{address}/threads/{thread}/stream/events")
+        .into_client_request()
+        .expect("a request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("a header"),
+    );
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("the socket opens")
+        .0
+}
+
+/// The socket's next frame, as JSON, within 10 s; `None` when it stays quiet for `quiet`.
+async fn frame(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    quiet: Duration,
+) -> Option<Value> {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+
+    loop {
+        match tokio::time::timeout(quiet, socket.next()).await {
+            Err(_) => return None,
+            Ok(Some(Ok(Message::Text(text)))) => {
+                return Some(serde_json::from_str(text.as_str()).expect("JSON"));
+            }
+            Ok(Some(Ok(_))) => {}
+            Ok(other) => panic!("the socket ended: {other:?}"),
+        }
+    }
+}
+
+async fn ask(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    command: Value,
+) -> Value {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+
+    socket
+        .send(Message::Text(command.to_string().into()))
+        .await
+        .expect("sent");
+    frame(socket, Duration::from_secs(10))
+        .await
+        .expect("an answer")
+}
+
+#[sqlx::test(migrator = "mostrador_queue::MIGRATOR")]
+async fn a_socket_answers_its_commands_and_sends_each_event_once_to_its_owner_alone(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let ana = api.token_for(&caller("ana", "customer", None));
+    let luis = api.token_for(&caller("luis", "customer", None));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let router = mostrador_api::router(api.state.clone(), &api.config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mostrador_api::serve(
+        listener,
+        router,
+        mostrador_api::serve::Edge::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let thread = uuid::Uuid::new_v4().to_string();
+
+    let mut hers = socket(address, &ana, &thread).await;
+    // Two subscriptions that both admit the lifecycle: each event comes once.
+    for channels in [json!(["lifecycle"]), json!(["lifecycle", "values"])] {
+        let answer = ask(
+            &mut hers,
+            json!({"id": 1, "method": "subscription.subscribe", "params": {"channels": channels}}),
+        )
+        .await;
+        assert_eq!(answer["type"], "success", "{answer}");
+    }
+    let mut his = socket(address, &luis, &thread).await;
+    let answer = ask(
+        &mut his,
+        json!({"id": 1, "method": "subscription.subscribe", "params": {"channels": ["lifecycle", "values"]}}),
+    )
+    .await;
+    assert_eq!(answer["type"], "success", "{answer}");
+
+    let started = ask(
+        &mut hers,
+        json!({"id": 2, "method": "run.start", "params": {"assistant_id": "agent"}}),
+    )
+    .await;
+    assert_eq!(started["type"], "success", "{started}");
+    run_with(&api, &[stored(json!({"n": 1}))]).await;
+    let mut seqs = Vec::new();
+    while let Some(event) = frame(&mut hers, Duration::from_secs(2)).await {
+        seqs.push(event["seq"].as_i64().expect("an event"));
+    }
+    assert_eq!(seqs, [1, 2, 3], "running, values, completed: each once");
+
+    let refused = ask(
+        &mut his,
+        json!({"id": 2, "method": "run.start", "params": {"assistant_id": "agent"}}),
+    )
+    .await;
+    assert_eq!(refused["error"], "unknown_error", "{refused}");
+    assert_eq!(
+        frame(&mut his, Duration::from_secs(3)).await,
+        None,
+        "nothing of hers reaches his socket"
+    );
+    let _ = stop.send(());
+    drop((hers, his));
+    server.await.expect("served").expect("stopped");
+}

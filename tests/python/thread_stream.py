@@ -199,6 +199,8 @@ async def thread_stream_calls(url: str, headers: dict[str, str], rec: Any) -> No
             )
             rec.raw[f"thread_stream/refused/{label}"] = {"status": answer.status_code, "body": answer.json()}
 
+    await socket_calls(url, headers, rec)
+
     # The SDK's own thread stream: a run's output, its states, an interrupt answered.
     client = get_client(url=url, headers=headers)
     async with client.threads.stream(assistant_id="linear6") as thread:
@@ -238,4 +240,62 @@ async def thread_stream_calls(url: str, headers: dict[str, str], rec: Any) -> No
         ]
         await thread.run.respond(RESUME)
         rec.raw["thread_stream/sdk/approval/output"] = await asyncio.wait_for(thread.output, 30)
+    # The same over the SDK's WebSocket transport, whose handshake carries only the headers the
+    # thread stream is given.
+    async with client.threads.stream(assistant_id="linear6", transport="websocket", headers=headers) as thread:
+        await thread.run.start(input=INPUTS["linear6"])
+        rec.raw["thread_stream/sdk/websocket/linear6/output"] = await asyncio.wait_for(thread.output, 30)
+    async with client.threads.stream(assistant_id="approval", transport="websocket", headers=headers) as thread:
+        await thread.run.start(input=INPUTS["approval"])
+        for _ in range(300):
+            if thread.interrupted:
+                break
+            await asyncio.sleep(0.1)
+        rec.raw["thread_stream/sdk/websocket/approval/interrupted"] = thread.interrupted
+        await thread.run.respond(RESUME)
+        rec.raw["thread_stream/sdk/websocket/approval/output"] = await asyncio.wait_for(thread.output, 30)
+
+
+async def socket_calls(url: str, headers: dict[str, str], rec: Any) -> None:
+    """The WebSocket on `/threads/{thread_id}/stream/events`, frame by frame: what it refuses, a
+    subscription, a run started over it and its events, an unsubscription."""
+    import json
+
+    from websockets.asyncio.client import connect
+
+    thread_id = str(uuid4())
+    address = url.replace("http://", "ws://", 1) + f"/threads/{thread_id}/stream/events"
+    async with connect(address, additional_headers=headers) as socket:
+
+        async def ask(frame: str) -> dict:
+            await socket.send(frame)
+            return json.loads(await asyncio.wait_for(socket.recv(), 30))
+
+        for label, frame in [
+            ("not json", "not json"),
+            ("string id", json.dumps({"id": "1", "method": "run.start"})),
+            ("subscribe without channels", json.dumps({"id": 1, "method": "subscription.subscribe", "params": {}})),
+            ("unsubscribe unknown", json.dumps({"id": 2, "method": "subscription.unsubscribe", "params": {"subscription_id": "nope"}})),
+            ("tree before a run", json.dumps({"id": 3, "method": "agent.getTree", "params": {}})),
+        ]:
+            rec.raw[f"thread_stream/socket/{label}"] = await ask(frame)
+        subscribed = await ask(
+            json.dumps({"id": 4, "method": "subscription.subscribe", "params": {"channels": ["lifecycle", "values", "input"]}})
+        )
+        rec.raw["thread_stream/socket/subscribe"] = subscribed
+        started = await ask(
+            json.dumps({"id": 5, "method": "run.start", "params": {"assistant_id": "linear6", "input": INPUTS["linear6"]}})
+        )
+        rec.raw["thread_stream/socket/run.start"] = started
+        events = []
+        while True:
+            frame = json.loads(await asyncio.wait_for(socket.recv(), 30))
+            events.append(shown(frame))
+            if terminal(frame):
+                break
+        rec.raw["thread_stream/socket/events"] = events
+        subscription = (subscribed.get("result") or {}).get("subscription_id", "none")
+        rec.raw["thread_stream/socket/unsubscribe"] = await ask(
+            json.dumps({"id": 6, "method": "subscription.unsubscribe", "params": {"subscription_id": subscription}})
+        )
 

@@ -429,6 +429,7 @@ pub(super) fn io(method: &str, path: &str) -> Option<Io> {
         ("post", "/threads/{thread_id}/stream/events") => {
             Io::events().takes::<protocol::EventsRequest>()
         }
+        ("get", "/threads/{thread_id}/stream/events") => Io::nothing(),
         ("get", "/threads/{thread_id}/storage") => Io::answers::<wire::ThreadStorage>(),
         ("get", "/" | "/ok") => Io::answers::<wire::Health>().query::<probes::OkQuery>(),
         ("get", "/info") => Io::answers::<wire::Info>(),

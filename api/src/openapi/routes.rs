@@ -399,6 +399,16 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/threads/{thread_id}/stream/events",
+        tag: "threads",
+        summary: "The thread-centric stream protocol's WebSocket: commands in, answers and the \
+                  thread's events out",
+        statuses: &[101, 400, 401, 404, 426, 429, 503],
+        serve: |method| on(method, stream::protocol::socket),
+        kind: Kind::Lasting,
+    },
+    Route {
+        method: "get",
         path: "/threads/{thread_id}/stream",
         tag: "threads",
         summary: "The events of the thread's runs, one run after another (SSE; it does not end)",

@@ -11,9 +11,11 @@
 
 mod commands;
 mod events;
+mod socket;
 
 pub use commands::{Answer, Done, Meta, ProtocolCommand, command};
 pub use events::{EventsRequest, events};
+pub use socket::socket;
 
 /// The channels a subscriber may ask for (and `custom:<name>`).
 const CHANNELS: [&str; 9] = [

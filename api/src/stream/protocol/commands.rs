@@ -75,13 +75,21 @@ pub enum Done {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Meta {
-    /// The highest `seq` this answer's connection handed out: a command sent over HTTP reads
-    /// no events, so 0, as officially.
+    /// The highest `seq` this answer's connection handed out: on a socket, its subscriptions'
+    /// highest; a command sent over HTTP reads no events, so 0, as officially.
     applied_through_seq: i64,
 }
 
 impl Answer {
-    fn success(id: Value, result: Done) -> Self {
+    /// The same answer, sent on a socket that has handed out events up to `seq`.
+    pub(super) fn applied_through(mut self, seq: i64) -> Self {
+        if let Answer::Success { meta, .. } = &mut self {
+            meta.applied_through_seq = seq;
+        }
+        self
+    }
+
+    pub(super) fn success(id: Value, result: Done) -> Self {
         Self::Success {
             id,
             result,
@@ -91,7 +99,7 @@ impl Answer {
         }
     }
 
-    fn error(id: Value, error: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn error(id: Value, error: &'static str, message: impl Into<String>) -> Self {
         Self::Error {
             id,
             error,
@@ -147,85 +155,99 @@ pub async fn command(
     let Ok(command) = serde_json::from_slice::<Value>(&body) else {
         return ApiError::bad_request("Invalid JSON body").into_response();
     };
-    let id = command.get("id").cloned().unwrap_or(Value::Null);
-    let (Some(method), true) = (
-        command.get("method").and_then(Value::as_str),
-        id.is_i64() || id.is_u64(),
-    ) else {
-        let answer = Answer::error(
-            id,
-            "invalid_argument",
-            "Protocol commands must include an integer id and string method.",
-        );
-        return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+    let (id, method, params) = match read(&command) {
+        Ok(read) => read,
+        Err(malformed) => return (StatusCode::BAD_REQUEST, Json(malformed)).into_response(),
     };
-    let params = command.get("params").cloned().unwrap_or(Value::Null);
-    let commands = Commands {
-        state,
-        caller,
-        run_headers,
-        thread_id,
-    };
-    let answer = match method {
-        "run.start" => commands.run_start(id, params).await,
-        "input.respond" => commands.input_respond(id, params).await,
-        "subscription.subscribe" => subscribe(id, &params),
-        "subscription.unsubscribe" => match params.get("subscription_id").and_then(Value::as_str) {
-            None => Answer::error(
+    let answer = match method.as_str() {
+        // A command sent alone has no connection of events to subscribe: answered as officially,
+        // with a subscription nothing will use.
+        "subscription.subscribe" => match subscription(&method, id.clone(), &params) {
+            Ok(()) => Answer::success(
                 id,
-                "invalid_argument",
-                "subscription.unsubscribe requires a subscription_id.",
+                Done::Subscribed {
+                    subscription_id: Uuid::new_v4(),
+                    replayed_events: 0,
+                },
             ),
-            Some(unknown) => Answer::error(
-                id,
-                "no_such_subscription",
-                format!("Unknown subscription: {unknown}"),
-            ),
+            Err(refused) => refused,
         },
+        "subscription.unsubscribe" => unsubscribed(id, &params, false),
         // Commands of a session, which a command sent alone has none of.
-        "subscription.reconnect" | "agent.getTree" => {
-            Answer::error(id, "no_such_run", "No active run is bound to this thread.")
+        "subscription.reconnect" | "agent.getTree" => no_session(id),
+        _ => {
+            let commands = Commands {
+                state,
+                caller,
+                run_headers,
+                thread_id,
+            };
+            commands.run(id, &method, params).await
         }
-        other => Answer::error(
-            id,
-            "unknown_command",
-            format!("Unknown protocol command: {other}"),
-        ),
     };
     Json(answer).into_response()
 }
 
-/// `subscription.subscribe` sent alone: checked, and answered as officially, with a subscription
-/// nothing will use (a command sent over HTTP has no connection of events to subscribe).
-fn subscribe(id: Value, params: &Value) -> Answer {
+/// A command's id, method and params; or the protocol's refusal of a command that is none.
+pub(super) fn read(command: &Value) -> Result<(Value, String, Value), Answer> {
+    let id = command.get("id").cloned().unwrap_or(Value::Null);
+    match command.get("method").and_then(Value::as_str) {
+        Some(method) if id.is_i64() || id.is_u64() => Ok((
+            id,
+            method.to_owned(),
+            command.get("params").cloned().unwrap_or(Value::Null),
+        )),
+        _ => Err(Answer::error(
+            id,
+            "invalid_argument",
+            "Protocol commands must include an integer id and string method.",
+        )),
+    }
+}
+
+/// Whether `subscription.subscribe` or `subscription.reconnect` (`method`) names channels a
+/// subscriber may ask for (and, for a reconnection, where it is).
+pub(super) fn subscription(method: &str, id: Value, params: &Value) -> Result<(), Answer> {
+    let refused = |message: String| Err(Answer::error(id.clone(), "invalid_argument", message));
     let Some(channels) = params
         .get("channels")
         .and_then(Value::as_array)
         .filter(|channels| !channels.is_empty())
     else {
-        return Answer::error(
-            id,
-            "invalid_argument",
-            "subscription.subscribe requires a non-empty channels array.",
-        );
+        return refused(format!("{method} requires a non-empty channels array."));
     };
     if !channels
         .iter()
         .all(|channel| channel.as_str().is_some_and(supported))
     {
-        return Answer::error(
+        return refused(format!("{method} received an unsupported channel."));
+    }
+    if method == "subscription.reconnect" && !params.get("since").is_some_and(Value::is_u64) {
+        return refused(format!("{method} requires a non-negative integer since."));
+    }
+    Ok(())
+}
+
+/// `subscription.unsubscribe`'s answer: `known` when the subscription it names was there.
+pub(super) fn unsubscribed(id: Value, params: &Value, known: bool) -> Answer {
+    match params.get("subscription_id").and_then(Value::as_str) {
+        None => Answer::error(
             id,
             "invalid_argument",
-            "subscription.subscribe received an unsupported channel.",
-        );
+            "subscription.unsubscribe requires a subscription_id.",
+        ),
+        Some(_) if known => Answer::success(id, Done::Answered {}),
+        Some(unknown) => Answer::error(
+            id,
+            "no_such_subscription",
+            format!("Unknown subscription: {unknown}"),
+        ),
     }
-    Answer::success(
-        id,
-        Done::Subscribed {
-            subscription_id: Uuid::new_v4(),
-            replayed_events: 0,
-        },
-    )
+}
+
+/// The answer to a command of a run's session where there is none.
+pub(super) fn no_session(id: Value) -> Answer {
+    Answer::error(id, "no_such_run", "No active run is bound to this thread.")
 }
 
 /// A param that is a string with something in it.
@@ -235,14 +257,28 @@ fn non_empty(param: Option<&Value>) -> Option<&str> {
         .filter(|text| !text.is_empty())
 }
 
-struct Commands {
-    state: AppState,
-    caller: Caller,
-    run_headers: RunHeaders,
-    thread_id: String,
+/// The commands that make runs, as the caller, on their thread.
+pub(super) struct Commands {
+    pub(super) state: AppState,
+    pub(super) caller: Caller,
+    pub(super) run_headers: RunHeaders,
+    pub(super) thread_id: String,
 }
 
 impl Commands {
+    /// `run.start`, `input.respond`, or a command the protocol does not have.
+    pub(super) async fn run(&self, id: Value, method: &str, params: Value) -> Answer {
+        match method {
+            "run.start" => self.run_start(id, params).await,
+            "input.respond" => self.input_respond(id, params).await,
+            other => Answer::error(
+                id,
+                "unknown_command",
+                format!("Unknown protocol command: {other}"),
+            ),
+        }
+    }
+
     async fn run_start(&self, id: Value, params: Value) -> Answer {
         let params: RunStart = serde_json::from_value(params).unwrap_or_default();
         let Some(assistant_id) = non_empty(params.assistant_id.as_ref()) else {

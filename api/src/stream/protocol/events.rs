@@ -1,6 +1,9 @@
 //! The protocol's events (`POST /threads/{thread_id}/stream/events`): a thread's runs read
 //! from the first, each event numbered once, sent to the subscriber whose filter it passes.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -52,7 +55,7 @@ pub struct EventsRequest {
 
 /// What a subscriber asked for: the body of `POST …/stream/events`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Filter {
+pub(super) struct Filter {
     channels: Vec<String>,
     /// Namespace prefixes (none: every namespace).
     namespaces: Vec<Vec<String>>,
@@ -91,6 +94,12 @@ impl Filter {
                 unsupported.join(", ")
             )));
         }
+        Ok(Self::lenient(&body))
+    }
+
+    /// A body whose channels were checked: the rest read leniently, as officially (what is not
+    /// a list of namespaces, a depth or a `seq` is left out).
+    pub(super) fn lenient(body: &Value) -> Self {
         let namespaces = body
             .get("namespaces")
             .and_then(Value::as_array)
@@ -105,9 +114,12 @@ impl Filter {
             })
             .collect();
         let count = |key: &str| body.get(key).and_then(Value::as_u64);
-        Ok(Self {
-            channels: channels
-                .iter()
+        Self {
+            channels: body
+                .get("channels")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
                 .filter_map(Value::as_str)
                 .map(str::to_owned)
                 .collect(),
@@ -116,7 +128,7 @@ impl Filter {
             since: count("since")
                 .and_then(|since| i64::try_from(since).ok())
                 .unwrap_or(0),
-        })
+        }
     }
 
     /// Whether an event of `method` in `namespace` with `data` is this subscriber's.
@@ -222,19 +234,13 @@ pub async fn events(
             return;
         }
 
-        let mut numbering = Numbering {
+        let numbering = Numbering {
             filter,
             seq: 0,
-            sender: &sender,
-            state: &state,
+            out: Out::Sse(sender),
+            state: state.clone(),
         };
-        // A thread the client has named but that no run has made yet is waited for, as
-        // officially (the SDK opens its streams around `run.start`). So is one the caller may not
-        // see: to a stranger, another's thread looks like one not made yet.
-        let Some(thread) = appeared(&state, &asker, ThreadId(id), &sender).await else {
-            return;
-        };
-        follow_thread(&state, &thread, &asker, &mut numbering).await;
+        follow(numbering, &asker, ThreadId(id)).await;
     });
     let mut response = events.into_response();
     let answer_headers = response.headers_mut();
@@ -248,7 +254,7 @@ async fn appeared(
     state: &AppState,
     asker: &Asker,
     thread_id: ThreadId,
-    sender: &mpsc::Sender<Event>,
+    out: &Out,
 ) -> Option<Thread> {
     let mut shutdown = state.shutdown_signal();
     let mut queued = state.listener().queued();
@@ -265,25 +271,94 @@ async fn appeared(
             woken = queued.recv() => if matches!(woken, Err(RecvError::Closed)) { return None },
             () = tokio::time::sleep(RECHECK) => {}
             _ = shutdown.wait_for(|shutting_down| *shutting_down) => return None,
-            () = sender.closed() => return None,
+            () = out.closed() => return None,
         }
     }
 }
 
-/// The stream's numbering of the thread's events, and what it sends of them.
-struct Numbering<'a> {
-    filter: Filter,
-    /// The `seq` of the last event numbered.
-    seq: i64,
-    sender: &'a mpsc::Sender<Event>,
-    state: &'a AppState,
+/// Follows the thread `thread_id` names for `numbering`'s subscriber, from its first run.
+///
+/// A thread the client has named but that no run has made yet is waited for, as officially (the
+/// SDK opens its streams around `run.start`). So is one the caller may not see: to a stranger,
+/// another's thread looks like one not made yet.
+pub(super) async fn follow(mut numbering: Numbering, asker: &Asker, thread_id: ThreadId) {
+    let state = numbering.state.clone();
+    let Some(thread) = appeared(&state, asker, thread_id, &numbering.out).await else {
+        return;
+    };
+    follow_thread(&state, &thread, asker, &mut numbering).await;
 }
 
-impl Numbering<'_> {
+/// Where a subscriber's events go.
+pub(super) enum Out {
+    /// An SSE answer's.
+    Sse(mpsc::Sender<Event>),
+    /// A socket's, shared by its subscriptions: each event goes once, the first time one of
+    /// them admits it.
+    Socket {
+        sender: mpsc::Sender<String>,
+        sent: Arc<Mutex<HashSet<i64>>>,
+        /// The highest `seq` its subscriptions have numbered.
+        through: Arc<AtomicI64>,
+    },
+}
+
+impl Out {
+    /// Sends a numbered event. `Err` when the subscriber is gone or stopped reading.
+    async fn send(
+        &self,
+        state: &AppState,
+        method: &str,
+        envelope: &Envelope<'_>,
+    ) -> Result<(), ()> {
+        let data = serde_json::to_string(envelope).map_err(drop)?;
+        match self {
+            Out::Sse(sender) => {
+                let sse = Event::default()
+                    .event(method)
+                    .id(envelope.seq.to_string())
+                    .data(data);
+                send(state, sender, sse).await.map_err(drop)
+            }
+            Out::Socket { sender, sent, .. } => {
+                let first = sent.lock().expect("never poisoned").insert(envelope.seq);
+                if !first {
+                    return Ok(());
+                }
+                sender
+                    .send_timeout(data, state.slow_client_timeout())
+                    .await
+                    .map_err(drop)
+            }
+        }
+    }
+
+    /// Resolves once the subscriber is gone.
+    async fn closed(&self) {
+        match self {
+            Out::Sse(sender) => sender.closed().await,
+            Out::Socket { sender, .. } => sender.closed().await,
+        }
+    }
+}
+
+/// A subscriber's numbering of the thread's events, and what it sends of them.
+pub(super) struct Numbering {
+    pub(super) filter: Filter,
+    /// The `seq` of the last event numbered.
+    pub(super) seq: i64,
+    pub(super) out: Out,
+    pub(super) state: AppState,
+}
+
+impl Numbering {
     /// Numbers one event and sends it if the subscriber asked for it. `Err` when the stream is
     /// over.
     async fn next(&mut self, method: &str, params: Params, event_id: String) -> Result<(), ()> {
         self.seq += 1;
+        if let Out::Socket { through, .. } = &self.out {
+            through.fetch_max(self.seq, Ordering::Relaxed);
+        }
         if self.seq <= self.filter.since
             || !self.filter.admits(method, &params.namespace, &params.data)
         {
@@ -296,12 +371,7 @@ impl Numbering<'_> {
             method,
             params,
         };
-        let data = serde_json::to_string(&envelope).map_err(drop)?;
-        let sse = Event::default()
-            .event(method)
-            .id(self.seq.to_string())
-            .data(data);
-        send(self.state, self.sender, sse).await.map_err(drop)
+        self.out.send(&self.state, method, &envelope).await
     }
 }
 
@@ -309,7 +379,7 @@ async fn follow_thread(
     state: &AppState,
     thread: &Thread,
     asker: &Asker,
-    numbering: &mut Numbering<'_>,
+    numbering: &mut Numbering,
 ) {
     let mut shutdown = state.shutdown_signal();
     let mut queued = state.listener().queued();
@@ -327,7 +397,7 @@ async fn follow_thread(
                 woken = queued.recv() => if matches!(woken, Err(RecvError::Closed)) { return },
                 () = tokio::time::sleep(RECHECK) => {}
                 _ = shutdown.wait_for(|shutting_down| *shutting_down) => return,
-                () = numbering.sender.closed() => return,
+                () = numbering.out.closed() => return,
             }
             continue;
         };
@@ -351,7 +421,7 @@ async fn follow_run(
     state: &AppState,
     thread: &Thread,
     queued: &QueuedRun,
-    numbering: &mut Numbering<'_>,
+    numbering: &mut Numbering,
 ) -> Result<(), ()> {
     let run = match run::get(state.pool(), thread.thread_id, queued.run_id).await {
         Ok(run) => run,
@@ -398,7 +468,7 @@ async fn follow_run(
         let next = tokio::select! {
             next = follower.next() => next,
             _ = shutdown.wait_for(|shutting_down| *shutting_down) => return Err(()),
-            () = numbering.sender.closed() => return Err(()),
+            () = numbering.out.closed() => return Err(()),
         };
         let stored = match next {
             Ok(Some(stored)) => stored,
