@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use mostrador_queue::Thread;
 use mostrador_queue::run::MultitaskStrategy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -325,13 +326,15 @@ impl Commands {
             });
         // An input to a thread that waits for a decision is that decision.
         let input = params.input.filter(|input| !input.is_null());
+        let waits = match &input {
+            Some(_) => match visible_thread(&self.state, &self.caller, &self.thread_id).await {
+                Ok(thread) => !self.pending_interrupts(&thread).await.is_empty(),
+                Err(_) => false,
+            },
+            None => false,
+        };
         let (input, command) = match input {
-            Some(input)
-                if self
-                    .pending_interrupts()
-                    .await
-                    .is_some_and(|ids| !ids.is_empty()) =>
-            {
+            Some(input) if waits => {
                 let mut command = Map::new();
                 command.insert("resume".into(), input);
                 (None, Some(Value::Object(command)))
@@ -430,7 +433,7 @@ impl Commands {
                 "No interrupted run is bound to this thread.",
             );
         };
-        let pending = self.pending_interrupts().await.unwrap_or_default();
+        let pending = self.pending_interrupts(&thread).await;
         if let Some(unknown) = answers.keys().find(|id| !pending.contains(*id)) {
             return Answer::error(
                 id,
@@ -459,23 +462,21 @@ impl Commands {
         }
     }
 
-    /// The ids of the interrupts the thread waits on (`None` for a thread the caller cannot
-    /// see or that has no state).
-    async fn pending_interrupts(&self) -> Option<Vec<String>> {
-        let thread = visible_thread(&self.state, &self.caller, &self.thread_id)
-            .await
-            .ok()?;
+    /// The ids of the interrupts `thread` waits on (none when its state cannot be read).
+    async fn pending_interrupts(&self, thread: &Thread) -> Vec<String> {
         let latest =
-            crate::state::latest(&self.state, thread.thread_id, thread.graph_id.as_deref())
-                .await
-                .ok()??;
-        Some(
-            latest
-                .interrupts
-                .iter()
-                .filter_map(|(_, interrupt)| interrupt["id"].as_str().map(str::to_owned))
-                .collect(),
-        )
+            crate::state::latest(&self.state, thread.thread_id, thread.graph_id.as_deref()).await;
+        latest
+            .ok()
+            .flatten()
+            .map(|latest| {
+                latest
+                    .interrupts
+                    .iter()
+                    .filter_map(|(_, interrupt)| interrupt["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     async fn create(&self, id: Value, body: Result<CreateRun, ApiError>) -> Answer {

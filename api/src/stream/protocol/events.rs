@@ -84,7 +84,8 @@ impl Filter {
             .take(5)
             .map(|channel| match channel {
                 Value::String(text) => text.clone(),
-                other => python_repr(other),
+                // Python's `repr` of what is not a string, as the official refusal lists it.
+                other => crate::mcp::python_repr(other),
             })
             .collect();
         if !unsupported.is_empty() {
@@ -164,16 +165,6 @@ fn is_under(namespace: &[String], prefix: &[String]) -> bool {
             wanted == segment
                 || (!wanted.contains(':') && segment.split(':').next() == Some(wanted.as_str()))
         })
-}
-
-/// Python's `repr` of a JSON value that is not a string, as the official refusal lists it.
-fn python_repr(value: &Value) -> String {
-    match value {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        other => other.to_string(),
-    }
 }
 
 /// One event of the protocol as a stream sends it.
